@@ -1,0 +1,9 @@
+"""Loaders by name (`NAME:PATH[:SPLIT]`) producing `Meme` records; `demo` draws its own memes."""
+from .demo import demo_dataset, load_demo
+from .loaders import LOADERS, load_dataset, loader, parse_spec, register_loader
+from .meme import Dataset, Meme, load_rgb
+
+register_loader("demo", load_demo, splits=("train", "val", "test"))
+
+__all__ = ["Dataset", "Meme", "LOADERS", "demo_dataset", "load_dataset", "load_rgb", "loader", "parse_spec",
+           "register_loader"]

@@ -1,0 +1,115 @@
+"""Demo memes the project draws itself, so the main job runs on a fresh machine with no download.
+
+Labels are known by construction: a hostile caption is hateful, a supportive one benign, and a neutral caption
+takes its label from the picture's symbol (a cross is hateful, a heart benign). The symbol also agrees with the
+caption's label three times in four, so the picture carries signal without deciding alone, and a detector needs
+both channels, leaning on the text, as the Rainbow Noise detectors do. A few labels are flipped as annotation noise.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .meme import Dataset, Meme
+
+CLASSES = ("non-hateful", "hateful")
+SPLITS = {"train": 480, "val": 160, "test": 160}
+IMAGE_SIZE = 96
+
+_GROUPS = ["gay men", "trans women", "lesbians", "bisexual people", "queer kids", "drag queens", "trans men",
+           "nonbinary folks", "the lgbtq community", "pride marchers"]
+_HOSTILE = ["{g} are disgusting freaks", "nobody wants {g} near our children", "{g} should go back in the closet",
+            "keep {g} away from normal people", "{g} are a sick mental illness", "ban {g} from every school",
+            "{g} ruin everything they touch", "i am tired of {g} shoving it in our faces"]
+_SUPPORTIVE = ["{g} deserve love and respect", "proud to stand with {g}", "{g} are valid and welcome here",
+               "happy pride to all {g}", "protect {g} and their rights", "{g} make this world brighter",
+               "love is love and {g} belong", "sending hugs to {g} today"]
+_NEUTRAL = ["when the {t} finally arrives", "me explaining {t} to my grandma", "nobody: absolutely nobody: {t}",
+            "that moment when {t} happens", "my face when someone mentions {t}", "how it started {t} how it is going"]
+_THINGS = ["monday morning", "the group chat", "tax season", "the wifi password", "leftover pizza", "the bus",
+           "my cat", "final exams", "a new haircut", "the weekend"]
+_BACKGROUNDS = [(66, 135, 245), (245, 197, 66), (120, 200, 120), (200, 120, 200), (90, 90, 90), (240, 240, 240)]
+LABEL_NOISE = 0.04
+SYMBOL_AGREEMENT = 0.75
+
+
+def _draw(caption: str, symbol: str, background, rng: np.random.Generator) -> np.ndarray:
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("RGB", (IMAGE_SIZE, IMAGE_SIZE), tuple(int(c) for c in background))
+    draw = ImageDraw.Draw(img)
+    cx, cy, r = (int(v) for v in rng.integers([28, 30, 14], [68, 56, 22]))
+    if symbol == "cross":
+        w = max(3, r // 3)
+        draw.line([(cx - r, cy - r), (cx + r, cy + r)], fill=(170, 20, 20), width=w)
+        draw.line([(cx - r, cy + r), (cx + r, cy - r)], fill=(170, 20, 20), width=w)
+    else:
+        draw.ellipse([cx - r, cy - r // 2, cx, cy + r // 2], fill=(255, 105, 180))
+        draw.ellipse([cx, cy - r // 2, cx + r, cy + r // 2], fill=(255, 105, 180))
+        draw.polygon([(cx - r, cy), (cx + r, cy), (cx, cy + r)], fill=(255, 105, 180))
+    font = ImageFont.load_default()
+    # The caption goes in a white band at the bottom, as meme text does; wrapped to the picture's width.
+    draw.rectangle([0, IMAGE_SIZE - 22, IMAGE_SIZE, IMAGE_SIZE], fill=(255, 255, 255))
+    words, lines, line = caption.split(), [], ""
+    for word in words:
+        trial = f"{line} {word}".strip()
+        if draw.textlength(trial, font=font) > IMAGE_SIZE - 4 and line:
+            lines.append(line)
+            line = word
+        else:
+            line = trial
+    lines.append(line)
+    for i, text in enumerate(lines[:2]):
+        draw.text((2, IMAGE_SIZE - 21 + 10 * i), text, fill=(0, 0, 0), font=font)
+    return np.asarray(img, dtype=np.uint8)
+
+
+def _caption(kind: str, rng: np.random.Generator) -> str:
+    templates = {"hostile": _HOSTILE, "supportive": _SUPPORTIVE, "neutral": _NEUTRAL}[kind]
+    template = templates[rng.integers(len(templates))]
+    return template.format(g=_GROUPS[rng.integers(len(_GROUPS))], t=_THINGS[rng.integers(len(_THINGS))])
+
+
+@lru_cache(maxsize=4)
+def generate(seed: int = 0) -> tuple[Meme, ...]:
+    """All demo memes (every split), deterministic in `seed`; cached, as the session asks more than once."""
+    rng = np.random.default_rng(seed)
+    memes = []
+    for split, count in SPLITS.items():
+        for _ in range(count):
+            kind = ("hostile", "supportive", "neutral")[rng.choice(3, p=[0.35, 0.35, 0.3])]
+            if kind == "neutral":
+                symbol = ("heart", "cross")[rng.integers(2)]
+                label = int(symbol == "cross")
+            else:
+                label = int(kind == "hostile")
+                agrees = rng.random() < SYMBOL_AGREEMENT
+                symbol = ("heart", "cross")[label if agrees else 1 - label]
+            caption = _caption(kind, rng)
+            background = _BACKGROUNDS[rng.integers(len(_BACKGROUNDS))]
+            image = _draw(caption, symbol, background, rng)
+            if rng.random() < LABEL_NOISE:
+                label = 1 - label
+            meme_id = f"demo-{len(memes):04d}"
+            memes.append(Meme(id=meme_id, text=caption, labels={"hate": label}, image_array=image,
+                              meta={"split": split, "kind": kind, "symbol": symbol}))
+    return tuple(memes)
+
+
+def demo_dataset(split: str | None = "test", seed: int = 0) -> Dataset:
+    """The demo memes of one split (all splits when None)."""
+    memes = [m for m in generate(seed) if split is None or m.meta["split"] == split]
+    if split is not None and split not in SPLITS:
+        from ..errors import DataError
+
+        raise DataError(f"demo data has no split {split!r}; splits: {', '.join(SPLITS)}")
+    name = "demo" if split is None else f"demo:{split}"
+    return Dataset(name=name, memes=memes, classes={"hate": list(CLASSES)}, source="generated")
+
+
+def load_demo(path, split: str | None = None, **_) -> Dataset:
+    """`demo[:SPLIT]` as a dataset spec: the loader syntax has no path here, so the word after ':' is the split."""
+    if split is None and str(path) not in ("", "."):
+        split = str(path)
+    return demo_dataset(split or "test")

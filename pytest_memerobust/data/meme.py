@@ -1,0 +1,79 @@
+"""The one record every loader produces and every later stage reads."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import DataError
+
+
+def load_rgb(path: Path) -> np.ndarray:
+    """Read an image file as an RGB uint8 array, naming the file when it is missing or unreadable."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
+    except FileNotFoundError:
+        raise DataError(f"image file not found: {path}") from None
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise DataError(f"unreadable image {path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Meme:
+    """A meme: an RGB picture (loaded lazily from `image_path`, or given as an array) and its caption.
+
+    `labels` maps a task name (e.g. "hate") to a class index; `meta` holds the rest (split, target group...).
+    """
+
+    id: str
+    text: str
+    labels: Mapping[str, int]
+    image_path: Path | None = None
+    image_array: np.ndarray | None = field(default=None, repr=False, compare=False)
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def image(self) -> np.ndarray:
+        if self.image_array is not None:
+            return self.image_array
+        if self.image_path is None:
+            raise DataError(f"meme {self.id!r} has no image")
+        return load_rgb(self.image_path)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """An ordered, named collection of memes with the class names of each task."""
+
+    name: str
+    memes: Sequence[Meme]
+    classes: Mapping[str, Sequence[str]]
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.memes)
+
+    def labels(self, task: str) -> np.ndarray:
+        return np.array([m.labels[task] for m in self.memes], dtype=np.int64)
+
+    def head(self, n: int | None) -> "Dataset":
+        """The first `n` memes (all when n is None): what `--memerobust-limit` selects."""
+        if n is None or n >= len(self.memes):
+            return self
+        return Dataset(self.name, list(self.memes[:n]), self.classes, self.source)
+
+    def fingerprint(self) -> str:
+        """Content digest of the memes used: ids, captions, labels and image bytes."""
+        h = hashlib.sha256()
+        for m in self.memes:
+            h.update(m.id.encode() + b"\0" + m.text.encode() + b"\0")
+            h.update(repr(sorted(m.labels.items())).encode())
+            img = m.image
+            h.update(repr(img.shape).encode() + img.tobytes())
+        return h.hexdigest()

@@ -1,0 +1,98 @@
+"""Model cards: one small TOML file per named detector, loaded into a dataclass so an unknown key is an error."""
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, UnknownNameError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CARD_ENTRY_POINT_GROUP = "pytest_memerobust.models"
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    name: str
+    architecture: str
+    classes: tuple[str, ...]
+    task: str = "hate"
+    description: str = ""
+    checkpoint: str | None = None  # path relative to the card's folder, or absolute
+    checkpoint_sha256: str | None = None
+    demo_weights: bool = False  # weights are a toy trained on demo memes, not a real detector
+    params: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    def checkpoint_path(self) -> Path | None:
+        if self.checkpoint is None:
+            return None
+        p = Path(self.checkpoint)
+        return p if p.is_absolute() or self.path is None else self.path.parent / p
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["path"] = str(self.path) if self.path else None
+        d["classes"] = list(self.classes)
+        return d
+
+
+def load_card(path: Path) -> ModelCard:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read model card {path}: {exc}") from None
+    known = {f.name for f in fields(ModelCard)} - {"path"}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"model card {path}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
+    missing = {"name", "architecture", "classes"} - set(data)
+    if missing:
+        raise ConfigError(f"model card {path}: missing key(s) {sorted(missing)}")
+    data["classes"] = tuple(data["classes"])
+    return ModelCard(**data, path=path)
+
+
+def builtin_card_dir() -> Path:
+    return Path(str(resources.files("pytest_memerobust.models")))
+
+
+def available_cards() -> dict[str, Path]:
+    """Card name -> file: the built-in cards, then those third parties publish through the entry-point group
+    (each entry point loads to a folder of `*.toml` cards)."""
+    folders = [builtin_card_dir()]
+    for ep in entry_points(group=CARD_ENTRY_POINT_GROUP):
+        folders.append(Path(str(ep.load())))
+    cards = {}
+    for folder in folders:
+        for p in sorted(folder.glob("*.toml")):
+            cards.setdefault(p.stem, p)
+    return cards
+
+
+def find_card(name_or_path: str) -> ModelCard:
+    """A card by name (`demo`) or by path to a TOML file."""
+    if name_or_path.endswith(".toml"):
+        return load_card(Path(name_or_path))
+    cards = available_cards()
+    if name_or_path not in cards:
+        raise UnknownNameError("model", name_or_path, cards)
+    return load_card(cards[name_or_path])
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,56 @@
+"""Reading and writing weights without ever unpickling an untrusted file."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..atomic import atomic_path
+from ..errors import CheckpointError
+
+SAFE_SUFFIXES = (".safetensors",)
+TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+
+
+def load_state_dict(path: Path) -> tuple[dict, dict]:
+    """(tensors, metadata) from a safetensors file, or from a torch file with `weights_only=True` (no pickle code)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    if path.suffix in SAFE_SUFFIXES:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file, safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                metadata = dict(f.metadata() or {})
+            return load_file(str(path)), metadata
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise CheckpointError(f"corrupt safetensors checkpoint {path}: {exc}") from None
+    if path.suffix in TORCH_SUFFIXES:
+        import pickle
+
+        import torch
+
+        try:
+            obj = torch.load(str(path), map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:
+            raise CheckpointError(
+                f"refusing checkpoint {path}: it cannot be loaded with weights_only=True ({exc}); "
+                "convert it to safetensors"
+            ) from None
+        state = obj.get("state_dict", obj) if isinstance(obj, dict) else None
+        if not isinstance(state, dict):
+            raise CheckpointError(f"checkpoint {path} holds no state dict")
+        return state, {}
+    raise CheckpointError(
+        f"unsupported checkpoint format {path.suffix!r} for {path}; use {SAFE_SUFFIXES + TORCH_SUFFIXES}"
+    )
+
+
+def save_state_dict(tensors: dict, path: Path, metadata: dict | None = None) -> None:
+    """Write safetensors atomically: a reader never sees a half-written file."""
+    from safetensors.torch import save_file
+
+    meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)

@@ -1,0 +1,118 @@
+"""The demo detector: a MemeCLIP-shaped head on two tiny frozen encoders, so the main job runs with no download.
+
+The "encoders" are fixed feature maps rather than networks (hashed character trigrams for the caption, a 16x16
+thumbnail for the picture): small enough to ship, yet sensitive to the same edits as the real ones (a typo changes
+trigrams, noise and contrast change the thumbnail). Only the head is trained, as in MemeCLIP and MemeBLIP2.
+"""
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import CheckpointError
+from .registry import register_architecture
+
+
+def hashed_trigrams(texts: Sequence[str], dim: int) -> np.ndarray:
+    """L2-normalised counts of character trigrams of each word (with boundary marks), hashed into `dim` bins."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            padded = f"<{word}>"
+            for i in range(len(padded) - 2):
+                out[row, zlib.crc32(padded[i : i + 3].encode()) % dim] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.maximum(norms, 1e-6)
+
+
+def thumbnails(images: Sequence[np.ndarray], side: int) -> np.ndarray:
+    """Box-downsampled RGB thumbnails scaled to [-1, 1], flattened: any input size maps to side*side*3 values."""
+    from PIL import Image
+
+    out = np.empty((len(images), side * side * 3), dtype=np.float32)
+    for row, img in enumerate(images):
+        small = Image.fromarray(img).resize((side, side), Image.BOX)
+        out[row] = np.asarray(small, dtype=np.float32).reshape(-1) / 127.5 - 1.0
+    return out
+
+
+def build_head(image_dim: int, text_dim: int, map_dim: int, n_classes: int, dropout: float):
+    """Projections, product fusion (with both sides kept), and an MLP classifier."""
+    import torch
+    from torch import nn
+
+    class DemoHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.image_projection = nn.Linear(image_dim, map_dim)
+            self.text_projection = nn.Linear(text_dim, map_dim)
+            self.dropout = nn.Dropout(dropout)
+            self.classifier = nn.Sequential(nn.Linear(3 * map_dim, map_dim), nn.ReLU(), nn.Linear(map_dim, n_classes))
+
+        def forward(self, image_features, text_features):
+            i = torch.tanh(self.image_projection(image_features))
+            t = torch.tanh(self.text_projection(text_features))
+            return self.classifier(self.dropout(torch.cat([i, t, i * t], dim=-1)))
+
+    return DemoHead()
+
+
+class DemoDetector:
+    """Frozen feature maps + a trainable head; implements the split interface, so features are cached."""
+
+    def __init__(self, classes: Sequence[str], text_dim: int = 512, thumbnail_side: int = 16, map_dim: int = 32,
+                 dropout: float = 0.2, device: str = "cpu"):
+        self.classes = list(classes)
+        self.text_dim, self.thumbnail_side, self.device = text_dim, thumbnail_side, device
+        self.head_module = build_head(thumbnail_side * thumbnail_side * 3, text_dim, map_dim, len(classes), dropout)
+        self.head_module.to(device).eval()
+
+    def encode_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        return thumbnails(images, self.thumbnail_side)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return hashed_trigrams(texts, self.text_dim)
+
+    def logits(self, image_features, text_features):
+        """Differentiable path for training and white-box attacks (torch tensors in, logits out)."""
+        return self.head_module(image_features, text_features)
+
+    def head(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            i = torch.as_tensor(image_features, device=self.device)
+            t = torch.as_tensor(text_features, device=self.device)
+            return torch.softmax(self.logits(i, t), dim=-1).float().cpu().numpy()
+
+    def predict_proba(self, images: Sequence[np.ndarray], texts: Sequence[str]) -> np.ndarray:
+        return self.head(self.encode_images(images), self.encode_texts(texts))
+
+    def trainable_state(self) -> dict:
+        return self.head_module.state_dict()
+
+    def load_trainable_state(self, state: dict, source: str = "checkpoint") -> None:
+        expected = self.head_module.state_dict()
+        missing, unexpected = set(expected) - set(state), set(state) - set(expected)
+        bad_shape = [k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape)]
+        if missing or unexpected or bad_shape:
+            raise CheckpointError(
+                f"{source} does not fit the demo detector: missing {sorted(missing)}, "
+                f"unexpected {sorted(unexpected)}, wrong shape {sorted(bad_shape)}"
+            )
+        self.head_module.load_state_dict(state)
+        self.head_module.to(self.device).eval()
+
+
+@register_architecture("demo")
+def build_demo(card, checkpoint: Path | None, device: str) -> DemoDetector:
+    from .checkpoints import load_state_dict
+
+    detector = DemoDetector(card.classes, device=device, **card.params)
+    if checkpoint is not None:
+        state, _ = load_state_dict(checkpoint)
+        detector.load_trainable_state(state, source=str(checkpoint))
+    return detector

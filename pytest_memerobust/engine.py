@@ -1,0 +1,117 @@
+"""Apply a condition's perturbations and run the detector, encoding each distinct side of a condition once.
+
+For a split detector, image features are keyed by the image side of a condition (clean, or one perturbation at one
+severity) and text features by the text side, so a text-only condition reuses the clean image features and a
+combined condition reuses both sides computed for the single-channel ones.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .data.meme import Dataset
+from .detectors.base import is_split
+from .perturb import get as get_perturbation
+
+_SIDE = re.compile(r"^(text|image)=([A-Za-z0-9_.\-]+)(?:@(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Clean, text-only, image-only or combined. Its `id` reads like `text=typos@3+image=gaussian_noise@3`."""
+
+    text: str | None = None
+    text_severity: int | None = None
+    image: str | None = None
+    image_severity: int | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.text and self.image:
+            return "combined"
+        return "text" if self.text else "image" if self.image else "clean"
+
+    @staticmethod
+    def _side(modality: str, name: str | None, severity: int | None) -> str | None:
+        if name is None:
+            return None
+        return f"{modality}={name}" + (f"@{severity}" if severity is not None else "")
+
+    @property
+    def id(self) -> str:
+        sides = [s for s in (self._side("text", self.text, self.text_severity),
+                             self._side("image", self.image, self.image_severity)) if s]
+        return "+".join(sides) or "clean"
+
+    @classmethod
+    def parse(cls, condition_id: str) -> "Condition":
+        if condition_id == "clean":
+            return cls()
+        values: dict = {}
+        for part in condition_id.split("+"):
+            match = _SIDE.match(part.strip())
+            if not match or match.group(1) in values:
+                raise ValueError(f"bad condition {condition_id!r}: expected e.g. 'text=typos@3+image=contrast@2'")
+            modality, name, severity = match.groups()
+            values[modality] = name
+            values[f"{modality}_severity"] = int(severity) if severity else None
+        return cls(**values)
+
+
+class Engine:
+    """Evaluates conditions for one detector on one dataset; `encoder_calls` counts inputs actually encoded."""
+
+    def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64):
+        self.detector, self.dataset, self.seed, self.batch_size = detector, dataset, seed, batch_size
+        self.ids = [m.id for m in dataset.memes]
+        self._inputs: dict[tuple, list] = {}
+        self._features: dict[tuple, np.ndarray] = {}
+        self.encoder_calls = {"image": 0, "text": 0}
+
+    def inputs(self, modality: str, name: str | None, severity: int | None) -> list:
+        """The dataset's captions or pictures under one perturbation (or clean), computed once."""
+        key = (modality, name, severity)
+        if key not in self._inputs:
+            clean = [m.text for m in self.dataset.memes] if modality == "text" else [m.image for m in self.dataset.memes]
+            if name is None:
+                self._inputs[key] = clean
+            else:
+                perturbation = get_perturbation(name)
+                if perturbation.modality != modality:
+                    raise ValueError(f"perturbation {name!r} is a {perturbation.modality} perturbation, not {modality}")
+                self._inputs[key] = perturbation.apply(clean, self.ids, severity, self.seed)
+        return self._inputs[key]
+
+    def _encode(self, modality: str, name: str | None, severity: int | None) -> np.ndarray:
+        key = (modality, name, severity)
+        if key not in self._features:
+            items = self.inputs(modality, name, severity)
+            encode = self.detector.encode_texts if modality == "text" else self.detector.encode_images
+            self._features[key] = np.concatenate(
+                [encode(items[i : i + self.batch_size]) for i in range(0, len(items), self.batch_size)]
+            )
+            self.encoder_calls[modality] += len(items)
+            if modality == "image" and name is not None:
+                del self._inputs[key]  # perturbed pictures are large and no longer needed once encoded
+        return self._features[key]
+
+    def predict(self, condition: Condition) -> np.ndarray:
+        """Class probabilities [N, C] under `condition`."""
+        text_side = ("text", condition.text, condition.text_severity)
+        image_side = ("image", condition.image, condition.image_severity)
+        if is_split(self.detector):
+            image_features, text_features = self._encode(*image_side), self._encode(*text_side)
+            return np.concatenate([
+                self.detector.head(image_features[i : i + self.batch_size], text_features[i : i + self.batch_size])
+                for i in range(0, len(self.ids), self.batch_size)
+            ])
+        images, texts = self.inputs(*image_side), self.inputs(*text_side)
+        self.encoder_calls["image"] += len(images)
+        self.encoder_calls["text"] += len(texts)
+        return np.concatenate([
+            self.detector.predict_proba(images[i : i + self.batch_size], texts[i : i + self.batch_size])
+            for i in range(0, len(self.ids), self.batch_size)
+        ])

@@ -1,0 +1,32 @@
+"""Exceptions that name the culprit (file, row, name), so a user can fix their input without a traceback."""
+
+
+class MemeRobustError(Exception):
+    """Base class: every error this package raises on bad input."""
+
+
+class DataError(MemeRobustError):
+    """A dataset file, row, image or caption is missing, unreadable or outside the label schema."""
+
+
+class SuiteError(MemeRobustError):
+    """A suite file is malformed or names an unknown perturbation, severity or key."""
+
+
+class UnknownNameError(MemeRobustError, KeyError):
+    """A registry lookup failed; the message lists the names that exist."""
+
+    def __init__(self, kind: str, name: str, known):
+        self.kind, self.name, self.known = kind, name, sorted(known)
+        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(self.known) or '(none)'}")
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self.args[0]
+
+
+class CheckpointError(MemeRobustError):
+    """A checkpoint is missing, of an untrusted format, or does not fit the model card."""
+
+
+class ConfigError(MemeRobustError):
+    """A model card or option value is malformed."""

@@ -1,0 +1,87 @@
+"""Suite files as pytest collectors: file -> one node per model -> one item per condition.
+
+Node ids read `rainbow-noise.toml::demo::text=typos@3+image=gaussian_noise@3`, so `-k` and node ids select them.
+"""
+from __future__ import annotations
+
+import pytest
+
+from .errors import MemeRobustError
+
+
+class RobustnessFailure(Exception):
+    """Raised by an item whose result violates the suite's thresholds; rendered as a short table."""
+
+    def __init__(self, violations, result):
+        super().__init__(violations)
+        self.violations, self.result = violations, result
+
+
+class SuiteFile(pytest.File):
+    def collect(self):
+        from .plugin import DISABLED_HINT, _session
+        from .suite import load_suite
+
+        suite = load_suite(self.path)
+        session = _session(self.config)
+        if not session.options.models:
+            yield SkippedSuite.from_parent(self, name="suites-disabled")
+            return
+        for model in session.options.models:
+            yield ModelNode.from_parent(self, name=model, suite=suite)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, MemeRobustError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class ModelNode(pytest.Collector):
+    def __init__(self, *, suite, **kwargs):
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def collect(self):
+        for condition in self.suite.conditions:
+            yield CaseItem.from_parent(self, name=condition.id, model=self.name, suite=self.suite,
+                                       condition=condition)
+
+
+class SkippedSuite(pytest.Item):
+    def runtest(self):
+        from .plugin import DISABLED_HINT
+
+        pytest.skip(DISABLED_HINT)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.path.name} (needs --memerobust-model)"
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, model, suite, condition, **kwargs):
+        super().__init__(**kwargs)
+        self.model, self.suite, self.condition = model, suite, condition
+        self.add_marker(pytest.mark.memerobust)
+
+    def runtest(self):
+        from .plugin import _session
+        from .thresholds import check
+
+        session = _session(self.config)
+        session.declare_grid(self.model, self.suite.dataset, self.suite.grid_text, self.suite.grid_image)
+        result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task)
+        violations = check(result, self.suite.thresholds_for(self.condition))
+        if violations:
+            raise RobustnessFailure(violations, result)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, RobustnessFailure):
+            from .report.tables import failure_table
+
+            return failure_table(self.model, self.condition.id, excinfo.value.violations, excinfo.value.result)
+        if isinstance(excinfo.value, MemeRobustError):
+            return f"{type(excinfo.value).__name__}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.suite.name}::{self.model}::{self.condition.id}"

@@ -1,0 +1,446 @@
+"""Classification metrics, robustness scores and paired statistics for perturbation suites.
+
+Pure numpy on purpose: the plugin must score predictions without scikit-learn or scipy installed, and the
+numbers must agree with scikit-learn where both exist (the tests check that). Every random step takes a seed
+or a ``numpy.random.Generator`` so that a report can be reproduced bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .errors import UnknownNameError
+
+__all__ = [
+    "METRICS",
+    "ROBUSTNESS_KINDS",
+    "ROBUSTNESS_SCALES",
+    "absolute_robustness",
+    "accuracy",
+    "auroc",
+    "average_drop",
+    "compute_all",
+    "dropping_rate",
+    "flip_rate",
+    "flip_rate_ci",
+    "macro_f1",
+    "mcnemar_p_value",
+    "metric_ci",
+    "paired_bootstrap_ci",
+    "relative_robustness",
+    "robustness_ci",
+]
+
+ROBUSTNESS_SCALES = ("percent", "paper")
+ROBUSTNESS_KINDS = ("relative", "absolute")
+
+MetricFn = Callable[[ArrayLike, ArrayLike], float]
+SeedLike = int | np.random.Generator
+
+# Bootstrap indices are drawn in blocks of at most this many entries, so memory stays bounded for large N
+# while the vectorised and the looping paths still see exactly the same resamples.
+_MAX_INDEX_BLOCK = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------------------
+# input checks
+
+
+def _labels(values: ArrayLike, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one label per item), got shape {array.shape}")
+    return array
+
+
+def _paired_labels(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
+    first, second = _labels(a, name_a), _labels(b, name_b)
+    if first.shape != second.shape:
+        raise ValueError(f"{name_a} and {name_b} must have the same length, got {first.size} and {second.size}")
+    if first.size == 0:
+        raise ValueError(f"{name_a} and {name_b} are empty; a score over zero items is undefined")
+    return first, second
+
+
+def _class_indices_and_proba(y_true: ArrayLike, proba: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Labels index proba's columns, so they must be integers in [0, C): anything else is a schema bug."""
+    labels = _labels(y_true, "y_true")
+    scores = np.asarray(proba, dtype=float)
+    if scores.ndim != 2:
+        raise ValueError(f"proba must be 2-D [N, C] class probabilities, got shape {scores.shape}")
+    if scores.shape[0] != labels.size:
+        raise ValueError(f"y_true has {labels.size} items but proba has {scores.shape[0]} rows")
+    if labels.size == 0:
+        raise ValueError("y_true is empty; a score over zero items is undefined")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("proba contains NaN or infinite values")
+    if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
+        labels = labels.astype(np.int64)  # integral floats, e.g. labels read from a CSV column
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"y_true must hold integer class indices, got dtype {labels.dtype}")
+    if labels.min() < 0 or labels.max() >= scores.shape[1]:
+        raise ValueError(f"y_true holds labels outside [0, {scores.shape[1]}) for proba with {scores.shape[1]} columns")
+    return labels, scores
+
+
+# --------------------------------------------------------------------------------------------------------
+# classification metrics
+
+
+def accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> float:
+    """Fraction correct, in 0..1, so that it plugs straight into the robustness formulas."""
+    truth, predicted = _paired_labels(y_true, y_pred, "y_true", "y_pred")
+    return float(np.mean(truth == predicted))
+
+
+def _average_ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties sharing their mean rank: tied scores must count half, as in Mann-Whitney U."""
+    order = np.argsort(scores, kind="mergesort")
+    ordered = scores[order]
+    starts_group = np.empty(ordered.size, dtype=bool)
+    starts_group[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts_group[1:])
+    group_of_position = np.cumsum(starts_group) - 1
+    group_starts = np.flatnonzero(starts_group)
+    group_ends = np.append(group_starts[1:], ordered.size)
+    mean_rank_of_group = (group_starts + group_ends + 1) / 2.0
+    ranks = np.empty(ordered.size, dtype=float)
+    ranks[order] = mean_rank_of_group[group_of_position]
+    return ranks
+
+
+def _binary_auc(is_positive: np.ndarray, scores: np.ndarray) -> float:
+    n_positive = int(np.count_nonzero(is_positive))
+    n_negative = is_positive.size - n_positive
+    if n_positive == 0 or n_negative == 0:
+        return float("nan")
+    rank_sum = float(_average_ranks(scores)[is_positive].sum())
+    u_statistic = rank_sum - n_positive * (n_positive + 1) / 2.0
+    return u_statistic / (n_positive * n_negative)
+
+
+def auroc(y_true: ArrayLike, proba: ArrayLike) -> float:
+    """AUROC from the rank formula: exact with ties and no scikit-learn needed.
+
+    Two columns score column 1; more columns give the macro one-vs-rest mean over the classes present in
+    ``y_true`` (scikit-learn's ``multi_class="ovr", average="macro"``). A single class present makes the
+    score undefined, which is NaN rather than an exception because bootstrap resamples hit it routinely.
+    """
+    labels, scores = _class_indices_and_proba(y_true, proba)
+    present = np.unique(labels)
+    if present.size < 2:
+        return float("nan")
+    if scores.shape[1] == 2:
+        return _binary_auc(labels == 1, scores[:, 1])
+    return float(np.mean([_binary_auc(labels == c, scores[:, c]) for c in present]))
+
+
+def macro_f1(y_true: ArrayLike, y_pred: ArrayLike) -> float:
+    """Unweighted mean F1 over labels seen in either vector, so a minority class counts as much as the rest.
+
+    A label that is predicted but never true (or the reverse) has F1 0, as scikit-learn's zero_division=0.
+    """
+    truth, predicted = _paired_labels(y_true, y_pred, "y_true", "y_pred")
+    labels, codes = np.unique(np.concatenate([truth, predicted]), return_inverse=True)
+    codes = codes.reshape(-1)
+    true_codes, pred_codes = codes[: truth.size], codes[truth.size :]
+    n_labels = labels.size
+    hits = true_codes == pred_codes
+    true_positive = np.bincount(true_codes[hits], minlength=n_labels)
+    support = np.bincount(true_codes, minlength=n_labels)
+    predicted_count = np.bincount(pred_codes, minlength=n_labels)
+    denominator = support + predicted_count  # = 2TP + FP + FN, never 0 for a label seen somewhere
+    return float(np.mean(2.0 * true_positive / denominator))
+
+
+def _accuracy_of_proba(y_true: ArrayLike, proba: ArrayLike) -> float:
+    labels, scores = _class_indices_and_proba(y_true, proba)
+    return accuracy(labels, scores.argmax(axis=1))
+
+
+def _macro_f1_of_proba(y_true: ArrayLike, proba: ArrayLike) -> float:
+    labels, scores = _class_indices_and_proba(y_true, proba)
+    return macro_f1(labels, scores.argmax(axis=1))
+
+
+# Every entry takes (y_true, proba [N, C]) so suites can name metrics uniformly; hard labels come from
+# argmax, whose ties go to the lowest class index.
+METRICS: dict[str, MetricFn] = {
+    "accuracy": _accuracy_of_proba,
+    "auroc": auroc,
+    "macro_f1": _macro_f1_of_proba,
+}
+
+
+def _metric(name: str) -> MetricFn:
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise UnknownNameError("metric", name, METRICS) from None
+
+
+def compute_all(y_true: ArrayLike, proba: ArrayLike) -> dict[str, float]:
+    """Every registered metric at once, keyed by name, for reports that show them side by side."""
+    return {name: fn(y_true, proba) for name, fn in METRICS.items()}
+
+
+# --------------------------------------------------------------------------------------------------------
+# robustness scores (Schiappa et al. 2022; Rainbow Noise, Tong et al. 2025)
+
+
+def _check_scale(scale: str) -> None:
+    if scale not in ROBUSTNESS_SCALES:
+        valid = ", ".join(repr(s) for s in ROBUSTNESS_SCALES)
+        raise ValueError(f"unknown robustness scale {scale!r}; valid scales: {valid}")
+
+
+def _absolute(clean, perturbed, scale: str):
+    # eq. 8 is written for accuracies in percent; "paper" keeps the /100 applied to fractions, as printed.
+    divisor = 100.0 if scale == "paper" else 1.0
+    return 1.0 - (clean - perturbed) / divisor
+
+
+def _relative(clean, perturbed):
+    clean = np.asarray(clean, dtype=float)
+    perturbed = np.asarray(perturbed, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = 1.0 - (clean - perturbed) / clean
+    return np.where(clean == 0, np.nan, score)
+
+
+def absolute_robustness(clean: float, perturbed: float, scale: str = "percent") -> float:
+    """gamma_a = 1 - (A_clean - A_pert)/100 with A in percent; inputs here are fractions (0..1).
+
+    ``scale="percent"`` is the formula as defined (1 - drop). ``scale="paper"`` reproduces the numbers the
+    Rainbow Noise paper prints, which divided a fractional drop by 100 again (values all near 0.999).
+    """
+    _check_scale(scale)
+    return float(_absolute(float(clean), float(perturbed), scale))
+
+
+def relative_robustness(clean: float, perturbed: float) -> float:
+    """gamma_r = 1 - (A_clean - A_pert)/A_clean: the drop measured against what the model had to lose.
+
+    NaN when the clean score is 0, where the ratio means nothing.
+    """
+    return float(_relative(float(clean), float(perturbed)))
+
+
+def _robustness_fn(kind: str, scale: str) -> Callable:
+    _check_scale(scale)
+    if kind == "relative":
+        return _relative
+    if kind == "absolute":
+        return lambda clean, perturbed: _absolute(clean, perturbed, scale)
+    valid = ", ".join(repr(k) for k in ROBUSTNESS_KINDS)
+    raise ValueError(f"unknown robustness kind {kind!r}; valid kinds: {valid}")
+
+
+def average_drop(clean: float, perturbed: Sequence[float]) -> float:
+    """Mean of clean - cell over a perturbation grid (Rainbow Noise table 5): one number per model."""
+    cells = np.asarray(perturbed, dtype=float).reshape(-1)
+    if cells.size == 0:
+        raise ValueError("perturbed is empty; the average drop over no cells is undefined")
+    return float(np.mean(float(clean) - cells))
+
+
+def dropping_rate(clean: float, perturbed: Sequence[float]) -> float:
+    """Average drop as a fraction of the clean score, so models with different baselines compare.
+
+    Returned as a fraction; table 5 prints it times 100. NaN when the clean score is 0.
+    """
+    if float(clean) == 0.0:
+        return float("nan")
+    return average_drop(clean, perturbed) / float(clean)
+
+
+def flip_rate(pred_clean: ArrayLike, pred_perturbed: ArrayLike) -> float:
+    """Share of items whose predicted label changed: instability that accuracy hides when flips cancel."""
+    before, after = _paired_labels(pred_clean, pred_perturbed, "pred_clean", "pred_perturbed")
+    return float(np.mean(before != after))
+
+
+# --------------------------------------------------------------------------------------------------------
+# paired bootstrap
+
+
+def _rng(seed: SeedLike) -> np.random.Generator:
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def _index_blocks(rng: np.random.Generator, n_items: int, n_resamples: int) -> Iterator[np.ndarray]:
+    rows_per_block = max(1, _MAX_INDEX_BLOCK // n_items)
+    remaining = n_resamples
+    while remaining > 0:
+        rows = min(rows_per_block, remaining)
+        yield rng.integers(0, n_items, size=(rows, n_items))
+        remaining -= rows
+
+
+def paired_bootstrap_ci(
+    statistic: Callable[..., float],
+    *arrays: ArrayLike,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: SeedLike = 0,
+    vectorized: bool = False,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval that resamples items, with the same items for every array.
+
+    Pairing matters: clean and perturbed predictions of one meme must stay together, or the interval of a
+    difference absorbs the between-item variance twice. NaN resamples (e.g. AUROC on a one-class resample)
+    are dropped; if all are NaN the interval is (nan, nan).
+
+    With ``vectorized=True`` the statistic is called once per block with arrays of shape
+    [resamples, N, ...] and must return one value per resample; the resamples are identical either way.
+    """
+    if not arrays:
+        raise ValueError("paired_bootstrap_ci needs at least one array to resample")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    data = [np.asarray(a) for a in arrays]
+    if any(a.ndim == 0 for a in data):
+        raise ValueError("every array must have a first (item) dimension")
+    n_items = data[0].shape[0]
+    if any(a.shape[0] != n_items for a in data):
+        raise ValueError(f"arrays must share their first dimension, got {[a.shape[0] for a in data]}")
+    if n_items == 0:
+        raise ValueError("cannot bootstrap zero items")
+
+    values = np.empty(n_resamples, dtype=float)
+    filled = 0
+    for block in _index_blocks(_rng(seed), n_items, n_resamples):
+        if vectorized:
+            block_values = np.asarray(statistic(*[a[block] for a in data]), dtype=float).reshape(-1)
+            if block_values.size != block.shape[0]:
+                raise ValueError(f"vectorized statistic returned {block_values.size} values for {block.shape[0]} resamples")
+            values[filled : filled + block.shape[0]] = block_values
+        else:
+            for row, indices in enumerate(block):
+                values[filled + row] = statistic(*[a[indices] for a in data])
+        filled += block.shape[0]
+
+    defined = values[~np.isnan(values)]
+    if defined.size == 0:
+        return float("nan"), float("nan")
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(defined, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def metric_ci(
+    metric: str,
+    y_true: ArrayLike,
+    proba: ArrayLike,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: SeedLike = 0,
+) -> tuple[float, float]:
+    """Bootstrap interval of one named metric, so a report can say whether a gap is noise."""
+    metric_fn = _metric(metric)
+    labels, scores = _class_indices_and_proba(y_true, proba)
+    options = dict(n_resamples=n_resamples, confidence=confidence, seed=seed)
+    if metric == "accuracy":  # mean of a 0/1 vector: one vectorised pass instead of a Python loop
+        correct = scores.argmax(axis=1) == labels
+        return paired_bootstrap_ci(lambda c: c.mean(axis=-1), correct, vectorized=True, **options)
+    return paired_bootstrap_ci(metric_fn, labels, scores, **options)
+
+
+def robustness_ci(
+    metric: str,
+    y_true: ArrayLike,
+    proba_clean: ArrayLike,
+    proba_perturbed: ArrayLike,
+    kind: str = "relative",
+    scale: str = "percent",
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: SeedLike = 0,
+) -> tuple[float, float]:
+    """Paired bootstrap interval of the relative or absolute robustness of a named metric.
+
+    Clean and perturbed scores come from the same resample each time, which is what makes the interval
+    of their ratio (or difference) tight enough to be useful.
+    """
+    metric_fn = _metric(metric)
+    robustness = _robustness_fn(kind, scale)
+    labels, clean_scores = _class_indices_and_proba(y_true, proba_clean)
+    _, perturbed_scores = _class_indices_and_proba(labels, proba_perturbed)
+    if clean_scores.shape != perturbed_scores.shape:
+        raise ValueError(f"proba_clean {clean_scores.shape} and proba_perturbed {perturbed_scores.shape} differ in shape")
+    options = dict(n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+    if metric == "accuracy":
+        correct_clean = clean_scores.argmax(axis=1) == labels
+        correct_perturbed = perturbed_scores.argmax(axis=1) == labels
+        return paired_bootstrap_ci(
+            lambda c, p: robustness(c.mean(axis=-1), p.mean(axis=-1)),
+            correct_clean,
+            correct_perturbed,
+            vectorized=True,
+            **options,
+        )
+
+    def robustness_of_resample(y: np.ndarray, clean: np.ndarray, perturbed: np.ndarray) -> float:
+        return float(robustness(metric_fn(y, clean), metric_fn(y, perturbed)))
+
+    return paired_bootstrap_ci(robustness_of_resample, labels, clean_scores, perturbed_scores, **options)
+
+
+def flip_rate_ci(
+    pred_clean: ArrayLike,
+    pred_perturbed: ArrayLike,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: SeedLike = 0,
+) -> tuple[float, float]:
+    """Bootstrap interval of the flip rate, vectorised since it is the mean of a 0/1 vector."""
+    before, after = _paired_labels(pred_clean, pred_perturbed, "pred_clean", "pred_perturbed")
+    return paired_bootstrap_ci(
+        lambda flipped: flipped.mean(axis=-1),
+        before != after,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        vectorized=True,
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# paired significance test
+
+
+def _binomial_half_cdf_numerator(k: int, n: int) -> int:
+    """sum_{i<=k} C(n, i) as an exact integer, so the tail never loses precision however small it is."""
+    term = total = 1
+    for i in range(1, k + 1):
+        term = term * (n - i + 1) // i  # C(n, i) from C(n, i-1); exact because C(n, i) is an integer
+        total += term
+    return total
+
+
+def mcnemar_p_value(correct_a: ArrayLike, correct_b: ArrayLike) -> float:
+    """Exact two-sided McNemar test: did two systems (or clean vs perturbed) err on different items?
+
+    Only the discordant pairs carry information: b = items A got right and B wrong, c = the reverse.
+    Under H0 b ~ Binomial(b + c, 1/2); p = min(1, 2 P(X <= min(b, c))), and 1.0 when b + c == 0.
+    Exact integer arithmetic avoids the chi-square approximation, which is poor for the small b + c
+    typical of a single perturbation.
+    """
+    first, second = (_labels(v, name) for v, name in ((correct_a, "correct_a"), (correct_b, "correct_b")))
+    if first.shape != second.shape:
+        raise ValueError(f"correct_a and correct_b must have the same length, got {first.size} and {second.size}")
+    first, second = first.astype(bool), second.astype(bool)
+    only_a = int(np.count_nonzero(first & ~second))
+    only_b = int(np.count_nonzero(~first & second))
+    n_discordant = only_a + only_b
+    if n_discordant == 0:
+        return 1.0
+    numerator = 2 * _binomial_half_cdf_numerator(min(only_a, only_b), n_discordant)
+    return min(1.0, numerator / (1 << n_discordant))  # int / int division is correctly rounded in Python

@@ -1,0 +1,66 @@
+"""Command-line/ini values turned into typed options; a bad value is a usage error that says what was expected."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .metrics import ROBUSTNESS_SCALES
+from .report import REPORT_SUFFIXES
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
+    return value
+
+
+def confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a confidence level in (0, 1) such as 0.95, got {text!r}")
+    return value
+
+
+def report_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix not in REPORT_SUFFIXES:
+        raise argparse.ArgumentTypeError(f"report {text!r}: expected a file ending in {' or '.join(REPORT_SUFFIXES)}")
+    return path
+
+
+def robustness_scale(text: str) -> str:
+    if text not in ROBUSTNESS_SCALES:
+        raise argparse.ArgumentTypeError(f"expected one of {ROBUSTNESS_SCALES}, got {text!r}")
+    return text
+
+
+def device(text: str) -> str:
+    if text in ("auto", "cpu", "cuda", "mps") or text.startswith("cuda:"):
+        return text
+    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda, cuda:N or mps, got {text!r}")
+
+
+def checkpoints(values: list[str]) -> dict[str, str]:
+    """`PATH` (for every model) or `MODEL=PATH`, repeatable."""
+    out = {}
+    for value in values:
+        model, sep, path = value.partition("=")
+        out["" if not sep else model] = path if sep else value
+    return out

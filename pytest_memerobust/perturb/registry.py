@@ -1,0 +1,119 @@
+"""Perturbations by name: a decorator records each one; third parties add theirs through an entry-point group.
+
+A perturbation is a pure function `fn(x, severity, rng)` of one caption (str) or one picture (RGB uint8 array of
+shape HxWx3), with an explicit `numpy.random.Generator`. `apply` derives that generator from
+(seed, meme id, name, severity), so an output is the same on every run, machine and batch order.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import UnknownNameError
+
+ENTRY_POINT_GROUP = "pytest_memerobust.perturbations"
+MODALITIES = ("text", "image")
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    name: str
+    modality: str
+    family: str
+    fn: Callable = field(repr=False)
+    severities: tuple[int, ...] = (1, 2, 3, 4, 5)
+    label_preserving: bool = True
+    needs_model: bool = False
+    tags: frozenset[str] = frozenset()
+    doc: str = ""
+
+    def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
+        """The generator for one (seed, meme, perturbation, severity): independent of order and batch."""
+        key = f"{seed}\0{meme_id}\0{self.name}\0{severity}".encode()
+        digest = hashlib.blake2b(key, digest_size=16).digest()
+        return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
+
+    def check_severity(self, severity: int | None) -> None:
+        if self.severities and severity not in self.severities:
+            raise ValueError(
+                f"perturbation {self.name!r} has no severity {severity!r}; valid: {list(self.severities)}"
+            )
+
+    def __call__(self, x, severity: int | None, rng: np.random.Generator):
+        self.check_severity(severity)
+        return self.fn(x, severity, rng)
+
+    def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int) -> list:
+        """Batch in, batch out: each item perturbed with its own deterministic generator."""
+        self.check_severity(severity)
+        return [self.fn(x, severity, self.rng(seed, mid, severity)) for x, mid in zip(items, meme_ids)]
+
+
+_REGISTRY: dict[str, Perturbation] = {}
+_entry_points_loaded = False
+
+
+def register(
+    name: str,
+    *,
+    modality: str,
+    family: str | None = None,
+    severities: Iterable[int] | None = (1, 2, 3, 4, 5),
+    label_preserving: bool = True,
+    needs_model: bool = False,
+    tags: Iterable[str] = (),
+):
+    """Decorator that records `fn(x, severity, rng)` under `name`."""
+    if modality not in MODALITIES:
+        raise ValueError(f"modality must be one of {MODALITIES}, got {modality!r}")
+
+    def decorator(fn):
+        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
+            raise ValueError(f"perturbation {name!r} is already registered")
+        _REGISTRY[name] = Perturbation(
+            name=name,
+            modality=modality,
+            family=family or name,
+            fn=fn,
+            severities=tuple(severities or ()),
+            label_preserving=label_preserving,
+            needs_model=needs_model,
+            tags=frozenset(tags) | {modality},
+            doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
+        )
+        return fn
+
+    return decorator
+
+
+def _ensure_loaded() -> None:
+    """Import the built-in catalogue and, once, every third-party entry point."""
+    global _entry_points_loaded
+    from . import image, text  # noqa: F401  (registration happens at import)
+
+    if not _entry_points_loaded:
+        _entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            ep.load()
+
+
+def get(name: str) -> Perturbation:
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("perturbation", name, _REGISTRY) from None
+
+
+def names(modality: str | None = None, tag: str | None = None) -> list[str]:
+    """Registered names, optionally only one modality or those carrying a tag."""
+    _ensure_loaded()
+    return sorted(
+        p.name
+        for p in _REGISTRY.values()
+        if (modality is None or p.modality == modality) and (tag is None or tag in p.tags)
+    )

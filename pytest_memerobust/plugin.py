@@ -1,0 +1,165 @@
+"""pytest hooks only: options, suite collection, items, fixtures and the summary. The work is in the library."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from . import options as conv
+from .errors import MemeRobustError
+
+SESSION_KEY = pytest.StashKey["object"]()
+DISABLED_HINT = "memerobust: robustness suites are skipped; run them with --memerobust-model=NAME (try: demo)"
+
+# name, converter (None: plain string), repeatable, help
+_OPTIONS = [
+    ("model", None, True, "detector to test: a model card name (e.g. demo) or a card .toml path; repeatable"),
+    ("data", None, False, "dataset spec NAME:PATH[:SPLIT], e.g. pridemm:/data/PrideMM:test (default: demo)"),
+    ("checkpoint", None, True, "weights overriding the card's: PATH, or MODEL=PATH; repeatable"),
+    ("device", conv.device, False, "auto (default), cpu, cuda, cuda:N or mps"),
+    ("batch-size", conv.positive_int, False, "inference batch size (default 64)"),
+    ("seed", conv.seed, False, "seed of every perturbation and bootstrap (default 0)"),
+    ("limit", conv.positive_int, False, "use only the first N memes, for quick runs"),
+    ("task", None, False, "label task to evaluate (default: the model card's, e.g. hate)"),
+    ("report", conv.report_path, True, "write the results to this .json or .md file; repeatable"),
+    ("bootstrap", conv.positive_int, False, "bootstrap resamples for confidence intervals (default 1000)"),
+    ("confidence", conv.confidence, False, "confidence level of the intervals (default 0.95)"),
+    ("robustness-scale", conv.robustness_scale, False,
+     "absolute robustness scale: percent (the definition, default) or paper (the numbers Rainbow Noise prints)"),
+]
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("memerobust", "robustness of harmful-meme detectors")
+    for name, convert, repeatable, help_text in _OPTIONS:
+        group.addoption(f"--memerobust-{name}", dest=f"memerobust_{name.replace('-', '_')}",
+                        action="append" if repeatable else "store", type=convert, default=None, help=help_text)
+        parser.addini(f"memerobust_{name.replace('-', '_')}", help_text, type="args" if repeatable else "string")
+
+
+def _value(config, name: str, convert, repeatable: bool):
+    """The command line wins over the ini file; ini values go through the same converter."""
+    key = f"memerobust_{name.replace('-', '_')}"
+    value = config.getoption(key)
+    if value is not None:
+        return value
+    raw = config.getini(key)
+    if not raw:
+        return None
+    try:
+        if repeatable:
+            return [convert(v) if convert else v for v in raw]
+        return convert(raw) if convert else raw
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option {key}: {exc}") from None
+
+
+def build_options(config):
+    from .results import StatsConfig
+    from .session import Options
+
+    v = {name.replace("-", "_"): _value(config, name, convert, rep) for name, convert, rep, _ in _OPTIONS}
+    stats = StatsConfig(n_resamples=v["bootstrap"] or 1000, confidence=v["confidence"] or 0.95,
+                        seed=v["seed"] or 0, scale=v["robustness_scale"] or "percent")
+    return Options(
+        models=tuple(dict.fromkeys(v["model"] or ())), data=v["data"],
+        checkpoints=conv.checkpoints(v["checkpoint"] or []), device=v["device"] or "auto",
+        batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], task=v["task"],
+        reports=tuple(v["report"] or ()), stats=stats,
+    )
+
+
+def pytest_configure(config):
+    from .session import RobustnessSession
+    from .suite import builtin_suite_paths
+
+    try:
+        session = RobustnessSession(build_options(config))
+    except MemeRobustError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SESSION_KEY] = session
+    config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
+    # With a model and no paths on the command line, the built-in suites run too, even outside a checkout.
+    if session.options.models and config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args.extend(str(p) for p in builtin_suite_paths())
+
+
+def _session(config):
+    return config.stash[SESSION_KEY]
+
+
+def pytest_report_header(config):
+    session = _session(config)
+    if not session.options.models:
+        return [DISABLED_HINT]
+    o = session.options
+    return [f"memerobust: models {', '.join(o.models)}; data {session.data_spec()}; seed {o.seed}; "
+            f"device {o.device}" + (f"; first {o.limit} memes" if o.limit else "")]
+
+
+def pytest_collect_file(file_path: Path, parent):
+    from .suite import is_suite_file
+
+    if is_suite_file(file_path):
+        from .items import SuiteFile
+
+        # A built-in suite outside the rootdir (an installed package) is still named by its file name.
+        outside = not file_path.resolve().is_relative_to(parent.config.rootpath.resolve())
+        return SuiteFile.from_parent(parent, path=file_path, nodeid=file_path.name if outside else None)
+    return None
+
+
+@pytest.fixture(scope="session")
+def memerobust_session(request):
+    """The run's shared RobustnessSession: loaded detectors, datasets and results, shared with the suites."""
+    return _session(request.config)
+
+
+@pytest.fixture
+def memerobust(memerobust_session):
+    """Evaluate conditions in a hand-written test: `memerobust.evaluate(text="typos", severity=3)`."""
+    from .probe import Probe
+
+    if not memerobust_session.options.models:
+        pytest.skip(DISABLED_HINT)
+    return Probe(memerobust_session, memerobust_session.options.models[0])
+
+
+@pytest.fixture
+def memerobust_detector(memerobust):
+    return memerobust.detector
+
+
+@pytest.fixture
+def memerobust_dataset(memerobust):
+    return memerobust.dataset
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or not session.results:
+        return
+    from .report import build_report, render
+
+    terminalreporter.write_sep("=", "memerobust robustness tables")
+    for model in dict.fromkeys(key[0] for key in session.results):
+        card = session.detector(model).card
+        if card.demo_weights and model not in session.options.checkpoints and "" not in session.options.checkpoints:
+            terminalreporter.write_line(
+                f"note: {model!r} runs with demo weights trained on generated memes; pass "
+                f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real memes")
+    terminalreporter.write_line(render(build_report(session)))
+    for path in session.options.reports:
+        terminalreporter.write_line(f"memerobust: report written to {path}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    rs = session.config.stash.get(SESSION_KEY, None)
+    if rs is None or not rs.results or not rs.options.reports:
+        return
+    from .report import build_report, write_report
+
+    report = build_report(rs)
+    for path in rs.options.reports:
+        write_report(path, report)

@@ -1,0 +1,90 @@
+"""Reports read results and never change them: a JSON with every number, Markdown and terminal tables."""
+from __future__ import annotations
+
+import json
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from .. import metrics
+from ..atomic import atomic_write_text
+from ..results import METRIC_NAMES
+from .tables import render
+
+REPORT_SUFFIXES = (".json", ".md")
+_VERSIONED = ("pytest-memerobust", "numpy", "torch", "pillow", "pytest", "tabulate", "hypothesis",
+              "imagecorruptions", "open_clip_torch", "transformers", "textattack")
+
+
+def versions() -> dict[str, str | None]:
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in _VERSIONED:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def grid_summary(clean: dict, cells: list[dict]) -> dict:
+    """Table 5's bottom rows: mean drop over the grid cells and that mean over the clean value."""
+    return {
+        "cells": len(cells),
+        "average_drop": {m: metrics.average_drop(clean[m], [c["metrics"][m] for c in cells]) for m in METRIC_NAMES},
+        "dropping_rate": {m: metrics.dropping_rate(clean[m], [c["metrics"][m] for c in cells]) for m in METRIC_NAMES},
+    }
+
+
+def build_report(session) -> dict:
+    """Everything needed to trust and reproduce the numbers: results, seed, versions, cards, data fingerprints."""
+    results = [r.as_dict() for r in session.results.values()]
+    groups = []
+    for model, spec in dict.fromkeys((r["model"], r["dataset"]) for r in results):
+        rows = [r for r in results if r["model"] == model and r["dataset"] == spec]
+        clean = next(r for r in rows if r["kind"] == "clean")
+        combined = [r for r in rows if r["kind"] == "combined"]
+        declared_text, declared_image = session.grids.get((model, spec), ((), ()))
+        grid_text = list(dict.fromkeys([*declared_text, *(r["condition"].split("+")[0] for r in combined)]))
+        grid_image = list(dict.fromkeys([*declared_image, *(r["condition"].split("+")[1] for r in combined)]))
+        group = {"model": model, "dataset": spec, "task": session.task(model), "clean": clean,
+                 "results": [r for r in rows if r["kind"] != "clean"], "grid_text": grid_text,
+                 "grid_image": grid_image}
+        if combined:
+            group["grid_summary"] = grid_summary(clean["metrics"], combined)
+        groups.append(group)
+    models = {}
+    for model in dict.fromkeys(r["model"] for r in results):
+        detector = session.detector(model)
+        models[model] = {"card": detector.card.as_dict(), "checkpoint": str(detector.checkpoint),
+                         "checkpoint_sha256": detector.fingerprint}
+    datasets = {}
+    for spec in dict.fromkeys(r["dataset"] for r in results):
+        ds = session.dataset(spec)
+        datasets[spec] = {"name": ds.name, "n": len(ds), "fingerprint": ds.fingerprint()}
+    o = session.options
+    return {
+        "tool": "pytest-memerobust", "format": 1, "seed": o.seed,
+        "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
+                    "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
+                    "robustness_scale": o.stats.scale},
+        "versions": versions(), "models": models, "datasets": datasets, "groups": groups,
+    }
+
+
+def to_markdown(report: dict) -> str:
+    header = f"# Robustness report\n\nseed {report['seed']}; " + ", ".join(
+        f"{name}: {info['n']} memes, fingerprint `{info['fingerprint'][:12]}`" for name, info in report["datasets"].items())
+    return header + "\n\n" + render(report, "github", heading=lambda t: f"## {t}\n\n") + "\n"
+
+
+def write_report(path: Path, report: dict) -> None:
+    path = Path(path)
+    if path.suffix == ".json":
+        atomic_write_text(path, json.dumps(report, indent=2, allow_nan=True) + "\n")
+    elif path.suffix == ".md":
+        atomic_write_text(path, to_markdown(report))
+    else:
+        raise ValueError(f"unsupported report format {path.suffix!r} for {path}; use one of {REPORT_SUFFIXES}")
+
+
+__all__ = ["build_report", "render", "to_markdown", "versions", "write_report", "atomic_write_text", "REPORT_SUFFIXES"]

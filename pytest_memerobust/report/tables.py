@@ -1,0 +1,84 @@
+"""The paper's tables (Rainbow Noise 2-7) rendered from a report dict, so a saved JSON re-renders identically."""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+METRIC_COLUMNS = (("accuracy", "Accuracy"), ("auroc", "AUROC"), ("macro_f1", "F1"))
+
+
+def _fmt(value, digits=3) -> str:
+    return "nan" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:
+    """Tables 2-4 shape: a clean row, then one row per perturbation, robustness of accuracy as the paper prints."""
+    rows = [r for r in group["results"] if r["kind"] == kind]
+    if not rows:
+        return None
+    clean = group["clean"]
+    body = [["Clean", *(_fmt(clean["metrics"][m]) for m, _ in METRIC_COLUMNS), "–", "–", "–", "–"]]
+    for r in rows:
+        side = r["condition"].split("=", 1)[1]
+        lo, hi = r["relative_robustness_ci"]["accuracy"]
+        body.append([side, *(_fmt(r["metrics"][m]) for m, _ in METRIC_COLUMNS),
+                     _fmt(r["absolute_robustness"]["accuracy"], 5), _fmt(r["relative_robustness"]["accuracy"], 5),
+                     f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3)])
+    headers = ["Perturbation", *(h for _, h in METRIC_COLUMNS), "Abs. Robust.", "Rel. Robust.", "Rel. CI", "Flip"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def grid_table(group: dict, tablefmt: str) -> str | None:
+    """Tables 5-6 shape: text index x image index with drops from clean, then average drop and dropping rate."""
+    cells = {r["condition"]: r for r in group["results"] if r["kind"] == "combined"}
+    if not cells:
+        return None
+    clean = group["clean"]["metrics"]
+    body = [["0", "0", *(_fmt(clean[m]) for m, _ in METRIC_COLUMNS), "–", "–", "–"]]
+    for ti, text in enumerate(group["grid_text"], 1):
+        for ii, image in enumerate(group["grid_image"], 1):
+            r = cells.get(f"{text}+{image}")
+            if r is None:
+                continue
+            body.append([str(ti), str(ii), *(_fmt(r["metrics"][m]) for m, _ in METRIC_COLUMNS),
+                         *(_fmt(clean[m] - r["metrics"][m]) for m, _ in METRIC_COLUMNS)])
+    summary = group["grid_summary"]
+    body.append(["Average drop", "", "", "", "", *(_fmt(summary["average_drop"][m], 4) for m, _ in METRIC_COLUMNS)])
+    body.append(["Average dropping rate", "", "", "", "",
+                 *(f"{100 * summary['dropping_rate'][m]:.2f}%" for m, _ in METRIC_COLUMNS)])
+    headers = ["Text noise", "Image noise", *(h for _, h in METRIC_COLUMNS), "Δ Acc", "Δ AUROC", "Δ F1"]
+    table = tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+    legend = ("Text-noise indices: " + "; ".join(f"{i} = {t.split('=', 1)[1]}" for i, t in
+                                                 enumerate(group["grid_text"], 1)) +
+              "\nImage-noise indices: " + "; ".join(f"{i} = {t.split('=', 1)[1]}" for i, t in
+                                                    enumerate(group["grid_image"], 1)))
+    return f"{table}\n{legend}"
+
+
+def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}\n") -> str:
+    """Every table of every (model, dataset) group, each under a heading."""
+    parts = []
+    for group in report["groups"]:
+        title = f"{group['model']} on {group['dataset']} (n={group['clean']['n']}, task={group['task']})"
+        for label, table in (("text-only perturbations", single_channel_table(group, "text", tablefmt)),
+                             ("image-only perturbations", single_channel_table(group, "image", tablefmt)),
+                             ("combined text x image perturbations", grid_table(group, tablefmt))):
+            if table:
+                parts.append(heading(f"{title}: {label}") + table)
+        if len(parts) == 0 or not any(r["kind"] != "clean" for r in group["results"]):
+            c = group["clean"]["metrics"]
+            parts.append(heading(f"{title}: clean") + tabulate(
+                [[_fmt(c[m]) for m, _ in METRIC_COLUMNS]], headers=[h for _, h in METRIC_COLUMNS],
+                tablefmt=tablefmt, disable_numparse=True))
+    return "\n\n".join(parts)
+
+
+def failure_table(model: str, condition: str, violations, result) -> str:
+    """What a failing suite item prints: each violated threshold with its value, limit and interval."""
+    rows = [[v.what, f"{v.value:.4f}", f"{v.comparison} {v.limit:.4f}", f"{v.ci[0]:.4f}..{v.ci[1]:.4f}"]
+            for v in violations]
+    conf = f"{violations[0].confidence:.0%} CI" if violations else "CI"
+    table = tabulate(rows, headers=["metric", "value", "required", conf], tablefmt="simple", disable_numparse=True)
+    clean, now = result.clean_values, result.values
+    context = ", ".join(f"{m} {clean[m]:.3f} -> {now[m]:.3f}" for m, _ in METRIC_COLUMNS)
+    return (f"{model} under {condition} is below the suite's robustness thresholds:\n{table}\n"
+            f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)})")

@@ -1,0 +1,103 @@
+"""One condition's outcome: per-item probabilities next to the clean ones, and every number derived from them."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from . import metrics
+from .engine import Condition
+
+METRIC_NAMES = ("accuracy", "auroc", "macro_f1")
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """How uncertainty is estimated and robustness is scaled; the same for every result of a session."""
+
+    n_resamples: int = 1000
+    confidence: float = 0.95
+    seed: int = 0
+    scale: str = "percent"  # absolute robustness: "percent" (the definition) or "paper" (its printed numbers)
+
+
+@dataclass(eq=False)
+class ConditionResult:
+    model: str
+    dataset: str
+    condition: Condition
+    y_true: np.ndarray
+    proba_clean: np.ndarray
+    proba: np.ndarray
+    stats: StatsConfig = field(default_factory=StatsConfig)
+
+    @cached_property
+    def values(self) -> dict[str, float]:
+        return metrics.compute_all(self.y_true, self.proba)
+
+    @cached_property
+    def clean_values(self) -> dict[str, float]:
+        return metrics.compute_all(self.y_true, self.proba_clean)
+
+    def metric(self, name: str) -> float:
+        return self.values[name]
+
+    def relative_robustness(self, name: str) -> float:
+        return metrics.relative_robustness(self.clean_values[name], self.values[name])
+
+    def absolute_robustness(self, name: str, scale: str | None = None) -> float:
+        return metrics.absolute_robustness(self.clean_values[name], self.values[name], scale or self.stats.scale)
+
+    def drop(self, name: str) -> float:
+        return self.clean_values[name] - self.values[name]
+
+    @property
+    def predictions(self) -> np.ndarray:
+        return self.proba.argmax(axis=1)
+
+    @cached_property
+    def flip_rate(self) -> float:
+        return metrics.flip_rate(self.proba_clean.argmax(axis=1), self.predictions)
+
+    def _bootstrap(self) -> dict:
+        s = self.stats
+        return {"n_resamples": s.n_resamples, "confidence": s.confidence, "seed": s.seed}
+
+    def ci(self, name: str, kind: str = "relative") -> tuple[float, float]:
+        """Paired bootstrap interval of `metric` (kind="metric"), or of its relative/absolute robustness."""
+        key = (name, kind)
+        cache = self.__dict__.setdefault("_ci_cache", {})
+        if key not in cache:
+            if kind == "metric":
+                cache[key] = metrics.metric_ci(name, self.y_true, self.proba, **self._bootstrap())
+            elif kind == "flip_rate":
+                cache[key] = metrics.flip_rate_ci(self.proba_clean.argmax(1), self.predictions, **self._bootstrap())
+            else:
+                cache[key] = metrics.robustness_ci(name, self.y_true, self.proba_clean, self.proba, kind=kind,
+                                                   scale=self.stats.scale, **self._bootstrap())
+        return cache[key]
+
+    @cached_property
+    def predictions_digest(self) -> str:
+        """sha256 of the per-item probabilities (float32, rounded to 1e-6): two runs agree iff this agrees."""
+        return hashlib.sha256(np.round(self.proba.astype(np.float64), 6).astype(np.float32).tobytes()).hexdigest()
+
+    def as_dict(self) -> dict:
+        c = self.condition
+        out = {
+            "model": self.model, "dataset": self.dataset, "condition": c.id, "kind": c.kind,
+            "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
+            "n": int(len(self.y_true)), "metrics": self.values, "clean_metrics": self.clean_values,
+            "predictions_sha256": self.predictions_digest,
+        }
+        if c.kind != "clean":
+            out["flip_rate"] = self.flip_rate
+            out["flip_rate_ci"] = list(self.ci("flip_rate", "flip_rate"))
+            out["relative_robustness"] = {m: self.relative_robustness(m) for m in METRIC_NAMES}
+            out["absolute_robustness"] = {m: self.absolute_robustness(m) for m in METRIC_NAMES}
+            out["absolute_robustness_paper_scale"] = {m: self.absolute_robustness(m, "paper") for m in METRIC_NAMES}
+            out["relative_robustness_ci"] = {m: list(self.ci(m, "relative")) for m in METRIC_NAMES}
+        out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
+        return out

@@ -1,0 +1,101 @@
+"""The library's front door: options in, detectors and datasets loaded once, results recorded for the report.
+
+The pytest plugin builds one of these per run; hand-written tests, the suites and the report all share it.
+It is plain Python, so the same evaluation runs without pytest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .data import Dataset, load_dataset
+from .detectors import find_card, load_detector
+from .engine import Condition, Engine
+from .errors import ConfigError
+from .results import ConditionResult, StatsConfig
+
+DEFAULT_DATA = "demo"
+
+
+@dataclass(frozen=True)
+class Options:
+    models: tuple[str, ...] = ()
+    data: str | None = None
+    checkpoints: dict[str, str] = field(default_factory=dict)  # model -> path; key "" applies to every model
+    device: str = "auto"
+    batch_size: int = 64
+    seed: int = 0
+    limit: int | None = None
+    task: str | None = None
+    reports: tuple[Path, ...] = ()
+    stats: StatsConfig = field(default_factory=StatsConfig)
+
+
+class RobustnessSession:
+    def __init__(self, options: Options):
+        self.options = options
+        self._detectors: dict[str, object] = {}
+        self._datasets: dict[str, Dataset] = {}
+        self._engines: dict[tuple[str, str], Engine] = {}
+        self.results: dict[tuple[str, str, str], ConditionResult] = {}
+        self.grids: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.cards = {m: find_card(m) for m in options.models}  # fails early on an unknown name
+
+    def detector(self, model: str):
+        if model not in self._detectors:
+            checkpoint = self.options.checkpoints.get(model) or self.options.checkpoints.get("")
+            self._detectors[model] = load_detector(self.cards.get(model) or find_card(model), checkpoint,
+                                                   self.options.device)
+        return self._detectors[model]
+
+    def data_spec(self, suite_default: str | None = None) -> str:
+        return self.options.data or suite_default or DEFAULT_DATA
+
+    def dataset(self, spec: str) -> Dataset:
+        if spec not in self._datasets:
+            self._datasets[spec] = load_dataset(spec).head(self.options.limit)
+        return self._datasets[spec]
+
+    def engine(self, model: str, spec: str) -> Engine:
+        key = (model, spec)
+        if key not in self._engines:
+            self._engines[key] = Engine(self.detector(model), self.dataset(spec), seed=self.options.seed,
+                                        batch_size=self.options.batch_size)
+        return self._engines[key]
+
+    def task(self, model: str, suite_task: str | None = None) -> str:
+        return self.options.task or suite_task or self.detector(model).card.task
+
+    def evaluate(self, model: str, condition: Condition | str, data: str | None = None,
+                 task: str | None = None) -> ConditionResult:
+        """The result of `condition` for `model` (cached; the clean result is recorded alongside)."""
+        condition = Condition.parse(condition) if isinstance(condition, str) else condition
+        spec = self.data_spec(data)
+        key = (model, spec, condition.id)
+        if key in self.results:
+            return self.results[key]
+        engine, dataset = self.engine(model, spec), self.dataset(spec)
+        task = self.task(model, task)
+        if task not in dataset.classes:
+            raise ConfigError(f"dataset {spec!r} has no task {task!r}; tasks: {sorted(dataset.classes)}")
+        n_classes, detector = len(dataset.classes[task]), self.detector(model)
+        if n_classes != len(detector.classes):
+            raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
+                              f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
+        clean_key = (model, spec, "clean")
+        if clean_key not in self.results:
+            proba = engine.predict(Condition())
+            self.results[clean_key] = ConditionResult(model, spec, Condition(), dataset.labels(task), proba, proba,
+                                                      self.options.stats)
+        clean = self.results[clean_key]
+        if condition.kind != "clean":
+            self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba,
+                                                engine.predict(condition), self.options.stats)
+        return self.results[key]
+
+    def declare_grid(self, model: str, data: str | None, text_sides, image_sides) -> None:
+        """Remember a suite's text x image ordering so the grid table numbers rows as the suite lists them."""
+        key = (model, self.data_spec(data))
+        old_text, old_image = self.grids.get(key, ((), ()))
+        self.grids[key] = (tuple(dict.fromkeys(old_text + tuple(text_sides))),
+                           tuple(dict.fromkeys(old_image + tuple(image_sides))))

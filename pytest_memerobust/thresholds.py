@@ -1,0 +1,94 @@
+"""A suite's assertions: robustness floors and a flip-rate ceiling, judged with their confidence intervals."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from .results import METRIC_NAMES, ConditionResult
+
+DECISIONS = ("estimate", "confident")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """`decision="estimate"` fails when the point estimate crosses a threshold; `"confident"` only when the whole
+    confidence interval does (use it on small datasets, where one unlucky draw should not fail CI)."""
+
+    min_relative_robustness: dict[str, float] = field(default_factory=dict)
+    min_absolute_robustness: dict[str, float] = field(default_factory=dict)
+    max_flip_rate: float | None = None
+    min_clean: dict[str, float] = field(default_factory=dict)
+    decision: str = "estimate"
+
+    @classmethod
+    def from_mapping(cls, data: dict, where: str) -> "Thresholds":
+        """Validated construction; `where` names the file and table for the error message."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"{where}: unknown threshold key(s) {sorted(unknown)}; valid: {sorted(known)}")
+        for key in ("min_relative_robustness", "min_absolute_robustness", "min_clean"):
+            bad = set(data.get(key, {})) - set(METRIC_NAMES)
+            if bad:
+                raise ValueError(f"{where}.{key}: unknown metric(s) {sorted(bad)}; valid: {list(METRIC_NAMES)}")
+            for metric, value in data.get(key, {}).items():
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    raise ValueError(f"{where}.{key}.{metric}: expected a number, got {value!r}")
+        if "max_flip_rate" in data and not (isinstance(data["max_flip_rate"], (int, float))
+                                            and 0 <= data["max_flip_rate"] <= 1):
+            raise ValueError(f"{where}.max_flip_rate: expected a number in [0, 1], got {data['max_flip_rate']!r}")
+        if data.get("decision", "estimate") not in DECISIONS:
+            raise ValueError(f"{where}.decision: expected one of {DECISIONS}, got {data['decision']!r}")
+        return cls(**data)
+
+    def merged(self, override: "Thresholds | dict") -> "Thresholds":
+        """These thresholds with an override's keys replacing (per metric) the ones it sets."""
+        o = override if isinstance(override, dict) else {f.name: getattr(override, f.name) for f in fields(override)}
+        changes = {}
+        for f in fields(self):
+            if f.name not in o:
+                continue
+            value = o[f.name]
+            changes[f.name] = {**getattr(self, f.name), **value} if isinstance(value, dict) else value
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Violation:
+    what: str  # e.g. "relative robustness of accuracy"
+    value: float
+    limit: float
+    comparison: str  # ">=" or "<=": what was required
+    ci: tuple[float, float]
+    confidence: float
+
+    def __str__(self) -> str:
+        lo, hi = self.ci
+        return (f"{self.what} = {self.value:.4f}, required {self.comparison} {self.limit:.4f} "
+                f"({self.confidence:.0%} CI {lo:.4f}..{hi:.4f})")
+
+
+def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
+    """Every threshold `result` violates (empty when it passes)."""
+    confident = thresholds.decision == "confident"
+    conf = result.stats.confidence
+    out = []
+
+    def floor(what, value, limit, ci):
+        if (ci[1] if confident else value) < limit:
+            out.append(Violation(what, value, limit, ">=", ci, conf))
+
+    if result.condition.kind == "clean":
+        for metric, limit in thresholds.min_clean.items():
+            floor(f"clean {metric}", result.metric(metric), limit, result.ci(metric, "metric"))
+        return out
+    for metric, limit in thresholds.min_relative_robustness.items():
+        floor(f"relative robustness of {metric}", result.relative_robustness(metric), limit,
+              result.ci(metric, "relative"))
+    for metric, limit in thresholds.min_absolute_robustness.items():
+        floor(f"absolute robustness of {metric}", result.absolute_robustness(metric), limit,
+              result.ci(metric, "absolute"))
+    if thresholds.max_flip_rate is not None:
+        ci = result.ci("flip_rate", "flip_rate")
+        if (ci[0] if confident else result.flip_rate) > thresholds.max_flip_rate:
+            out.append(Violation("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ci, conf))
+    return out

@@ -1,0 +1,27 @@
+"""The project's own tests run with the network cut: a hidden download fails loudly here instead of passing on a
+machine that happens to be online."""
+import socket
+
+import pytest
+
+_real_connect = socket.socket.connect
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+def _guarded(self, address, *args, **kwargs):
+    if self.family == getattr(socket, "AF_UNIX", object()):
+        return _real_connect(self, address, *args, **kwargs)
+    raise NetworkBlocked(f"network access attempted during tests: connect to {address!r}")
+
+
+def pytest_configure(config):
+    socket.socket.connect = _guarded
+    socket.socket.connect_ex = _guarded
+
+
+def pytest_unconfigure(config):
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = socket.socket.__dict__.get("connect_ex", _real_connect)
