@@ -25,3 +25,6 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = socket.socket.__dict__.get("connect_ex", _real_connect)
+
+
+pytest_plugins = ["pytester"]

@@ -1,0 +1,192 @@
+"""The plugin end to end, through pytester: collection, ids, selection, assertions, options, reports."""
+import json
+from pathlib import Path
+
+import pytest
+import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
+
+from pytest_memerobust.plugin import DISABLED_HINT
+from pytest_memerobust.suite import builtin_suite_paths
+
+QUICK = ["--memerobust-limit=40", "--memerobust-bootstrap=100", "-p", "no:cacheprovider"]
+
+STRICT_SUITE = """
+[suite]
+name = "strict"
+[thresholds]
+min_relative_robustness = { accuracy = 1.5 }
+[text]
+typos = [2]
+"""
+
+LENIENT_SUITE = """
+[suite]
+name = "lenient"
+[thresholds]
+min_relative_robustness = { accuracy = 0.0, auroc = 0.0, macro_f1 = 0.0 }
+max_flip_rate = 1.0
+[text]
+typos = [1, 5]
+[image]
+contrast = [2]
+[grid]
+text = ["typos@1"]
+image = ["contrast@2"]
+"""
+
+
+def test_without_a_model_the_suites_skip_with_one_line_saying_how_to_enable_them(pytester):
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    pytester.makepyfile(test_unit="def test_ok():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([f"*{DISABLED_HINT}*"])
+    assert "robustness tables" not in result.stdout.str()
+
+
+def test_builtin_suites_run_from_any_directory_with_readable_ids(pytester):
+    result = pytester.runpytest("--memerobust-model=demo", "-v", "-k", "typos", *QUICK)
+    out = result.stdout.str()
+    assert "rainbow-noise.toml::demo::text=typos@3 " in out
+    assert "rainbow-noise.toml::demo::text=typos@3+image=gaussian_noise@3 " in out
+    outcomes = result.parseoutcomes()
+    # typos@1-5 alone and typos@3 in three grid pairs; everything else deselected
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 8
+    assert "image=contrast@1 " not in out
+    assert "text-only perturbations" in out and "Average dropping rate" in out
+    assert "demo weights" in out
+
+
+def test_failure_message_names_metric_value_threshold_and_interval(pytester):
+    pytester.makefile(".toml", **{"memerobust-strict": STRICT_SUITE})
+    result = pytester.runpytest("--memerobust-model=demo", *QUICK, ".")
+    result.assert_outcomes(passed=1, failed=1)  # clean has no floor; typos@2 cannot reach 1.5
+    result.stdout.fnmatch_lines([
+        "*demo under text=typos@2 is below the suite's robustness thresholds:*",
+        "*relative robustness of accuracy*>= 1.5000*..*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_reports_hold_every_number_and_are_reproducible(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    paths = []
+    for run in range(2):
+        js, md = tmp_path / f"r{run}.json", tmp_path / f"r{run}.md"
+        result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-report={js}",
+                                    f"--memerobust-report={md}", ".")
+        result.assert_outcomes(passed=5)
+        paths.append((js, md))
+    report = json.loads(paths[0][0].read_text())
+    again = json.loads(paths[1][0].read_text())
+    assert report["seed"] == 0 and report["versions"]["numpy"]
+    assert report["models"]["demo"]["checkpoint_sha256"] == report["models"]["demo"]["checkpoint_sha256"].lower()
+    assert len(report["models"]["demo"]["checkpoint_sha256"]) == 64
+    assert report["models"]["demo"]["card"]["architecture"] == "demo"
+    assert report["datasets"]["demo"]["n"] == 40 and len(report["datasets"]["demo"]["fingerprint"]) == 64
+    group = report["groups"][0]
+    conditions = [r["condition"] for r in group["results"]]
+    assert conditions == ["text=typos@1", "text=typos@5", "image=contrast@2", "text=typos@1+image=contrast@2"]
+    cell = group["results"][-1]
+    assert cell["relative_robustness"]["accuracy"] == pytest.approx(
+        cell["metrics"]["accuracy"] / group["clean"]["metrics"]["accuracy"])
+    assert set(cell) >= {"flip_rate", "flip_rate_ci", "relative_robustness_ci", "predictions_sha256"}
+    assert group["grid_summary"]["average_drop"]["accuracy"] == pytest.approx(
+        group["clean"]["metrics"]["accuracy"] - cell["metrics"]["accuracy"])
+    # same seed, same per-item predictions
+    assert [r["predictions_sha256"] for r in report["groups"][0]["results"]] == \
+           [r["predictions_sha256"] for r in again["groups"][0]["results"]]
+    md = paths[0][1].read_text()
+    assert "| Perturbation" in md and "typos@5" in md and "Average drop" in md
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_different_seed_changes_perturbed_predictions_only(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    digests = []
+    for seed in (0, 1):
+        js = tmp_path / f"s{seed}.json"
+        pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-seed={seed}",
+                           f"--memerobust-report={js}", ".")
+        report = json.loads(js.read_text())["groups"][0]
+        digests.append((report["clean"]["predictions_sha256"],
+                        {r["condition"]: r["predictions_sha256"] for r in report["results"]}))
+    assert digests[0][0] == digests[1][0]  # clean does not depend on the seed
+    assert digests[0][1]["text=typos@5"] != digests[1][1]["text=typos@5"]
+
+
+def test_options_can_be_set_in_the_ini_file(pytester):
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    pytester.makeini("[pytest]\nmemerobust_model = demo\nmemerobust_limit = 30\nmemerobust_bootstrap = 50\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", ".")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*memerobust: models demo; data demo; seed 0*first 30 memes*"])
+
+
+def test_bad_ini_value_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\nmemerobust_limit = zero\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*memerobust_limit*positive integer*zero*"])
+
+
+def test_unknown_model_lists_the_known_ones(pytester):
+    result = pytester.runpytest("--memerobust-model=nope", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown model 'nope'; known: *demo*"])
+
+
+@pytest.mark.parametrize("option", ["--memerobust-limit=0", "--memerobust-confidence=2",
+                                    "--memerobust-report=out.html", "--memerobust-robustness-scale=fraction"])
+def test_bad_option_values_are_usage_errors(pytester, option):
+    result = pytester.runpytest(option, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert option.split("=")[1] in result.stderr.str()
+
+
+def test_malformed_suite_is_a_collection_error_naming_the_file(pytester):
+    pytester.makefile(".toml", **{"memerobust-bad": "[text]\ntypos = [9]\n"})
+    result = pytester.runpytest("--memerobust-model=demo", "-p", "no:cacheprovider", ".")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*memerobust-bad.toml: ?text?: 'typos' has no severity ?9?; valid: ?1, 2, 3, 4, 5?"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_bad_dataset_fails_the_items_with_the_culprit_named(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    data = tmp_path / "memes.csv"
+    data.write_text("id,image,text,label\n1,missing.png,hello there,0\n")
+    result = pytester.runpytest("--memerobust-model=demo", f"--memerobust-data=csv:{data}", "-p",
+                                "no:cacheprovider", ".")
+    result.stdout.fnmatch_lines(["*DataError:*memes.csv, row 1*missing.png*"])
+    assert "robustness tables" not in result.stdout.str()
+
+
+def test_memerobust_fixture_shares_the_session_with_the_suites(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    pytester.makepyfile(test_mine="""
+        def test_typos_keep_most_accuracy(memerobust):
+            result = memerobust.evaluate(text="typos", severity=3)
+            assert result.condition.id == "text=typos@3"
+            assert result.relative_robustness("accuracy") >= 0.5
+            assert memerobust.detector is memerobust.using().detector
+            assert len(memerobust.dataset) == 40
+    """)
+    js = tmp_path / "r.json"
+    result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-report={js}", ".")
+    result.assert_outcomes(passed=6)
+    conditions = [r["condition"] for r in json.loads(js.read_text())["groups"][0]["results"]]
+    assert "text=typos@3" in conditions  # the hand-written evaluation lands in the same report
+
+
+def test_memerobust_fixture_skips_without_a_model(pytester):
+    pytester.makepyfile(test_mine="def test_x(memerobust):\n    raise AssertionError('must not run')\n")
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*{DISABLED_HINT}*"])
+
+
+def test_builtin_suites_are_shipped_inside_the_package():
+    paths = builtin_suite_paths()
+    assert [p.name for p in paths] == ["rainbow-noise.toml"]
+    assert all(p.is_file() for p in paths)
