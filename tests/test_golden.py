@@ -1,0 +1,47 @@
+"""Golden outputs of every built-in perturbation, so a numpy/Pillow/torch upgrade that silently changes what a
+perturbation does fails here. Regenerate deliberately with `MEMEROBUST_REGEN_GOLDEN=1 pytest tests/test_golden.py`."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.perturb import get, names
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden-perturbations.json"
+CAPTION = "trans rights are human rights and nobody gets to vote on that"
+# Largest per-pixel difference accepted for images: JPEG depends on the libjpeg build inside Pillow.
+IMAGE_TOLERANCE = {"jpeg_compression": 12}
+
+
+def _image() -> np.ndarray:
+    y, x = np.mgrid[0:12, 0:10]
+    return np.stack([y * 20, x * 25, (x + y) * 10], axis=-1).astype(np.uint8)
+
+
+def _outputs() -> dict:
+    out = {}
+    for name in names():
+        p = get(name)
+        for severity in p.severities or (None,):
+            x = CAPTION if p.modality == "text" else _image()
+            y = p.apply([x], ["golden-meme"], severity, seed=7)[0]
+            out[f"{name}@{severity}"] = y if isinstance(y, str) else y.tolist()
+    return out
+
+
+def test_perturbation_outputs_match_the_golden_file():
+    outputs = _outputs()
+    if os.environ.get("MEMEROBUST_REGEN_GOLDEN"):
+        GOLDEN.write_text(json.dumps(outputs, separators=(",", ":"), sort_keys=True) + "\n")
+        pytest.skip(f"rewrote {GOLDEN}")
+    golden = json.loads(GOLDEN.read_text())
+    assert sorted(outputs) == sorted(golden), "perturbations added or removed: regenerate the golden file"
+    for key, value in outputs.items():
+        if isinstance(value, str):
+            assert value == golden[key], key
+        else:
+            tolerance = IMAGE_TOLERANCE.get(key.split("@")[0], 0)
+            diff = np.abs(np.array(value, dtype=int) - np.array(golden[key], dtype=int)).max()
+            assert diff <= tolerance, f"{key}: max pixel difference {diff} > {tolerance}"
