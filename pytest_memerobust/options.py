@@ -8,24 +8,22 @@ from .metrics import ROBUSTNESS_SCALES
 from .report import REPORT_SUFFIXES
 
 
-def positive_int(text: str) -> int:
+def _integer(text: str, minimum: int, expected: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _integer(text, 1, "a positive integer")
 
 
 def seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
-    return value
+    return _integer(text, 0, "a non-negative integer seed")
 
 
 def confidence(text: str) -> float:

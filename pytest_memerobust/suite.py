@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import fnmatch
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,11 +18,7 @@ from .engine import Condition
 from .errors import SuiteError, UnknownNameError
 from .perturb import get as get_perturbation
 from .thresholds import Thresholds
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .tomlfile import read_toml
 
 _TOP_KEYS = {"suite", "thresholds", "text", "image", "grid", "override"}
 _SUITE_KEYS = {"name", "description", "task", "dataset"}
@@ -84,47 +79,65 @@ def _known(modality: str, name: str, severities, where: str) -> list[tuple[str, 
     return [(name, s) for s in severities]
 
 
+def _table(data: dict, key: str, where: str) -> dict:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise SuiteError(f"{where}: [{key}] must be a table, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _strings(grid: dict, key: str, where: str) -> list[str]:
+    value = grid.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SuiteError(f"{where}: [grid].{key} must be a list of 'name@severity' strings, got {value!r}")
+    return list(dict.fromkeys(value))
+
+
+def _overrides(data: dict, where: str) -> list[tuple[str, dict]]:
+    entries = data.get("override", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise SuiteError(f"{where}: overrides are an array of tables: write [[override]], not [override]")
+    out = []
+    for i, entry in enumerate(entries, 1):
+        entry = dict(entry)
+        pattern = entry.pop("match", None)
+        if not isinstance(pattern, str):
+            raise SuiteError(f"{where}: [[override]] #{i} needs a 'match' glob string, got {pattern!r}")
+        Thresholds.from_mapping(entry, f"{where}: [[override]] #{i}")
+        out.append((pattern, entry))
+    return out
+
+
 def parse_suite(data: dict, path: Path) -> Suite:
     where = str(path)
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise SuiteError(f"{where}: unknown table(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
-    meta = data.get("suite", {})
+    meta = _table(data, "suite", where)
     if set(meta) - _SUITE_KEYS:
         raise SuiteError(f"{where}: [suite] unknown key(s) {sorted(set(meta) - _SUITE_KEYS)}; valid: {sorted(_SUITE_KEYS)}")
     try:
-        thresholds = Thresholds.from_mapping(data.get("thresholds", {}), f"{where}: [thresholds]")
-        overrides = []
-        for i, entry in enumerate(data.get("override", [])):
-            entry = dict(entry)
-            if "match" not in entry:
-                raise SuiteError(f"{where}: [[override]] #{i + 1} needs a 'match' glob")
-            pattern = entry.pop("match")
-            Thresholds.from_mapping(entry, f"{where}: [[override]] #{i + 1}")
-            overrides.append((pattern, entry))
+        thresholds = Thresholds.from_mapping(_table(data, "thresholds", where), f"{where}: [thresholds]")
+        overrides = _overrides(data, where)
     except ValueError as exc:
         raise SuiteError(str(exc)) from None
 
     conditions = [Condition()]
     for modality in ("text", "image"):
-        for name, severities in data.get(modality, {}).items():
+        for name, severities in _table(data, modality, where).items():
             for pname, sev in _known(modality, name, severities, f"{where}: [{modality}]"):
                 conditions.append(Condition(**{modality: pname, f"{modality}_severity": sev}))
-    grid = data.get("grid", {})
+    grid = _table(data, "grid", where)
     if set(grid) - {"text", "image"}:
         raise SuiteError(f"{where}: [grid] takes only 'text' and 'image' lists")
-    if bool(grid.get("text")) != bool(grid.get("image")):
+    grid_text = [_side("text", s, f"{where}: [grid].text") for s in _strings(grid, "text", where)]
+    grid_image = [_side("image", s, f"{where}: [grid].image") for s in _strings(grid, "image", where)]
+    if bool(grid_text) != bool(grid_image):
         raise SuiteError(f"{where}: [grid] needs both a 'text' and an 'image' list")
-    grid_text = [_side("text", s, f"{where}: [grid].text") for s in grid.get("text", [])]
-    grid_image = [_side("image", s, f"{where}: [grid].image") for s in grid.get("image", [])]
     for t, ts in grid_text:
         for i, is_ in grid_image:
             conditions.append(Condition(text=t, text_severity=ts, image=i, image_severity=is_))
-    seen, unique = set(), []
-    for c in conditions:
-        if c.id not in seen:
-            seen.add(c.id)
-            unique.append(c)
+    unique = list({c.id: c for c in reversed(conditions)}.values())[::-1]  # first occurrence wins
     return Suite(
         name=meta.get("name", path.stem), path=path, conditions=tuple(unique), thresholds=thresholds,
         overrides=tuple(overrides),
@@ -136,10 +149,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
 
 def load_suite(path: Path) -> Suite:
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SuiteError(f"cannot read suite {path}: {exc}") from None
+    data = read_toml(path, "suite", SuiteError)
     return parse_suite(data, path)
 
 

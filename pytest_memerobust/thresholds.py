@@ -1,11 +1,16 @@
 """A suite's assertions: robustness floors and a flip-rate ceiling, judged with their confidence intervals."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 
 from .results import METRIC_NAMES, ConditionResult
 
 DECISIONS = ("estimate", "confident")
+
+
+def _is_finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -27,13 +32,16 @@ class Thresholds:
         if unknown:
             raise ValueError(f"{where}: unknown threshold key(s) {sorted(unknown)}; valid: {sorted(known)}")
         for key in ("min_relative_robustness", "min_absolute_robustness", "min_clean"):
-            bad = set(data.get(key, {})) - set(METRIC_NAMES)
+            floors = data.get(key, {})
+            if not isinstance(floors, dict):
+                raise ValueError(f"{where}.{key}: expected a table of metric = number, got {floors!r}")
+            bad = set(floors) - set(METRIC_NAMES)
             if bad:
                 raise ValueError(f"{where}.{key}: unknown metric(s) {sorted(bad)}; valid: {list(METRIC_NAMES)}")
-            for metric, value in data.get(key, {}).items():
-                if not isinstance(value, (int, float)) or isinstance(value, bool):
+            for metric, value in floors.items():
+                if not _is_finite_number(value):
                     raise ValueError(f"{where}.{key}.{metric}: expected a number, got {value!r}")
-        if "max_flip_rate" in data and not (isinstance(data["max_flip_rate"], (int, float))
+        if "max_flip_rate" in data and not (_is_finite_number(data["max_flip_rate"])
                                             and 0 <= data["max_flip_rate"] <= 1):
             raise ValueError(f"{where}.max_flip_rate: expected a number in [0, 1], got {data['max_flip_rate']!r}")
         if data.get("decision", "estimate") not in DECISIONS:
@@ -63,6 +71,9 @@ class Violation:
 
     def __str__(self) -> str:
         lo, hi = self.ci
+        if math.isnan(self.value):
+            return (f"{self.what} is undefined (nan: e.g. only one class among the memes), required "
+                    f"{self.comparison} {self.limit:.4f}")
         return (f"{self.what} = {self.value:.4f}, required {self.comparison} {self.limit:.4f} "
                 f"({self.confidence:.0%} CI {lo:.4f}..{hi:.4f})")
 
@@ -74,7 +85,8 @@ def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     out = []
 
     def floor(what, value, limit, ci):
-        if (ci[1] if confident else value) < limit:
+        judged = ci[1] if confident else value
+        if not judged >= limit:  # also true for nan: an undefined metric cannot be shown to meet its floor
             out.append(Violation(what, value, limit, ">=", ci, conf))
 
     if result.condition.kind == "clean":
@@ -89,6 +101,6 @@ def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
               result.ci(metric, "absolute"))
     if thresholds.max_flip_rate is not None:
         ci = result.ci("flip_rate", "flip_rate")
-        if (ci[0] if confident else result.flip_rate) > thresholds.max_flip_rate:
+        if not (ci[0] if confident else result.flip_rate) <= thresholds.max_flip_rate:
             out.append(Violation("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ci, conf))
     return out

@@ -337,16 +337,13 @@ def test_missing_file(tmp_path):
     raises_naming(tmp_path / "memerobust-missing.toml", "cannot read suite")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "suite.py validates value *types* only for some keys: these malformed files crash with TypeError/"
-    "AttributeError, are accepted, or raise a SuiteError that does not name the file"))
 @pytest.mark.parametrize("text", [
-    pytest.param("[thresholds]\nmax_flip_rate = true\n", id="bool-max-flip-rate-accepted"),
-    pytest.param("[thresholds]\nmin_clean = 0.7\n", id="scalar-metric-table-TypeError"),
-    pytest.param("text = 3\n", id="scalar-modality-table-AttributeError"),
-    pytest.param('[grid]\ntext = [3]\nimage = ["contrast@1"]\n', id="non-string-grid-entry-AttributeError"),
-    pytest.param("[override]\nmatch = '*'\nmax_flip_rate = 0.2\n", id="single-override-table-no-filename"),
-    pytest.param("[[override]]\nmatch = 3\nmax_flip_rate = 0.2\n", id="non-string-match-accepted"),
+    pytest.param("[thresholds]\nmax_flip_rate = true\n", id="bool-max-flip-rate"),
+    pytest.param("[thresholds]\nmin_clean = 0.7\n", id="scalar-metric-table"),
+    pytest.param("text = 3\n", id="scalar-modality-table"),
+    pytest.param('[grid]\ntext = [3]\nimage = ["contrast@1"]\n', id="non-string-grid-entry"),
+    pytest.param("[override]\nmatch = '*'\nmax_flip_rate = 0.2\n", id="single-override-table"),
+    pytest.param("[[override]]\nmatch = 3\nmax_flip_rate = 0.2\n", id="non-string-match"),
 ])
 def test_malformed_value_types_raise_suite_error_naming_the_file(write, text):
     path = write(text)

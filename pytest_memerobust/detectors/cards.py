@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import sys
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from importlib.metadata import entry_points
@@ -10,11 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from ..tomlfile import read_toml
 
 CARD_ENTRY_POINT_GROUP = "pytest_memerobust.models"
 
@@ -48,10 +43,7 @@ class ModelCard:
 
 def load_card(path: Path) -> ModelCard:
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read model card {path}: {exc}") from None
+    data = read_toml(path, "model card", ConfigError)
     known = {f.name for f in fields(ModelCard)} - {"path"}
     unknown = set(data) - known
     if unknown:

@@ -95,7 +95,12 @@ class DemoDetector:
         return self.head_module.state_dict()
 
     def load_trainable_state(self, state: dict, source: str = "checkpoint") -> None:
+        import torch
+
         expected = self.head_module.state_dict()
+        not_tensors = sorted(k for k, v in state.items() if not isinstance(v, torch.Tensor))
+        if not_tensors:
+            raise CheckpointError(f"{source} does not fit the demo detector: not tensors: {not_tensors}")
         missing, unexpected = set(expected) - set(state), set(state) - set(expected)
         bad_shape = [k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape)]
         if missing or unexpected or bad_shape:
