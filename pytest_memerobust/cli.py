@@ -11,31 +11,47 @@ from .errors import MemeRobustError
 
 
 def _train(args) -> int:
+    import torch
+    from tqdm import tqdm
+
     from .data import load_dataset
     from .detectors import find_card, load_detector
     from .training import save_trained, train_head
 
     card = find_card(args.card)
-    out = Path(args.out) if args.out else card.checkpoint_path()
+    if args.demo:
+        card = card.with_demo()
+    out = Path(args.out) if args.out else (card.checkpoint_path() if args.demo else None)
     if out is None:
-        raise MemeRobustError(f"card {card.name!r} names no checkpoint file; pass --out PATH")
-    import torch
-
-    torch.manual_seed(args.seed)  # the head's initial weights, so a retrain reproduces the shipped checkpoint
-    # From scratch unless --resume names starting weights: the card's own checkpoint is what this writes.
-    detector = load_detector(replace(card, checkpoint=None, checkpoint_sha256=None), checkpoint=args.resume,
-                             device=args.device)
-    train = load_dataset(f"{args.data}:train" if args.data == "demo" else args.train)
-    val = load_dataset(f"{args.data}:val" if args.data == "demo" else args.val)
+        raise MemeRobustError("pass --out PATH for the checkpoint (only --demo writes the card's own file)")
+    train_spec, val_spec = args.train, args.val
+    if args.data is not None:
+        train_spec, val_spec = f"{args.data}:train", f"{args.data}:val"
+    if not (train_spec and val_spec):
+        raise MemeRobustError("name the data: --data demo|NAME:PATH (its train/val splits), or --train and --val")
+    hyper = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16, **card.training}
+    hyper.update({k: getattr(args, k) for k in hyper if getattr(args, k, None) is not None})
+    torch.manual_seed(args.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
+    fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
+    detector = load_detector(fresh, checkpoint=args.init, device=args.device)
+    train, val = load_dataset(train_spec), load_dataset(val_spec)
+    bar = tqdm(total=hyper["epochs"], desc=f"train {card.name}", unit="epoch", disable=args.quiet)
 
     def progress(row):
-        print(f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  val AUROC {row['val_auroc']:.4f}  "
-              f"val acc {row['val_accuracy']:.4f}", flush=True)
+        bar.update(1)
+        bar.set_postfix(loss=f"{row['loss']:.4f}", val_auroc=f"{row['val_auroc']:.4f}",
+                        val_acc=f"{row['val_accuracy']:.4f}")
 
-    result = train_head(detector, train, val, task=args.task or card.task, epochs=args.epochs, lr=args.lr,
-                        batch_size=args.batch_size, seed=args.seed, progress=progress)
-    save_trained(detector, out, card.name, result)
-    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); wrote {out}")
+    state_path = out.with_suffix(".train-state.pt")
+    if not args.resume:
+        state_path.unlink(missing_ok=True)
+    result = train_head(detector, train, val, task=args.task or card.task, seed=args.seed, progress=progress,
+                        state_path=state_path, **hyper)
+    bar.close()
+    save_trained(detector, out, card, result, hyper, write_card=not args.demo)
+    state_path.unlink(missing_ok=True)
+    written = [out.name, out.with_suffix(".metrics.json").name] + ([] if args.demo else [out.with_suffix(".card.toml").name])
+    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); wrote {', '.join(written)} in {out.parent}")
     return 0
 
 
@@ -72,17 +88,22 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="fit a card's trainable head and write its checkpoint")
     train.add_argument("card", help="model card name or .toml path")
-    train.add_argument("--data", default="demo", help="'demo' (its train/val splits), or use --train/--val")
-    train.add_argument("--train", help="dataset spec of the training split")
+    train.add_argument("--data", help="'demo' or NAME:PATH: use its train and val splits")
+    train.add_argument("--train", help="dataset spec of the training split, e.g. pridemm:/data/PrideMM:train")
     train.add_argument("--val", help="dataset spec of the validation split")
-    train.add_argument("--out", help="checkpoint path (default: the card's checkpoint)")
-    train.add_argument("--resume", help="start from this checkpoint")
+    train.add_argument("--demo", action="store_true",
+                       help="use the card's small [demo] configuration and write the card's own checkpoint file")
+    train.add_argument("--out", help="checkpoint path (.safetensors); metrics and a card are written beside it")
+    train.add_argument("--init", help="start from the weights of this checkpoint")
+    train.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     train.add_argument("--task")
-    train.add_argument("--epochs", type=int, default=30)
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--batch-size", type=int, default=16)
+    train.add_argument("--epochs", type=int, help="default: the card's [training], else 10")
+    train.add_argument("--lr", type=float, help="default: the card's [training], else 1e-4")
+    train.add_argument("--weight-decay", dest="weight_decay", type=float, help="default: card, else 1e-4")
+    train.add_argument("--batch-size", dest="batch_size", type=int, help="default: card, else 16")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="cpu")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_train)
     sub.add_parser("list", help="models, datasets, perturbations and suites").set_defaults(run=_list)
     report = sub.add_parser("report", help="print the tables of a saved JSON report (and write Markdown)")

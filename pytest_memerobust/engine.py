@@ -102,15 +102,23 @@ class Engine:
         """Class probabilities [N, C] under `condition`."""
         text_side = ("text", condition.text, condition.text_severity)
         image_side = ("image", condition.image, condition.image_severity)
+        modalities = getattr(self.detector, "modalities", ("image", "text"))
+        for modality, name in (("image", condition.image), ("text", condition.text)):
+            if name and modality not in modalities:
+                raise ValueError(f"condition {condition.id!r} perturbs the {modality}, which this detector "
+                                 f"does not read (it reads: {', '.join(modalities)})")
         if is_split(self.detector):
-            image_features, text_features = self._encode(*image_side), self._encode(*text_side)
+            image_features, text_features = (
+                self._encode(*side) if side[0] in modalities else np.zeros((len(self.ids), 0), dtype=np.float32)
+                for side in (image_side, text_side))
             return np.concatenate([
                 self.detector.head(image_features[i : i + self.batch_size], text_features[i : i + self.batch_size])
                 for i in range(0, len(self.ids), self.batch_size)
             ])
-        images, texts = self.inputs(*image_side), self.inputs(*text_side)
-        self.encoder_calls["image"] += len(images)
-        self.encoder_calls["text"] += len(texts)
+        images, texts = (self.inputs(*side) if side[0] in modalities else [None] * len(self.ids)
+                         for side in (image_side, text_side))
+        for modality in modalities:
+            self.encoder_calls[modality] += len(self.ids)
         return np.concatenate([
             self.detector.predict_proba(images[i : i + self.batch_size], texts[i : i + self.batch_size])
             for i in range(0, len(self.ids), self.batch_size)

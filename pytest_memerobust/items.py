@@ -68,6 +68,9 @@ class CaseItem(pytest.Item):
         from .thresholds import check
 
         session = _session(self.config)
+        unread = session.unread_modalities(self.model, self.condition)
+        if unread:
+            pytest.skip(f"{self.model} does not read the {' or '.join(unread)}")
         session.declare_grid(self.model, self.suite.dataset, self.suite.grid_text, self.suite.grid_image)
         result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task)
         violations = check(result, self.suite.thresholds_for(self.condition))

@@ -143,7 +143,9 @@ def pytest_terminal_summary(terminalreporter, config):
     from .report import build_report, render
 
     terminalreporter.write_sep("=", "memerobust robustness tables")
-    for model in dict.fromkeys(key[0] for key in session.results):
+    from .session import split_model
+
+    for model in dict.fromkeys(split_model(key[0])[0] for key in session.results):
         card = session.detector(model).card
         if card.demo_weights and model not in session.options.checkpoints and "" not in session.options.checkpoints:
             terminalreporter.write_line(

@@ -17,6 +17,14 @@ from .results import ConditionResult, StatsConfig
 DEFAULT_DATA = "demo"
 
 
+def split_model(model: str) -> tuple[str, str | None]:
+    """`memeclip:text` -> ("memeclip", "text"): a card name (or .toml path) and an optional fusion mode."""
+    if model.endswith(".toml") or ":" not in model:
+        return model, None
+    name, _, mode = model.rpartition(":")
+    return name, mode
+
+
 @dataclass(frozen=True)
 class Options:
     models: tuple[str, ...] = ()
@@ -39,13 +47,21 @@ class RobustnessSession:
         self._engines: dict[tuple[str, str], Engine] = {}
         self.results: dict[tuple[str, str, str], ConditionResult] = {}
         self.grids: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        self.cards = {m: find_card(m) for m in options.models}  # fails early on an unknown name
+        self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
 
     def detector(self, model: str):
+        """The loaded detector for a model spec `NAME[:MODE]`; modes (text, image) share the base's weights."""
         if model not in self._detectors:
-            checkpoint = self.options.checkpoints.get(model) or self.options.checkpoints.get("")
-            self._detectors[model] = load_detector(self.cards.get(model) or find_card(model), checkpoint,
-                                                   self.options.device)
+            name, mode = split_model(model)
+            if mode:
+                base = self.detector(name)
+                if not hasattr(base, "with_mode"):
+                    raise ConfigError(f"model {name!r} has no channel-ablation modes (asked for {model!r})")
+                self._detectors[model] = base.with_mode(mode)
+            else:
+                checkpoint = self.options.checkpoints.get(name) or self.options.checkpoints.get("")
+                self._detectors[model] = load_detector(self.cards.get(name) or find_card(name), checkpoint,
+                                                       self.options.device)
         return self._detectors[model]
 
     def data_spec(self, suite_default: str | None = None) -> str:
@@ -92,6 +108,11 @@ class RobustnessSession:
             self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba,
                                                 engine.predict(condition), self.options.stats)
         return self.results[key]
+
+    def unread_modalities(self, model: str, condition: Condition) -> list[str]:
+        """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""
+        modalities = getattr(self.detector(model), "modalities", ("image", "text"))
+        return [m for m, name in (("image", condition.image), ("text", condition.text)) if name and m not in modalities]
 
     def declare_grid(self, model: str, data: str | None, text_sides, image_sides) -> None:
         """Remember a suite's text x image ordering so the grid table numbers rows as the suite lists them."""

