@@ -64,12 +64,17 @@ class Condition:
 class Engine:
     """Evaluates conditions for one detector on one dataset; `encoder_calls` counts inputs actually encoded."""
 
-    def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64):
+    def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None):
+        """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
+        whose perturbed inputs and features this one reuses instead of computing them again."""
         self.detector, self.dataset, self.seed, self.batch_size = detector, dataset, seed, batch_size
         self.ids = [m.id for m in dataset.memes]
-        self._inputs: dict[tuple, list] = {}
-        self._features: dict[tuple, np.ndarray] = {}
-        self.encoder_calls = {"image": 0, "text": 0}
+        if shares is not None:
+            self._inputs, self._features, self.encoder_calls = shares._inputs, shares._features, shares.encoder_calls
+        else:
+            self._inputs: dict[tuple, list] = {}
+            self._features: dict[tuple, np.ndarray] = {}
+            self.encoder_calls = {"image": 0, "text": 0}
 
     def inputs(self, modality: str, name: str | None, severity: int | None) -> list:
         """The dataset's captions or pictures under one perturbation (or clean), computed once."""

@@ -27,7 +27,7 @@ class SuiteFile(pytest.File):
         if not session.options.models:
             yield SkippedSuite.from_parent(self, name="suites-disabled")
             return
-        for model in session.options.models:
+        for model in suite.model_specs(session.options.models):
             yield ModelNode.from_parent(self, name=model, suite=suite)
 
     def repr_failure(self, excinfo):

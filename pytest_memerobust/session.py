@@ -75,8 +75,10 @@ class RobustnessSession:
     def engine(self, model: str, spec: str) -> Engine:
         key = (model, spec)
         if key not in self._engines:
+            name, mode = split_model(model)
             self._engines[key] = Engine(self.detector(model), self.dataset(spec), seed=self.options.seed,
-                                        batch_size=self.options.batch_size)
+                                        batch_size=self.options.batch_size,
+                                        shares=self.engine(name, spec) if mode else None)
         return self._engines[key]
 
     def task(self, model: str, suite_task: str | None = None) -> str:

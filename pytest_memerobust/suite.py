@@ -21,7 +21,8 @@ from .thresholds import Thresholds
 from .tomlfile import read_toml
 
 _TOP_KEYS = {"suite", "thresholds", "text", "image", "grid", "override"}
-_SUITE_KEYS = {"name", "description", "task", "dataset"}
+_SUITE_KEYS = {"name", "description", "task", "dataset", "modes"}
+MODES = ("multimodal", "text", "image")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,17 @@ class Suite:
     description: str = ""
     task: str | None = None
     dataset: str | None = None
+    modes: tuple[str, ...] = ()  # fusion modes each model runs in (channel ablation); () = as given
+
+    def model_specs(self, models) -> list[str]:
+        """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
+        out = []
+        for model in models:
+            if not self.modes or (":" in model and not model.endswith(".toml")):
+                out.append(model)
+            else:
+                out += [model if mode == "multimodal" else f"{model}:{mode}" for mode in self.modes]
+        return list(dict.fromkeys(out))
 
     def thresholds_for(self, condition: Condition) -> Thresholds:
         result = self.thresholds
@@ -116,6 +128,9 @@ def parse_suite(data: dict, path: Path) -> Suite:
     meta = _table(data, "suite", where)
     if set(meta) - _SUITE_KEYS:
         raise SuiteError(f"{where}: [suite] unknown key(s) {sorted(set(meta) - _SUITE_KEYS)}; valid: {sorted(_SUITE_KEYS)}")
+    modes = meta.get("modes", [])
+    if not isinstance(modes, list) or not all(m in MODES for m in modes):
+        raise SuiteError(f"{where}: [suite].modes must be a list drawn from {list(MODES)}, got {modes!r}")
     try:
         thresholds = Thresholds.from_mapping(_table(data, "thresholds", where), f"{where}: [thresholds]")
         overrides = _overrides(data, where)
@@ -144,6 +159,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_text=tuple(Condition(text=t, text_severity=s).id for t, s in grid_text),
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
+        modes=tuple(modes),
     )
 
 

@@ -45,7 +45,7 @@ def test_without_a_model_the_suites_skip_with_one_line_saying_how_to_enable_them
 
 
 def test_builtin_suites_run_from_any_directory_with_readable_ids(pytester):
-    result = pytester.runpytest("--memerobust-model=demo", "-v", "-k", "typos", *QUICK)
+    result = pytester.runpytest("--memerobust-model=demo", "-v", "-k", "rainbow and typos", *QUICK)
     out = result.stdout.str()
     assert "rainbow-noise.toml::demo::text=typos@3 " in out
     assert "rainbow-noise.toml::demo::text=typos@3+image=gaussian_noise@3 " in out
@@ -186,7 +186,16 @@ def test_memerobust_fixture_skips_without_a_model(pytester):
     result.stdout.fnmatch_lines([f"*{DISABLED_HINT}*"])
 
 
+def test_ablation_suite_runs_each_model_per_channel_and_skips_the_unread_one(pytester):
+    result = pytester.runpytest("--memerobust-model=demo", "-v", "-rs", "-k", "ablation and typos or ablation and contrast", *QUICK)
+    out = result.stdout.str()
+    assert "channel-ablation.toml::demo:text::text=typos@1 " in out
+    assert "channel-ablation.toml::demo:image::image=contrast@1 " in out
+    result.stdout.fnmatch_lines(["*demo:text does not read the image*"])
+    assert "demo:text on demo (n=40, task=hate): text-only perturbations" in out
+
+
 def test_builtin_suites_are_shipped_inside_the_package():
     paths = builtin_suite_paths()
-    assert [p.name for p in paths] == ["rainbow-noise.toml"]
+    assert [p.name for p in paths] == ["channel-ablation.toml", "rainbow-noise.toml"]
     assert all(p.is_file() for p in paths)

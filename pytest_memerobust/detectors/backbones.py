@@ -91,7 +91,7 @@ class Backbone(torch.nn.Module):
         return self.eval()
 
     def tokenize(self, texts: Sequence[str]) -> dict:
-        batch = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=self.max_length,
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
                                return_tensors="pt")
         return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
 

@@ -30,3 +30,54 @@ class SplitDetector(Detector, Protocol):
 
 def is_split(detector) -> bool:
     return all(callable(getattr(detector, n, None)) for n in ("encode_images", "encode_texts", "head"))
+
+
+MODES = ("multimodal", "text", "image")
+
+
+def probabilities(logits_fn, image_features, text_features, device) -> np.ndarray:
+    """Softmax of a torch head on numpy features, without gradients."""
+    import torch
+
+    with torch.no_grad():
+        i = torch.as_tensor(image_features, device=device)
+        t = torch.as_tensor(text_features, device=device)
+        return torch.softmax(logits_fn(i, t), dim=-1).float().cpu().numpy()
+
+
+class ModeView:
+    """A detector seen through one fusion mode (the channel ablation of Rainbow Noise tables 4 and 7): "text" leaves
+    the image out of the fusion, "image" the caption. Encoders and weights are the base detector's own; the base's
+    head module must have a `mode` attribute its forward pass honours."""
+
+    def __init__(self, base, mode: str):
+        from ..errors import ConfigError
+
+        if mode not in MODES:
+            raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
+        reads = getattr(base, "modalities", ("image", "text"))
+        if mode != "multimodal" and mode not in reads:
+            raise ConfigError(f"this detector does not read the {mode}, so it has no {mode!r} mode")
+        self.base, self.mode = base, mode
+        self.classes, self.device = base.classes, base.device
+        self.modalities = reads if mode == "multimodal" else (mode,)
+
+    def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
+        return getattr(self.base, name)
+
+    def logits(self, image_features, text_features):
+        head = self.base.head_module
+        previous, head.mode = head.mode, self.mode
+        try:
+            return self.base.logits(image_features, text_features)
+        finally:
+            head.mode = previous
+
+    def head(self, image_features, text_features) -> np.ndarray:
+        return probabilities(self.logits, image_features, text_features, self.device)
+
+    def predict_proba(self, images, texts) -> np.ndarray:
+        n = len(texts)
+        image_features = self.base.encode_images(images) if "image" in self.modalities else np.zeros((n, 0), np.float32)
+        text_features = self.base.encode_texts(texts) if "text" in self.modalities else np.zeros((n, 0), np.float32)
+        return self.head(image_features, text_features)

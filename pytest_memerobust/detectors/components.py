@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-MODES = ("multimodal", "text", "image")
 
 
 class Adapter(nn.Module):

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CheckpointError
+from .base import ModeView, probabilities
 from .registry import register_architecture
 
 
@@ -51,10 +52,14 @@ def build_head(image_dim: int, text_dim: int, map_dim: int, n_classes: int, drop
             self.text_projection = nn.Linear(text_dim, map_dim)
             self.dropout = nn.Dropout(dropout)
             self.classifier = nn.Sequential(nn.Linear(3 * map_dim, map_dim), nn.ReLU(), nn.Linear(map_dim, n_classes))
+            self.mode = "multimodal"
 
         def forward(self, image_features, text_features):
-            i = torch.tanh(self.image_projection(image_features))
-            t = torch.tanh(self.text_projection(text_features))
+            # The channel ablation leaves one side out of the fusion: its projection is replaced by zeros.
+            n = max(len(image_features), len(text_features))
+            zeros = torch.zeros(n, map_dim, device=self.classifier[0].weight.device)
+            i = zeros if self.mode == "text" else torch.tanh(self.image_projection(image_features))
+            t = zeros if self.mode == "image" else torch.tanh(self.text_projection(text_features))
             return self.classifier(self.dropout(torch.cat([i, t, i * t], dim=-1)))
 
     return DemoHead()
@@ -81,12 +86,10 @@ class DemoDetector:
         return self.head_module(image_features, text_features)
 
     def head(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
-        import torch
+        return probabilities(self.logits, image_features, text_features, self.device)
 
-        with torch.no_grad():
-            i = torch.as_tensor(image_features, device=self.device)
-            t = torch.as_tensor(text_features, device=self.device)
-            return torch.softmax(self.logits(i, t), dim=-1).float().cpu().numpy()
+    def with_mode(self, mode: str) -> ModeView:
+        return ModeView(self, mode)
 
     def predict_proba(self, images: Sequence[np.ndarray], texts: Sequence[str]) -> np.ndarray:
         return self.head(self.encode_images(images), self.encode_texts(texts))

@@ -17,7 +17,8 @@ import torch
 from ..errors import CheckpointError, ConfigError
 from .backbones import Backbone, build_backbone
 from .checkpoints import load_state_dict
-from .components import MODES, MemeHead
+from .base import ModeView, probabilities
+from .components import MemeHead
 from .registry import register_architecture
 
 FORMAT = "pytest-memerobust/1"
@@ -90,21 +91,14 @@ class MemeDetector:
     def logits(self, image_features, text_features):
         return self.head_module(image_features, text_features)
 
-    @torch.no_grad()
     def head(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
-        i = torch.as_tensor(image_features, device=self.device)
-        t = torch.as_tensor(text_features, device=self.device)
-        return torch.softmax(self.logits(i, t), dim=-1).float().cpu().numpy()
+        return probabilities(self.logits, image_features, text_features, self.device)
 
     def predict_proba(self, images, texts) -> np.ndarray:
         return self.head(self.encode_images(images), self.encode_texts(texts))
 
-    def with_mode(self, mode: str) -> "ModeView":
+    def with_mode(self, mode: str) -> ModeView:
         """The same detector (shared weights) with one modality left out of the fusion: the channel ablation."""
-        if mode not in MODES:
-            raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
-        if mode != "text" and not self.head_module.has_image:
-            raise ConfigError(f"this detector has no image encoder, so it has no {mode!r} mode")
         return ModeView(self, mode)
 
     def token_embedding(self) -> torch.nn.Embedding:
@@ -147,35 +141,6 @@ class MemeDetector:
             if groups[name] and module is not None:
                 _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
         self.head_module.eval()
-
-
-class ModeView:
-    """A detector seen through one fusion mode; encoders and weights are the base detector's own."""
-
-    def __init__(self, base: MemeDetector, mode: str):
-        self.base, self.mode = base, mode
-        self.classes, self.device = base.classes, base.device
-        self.modalities = ("text",) if mode == "text" else ("image",) if mode == "image" else base.modalities
-
-    def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
-        return getattr(self.base, name)
-
-    def logits(self, image_features, text_features):
-        previous, self.base.head_module.mode = self.base.head_module.mode, self.mode
-        try:
-            return self.base.logits(image_features, text_features)
-        finally:
-            self.base.head_module.mode = previous
-
-    @torch.no_grad()
-    def head(self, image_features, text_features):
-        i = torch.as_tensor(image_features, device=self.device)
-        t = torch.as_tensor(text_features, device=self.device)
-        return torch.softmax(self.logits(i, t), dim=-1).float().cpu().numpy()
-
-    def predict_proba(self, images, texts):
-        return self.head(self.base.encode_images(images) if "image" in self.modalities else
-                         np.zeros((len(texts), 0), np.float32), self.base.encode_texts(texts))
 
 
 def _load_into(module: torch.nn.Module, state: dict, source: str, dtype_cast: bool = False) -> None:
