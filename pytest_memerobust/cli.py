@@ -48,9 +48,9 @@ def _train(args) -> int:
     result = train_head(detector, train, val, task=args.task or card.task, seed=args.seed, progress=progress,
                         state_path=state_path, **hyper)
     bar.close()
-    save_trained(detector, out, card, result, hyper, write_card=not args.demo)
+    save_trained(detector, out, card, result, hyper, write_card=args.out is not None)
     state_path.unlink(missing_ok=True)
-    written = [out.name, out.with_suffix(".metrics.json").name] + ([] if args.demo else [out.with_suffix(".card.toml").name])
+    written = [out.name, out.with_suffix(".metrics.json").name] + ([out.with_suffix(".card.toml").name] if args.out else [])
     print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); wrote {', '.join(written)} in {out.parent}")
     return 0
 

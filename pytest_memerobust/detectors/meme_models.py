@@ -109,20 +109,29 @@ class MemeDetector:
     def trainable_state(self) -> dict:
         return {f"head.{k}": v for k, v in self.head_module.state_dict().items()}
 
+    def _encoders_by_prefix(self) -> dict:
+        """Checkpoint prefix -> encoder. A caption-only detector's text encoder is its `backbone`."""
+        out = {"backbone": self.backbone or self.text_backbone}
+        if self.text_backbone is not out["backbone"]:
+            out["text_backbone"] = self.text_backbone
+        return out
+
     def shipped_state(self) -> dict:
-        """What a checkpoint must carry: the head, plus backbones built from an inline config (no name to load)."""
+        """What a checkpoint must carry: the head, plus backbones built from an inline config (no name to load),
+        stored as float16 (they were rounded to it when built)."""
         state = self.trainable_state()
-        for prefix, b in (("backbone", self.backbone), ("text_backbone", self.text_backbone)):
-            if b is not None and "config" in b.spec and not (prefix == "text_backbone" and b is self.backbone):
+        for prefix, b in self._encoders_by_prefix().items():
+            if "config" in b.spec:
                 state.update({f"{prefix}.{k}": v.half() if v.is_floating_point() else v
                               for k, v in b.state_dict().items()})
         return state
 
     def checkpoint_metadata(self) -> dict:
         meta = {"format": FORMAT, "params": json.dumps(self.params)}
-        if self.backbone is not None:
-            meta["backbone"] = json.dumps(self.backbone.spec)
-        if self.text_backbone is not self.backbone:
+        # A caption-only detector records its text encoder as the backbone: `build` reads an image-less backbone
+        # as caption-only, so the checkpoint describes the same detector.
+        meta["backbone"] = json.dumps((self.backbone or self.text_backbone).spec)
+        if self.backbone is not None and self.text_backbone is not self.backbone:
             meta["text_backbone"] = json.dumps(self.text_backbone.spec)
         return meta
 
@@ -137,9 +146,12 @@ class MemeDetector:
                 raise CheckpointError(f"{source}: unexpected key {key!r} (expected head.*, backbone.*, text_backbone.*)")
             groups[prefix][rest] = value
         _load_into(self.head_module, groups["head"], f"{source} (head)")
-        for name, module in (("backbone", self.backbone), ("text_backbone", self.text_backbone)):
-            if groups[name] and module is not None:
+        for name, module in self._encoders_by_prefix().items():
+            if groups[name]:
                 _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
+            elif "config" in module.spec:
+                raise CheckpointError(f"{source} has no {name}.* weights, but the {name} is built from an inline "
+                                      "config (random weights): pair this checkpoint with the card it was trained with")
         self.head_module.eval()
 
 
