@@ -64,10 +64,14 @@ class Condition:
 class Engine:
     """Evaluates conditions for one detector on one dataset; `encoder_calls` counts inputs actually encoded."""
 
-    def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None):
+    def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
+                 labels: np.ndarray | None = None, training=None, cache_dir=None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
-        whose perturbed inputs and features this one reuses instead of computing them again."""
+        whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
+        (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector."""
         self.detector, self.dataset, self.seed, self.batch_size = detector, dataset, seed, batch_size
+        self.labels, self.training, self.cache_dir = labels, training, cache_dir
+        self._attack_context = None
         self.ids = [m.id for m in dataset.memes]
         if shares is not None:
             self._inputs, self._features, self.encoder_calls = shares._inputs, shares._features, shares.encoder_calls
@@ -87,8 +91,27 @@ class Engine:
                 perturbation = get_perturbation(name)
                 if perturbation.modality != modality:
                     raise ValueError(f"perturbation {name!r} is a {perturbation.modality} perturbation, not {modality}")
-                self._inputs[key] = perturbation.apply(clean, self.ids, severity, self.seed)
+                context = self.attack_context() if perturbation.needs_model else None
+                self._inputs[key] = perturbation.apply(clean, self.ids, severity, self.seed, context)
         return self._inputs[key]
+
+    def attack_context(self):
+        """Detector, true labels and clean image features for the attacks that query the detector."""
+        from .perturb.attacks import AttackContext
+
+        if self._attack_context is None:
+            if self.labels is None:
+                raise ValueError("this engine was built without labels, which attacks need")
+            modalities = getattr(self.detector, "modalities", ("image", "text"))
+            split = is_split(self.detector)
+            image_features = None
+            if split:
+                image_features = (self._encode("image", None, None) if "image" in modalities
+                                  else np.zeros((len(self.ids), 0), dtype=np.float32))
+            images = self.inputs("image", None, None) if not split and "image" in modalities else None
+            self._attack_context = AttackContext(self.detector, np.asarray(self.labels), image_features, images,
+                                                 training=self.training, cache_dir=self.cache_dir)
+        return self._attack_context
 
     def _encode(self, modality: str, name: str | None, severity: int | None) -> np.ndarray:
         key = (modality, name, severity)

@@ -30,3 +30,9 @@ class CheckpointError(MemeRobustError):
 
 class ConfigError(MemeRobustError):
     """A model card or option value is malformed."""
+
+
+class BackendMissing(MemeRobustError):
+    """A perturbation needs a model or data that is not installed here (a translation model, WordNet...).
+
+    Suites skip such cases with this message, which says what to install or pass; nothing is downloaded."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .errors import MemeRobustError
+from .errors import BackendMissing, MemeRobustError
 
 
 class RobustnessFailure(Exception):
@@ -72,7 +72,10 @@ class CaseItem(pytest.Item):
         if unread:
             pytest.skip(f"{self.model} does not read the {' or '.join(unread)}")
         session.declare_grid(self.model, self.suite.dataset, self.suite.grid_text, self.suite.grid_image)
-        result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task)
+        try:
+            result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task)
+        except BackendMissing as exc:
+            pytest.skip(str(exc))
         violations = check(result, self.suite.thresholds_for(self.condition))
         if violations:
             raise RobustnessFailure(violations, result)

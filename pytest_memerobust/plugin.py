@@ -67,6 +67,7 @@ def build_options(config):
         checkpoints=conv.checkpoints(v["checkpoint"] or []), device=v["device"] or "auto",
         batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], task=v["task"],
         reports=tuple(v["report"] or ()), stats=stats,
+        cache_dir=config.cache.mkdir("memerobust") if getattr(config, "cache", None) is not None else None,
     )
 
 

@@ -17,6 +17,16 @@ from .results import ConditionResult, StatsConfig
 DEFAULT_DATA = "demo"
 
 
+def training_spec(spec: str) -> str | None:
+    """`pridemm:/data:test` -> `pridemm:/data:train`; None when the loader knows no training split."""
+    from .data.loaders import LOADER_SPLITS, parse_spec
+
+    name, path, _ = parse_spec(spec)
+    if "train" not in LOADER_SPLITS.get(name, ()):
+        return None
+    return f"{name}:train" if name == "demo" else f"{name}:{path}:train"
+
+
 def split_model(model: str) -> tuple[str, str | None]:
     """`memeclip:text` -> ("memeclip", "text"): a card name (or .toml path) and an optional fusion mode."""
     if model.endswith(".toml") or ":" not in model:
@@ -36,6 +46,7 @@ class Options:
     limit: int | None = None
     task: str | None = None
     reports: tuple[Path, ...] = ()
+    cache_dir: Path | None = None  # where fitted attacks (universal triggers) are kept between runs
     stats: StatsConfig = field(default_factory=StatsConfig)
 
 
@@ -72,14 +83,25 @@ class RobustnessSession:
             self._datasets[spec] = load_dataset(spec).head(self.options.limit)
         return self._datasets[spec]
 
-    def engine(self, model: str, spec: str) -> Engine:
-        key = (model, spec)
+    def engine(self, model: str, spec: str, task: str | None = None) -> Engine:
+        task = self.task(model, task)
+        key = (model, spec, task)
         if key not in self._engines:
             name, mode = split_model(model)
-            self._engines[key] = Engine(self.detector(model), self.dataset(spec), seed=self.options.seed,
-                                        batch_size=self.options.batch_size,
-                                        shares=self.engine(name, spec) if mode else None)
+            self._engines[key] = Engine(
+                self.detector(model), self.dataset(spec), seed=self.options.seed, batch_size=self.options.batch_size,
+                shares=self.engine(name, spec, task) if mode else None, labels=self.dataset(spec).labels(task),
+                training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir)
         return self._engines[key]
+
+    def training_memes(self, spec: str, task: str):
+        """(captions, labels, memes) of the training split that goes with `spec`, for attacks fitted once per
+        detector (universal triggers); the evaluated memes themselves when the dataset has no training split."""
+        key = ("training", training_spec(spec) or spec)
+        if key not in self._datasets:
+            self._datasets[key] = load_dataset(key[1])
+        ds = self._datasets[key]
+        return [m.text for m in ds.memes], ds.labels(task), ds.memes
 
     def task(self, model: str, suite_task: str | None = None) -> str:
         return self.options.task or suite_task or self.detector(model).card.task
@@ -92,14 +114,15 @@ class RobustnessSession:
         key = (model, spec, condition.id)
         if key in self.results:
             return self.results[key]
-        engine, dataset = self.engine(model, spec), self.dataset(spec)
         task = self.task(model, task)
+        dataset = self.dataset(spec)
         if task not in dataset.classes:
             raise ConfigError(f"dataset {spec!r} has no task {task!r}; tasks: {sorted(dataset.classes)}")
         n_classes, detector = len(dataset.classes[task]), self.detector(model)
         if n_classes != len(detector.classes):
             raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
                               f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
+        engine = self.engine(model, spec, task)
         clean_key = (model, spec, "clean")
         if clean_key not in self.results:
             proba = engine.predict(Condition())

@@ -360,10 +360,12 @@ def test_shipped_rainbow_noise_suite_parses():
     suite = load_suite(SHIPPED)
     raw = tomllib.loads(SHIPPED.read_text(encoding="utf-8"))
     assert suite.name == "rainbow-noise"
-    assert suite.grid_text == tuple(f"text={s}" for s in raw["grid"]["text"]) == ("text=typos@3",)
+    assert suite.grid_text == tuple(f"text={s}" for s in raw["grid"]["text"]) == (
+        "text=typos@3", "text=hotflip@3", "text=universal_trigger@3", "text=back_translation")
     assert suite.grid_image == tuple(f"image={s}" for s in raw["grid"]["image"]) == (
         "image=gaussian_noise@3", "image=contrast@3", "image=jpeg_compression@3")
-    expected = (["clean"] + [f"text=typos@{s}" for s in range(1, 6)]
+    expected = (["clean"] + [f"text=typos@{s}" for s in range(1, 6)] + [f"text=hotflip@{s}" for s in (1, 3, 5)]
+                + [f"text=universal_trigger@{s}" for s in (1, 3, 5)] + ["text=back_translation"]
                 + [f"image={n}@{s}" for n in ("gaussian_noise", "contrast", "jpeg_compression") for s in range(1, 6)]
                 + [f"{t}+{i}" for t in suite.grid_text for i in suite.grid_image])
     assert ids(suite) == expected

@@ -95,6 +95,13 @@ class Backbone(torch.nn.Module):
                                return_tensors="pt")
         return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
 
+    def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Character span of every token `tokenize` produces (special tokens and padding are (0, 0)), so a
+        token-embedding gradient can be traced back to the words of the caption."""
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                               return_offsets_mapping=True)
+        return [[tuple(span) for span in row] for row in batch["offset_mapping"]]
+
     def encode_images(self, images: Sequence[np.ndarray]) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no image encoder")
 
@@ -169,6 +176,9 @@ class OpenClipBackbone(Backbone):
 
     def tokenize(self, texts):
         return {"text": self.tokenizer_fn(list(texts)).to(self.device)}
+
+    def token_offsets(self, texts):
+        raise NotImplementedError("open_clip's tokenizer gives no character offsets")
 
     def encode_images(self, images):
         pixels = preprocess(images, self.image_size, center_crop=True).to(self.device)

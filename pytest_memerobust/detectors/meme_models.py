@@ -105,6 +105,47 @@ class MemeDetector:
         """The caption encoder's token-embedding table: the hook gradient-guided caption attacks need."""
         return self.text_backbone.token_embedding()
 
+    def _embedding_gradients(self, texts, labels, image_features):
+        """(token offsets, d loss / d token embedding [B, T, D]) for the cross-entropy on `labels`."""
+        backbone, captured = self.text_backbone, {}
+
+        def keep(module, inputs, output):
+            # A fresh leaf whose gradient we read; `* 1` hands the encoder a non-leaf it may modify in place.
+            captured["embeddings"] = leaf = output.detach().requires_grad_(True)
+            return leaf * 1
+
+        offsets = backbone.token_offsets(texts)
+        handle = backbone.token_embedding().register_forward_hook(keep)
+        try:
+            with torch.enable_grad():
+                text = backbone.encode_texts(texts)
+                image = torch.as_tensor(image_features, device=self.device)
+                logits = self.logits(image, text)
+                target = torch.as_tensor(list(labels), device=self.device)
+                torch.nn.functional.cross_entropy(logits, target, reduction="sum").backward()
+        finally:
+            handle.remove()
+            self.head_module.zero_grad(set_to_none=True)
+        return offsets, captured["embeddings"].grad
+
+    def text_saliency(self, texts: Sequence[str], labels: Sequence[int],
+                      image_features: np.ndarray) -> list[list[tuple[int, int, float]]]:
+        """Per caption, (start, end, gradient norm) of every token: how strongly the loss on `labels` reacts to that
+        token's embedding. The white-box hook of HotFlip."""
+        offsets, grads = self._embedding_gradients(texts, labels, image_features)
+        norms = grads.norm(dim=-1).cpu().numpy()
+        return [[(a, b, float(g)) for (a, b), g in zip(row, n) if b > a] for row, n in zip(offsets, norms)]
+
+    def text_saliency_vectors(self, texts: Sequence[str], labels: Sequence[int], image_features: np.ndarray,
+                              span: tuple[int, int]) -> torch.Tensor:
+        """The loss gradient for the tokens inside character span `span` (the same span in every caption), averaged
+        over tokens and captions: what a trigger search dots with the embedding table."""
+        offsets, grads = self._embedding_gradients(texts, labels, image_features)
+        start, end = span
+        picked = [grads[i, t] for i, row in enumerate(offsets) for t, (a, b) in enumerate(row)
+                  if b > a and a < end and b > start]
+        return torch.stack(picked).mean(dim=0)
+
     # -- weights ---------------------------------------------------------------------------------------------
     def trainable_state(self) -> dict:
         return {f"head.{k}": v for k, v in self.head_module.state_dict().items()}

@@ -47,10 +47,17 @@ class Perturbation:
         self.check_severity(severity)
         return self.fn(x, severity, rng)
 
-    def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int) -> list:
-        """Batch in, batch out: each item perturbed with its own deterministic generator."""
+    def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int,
+              context=None) -> list:
+        """Batch in, batch out: each item perturbed with its own deterministic generator. A perturbation that
+        `needs_model` (a white-box attack) also receives `context` (an AttackContext) and the item's index."""
         self.check_severity(severity)
-        return [self.fn(x, severity, self.rng(seed, mid, severity)) for x, mid in zip(items, meme_ids)]
+        if not self.needs_model:
+            return [self.fn(x, severity, self.rng(seed, mid, severity)) for x, mid in zip(items, meme_ids)]
+        if context is None:
+            raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
+        return [self.fn(x, severity, self.rng(seed, mid, severity), context, i)
+                for i, (x, mid) in enumerate(zip(items, meme_ids))]
 
 
 _REGISTRY: dict[str, Perturbation] = {}
@@ -93,7 +100,7 @@ def register(
 def _ensure_loaded() -> None:
     """Import the built-in catalogue and, once, every third-party entry point."""
     global _entry_points_loaded
-    from . import image, text  # noqa: F401  (registration happens at import)
+    from . import attacks, catalogue, evasion, image, text, translation  # noqa: F401  (registration at import)
 
     if not _entry_points_loaded:
         _entry_points_loaded = True

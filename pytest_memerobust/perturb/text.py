@@ -19,6 +19,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from .natural import shipped_misspellings, with_case_of
 from .registry import register
 
 # QWERTY adjacency (same row left/right, plus the overlapping keys of the rows above and below on a
@@ -127,6 +128,19 @@ DELETE = _Op("delete", _inner_letters, _delete)
 ALL_OPS = (SWAP, SHUFFLE_MIDDLE, KEYBOARD, INSERT, DELETE)
 
 
+def _natural_op(table: dict[str, tuple[str, ...]]) -> _Op:
+    """Replace the word by one of the misspellings people really type for it (in `table`), keeping its case."""
+
+    def sites(core: str) -> list:
+        return [0] if core.lower() in table else []
+
+    def apply(core: str, _site: int, rng: np.random.Generator) -> str:
+        options = table[core.lower()]
+        return with_case_of(core, options[int(rng.integers(len(options)))])
+
+    return _Op("natural", sites, apply)
+
+
 # --- the shared helper --------------------------------------------------------------------------------------
 
 
@@ -142,9 +156,15 @@ def _usable_ops(core: str, ops: Sequence[_Op]) -> list:
     return [op for op in ops if op.sites(core)]
 
 
-def _perturb_word(core: str, ops: list, rng: np.random.Generator) -> str:
-    """Apply one operation drawn from `ops`; if it left the word unchanged, draw another one."""
+def _perturb_word(core: str, ops: list, rng: np.random.Generator, prefer: _Op | None = None) -> str:
+    """Apply one operation drawn from `ops` (`prefer` first, when it is usable); if it left the word unchanged,
+    draw another one."""
     ops = list(ops)
+    if prefer is not None and prefer in ops:
+        ops.remove(prefer)
+        new = prefer.apply(core, prefer.sites(core)[0], rng)
+        if new != core:
+            return new
     while ops:
         op = ops.pop(int(rng.integers(len(ops))))
         sites = op.sites(core)
@@ -156,7 +176,7 @@ def _perturb_word(core: str, ops: list, rng: np.random.Generator) -> str:
     return core  # not reached for a word that had a usable operation
 
 
-def _noise(text: str, share: float, rng: np.random.Generator, ops: Sequence[_Op]) -> str:
+def _noise(text: str, share: float, rng: np.random.Generator, ops: Sequence[_Op], prefer: _Op | None = None) -> str:
     """Hit max(1, round(share * eligible words)) eligible words, drawn without replacement, one op each."""
     tokens = _WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
     eligible = []
@@ -170,21 +190,42 @@ def _noise(text: str, share: float, rng: np.random.Generator, ops: Sequence[_Op]
     n_hit = max(1, round(share * len(eligible)))
     for j in sorted(rng.choice(len(eligible), size=n_hit, replace=False).tolist()):
         k, lead, core, trail, usable = eligible[j]
-        tokens[k] = lead + _perturb_word(core, usable, rng) + trail
+        tokens[k] = lead + _perturb_word(core, usable, rng, prefer) + trail
     return "".join(tokens)
 
 
 # --- registered perturbations -------------------------------------------------------------------------------
 
 
+NATURAL = _natural_op(shipped_misspellings())
+
+
 @register("typos", modality="text", family="typos", severities=(1, 2, 3, 4, 5), label_preserving=True)
 def typos(text: str, severity: int, rng: np.random.Generator) -> str:
-    """Typing noise (swap, middle shuffle, keyboard slip, insertion, deletion) on a share of the words.
-
-    Readers skim past such noise, so the label should survive it; models keyed on exact tokens often do not.
-    """
+    """Natural + synthetic typos (Rainbow Noise's text noise 1) on a share of the words: a real-world misspelling
+    where the word has one in the shipped table, otherwise typing noise (swap, middle shuffle, keyboard slip,
+    insertion, deletion). Readers skim past such noise, so the label should survive it."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
-    return _noise(text, c, rng, ALL_OPS)
+    return _noise(text, c, rng, (NATURAL,) + ALL_OPS, prefer=NATURAL)
+
+
+@register("natural_typos", modality="text", family="typos", severities=(1, 2, 3, 4, 5), label_preserving=True)
+def natural_typos(text: str, severity: int, rng: np.random.Generator) -> str:
+    """Only real-world misspellings from the shipped table, on a share of the words that have one."""
+    c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
+    return _noise(text, c, rng, (NATURAL,))
+
+
+def register_natural_typos(name: str, table: dict[str, tuple[str, ...]]) -> None:
+    """Register `name` as natural typos drawn from your own corpus (see natural.load_misspellings)."""
+    op = _natural_op(table)
+
+    def corpus_typos(text: str, severity: int, rng: np.random.Generator) -> str:
+        c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
+        return _noise(text, c, rng, (op,))
+
+    corpus_typos.__doc__ = f"Real-world misspellings from a user corpus ({len(table)} words), on a share of words."
+    register(name, modality="text", family="typos", severities=(1, 2, 3, 4, 5))(corpus_typos)
 
 
 @register("char_swap", modality="text", family="typos", severities=(1, 2, 3, 4, 5), label_preserving=True)

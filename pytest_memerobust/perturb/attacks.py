@@ -1,0 +1,211 @@
+"""Caption attacks that query the detector: HotFlip character edits and universal adversarial triggers.
+
+They are perturbations like the others (registered, severities, deterministic per seed, meme and severity) but take
+an `AttackContext` with the detector, the true labels and the clean image features; the engine passes it. A
+detector with a `text_saliency` method (token-embedding gradients) is attacked white-box; any other detector is
+attacked with queries alone.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..atomic import atomic_write_text
+from .registry import register
+from .text import _check_caption
+
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass
+class AttackContext:
+    """What a model-aware perturbation may use, for the memes being perturbed (index i = the i-th meme)."""
+
+    detector: object
+    labels: np.ndarray
+    image_features: np.ndarray | None = None  # clean image features (split detectors)
+    images: Sequence | None = None  # clean pictures (black-box detectors)
+    training: Callable[[], tuple[list[str], np.ndarray, Sequence]] | None = None  # (captions, labels, memes)
+    trigger_target: int = 0  # the class a universal trigger pushes towards (0: make hateful memes pass as benign)
+    cache_dir: Path | None = None
+    memo: dict = field(default_factory=dict)
+
+    def probabilities(self, captions: Sequence[str], rows: Sequence[int]) -> np.ndarray:
+        """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`."""
+        det, rows = self.detector, list(rows)
+        if hasattr(det, "head") and self.image_features is not None:
+            return det.head(self.image_features[rows], det.encode_texts(list(captions)))
+        return det.predict_proba([self.images[r] for r in rows] if self.images is not None else [None] * len(rows),
+                                 list(captions))
+
+    def losses(self, captions: Sequence[str], rows: Sequence[int], labels: Sequence[int]) -> np.ndarray:
+        proba = self.probabilities(captions, rows)
+        return -np.log(proba[np.arange(len(proba)), np.asarray(labels)] + 1e-12)
+
+    @property
+    def white_box(self) -> bool:
+        return callable(getattr(self.detector, "text_saliency", None)) and self.image_features is not None
+
+    @property
+    def fingerprint(self) -> str:
+        return str(getattr(self.detector, "fingerprint", type(self.detector).__name__))
+
+
+def _word_scores(text: str, context: AttackContext, index: int) -> list[tuple[float, int, int]]:
+    """(importance, start, end) of each word: gradient norm of its tokens (white-box) or the loss change when the
+    word is deleted (queries)."""
+    spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+    if not spans:
+        return []
+    label = int(context.labels[index])
+    if context.white_box:
+        tokens = context.detector.text_saliency([text], [label], context.image_features[[index]])[0]
+        scores = [sum(g for a, b, g in tokens if a < end and b > start) for start, end in spans]
+    else:
+        variants = [text[:a] + text[b:] for a, b in spans]
+        base = context.losses([text], [index], [label])[0]
+        scores = list(context.losses(variants, [index] * len(variants), [label] * len(variants)) - base)
+    return [(s, a, b) for s, (a, b) in zip(scores, spans)]
+
+
+def _char_edits(word: str, rng: np.random.Generator, limit: int) -> list[str]:
+    """HotFlip's operations on one word: flip (substitute), insert, delete and swap adjacent letters."""
+    n = len(word)
+    out = {word[:i] + word[i + 1 :] for i in range(n) if n > 2}
+    out |= {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(n - 1) if word[i] != word[i + 1]}
+    for _ in range(limit):
+        i, letter = int(rng.integers(n)), _LETTERS[int(rng.integers(26))]
+        out.add(word[:i] + letter + word[i + 1 :])
+        out.add(word[:i] + letter + word[i:])
+    out.discard(word)
+    candidates = sorted(out)
+    if len(candidates) > limit:
+        candidates = [candidates[i] for i in sorted(rng.choice(len(candidates), limit, replace=False))]
+    return candidates
+
+
+@register("hotflip", modality="text", family="hotflip", needs_model=True, tags=("white_box", "char"))
+def hotflip(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
+    """HotFlip (Ebrahimi et al. 2018): greedy character edits that raise the detector's loss on the true label.
+
+    Each step ranks words by token-embedding gradient (or by queries for a black-box detector), tries flips,
+    insertions, deletions and swaps in the top words, and keeps the edit with the highest loss.
+    """
+    budget = [1, 2, 4, 6, 8][severity - 1]
+    text = _check_caption(text)
+    label = int(context.labels[index])
+    for _ in range(budget):
+        ranked = sorted(_word_scores(text, context, index), key=lambda t: -t[0])[:3]
+        candidates = [text[:a] + edit + text[b:] for _, a, b in ranked for edit in _char_edits(text[a:b], rng, 8)]
+        if not candidates:
+            break
+        losses = context.losses(candidates, [index] * len(candidates), [label] * len(candidates))
+        text = candidates[int(np.argmax(losses))]
+    return text
+
+
+def _vocabulary_words(tokenizer, limit: int = 20000) -> list[tuple[int, str]]:
+    """(token id, word) of whole-word, alphabetic tokens: what a trigger may be made of."""
+    words = []
+    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]):
+        word = tokenizer.convert_tokens_to_string([token]).strip()
+        if token.startswith("##") or not word.isascii() or not word.isalpha() or len(word) < 2:
+            continue
+        words.append((token_id, word.lower()))
+        if len(words) >= limit:
+            break
+    return words
+
+
+def find_trigger(context: AttackContext, length: int, seed: int, candidates: int = 16, rounds: int = 2,
+                 examples: int = 64) -> str:
+    """Universal adversarial trigger (Wallace et al. 2019): a `length`-word prefix that pushes memes of other classes
+    towards `context.trigger_target`, found by gradient-guided search over whole-word tokens (HotFlip's first-order
+    estimate ranks candidates, real losses choose) on the training memes, or by random search for a black box."""
+    if context.training is None:
+        raise ValueError("a universal trigger is fitted on training memes: this context has none")
+    all_texts, all_labels, memes = context.training()
+    rng = np.random.default_rng(seed)
+    rows = np.flatnonzero(np.asarray(all_labels) != context.trigger_target)
+    rows = rows[rng.permutation(len(rows))[:examples]] if len(rows) else np.arange(min(len(all_texts), examples))
+    texts = [all_texts[r] for r in rows]
+    detector = context.detector
+    reads_images = "image" in getattr(detector, "modalities", ("image", "text"))
+    pictures = [memes[r].image for r in rows] if reads_images else None
+    image_features = None
+    if hasattr(detector, "head"):
+        image_features = (detector.encode_images(pictures) if reads_images
+                          else np.zeros((len(rows), 0), dtype=np.float32))
+    train = AttackContext(detector, np.asarray(all_labels)[rows], image_features, pictures)
+    rows = np.arange(len(rows))
+    target = [context.trigger_target] * len(rows)
+    backbone = getattr(context.detector, "text_backbone", None)
+    vocabulary = _vocabulary_words(backbone.tokenizer) if backbone is not None and hasattr(backbone, "tokenizer") \
+        else [(i, w) for i, w in enumerate(_FALLBACK_WORDS)]
+    words = ["the"] * length
+
+    def loss(trigger_words):
+        prefix = " ".join(trigger_words)
+        return float(train.losses([f"{prefix} {texts[r]}" for r in rows], rows, target).mean())
+
+    best = loss(words)
+    embedding = None
+    if train.white_box:
+        embedding = backbone.token_embedding().weight.detach()
+        ids = np.array([i for i, _ in vocabulary])
+    for _ in range(rounds):
+        for position in range(length):
+            if embedding is not None:
+                prefix = " ".join(words)
+                start = sum(len(w) + 1 for w in words[:position])
+                end = start + len(words[position])
+                grads = detector.text_saliency_vectors([f"{prefix} {texts[r]}" for r in rows], target,
+                                                       image_features, (start, end))
+                scores = -(embedding[ids] @ grads).cpu().numpy()
+                picks = np.argsort(-scores)[:candidates]
+            else:
+                picks = rng.choice(len(vocabulary), size=min(candidates, len(vocabulary)), replace=False)
+            for pick in picks:
+                trial = words[:position] + [vocabulary[int(pick)][1]] + words[position + 1 :]
+                trial_loss = loss(trial)
+                if trial_loss < best:
+                    best, words = trial_loss, trial
+    return " ".join(words)
+
+
+_FALLBACK_WORDS = ("the", "and", "not", "love", "pride", "lol", "meme", "joke", "just", "kidding", "friends",
+                   "happy", "peace", "fun", "cute", "wholesome", "nice", "great", "good", "kind")
+
+
+def trigger_for(context: AttackContext, length: int, seed: int) -> str:
+    """The trigger for this detector, length and seed: computed once, kept in memory and in the cache folder
+    (keyed by the checkpoint fingerprint), since searching is the expensive part."""
+    key = ("trigger", context.fingerprint, length, seed, context.trigger_target)
+    if key not in context.memo:
+        path = None
+        if context.cache_dir is not None:
+            path = Path(context.cache_dir) / "triggers" / f"{context.fingerprint[:16]}-{length}-{seed}-{context.trigger_target}.json"
+        if path is not None and path.is_file():
+            try:
+                context.memo[key] = json.loads(path.read_text())["trigger"]
+            except (ValueError, KeyError, OSError):
+                path.unlink(missing_ok=True)  # a corrupt entry is recomputed, never trusted
+        if key not in context.memo:
+            context.memo[key] = find_trigger(context, length, seed)
+            if path is not None:
+                atomic_write_text(path, json.dumps({"trigger": context.memo[key], "fingerprint": context.fingerprint}))
+    return context.memo[key]
+
+
+@register("universal_trigger", modality="text", family="universal_triggers", needs_model=True,
+          tags=("white_box", "word"), label_preserving=True)
+def universal_trigger(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
+    """Prepend the detector's universal adversarial trigger; severity = trigger length in words."""
+    length = [1, 2, 3, 4, 5][severity - 1]
+    return f"{trigger_for(context, length, seed=0)} {_check_caption(text)}"
