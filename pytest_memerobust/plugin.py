@@ -25,6 +25,9 @@ _OPTIONS = [
     ("report", conv.report_path, True, "write the results to this .json or .md file; repeatable"),
     ("bootstrap", conv.positive_int, False, "bootstrap resamples for confidence intervals (default 1000)"),
     ("confidence", conv.confidence, False, "confidence level of the intervals (default 0.95)"),
+    ("fuzz-examples", conv.positive_int, False, "Hypothesis examples per caption-fuzzing test (default 50)"),
+    ("fuzz-deadline", conv.positive_int, False, "Hypothesis deadline per example in ms (default: none)"),
+    ("fuzz-confidence", conv.confidence, False, "fuzz only predictions at least this confident (default 0.9)"),
     ("robustness-scale", conv.robustness_scale, False,
      "absolute robustness scale: percent (the definition, default) or paper (the numbers Rainbow Noise prints)"),
 ]
@@ -68,6 +71,8 @@ def build_options(config):
         batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], task=v["task"],
         reports=tuple(v["report"] or ()), stats=stats,
         cache_dir=config.cache.mkdir("memerobust") if getattr(config, "cache", None) is not None else None,
+        fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
+        fuzz_confidence=v["fuzz_confidence"] or 0.9,
     )
 
 

@@ -17,6 +17,10 @@ class Probe:
     def dataset(self):
         return self.session.dataset(self.session.data_spec(self.data))
 
+    @property
+    def task(self) -> str:
+        return self.session.task(self.model)
+
     def using(self, model: str | None = None, data: str | None = None) -> "Probe":
         """The same probe on another model or dataset (both stay in the shared session and its report)."""
         return Probe(self.session, model or self.model, data or self.data)

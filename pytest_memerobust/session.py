@@ -47,6 +47,9 @@ class Options:
     task: str | None = None
     reports: tuple[Path, ...] = ()
     cache_dir: Path | None = None  # where fitted attacks (universal triggers) are kept between runs
+    fuzz_examples: int = 50  # Hypothesis examples per caption-fuzzing test
+    fuzz_deadline_ms: int | None = None  # Hypothesis deadline per example (None: no deadline)
+    fuzz_confidence: float = 0.9  # only predictions at least this confident are fuzzed
     stats: StatsConfig = field(default_factory=StatsConfig)
 
 

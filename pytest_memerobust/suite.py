@@ -179,7 +179,9 @@ def builtin_suite_dir() -> Path:
 
 
 def builtin_suite_paths() -> list[Path]:
-    return sorted(builtin_suite_dir().glob("*.toml"))
+    """The shipped suites: TOML suites and Python suites (test_*.py, which use the plugin's fixtures)."""
+    folder = builtin_suite_dir()
+    return sorted([*folder.glob("*.toml"), *folder.glob("test_*.py")])
 
 
 def is_suite_file(path: Path) -> bool:
