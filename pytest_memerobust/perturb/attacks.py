@@ -36,13 +36,18 @@ class AttackContext:
     cache_dir: Path | None = None
     memo: dict = field(default_factory=dict)
 
-    def probabilities(self, captions: Sequence[str], rows: Sequence[int]) -> np.ndarray:
+    def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int = 256) -> np.ndarray:
         """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`."""
-        det, rows = self.detector, list(rows)
-        if hasattr(det, "head") and self.image_features is not None:
-            return det.head(self.image_features[rows], det.encode_texts(list(captions)))
-        return det.predict_proba([self.images[r] for r in rows] if self.images is not None else [None] * len(rows),
-                                 list(captions))
+        det, rows, captions = self.detector, list(rows), list(captions)
+        out = []
+        for k in range(0, len(captions), batch_size):
+            part, part_rows = captions[k : k + batch_size], rows[k : k + batch_size]
+            if hasattr(det, "head") and self.image_features is not None:
+                out.append(det.head(self.image_features[part_rows], det.encode_texts(part)))
+            else:
+                pictures = [self.images[r] for r in part_rows] if self.images is not None else [None] * len(part)
+                out.append(det.predict_proba(pictures, part))
+        return np.concatenate(out)
 
     def losses(self, captions: Sequence[str], rows: Sequence[int], labels: Sequence[int]) -> np.ndarray:
         proba = self.probabilities(captions, rows)
@@ -57,21 +62,29 @@ class AttackContext:
         return str(getattr(self.detector, "fingerprint", type(self.detector).__name__))
 
 
-def _word_scores(text: str, context: AttackContext, index: int) -> list[tuple[float, int, int]]:
-    """(importance, start, end) of each word: gradient norm of its tokens (white-box) or the loss change when the
-    word is deleted (queries)."""
-    spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-    if not spans:
-        return []
-    label = int(context.labels[index])
+def _word_scores(texts: Sequence[str], rows: Sequence[int], context: AttackContext) -> list[list[tuple]]:
+    """Per caption, (importance, start, end) of each word: gradient norm of its tokens (white-box, one backward
+    pass for the batch) or the loss change when the word is deleted (queries)."""
+    spans = [[(m.start(), m.end()) for m in _WORD.finditer(t)] for t in texts]
+    labels = [int(context.labels[r]) for r in rows]
     if context.white_box:
-        tokens = context.detector.text_saliency([text], [label], context.image_features[[index]])[0]
-        scores = [sum(g for a, b, g in tokens if a < end and b > start) for start, end in spans]
+        tokens = []
+        for k in range(0, len(texts), 64):
+            chunk = slice(k, k + 64)
+            tokens += context.detector.text_saliency(list(texts[chunk]), labels[chunk],
+                                                     context.image_features[list(rows[chunk])])
+        scores = [[sum(g for a, b, g in toks if a < end and b > start) for start, end in sp]
+                  for toks, sp in zip(tokens, spans)]
     else:
-        variants = [text[:a] + text[b:] for a, b in spans]
-        base = context.losses([text], [index], [label])[0]
-        scores = list(context.losses(variants, [index] * len(variants), [label] * len(variants)) - base)
-    return [(s, a, b) for s, (a, b) in zip(scores, spans)]
+        variants = [t[:a] + t[b:] for t, sp in zip(texts, spans) for a, b in sp]
+        owners = [i for i, sp in enumerate(spans) for _ in sp]
+        base = context.losses(texts, rows, labels)
+        dropped = context.losses(variants, [rows[i] for i in owners], [labels[i] for i in owners])
+        scores, k = [], 0
+        for i, sp in enumerate(spans):
+            scores.append(list(dropped[k : k + len(sp)] - base[i]))
+            k += len(sp)
+    return [[(sc, a, b) for sc, (a, b) in zip(score, sp)] for score, sp in zip(scores, spans)]
 
 
 def _char_edits(word: str, rng: np.random.Generator, limit: int) -> list[str]:
@@ -90,24 +103,41 @@ def _char_edits(word: str, rng: np.random.Generator, limit: int) -> list[str]:
     return candidates
 
 
-@register("hotflip", modality="text", family="hotflip", needs_model=True, tags=("white_box", "char"))
+def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs, context: AttackContext) -> list[str]:
+    """HotFlip on many captions at once: each step is one gradient pass and one batch of candidate queries for all
+    of them, while every caption keeps its own generator, budget and choices."""
+    budget = [1, 2, 4, 6, 8][severity - 1]
+    texts, rows = [_check_caption(t) for t in texts], list(rows)
+    labels = [int(context.labels[r]) for r in rows]
+    for _ in range(budget):
+        candidates, owners = [], []
+        for i, words in enumerate(_word_scores(texts, rows, context)):
+            text = texts[i]
+            for _, a, b in sorted(words, key=lambda t: -t[0])[:3]:
+                for edit in _char_edits(text[a:b], rngs[i], 8):
+                    candidates.append(text[:a] + edit + text[b:])
+                    owners.append(i)
+        if not candidates:
+            break
+        losses = context.losses(candidates, [rows[i] for i in owners], [labels[i] for i in owners])
+        best: dict[int, int] = {}
+        for k, i in enumerate(owners):
+            if i not in best or losses[k] > losses[best[i]]:
+                best[i] = k
+        for i, k in best.items():
+            texts[i] = candidates[k]
+    return texts
+
+
+@register("hotflip", modality="text", family="hotflip", needs_model=True, tags=("white_box", "char"),
+          batch=hotflip_batch)
 def hotflip(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
     """HotFlip (Ebrahimi et al. 2018): greedy character edits that raise the detector's loss on the true label.
 
     Each step ranks words by token-embedding gradient (or by queries for a black-box detector), tries flips,
-    insertions, deletions and swaps in the top words, and keeps the edit with the highest loss.
+    insertions, deletions and swaps in the top three words, and keeps the edit with the highest loss.
     """
-    budget = [1, 2, 4, 6, 8][severity - 1]
-    text = _check_caption(text)
-    label = int(context.labels[index])
-    for _ in range(budget):
-        ranked = sorted(_word_scores(text, context, index), key=lambda t: -t[0])[:3]
-        candidates = [text[:a] + edit + text[b:] for _, a, b in ranked for edit in _char_edits(text[a:b], rng, 8)]
-        if not candidates:
-            break
-        losses = context.losses(candidates, [index] * len(candidates), [label] * len(candidates))
-        text = candidates[int(np.argmax(losses))]
-    return text
+    return hotflip_batch([text], [index], severity, [rng], context)[0]
 
 
 def _vocabulary_words(tokenizer, limit: int = 20000) -> list[tuple[int, str]]:

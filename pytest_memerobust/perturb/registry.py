@@ -30,6 +30,7 @@ class Perturbation:
     needs_model: bool = False
     tags: frozenset[str] = frozenset()
     doc: str = ""
+    batch: Callable | None = field(default=None, repr=False)  # attacks: fn(items, indices, severity, rngs, context)
 
     def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
         """The generator for one (seed, meme, perturbation, severity): independent of order and batch."""
@@ -56,8 +57,10 @@ class Perturbation:
             return [self.fn(x, severity, self.rng(seed, mid, severity)) for x, mid in zip(items, meme_ids)]
         if context is None:
             raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
-        return [self.fn(x, severity, self.rng(seed, mid, severity), context, i)
-                for i, (x, mid) in enumerate(zip(items, meme_ids))]
+        rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
+        if self.batch is not None:  # same result per item, computed for the whole batch at once
+            return self.batch(list(items), list(range(len(items))), severity, rngs, context)
+        return [self.fn(x, severity, rng, context, i) for i, (x, rng) in enumerate(zip(items, rngs))]
 
 
 _REGISTRY: dict[str, Perturbation] = {}
@@ -73,6 +76,7 @@ def register(
     label_preserving: bool = True,
     needs_model: bool = False,
     tags: Iterable[str] = (),
+    batch: Callable | None = None,
 ):
     """Decorator that records `fn(x, severity, rng)` under `name`."""
     if modality not in MODALITIES:
@@ -91,6 +95,7 @@ def register(
             needs_model=needs_model,
             tags=frozenset(tags) | {modality},
             doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
+            batch=batch,
         )
         return fn
 
