@@ -109,9 +109,13 @@ def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs
     budget = [1, 2, 4, 6, 8][severity - 1]
     texts, rows = [_check_caption(t) for t in texts], list(rows)
     labels = [int(context.labels[r]) for r in rows]
+    current = context.losses(texts, rows, labels)
+    active = set(range(len(texts)))  # captions where the last step still found an edit that raised the loss
     for _ in range(budget):
         candidates, owners = [], []
-        for i, words in enumerate(_word_scores(texts, rows, context)):
+        order = sorted(active)
+        scored = _word_scores([texts[i] for i in order], [rows[i] for i in order], context) if order else []
+        for i, words in zip(order, scored):
             text = texts[i]
             for _, a, b in sorted(words, key=lambda t: -t[0])[:3]:
                 for edit in _char_edits(text[a:b], rngs[i], 8):
@@ -124,8 +128,12 @@ def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs
         for k, i in enumerate(owners):
             if i not in best or losses[k] > losses[best[i]]:
                 best[i] = k
-        for i, k in best.items():
-            texts[i] = candidates[k]
+        for i in order:
+            k = best.get(i)
+            if k is None or losses[k] <= current[i]:  # no edit raises the loss: stop, never help the detector
+                active.discard(i)
+            else:
+                texts[i], current[i] = candidates[k], losses[k]
     return texts
 
 
@@ -213,6 +221,18 @@ _FALLBACK_WORDS = ("the", "and", "not", "love", "pride", "lol", "meme", "joke", 
                    "happy", "peace", "fun", "cute", "wholesome", "nice", "great", "good", "kind")
 
 
+def _cached_trigger(path: Path, length: int) -> str | None:
+    """The trigger stored at `path` if the file holds one of the right shape (`length` lowercase words)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None
+    trigger = data.get("trigger") if isinstance(data, dict) else None
+    if not isinstance(trigger, str) or len(trigger.split()) != length or not all(w.isalpha() for w in trigger.split()):
+        return None
+    return trigger
+
+
 def trigger_for(context: AttackContext, length: int, seed: int) -> str:
     """The trigger for this detector, length and seed: computed once, kept in memory and in the cache folder
     (keyed by the checkpoint fingerprint), since searching is the expensive part."""
@@ -222,10 +242,11 @@ def trigger_for(context: AttackContext, length: int, seed: int) -> str:
         if context.cache_dir is not None:
             path = Path(context.cache_dir) / "triggers" / f"{context.fingerprint[:16]}-{length}-{seed}-{context.trigger_target}.json"
         if path is not None and path.is_file():
-            try:
-                context.memo[key] = json.loads(path.read_text())["trigger"]
-            except (ValueError, KeyError, OSError):
-                path.unlink(missing_ok=True)  # a corrupt entry is recomputed, never trusted
+            trigger = _cached_trigger(path, length)
+            if trigger is None:
+                path.unlink(missing_ok=True)  # a corrupt or foreign entry is recomputed, never trusted
+            else:
+                context.memo[key] = trigger
         if key not in context.memo:
             context.memo[key] = find_trigger(context, length, seed)
             if path is not None:

@@ -64,9 +64,12 @@ class _Cache:
         self.path = Path(folder) / f"translations-{pivot}.json" if folder else None
         if self.path is not None and self.path.is_file():
             try:
-                self.data = json.loads(self.path.read_text(encoding="utf-8"))
-            except ValueError:
-                self.data = {}  # a corrupt cache is rebuilt, never trusted
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except (ValueError, OSError):
+                data = None
+            # Only a {caption: translation} object is trusted; anything else is rebuilt.
+            if isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+                self.data = data
 
     def get(self, text: str) -> str:
         if text not in self.data:
