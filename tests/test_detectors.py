@@ -17,6 +17,7 @@ from pytest_memerobust.detectors import find_card, load_card, load_detector
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
 from pytest_memerobust.errors import CheckpointError, ConfigError, UnknownNameError
 from pytest_memerobust.training import save_trained, train_head
+from malicious import Evil
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_WEIGHTS = ROOT / "models" / "demo.safetensors"
@@ -32,18 +33,6 @@ def proba_of(detector, memes) -> np.ndarray:
     return detector.predict_proba([m.image for m in memes], [m.text for m in memes])
 
 
-def _touch(path: str):
-    """What the malicious pickle below would run on load."""
-    Path(path).write_text("pwned")
-    return path
-
-
-class Evil:
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (_touch, (self.marker,))
 
 
 # --- cards ------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from pytest_memerobust.detectors.base import ModeView
 from pytest_memerobust.detectors.meme_models import FORMAT, MemeDetector, build, memeclip_lightning_state, resolve_config
 from pytest_memerobust.errors import CheckpointError, ConfigError
 from pytest_memerobust.training import TrainingResult, card_toml, save_trained, train_head
+from malicious import Evil
 
 ROOT = Path(__file__).resolve().parents[1]
 MEME_CARDS = ("memeclip", "memeblip2", "memeblip2-tda")
@@ -594,18 +595,6 @@ def test_memeclip_lightning_state_mapping():
     assert all(mapped[f"head.{k}"] is v for k, v in head.items())
 
 
-def _touch(path: str):
-    """What the malicious pickle below would run on load."""
-    Path(path).write_text("pwned")
-    return path
-
-
-class Evil:
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (_touch, (self.marker,))
 
 
 def test_pickled_object_in_a_ckpt_is_refused_without_running_code(tmp_path):
