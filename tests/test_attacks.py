@@ -14,22 +14,12 @@ from pytest_memerobust.engine import Engine
 from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.perturb import attacks, get, translation
 from pytest_memerobust.perturb.attacks import AttackContext, find_trigger, trigger_for
+from pytest_memerobust.perturb.distance import levenshtein
 from pytest_memerobust.results import StatsConfig
 from pytest_memerobust.session import Options, RobustnessSession, training_spec
 
 BUDGET = {1: 1, 2: 2, 3: 4, 4: 6, 5: 8}  # HotFlip steps per severity
 SEVERITIES = (1, 2, 3)
-
-
-def levenshtein(a: str, b: str) -> int:
-    """Insertions, deletions and substitutions."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
 
 
 def damerau_levenshtein(a: str, b: str) -> int:
@@ -162,7 +152,7 @@ def test_hotflip_raises_the_mean_loss_on_the_true_label(white, memes, flipped, s
     texts, _ = _texts_ids(memes)
     before, after = _all_losses(white, texts), _all_losses(white, flipped[severity])
     assert after.mean() > before.mean()
-    assert (after >= before - 1e-6).sum() >= len(texts) - 1  # on these memes, (almost) every one
+    assert (after >= before - 1e-6).all()  # a step is kept only when it raises the loss
 
 
 def test_hotflip_more_budget_hurts_more(white, flipped):
