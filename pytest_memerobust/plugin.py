@@ -146,7 +146,7 @@ def pytest_terminal_summary(terminalreporter, config):
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.results:
         return
-    from .report import build_report, render
+    from .report import render
 
     terminalreporter.write_sep("=", "memerobust robustness tables")
     from .session import split_model
@@ -157,7 +157,7 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(
                 f"note: {model!r} runs with demo weights trained on generated memes; pass "
                 f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real memes")
-    terminalreporter.write_line(render(build_report(session)))
+    terminalreporter.write_line(render(session.report()))
     for path in session.options.reports:
         terminalreporter.write_line(f"memerobust: report written to {path}")
 
@@ -166,8 +166,8 @@ def pytest_sessionfinish(session, exitstatus):
     rs = session.config.stash.get(SESSION_KEY, None)
     if rs is None or not rs.results or not rs.options.reports:
         return
-    from .report import build_report, write_report
+    from .report import write_report
 
-    report = build_report(rs)
+    report = rs.report()
     for path in rs.options.reports:
         write_report(path, report)

@@ -137,6 +137,15 @@ class RobustnessSession:
                                                 engine.predict(condition), self.options.stats)
         return self.results[key]
 
+    def report(self) -> dict:
+        """The report of everything evaluated so far, built once per set of results (the JSON/Markdown writers
+        and the terminal summary all read the same one)."""
+        from .report import build_report
+
+        if getattr(self, "_report_for", None) != len(self.results):
+            self._report, self._report_for = build_report(self), len(self.results)
+        return self._report
+
     def unread_modalities(self, model: str, condition: Condition) -> list[str]:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""
         modalities = getattr(self.detector(model), "modalities", ("image", "text"))

@@ -83,8 +83,10 @@ def register(
         raise ValueError(f"modality must be one of {MODALITIES}, got {modality!r}")
 
     def decorator(fn):
-        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
-            raise ValueError(f"perturbation {name!r} is already registered")
+        old = _REGISTRY.get(name)
+        # The same function imported again (a reloaded module) replaces its entry; another function may not.
+        if old is not None and (old.fn.__module__, old.fn.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise ValueError(f"perturbation {name!r} is already registered by {old.fn.__module__}")
         _REGISTRY[name] = Perturbation(
             name=name,
             modality=modality,
