@@ -80,9 +80,16 @@ class Engine:
             self._features: dict[tuple, np.ndarray] = {}
             self.encoder_calls = {"image": 0, "text": 0}
 
+    def _key(self, modality: str, name: str | None, severity: int | None) -> tuple:
+        """Cache key of one condition side. An attack's output depends on the detector it attacked, so engines that
+        share caches (channel-ablation views) keep attacked inputs apart."""
+        if name is not None and get_perturbation(name).needs_model:
+            return (modality, name, severity, id(self))
+        return (modality, name, severity)
+
     def inputs(self, modality: str, name: str | None, severity: int | None) -> list:
         """The dataset's captions or pictures under one perturbation (or clean), computed once."""
-        key = (modality, name, severity)
+        key = self._key(modality, name, severity)
         if key not in self._inputs:
             clean = [m.text for m in self.dataset.memes] if modality == "text" else [m.image for m in self.dataset.memes]
             if name is None:
@@ -114,7 +121,7 @@ class Engine:
         return self._attack_context
 
     def _encode(self, modality: str, name: str | None, severity: int | None) -> np.ndarray:
-        key = (modality, name, severity)
+        key = self._key(modality, name, severity)
         if key not in self._features:
             items = self.inputs(modality, name, severity)
             encode = self.detector.encode_texts if modality == "text" else self.detector.encode_images

@@ -510,3 +510,14 @@ def test_a_suite_case_whose_backend_is_missing_is_skipped_with_the_reason(pytest
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped") == 1 and not outcomes.get("failed") and not outcomes.get("errors")
     result.stdout.fnmatch_lines(["*SKIPPED*back-translation needs MarianMT models*MEMEROBUST_MARIAN_DIR*"])
+
+
+def test_ablation_views_share_clean_features_but_not_attacked_captions():
+    session = RobustnessSession(Options(models=("memeblip2-tda",), limit=6, stats=StatsConfig(n_resamples=20)))
+    session.evaluate("memeblip2-tda", "text=hotflip@1")
+    session.evaluate("memeblip2-tda:text", "text=hotflip@1")
+    base, view = session.engine("memeblip2-tda", "demo"), session.engine("memeblip2-tda:text", "demo")
+    assert base._features is view._features  # one cache for both
+    attacked = [k for k in base._inputs if k[1] == "hotflip"]
+    assert len(attacked) == 2 and {k[-1] for k in attacked} == {id(base), id(view)}  # attacked once per view
+    assert base.inputs("text", "hotflip", 1) is not view.inputs("text", "hotflip", 1)
