@@ -6,6 +6,7 @@ conditions (a text-only condition reuses the clean image features).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -62,16 +63,32 @@ class ModeView:
         self.classes, self.device = base.classes, base.device
         self.modalities = reads if mode == "multimodal" else (mode,)
 
-    def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
-        return getattr(self.base, name)
+    # Base methods that run the head, so they must run in this view's mode (white-box attack hooks).
+    _MODE_DEPENDENT = ("text_saliency", "text_saliency_vectors")
 
-    def logits(self, image_features, text_features):
+    def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
+        attr = getattr(self.base, name)
+        if name not in self._MODE_DEPENDENT:
+            return attr
+
+        def in_mode(*args, **kwargs):
+            with self._mode():
+                return attr(*args, **kwargs)
+
+        return in_mode
+
+    @contextmanager
+    def _mode(self):
         head = self.base.head_module
         previous, head.mode = head.mode, self.mode
         try:
-            return self.base.logits(image_features, text_features)
+            yield
         finally:
             head.mode = previous
+
+    def logits(self, image_features, text_features):
+        with self._mode():
+            return self.base.logits(image_features, text_features)
 
     def head(self, image_features, text_features) -> np.ndarray:
         return probabilities(self.logits, image_features, text_features, self.device)
