@@ -83,6 +83,19 @@ def _report(args) -> int:
     return 0
 
 
+def _compare(args) -> int:
+    from tabulate import tabulate
+
+    from .gate import DEFAULT_CHECKS, RegressionCheck, compare_rows, load_baseline
+
+    before, after = load_baseline(Path(args.before)), load_baseline(Path(args.after))
+    check = RegressionCheck.parse(args.metric) if args.metric else DEFAULT_CHECKS[0]
+    rows = compare_rows(before, after, check, confidence=args.confidence, n_resamples=args.bootstrap)
+    headers = ["model", "data", "condition", f"{check.label()} (A)", "(B)", "B - A", "verdict"]
+    print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    return 1 if any(r[-1] == "REGRESSED" for r in rows) else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="memerobust", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -110,6 +123,13 @@ def main(argv=None) -> int:
     report.add_argument("json")
     report.add_argument("--md", help="also write the tables to this .md file")
     report.set_defaults(run=_report)
+    compare = sub.add_parser("compare", help="side-by-side table of two baselines (exit 1 on a regression)")
+    compare.add_argument("before", help="baseline A (.json, from --memerobust-save-baseline)")
+    compare.add_argument("after", help="baseline B")
+    compare.add_argument("--metric", help="what to compare, e.g. rel_acc (default), rel_auroc, f1:1%%")
+    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.add_argument("--bootstrap", type=int, default=1000)
+    compare.set_defaults(run=_compare)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

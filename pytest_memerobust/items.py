@@ -12,9 +12,9 @@ from .errors import BackendMissing, MemeRobustError
 class RobustnessFailure(Exception):
     """Raised by an item whose result violates the suite's thresholds; rendered as a short table."""
 
-    def __init__(self, violations, result):
+    def __init__(self, violations, result, regressions=()):
         super().__init__(violations)
-        self.violations, self.result = violations, result
+        self.violations, self.result, self.regressions = violations, result, list(regressions)
 
 
 class SuiteFile(pytest.File):
@@ -77,14 +77,17 @@ class CaseItem(pytest.Item):
         except BackendMissing as exc:
             pytest.skip(str(exc))
         violations = check(result, self.suite.thresholds_for(self.condition))
-        if violations:
-            raise RobustnessFailure(violations, result)
+        regressions = session.regressions(self.model, self.condition, result, data=self.suite.dataset)
+        if violations or regressions:
+            raise RobustnessFailure(violations, result, regressions)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, RobustnessFailure):
             from .report.tables import failure_table
 
-            return failure_table(self.model, self.condition.id, excinfo.value.violations, excinfo.value.result)
+            failure = excinfo.value
+            return failure_table(self.model, self.condition.id, failure.violations, failure.result,
+                                 failure.regressions)
         if isinstance(excinfo.value, MemeRobustError):
             return f"{type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo)

@@ -62,3 +62,19 @@ def checkpoints(values: list[str]) -> dict[str, str]:
         model, sep, path = value.partition("=")
         out["" if not sep else model] = path if sep else value
     return out
+
+
+def regression_check(text: str):
+    """`rel_acc:1%` -> a RegressionCheck (see gate.py)."""
+    from .gate import RegressionCheck
+
+    try:
+        return RegressionCheck.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def json_path(text: str) -> Path:
+    if not text.endswith(".json"):
+        raise argparse.ArgumentTypeError(f"expected a .json file, got {text!r}")
+    return Path(text)

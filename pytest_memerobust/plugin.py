@@ -28,6 +28,11 @@ _OPTIONS = [
     ("fuzz-examples", conv.positive_int, False, "Hypothesis examples per caption-fuzzing test (default 50)"),
     ("fuzz-deadline", conv.positive_int, False, "Hypothesis deadline per example in ms (default: none)"),
     ("fuzz-confidence", conv.confidence, False, "fuzz only predictions at least this confident (default 0.9)"),
+    ("baseline", conv.json_path, False, "compare against this saved baseline and fail cases that regressed"),
+    ("save-baseline", conv.json_path, False, "save this run's results (with per-meme predictions) as a baseline"),
+    ("fail-on", conv.regression_check, True,
+     "regression rule, e.g. rel_acc:1% (relative robustness of accuracy may not drop by more than 1 point, "
+     "significantly); repeatable; default: any significant drop of rel_acc, rel_auroc, rel_f1"),
     ("robustness-scale", conv.robustness_scale, False,
      "absolute robustness scale: percent (the definition, default) or paper (the numbers Rainbow Noise prints)"),
 ]
@@ -73,6 +78,7 @@ def build_options(config):
         cache_dir=config.cache.mkdir("memerobust") if getattr(config, "cache", None) is not None else None,
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
+        baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),
     )
 
 
@@ -164,10 +170,13 @@ def pytest_terminal_summary(terminalreporter, config):
 
 def pytest_sessionfinish(session, exitstatus):
     rs = session.config.stash.get(SESSION_KEY, None)
-    if rs is None or not rs.results or not rs.options.reports:
+    if rs is None or not rs.results:
         return
     from .report import write_report
 
-    report = rs.report()
     for path in rs.options.reports:
-        write_report(path, report)
+        write_report(path, rs.report())
+    if rs.options.save_baseline is not None:
+        from .gate import save_baseline
+
+        save_baseline(rs, rs.options.save_baseline)

@@ -50,6 +50,9 @@ class Options:
     fuzz_examples: int = 50  # Hypothesis examples per caption-fuzzing test
     fuzz_deadline_ms: int | None = None  # Hypothesis deadline per example (None: no deadline)
     fuzz_confidence: float = 0.9  # only predictions at least this confident are fuzzed
+    baseline: Path | None = None  # compare against this saved baseline
+    save_baseline: Path | None = None  # write this run's baseline here
+    regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
     stats: StatsConfig = field(default_factory=StatsConfig)
 
 
@@ -60,8 +63,14 @@ class RobustnessSession:
         self._datasets: dict[str, Dataset] = {}
         self._engines: dict[tuple[str, str], Engine] = {}
         self.results: dict[tuple[str, str, str], ConditionResult] = {}
+        self._fingerprints: dict[str, str] = {}
         self.grids: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
+        self.baseline = None
+        if options.baseline is not None:
+            from .gate import load_baseline
+
+            self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
 
     def detector(self, model: str):
         """The loaded detector for a model spec `NAME[:MODE]`; modes (text, image) share the base's weights."""
@@ -145,6 +154,34 @@ class RobustnessSession:
         if getattr(self, "_report_for", None) != len(self.results):
             self._report, self._report_for = build_report(self), len(self.results)
         return self._report
+
+    def regressions(self, model: str, condition: Condition, result: ConditionResult, data: str | None = None) -> list[str]:
+        """Messages for every regression of `result` against the baseline (none without a baseline or entry)."""
+        if self.baseline is None:
+            return []
+        from .gate import DEFAULT_CHECKS, comparable
+        from .report import versions
+
+        spec = self.data_spec(data)
+        then = self.baseline["results"].get(model, {}).get(spec, {}).get(condition.id)
+        if then is None:
+            return []
+        comparable(self.baseline, seed=self.options.seed, dataset_spec=spec,
+                   dataset_fingerprint=self.fingerprint(spec), versions=versions())
+        if then["y"] != result.y_true.tolist():
+            raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels: the comparison is refused")
+        now = {"y": result.y_true, "clean": result.proba_clean, "perturbed": result.proba}
+        checks = self.options.regression_checks or DEFAULT_CHECKS
+        stats = self.options.stats
+        return [message for check in checks
+                if not (condition.kind == "clean" and check.kind != "metric")
+                and (message := check.fails(now, then, confidence=stats.confidence, n_resamples=stats.n_resamples,
+                                            seed=stats.seed, scale=stats.scale))]
+
+    def fingerprint(self, spec: str) -> str:
+        if spec not in self._fingerprints:
+            self._fingerprints[spec] = self.dataset(spec).fingerprint()
+        return self._fingerprints[spec]
 
     def unread_modalities(self, model: str, condition: Condition) -> list[str]:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""

@@ -60,7 +60,7 @@ def build_report(session) -> dict:
     datasets = {}
     for spec in dict.fromkeys(r["dataset"] for r in results):
         ds = session.dataset(spec)
-        datasets[spec] = {"name": ds.name, "n": len(ds), "fingerprint": ds.fingerprint()}
+        datasets[spec] = {"name": ds.name, "n": len(ds), "fingerprint": session.fingerprint(spec)}
     o = session.options
     return {
         "tool": "pytest-memerobust", "format": 1, "seed": o.seed,

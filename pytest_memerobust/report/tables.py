@@ -72,13 +72,20 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
     return "\n\n".join(parts)
 
 
-def failure_table(model: str, condition: str, violations, result) -> str:
-    """What a failing suite item prints: each violated threshold with its value, limit and interval."""
+def failure_table(model: str, condition: str, violations, result, regressions=()) -> str:
+    """What a failing suite item prints: each violated threshold with its value, limit and interval, and each
+    regression against the baseline."""
     rows = [[v.what, f"{v.value:.4f}", f"{v.comparison} {v.limit:.4f}", f"{v.ci[0]:.4f}..{v.ci[1]:.4f}"]
             for v in violations]
     conf = f"{violations[0].confidence:.0%} CI" if violations else "CI"
     table = tabulate(rows, headers=["metric", "value", "required", conf], tablefmt="simple", disable_numparse=True)
     clean, now = result.clean_values, result.values
     context = ", ".join(f"{m} {clean[m]:.3f} -> {now[m]:.3f}" for m, _ in METRIC_COLUMNS)
-    return (f"{model} under {condition} is below the suite's robustness thresholds:\n{table}\n"
-            f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)})")
+    parts = []
+    if violations:
+        parts.append(f"{model} under {condition} is below the suite's robustness thresholds:\n{table}")
+    if regressions:
+        parts.append(f"{model} under {condition} regressed against the baseline:\n"
+                     + "\n".join(f"  {r}" for r in regressions))
+    parts.append(f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)})")
+    return "\n".join(parts)

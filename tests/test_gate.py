@@ -1,0 +1,124 @@
+"""Baselines and regression gating: round trip, injected regression, noise tolerance, refusals, compare."""
+import json
+
+import numpy as np
+import pytest
+import torch  # noqa: F401  (imported once, before pytester runs: see tests/test_plugin.py)
+
+from pytest_memerobust.cli import main as cli_main
+from pytest_memerobust.errors import ConfigError
+from pytest_memerobust.gate import DEFAULT_CHECKS, RegressionCheck, comparable, load_baseline
+
+QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
+SUITE = """
+[suite]
+name = "gate"
+[text]
+typos = [2, 5]
+[image]
+contrast = [3]
+"""
+
+
+def _results(n=400, flip_share=0.0, seed=0):
+    """A confident detector's clean and perturbed probabilities, with `flip_share` of the perturbed ones flipped
+    from right to wrong."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    clean = np.where(y[:, None] == np.arange(2), 0.9, 0.1)
+    perturbed = clean.copy()
+    flip = rng.choice(n, int(flip_share * n), replace=False)
+    perturbed[flip] = perturbed[flip][:, ::-1]
+    return {"y": y, "clean": clean, "perturbed": perturbed}
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("rel_acc:1%", RegressionCheck("relative", "accuracy", 0.01)),
+    ("abs_auroc", RegressionCheck("absolute", "auroc", 0.0)),
+    ("f1:0.02", RegressionCheck("metric", "macro_f1", 0.02)),
+])
+def test_specs_parse(spec, expected):
+    assert RegressionCheck.parse(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["rel_accuracy", "foo_acc", "rel_acc:lots"])
+def test_bad_specs_are_refused_with_the_expected_form(spec):
+    with pytest.raises(ValueError, match="rel_acc"):
+        RegressionCheck.parse(spec)
+
+
+def test_an_injected_regression_fails_with_old_new_and_interval():
+    before, after = _results(flip_share=0.02), _results(flip_share=0.15)
+    message = DEFAULT_CHECKS[0].fails(after, before, n_resamples=300)
+    assert message is not None
+    # relative robustness of accuracy: 0.98 before, 0.85 after (clean accuracy 1.0)
+    assert "relative robustness of accuracy regressed: baseline 0.9800 -> now 0.8500" in message
+    assert "difference -0.1300" in message and "95% CI" in message
+
+
+def test_an_equal_run_does_not_fail_and_a_small_drop_is_within_the_allowed_effect():
+    same = _results(flip_share=0.05)
+    assert all(check.fails(same, same, n_resamples=200) is None for check in DEFAULT_CHECKS)
+    slightly_worse = _results(flip_share=0.08)
+    assert RegressionCheck("relative", "accuracy", 0.05).fails(slightly_worse, _results(flip_share=0.05)) is None
+
+
+def test_comparisons_that_would_be_meaningless_are_refused():
+    baseline = {"seed": 0, "datasets": {"demo": "a" * 64}, "versions": {"pytest-memerobust": "0.1.0"}}
+    facts = {"seed": 0, "dataset_spec": "demo", "dataset_fingerprint": "a" * 64,
+             "versions": {"pytest-memerobust": "0.1.0"}}
+    comparable(baseline, **facts)  # same facts: fine
+    with pytest.raises(ConfigError, match="seed 0, this run uses 1"):
+        comparable(baseline, **{**facts, "seed": 1})
+    with pytest.raises(ConfigError, match="other data"):
+        comparable(baseline, **{**facts, "dataset_fingerprint": "b" * 64})
+    with pytest.raises(ConfigError, match="pytest-memerobust 0.1.0, this run has 0.2.0"):
+        comparable(baseline, **{**facts, "versions": {"pytest-memerobust": "0.2.0"}})
+
+
+def test_a_file_that_is_not_a_baseline_is_refused(tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"tool": "pytest-memerobust"}))
+    with pytest.raises(ConfigError, match="not a pytest-memerobust baseline"):
+        load_baseline(path)
+
+
+def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    base = tmp_path / "base.json"
+    first = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}", ".")
+    first.assert_outcomes(passed=4)
+    saved = json.loads(base.read_text())
+    assert set(saved["results"]["demo"]["demo"]) == {"clean", "text=typos@2", "text=typos@5", "image=contrast@3"}
+    assert len(saved["results"]["demo"]["demo"]["text=typos@2"]["perturbed"]) == 60
+
+    again = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}", ".")
+    again.assert_outcomes(passed=4)  # the same checkpoint does not regress from itself
+
+    worse = tmp_path / "worse.safetensors"  # one epoch of training: a checkpoint that has not learnt the task
+    assert cli_main(["train", "demo", "--data", "demo", "--epochs", "1", "--lr", "1e-4", "--out", str(worse),
+                     "--quiet"]) == 0
+    result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
+                                f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
+    assert result.parseoutcomes().get("failed", 0) >= 1
+    result.stdout.fnmatch_lines(["*regressed against the baseline:*", "*accuracy regressed: baseline *-> now *CI*"])
+
+    refused = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
+                                 "--memerobust-seed=3", ".")
+    refused.stdout.fnmatch_lines(["*seed 0, this run uses 3*refused*"])
+
+
+def test_compare_prints_the_table_and_exits_non_zero_on_a_regression(pytester, tmp_path, capsys):
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={a}", ".")
+    data = json.loads(a.read_text())
+    cell = data["results"]["demo"]["demo"]["text=typos@5"]
+    y = np.array(cell["y"])
+    cell["perturbed"] = np.where(y[:, None] == np.arange(2), 0.1, 0.9).tolist()  # every prediction wrong
+    b.write_text(json.dumps(data))
+    assert cli_main(["compare", str(a), str(b), "--bootstrap", "200"]) == 1
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if "text=typos@5" in l)
+    assert "REGRESSED" in line and line.split()[4] == "0.0000"
+    assert cli_main(["compare", str(a), str(a), "--bootstrap", "200"]) == 0
