@@ -17,6 +17,16 @@ class RobustnessFailure(Exception):
         self.violations, self.result, self.regressions = violations, result, list(regressions)
 
 
+def junit_properties(result) -> list[tuple[str, str]]:
+    """A case's numbers as JUnit XML properties (what `record_property` would add)."""
+    props = [(f"memerobust.{m}", f"{v:.6f}") for m, v in result.values.items()]
+    if result.condition.kind != "clean":
+        props += [(f"memerobust.relative_robustness.{m}", f"{result.relative_robustness(m):.6f}")
+                  for m in result.values]
+        props.append(("memerobust.flip_rate", f"{result.flip_rate:.6f}"))
+    return props
+
+
 class SuiteFile(pytest.File):
     def collect(self):
         from .plugin import DISABLED_HINT, _session
@@ -76,6 +86,7 @@ class CaseItem(pytest.Item):
             result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task)
         except BackendMissing as exc:
             pytest.skip(str(exc))
+        self.user_properties += junit_properties(result)  # CI systems that read JUnit XML show these
         violations = check(result, self.suite.thresholds_for(self.condition))
         regressions = session.regressions(self.model, self.condition, result, data=self.suite.dataset)
         if violations or regressions:

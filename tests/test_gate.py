@@ -122,3 +122,18 @@ def test_compare_prints_the_table_and_exits_non_zero_on_a_regression(pytester, t
     line = next(l for l in out.splitlines() if "text=typos@5" in l)
     assert "REGRESSED" in line and line.split()[4] == "0.0000"
     assert cli_main(["compare", str(a), str(a), "--bootstrap", "200"]) == 0
+
+
+def test_metrics_go_into_junit_xml_as_properties(pytester, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    xml = tmp_path / "junit.xml"
+    pytester.runpytest("--memerobust-model=demo", *QUICK, f"--junitxml={xml}", ".").assert_outcomes(passed=4)
+    cases = {case.get("name"): {p.get("name"): float(p.get("value")) for p in case.iter("property")}
+             for case in ET.parse(xml).getroot().iter("testcase")}
+    typos = cases["text=typos@5"]
+    assert set(typos) >= {"memerobust.accuracy", "memerobust.auroc", "memerobust.macro_f1", "memerobust.flip_rate",
+                          "memerobust.relative_robustness.accuracy"}
+    assert typos["memerobust.relative_robustness.accuracy"] == pytest.approx(
+        typos["memerobust.accuracy"] / cases["clean"]["memerobust.accuracy"], abs=1e-5)
