@@ -137,7 +137,7 @@ def test_unknown_model_lists_the_known_ones(pytester):
 
 
 @pytest.mark.parametrize("option", ["--memerobust-limit=0", "--memerobust-confidence=2",
-                                    "--memerobust-report=out.html", "--memerobust-robustness-scale=fraction"])
+                                    "--memerobust-report=out.pdf", "--memerobust-robustness-scale=fraction"])
 def test_bad_option_values_are_usage_errors(pytester, option):
     result = pytester.runpytest(option, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

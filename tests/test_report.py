@@ -89,8 +89,8 @@ def test_markdown_has_headings_and_pipe_tables(report):
 
 
 def test_unsupported_report_suffix_is_refused(report, tmp_path):
-    with pytest.raises(ValueError, match=r"\.html"):
-        write_report(tmp_path / "out.html", report)
+    with pytest.raises(ValueError, match=r"\.pdf"):
+        write_report(tmp_path / "out.pdf", report)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -109,3 +109,17 @@ def test_a_failed_write_keeps_the_old_report_and_leaves_no_temp_file(report, tmp
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
     write_report(path, report)
     assert json.loads(path.read_text())["seed"] == report["seed"]
+
+
+def test_html_report_is_self_contained_with_tables_heat_map_bars_and_examples(report, tmp_path):
+    path = tmp_path / "out.html"
+    write_report(path, report)
+    page = path.read_text()
+    assert page.startswith("<!doctype html>") and page.count("<table>") >= 3
+    assert "Accuracy drop from clean per text x image pair" in page and page.count("<svg") == 2
+    assert page.count('src="data:image/png;base64,') == len(report["groups"][0]["worst_examples"]) > 0
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
+    worst = report["groups"][0]["worst_examples"]
+    drops = [e["p_true_clean"] - e["p_true_perturbed"] for e in worst]
+    assert drops == sorted(drops, reverse=True) and all(d > 0 for d in drops)
+    assert all(e["caption"] and e["perturbed_caption"] for e in worst)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import platform
+
+import numpy as np
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from ..atomic import atomic_write_text
 from ..results import METRIC_NAMES
 from .tables import render
 
-REPORT_SUFFIXES = (".json", ".md")
+REPORT_SUFFIXES = (".json", ".md", ".html")
 _VERSIONED = ("pytest-memerobust", "numpy", "torch", "pillow", "pytest", "tabulate", "hypothesis",
               "imagecorruptions", "open_clip_torch", "transformers", "textattack")
 
@@ -35,6 +37,44 @@ def grid_summary(clean: dict, cells: list[dict]) -> dict:
     }
 
 
+def _thumbnail(image, side: int = 72) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).resize((side, side), Image.BILINEAR).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
+    """The (meme, condition) pairs whose probability of the true class fell the most, with what a person needs to
+    see them: a thumbnail of the picture, the caption before and after, and both probabilities."""
+    from ..perturb import get
+
+    candidates = []
+    for (m, s, _), result in session.results.items():
+        if m != model or s != spec or result.condition.kind == "clean":
+            continue
+        rows = np.arange(len(result.y_true))
+        drop = result.proba_clean[rows, result.y_true] - result.proba[rows, result.y_true]
+        candidates += [(float(drop[i]), int(i), result) for i in np.argsort(-drop)[:n] if drop[i] > 0]
+    out = []
+    dataset, engine = session.dataset(spec), session.engine(model, spec)
+    for drop, i, result in sorted(candidates, key=lambda t: -t[0])[:n]:
+        meme, c = dataset.memes[i], result.condition
+        image = meme.image
+        if c.image:
+            image = get(c.image).apply([image], [meme.id], c.image_severity, session.options.seed)[0]
+        caption = engine.inputs("text", c.text, c.text_severity)[i] if c.text else meme.text
+        label = int(result.y_true[i])
+        out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
+                    "label": session.detector(model).classes[label], "p_true_clean": float(result.proba_clean[i, label]),
+                    "p_true_perturbed": float(result.proba[i, label]), "thumbnail": _thumbnail(image)})
+    return out
+
+
 def build_report(session) -> dict:
     """Everything needed to trust and reproduce the numbers: results, seed, versions, cards, data fingerprints."""
     results = [r.as_dict() for r in session.results.values()]
@@ -51,6 +91,7 @@ def build_report(session) -> dict:
                  "grid_image": grid_image}
         if combined:
             group["grid_summary"] = grid_summary(clean["metrics"], combined)
+        group["worst_examples"] = worst_examples(session, model, spec)
         groups.append(group)
     models = {}
     for model in dict.fromkeys(r["model"] for r in results):
@@ -83,6 +124,10 @@ def write_report(path: Path, report: dict) -> None:
         atomic_write_text(path, json.dumps(report, indent=2, allow_nan=True) + "\n")
     elif path.suffix == ".md":
         atomic_write_text(path, to_markdown(report))
+    elif path.suffix == ".html":
+        from .html import to_html
+
+        atomic_write_text(path, to_html(report))
     else:
         raise ValueError(f"unsupported report format {path.suffix!r} for {path}; use one of {REPORT_SUFFIXES}")
 
