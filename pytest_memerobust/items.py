@@ -83,7 +83,8 @@ class CaseItem(pytest.Item):
             pytest.skip(f"{self.model} does not read the {' or '.join(unread)}")
         session.declare_grid(self.model, self.suite.dataset, self.suite.grid_text, self.suite.grid_image)
         try:
-            result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task)
+            result = session.evaluate(self.model, self.condition, data=self.suite.dataset, task=self.suite.task,
+                                      group=self.suite.group)
         except BackendMissing as exc:
             pytest.skip(str(exc))
         self.user_properties += junit_properties(result)  # CI systems that read JUnit XML show these

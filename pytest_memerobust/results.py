@@ -32,6 +32,28 @@ class ConditionResult:
     proba_clean: np.ndarray
     proba: np.ndarray
     stats: StatsConfig = field(default_factory=StatsConfig)
+    groups: np.ndarray | None = None  # per-meme group name (e.g. PrideMM's target; "" = none) for per-group robustness
+    min_group_size: int = 10  # smaller groups are left out of the gap: their metrics are too noisy
+
+    def group_scores(self, metric: str) -> dict[str, dict]:
+        """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
+        if self.groups is None:
+            return {}
+        out = {}
+        for group in sorted(set(self.groups.tolist()) - {""}):  # "": memes without a group
+            rows = np.flatnonzero(self.groups == group)
+            if len(rows) < self.min_group_size:
+                continue
+            clean = metrics.METRICS[metric](self.y_true[rows], self.proba_clean[rows])
+            now = metrics.METRICS[metric](self.y_true[rows], self.proba[rows])
+            out[str(group)] = {"n": int(len(rows)), "clean": clean, "perturbed": now,
+                               "relative_robustness": metrics.relative_robustness(clean, now)}
+        return out
+
+    def group_gap(self, metric: str) -> float:
+        """Largest minus smallest per-group relative robustness (nan with fewer than two groups)."""
+        values = [g["relative_robustness"] for g in self.group_scores(metric).values()]
+        return float(max(values) - min(values)) if len(values) >= 2 else float("nan")
 
     @cached_property
     def values(self) -> dict[str, float]:
@@ -74,6 +96,14 @@ class ConditionResult:
                 cache[key] = metrics.metric_ci(name, self.y_true, self.proba, **self._bootstrap())
             elif kind == "flip_rate":
                 cache[key] = metrics.flip_rate_ci(self.proba_clean.argmax(1), self.predictions, **self._bootstrap())
+            elif kind == "group_gap":
+                def gap(y, clean, perturbed, groups):
+                    view = ConditionResult(self.model, self.dataset, self.condition, y, clean, perturbed, self.stats,
+                                           groups, self.min_group_size)
+                    return view.group_gap(name)
+
+                cache[key] = metrics.paired_bootstrap_ci(gap, self.y_true, self.proba_clean, self.proba, self.groups,
+                                                         **self._bootstrap())
             else:
                 cache[key] = metrics.robustness_ci(name, self.y_true, self.proba_clean, self.proba, kind=kind,
                                                    scale=self.stats.scale, **self._bootstrap())
@@ -100,4 +130,6 @@ class ConditionResult:
             out["absolute_robustness_paper_scale"] = {m: self.absolute_robustness(m, "paper") for m in METRIC_NAMES}
             out["relative_robustness_ci"] = {m: list(self.ci(m, "relative")) for m in METRIC_NAMES}
         out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
+        if self.groups is not None and c.kind != "clean":
+            out["groups"] = {m: self.group_scores(m) for m in METRIC_NAMES}
         return out

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .data import Dataset, load_dataset
 from .detectors import find_card, load_detector
 from .engine import Condition, Engine
@@ -50,6 +52,7 @@ class Options:
     fuzz_examples: int = 50  # Hypothesis examples per caption-fuzzing test
     fuzz_deadline_ms: int | None = None  # Hypothesis deadline per example (None: no deadline)
     fuzz_confidence: float = 0.9  # only predictions at least this confident are fuzzed
+    group: str | None = None  # meta field whose values are the groups of per-group robustness (e.g. target)
     baseline: Path | None = None  # compare against this saved baseline
     save_baseline: Path | None = None  # write this run's baseline here
     regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
@@ -118,8 +121,18 @@ class RobustnessSession:
     def task(self, model: str, suite_task: str | None = None) -> str:
         return self.options.task or suite_task or self.detector(model).card.task
 
+    def groups(self, spec: str, field: str | None) -> np.ndarray | None:
+        """Each meme's group under meta field `field` (as text; "" where the meme has none)."""
+        if field is None:
+            return None
+        memes = self.dataset(spec).memes
+        if not any(field in m.meta for m in memes):
+            raise ConfigError(f"dataset {spec!r} has no meta field {field!r} to group by; fields: "
+                              f"{sorted({k for m in memes for k in m.meta})}")
+        return np.array(["" if m.meta.get(field) is None else str(m.meta[field]) for m in memes])
+
     def evaluate(self, model: str, condition: Condition | str, data: str | None = None,
-                 task: str | None = None) -> ConditionResult:
+                 task: str | None = None, group: str | None = None) -> ConditionResult:
         """The result of `condition` for `model` (cached; the clean result is recorded alongside)."""
         condition = Condition.parse(condition) if isinstance(condition, str) else condition
         spec = self.data_spec(data)
@@ -135,15 +148,16 @@ class RobustnessSession:
             raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
                               f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
         engine = self.engine(model, spec, task)
+        groups = self.groups(spec, self.options.group or group)
         clean_key = (model, spec, "clean")
         if clean_key not in self.results:
             proba = engine.predict(Condition())
             self.results[clean_key] = ConditionResult(model, spec, Condition(), dataset.labels(task), proba, proba,
-                                                      self.options.stats)
+                                                      self.options.stats, groups)
         clean = self.results[clean_key]
         if condition.kind != "clean":
             self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba,
-                                                engine.predict(condition), self.options.stats)
+                                                engine.predict(condition), self.options.stats, groups)
         return self.results[key]
 
     def report(self) -> dict:

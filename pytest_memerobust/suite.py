@@ -21,7 +21,7 @@ from .thresholds import Thresholds
 from .tomlfile import read_toml
 
 _TOP_KEYS = {"suite", "thresholds", "text", "image", "grid", "override"}
-_SUITE_KEYS = {"name", "description", "task", "dataset", "modes"}
+_SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group"}
 MODES = ("multimodal", "text", "image")
 
 
@@ -38,6 +38,7 @@ class Suite:
     task: str | None = None
     dataset: str | None = None
     modes: tuple[str, ...] = ()  # fusion modes each model runs in (channel ablation); () = as given
+    group: str | None = None  # meta field for per-group robustness (e.g. "target")
 
     def model_specs(self, models) -> list[str]:
         """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
@@ -159,7 +160,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_text=tuple(Condition(text=t, text_severity=s).id for t, s in grid_text),
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
-        modes=tuple(modes),
+        modes=tuple(modes), group=meta.get("group"),
     )
 
 

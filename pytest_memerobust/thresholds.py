@@ -22,6 +22,7 @@ class Thresholds:
     min_absolute_robustness: dict[str, float] = field(default_factory=dict)
     max_flip_rate: float | None = None
     min_clean: dict[str, float] = field(default_factory=dict)
+    max_group_gap: dict[str, float] = field(default_factory=dict)  # best minus worst group's relative robustness
     decision: str = "estimate"
 
     @classmethod
@@ -31,7 +32,7 @@ class Thresholds:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"{where}: unknown threshold key(s) {sorted(unknown)}; valid: {sorted(known)}")
-        for key in ("min_relative_robustness", "min_absolute_robustness", "min_clean"):
+        for key in ("min_relative_robustness", "min_absolute_robustness", "min_clean", "max_group_gap"):
             floors = data.get(key, {})
             if not isinstance(floors, dict):
                 raise ValueError(f"{where}.{key}: expected a table of metric = number, got {floors!r}")
@@ -99,6 +100,15 @@ def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     for metric, limit in thresholds.min_absolute_robustness.items():
         floor(f"absolute robustness of {metric}", result.absolute_robustness(metric), limit,
               result.ci(metric, "absolute"))
+    if result.groups is not None:
+        for metric, limit in thresholds.max_group_gap.items():
+            gap, ci = result.group_gap(metric), result.ci(metric, "group_gap")
+            if gap == gap and (ci[0] if confident else gap) > limit:  # no gap (one group) is not a failure
+                scores = result.group_scores(metric)
+                worst = min(scores, key=lambda g: scores[g]["relative_robustness"])
+                best = max(scores, key=lambda g: scores[g]["relative_robustness"])
+                out.append(Violation(f"group gap in relative robustness of {metric} (worst {worst}, best {best})",
+                                     gap, limit, "<=", ci, conf))
     if thresholds.max_flip_rate is not None:
         ci = result.ci("flip_rate", "flip_rate")
         if not (ci[0] if confident else result.flip_rate) <= thresholds.max_flip_rate:

@@ -199,3 +199,19 @@ def test_builtin_suites_are_shipped_inside_the_package():
     paths = builtin_suite_paths()
     assert [p.name for p in paths] == ["channel-ablation.toml", "rainbow-noise.toml", "test_caption_fuzz.py"]
     assert all(p.is_file() for p in paths)
+
+
+def test_a_suite_can_limit_the_gap_between_groups(pytester):
+    pytester.makefile(".toml", **{"memerobust-groups": """
+[suite]
+name = "groups"
+group = "kind"
+[thresholds]
+max_group_gap = { accuracy = 0.05 }
+[image]
+contrast = [5]
+"""})
+    result = pytester.runpytest("--memerobust-model=demo", "--memerobust-bootstrap=100", "-p", "no:cacheprovider", ".")
+    result.assert_outcomes(passed=1, failed=1)  # demo: neutral captions hang on the picture, which contrast hides
+    result.stdout.fnmatch_lines(["*group gap in relative robustness of accuracy (worst neutral, best *)*<= 0.0500*",
+                                 "*relative robustness of accuracy per group*", "*Condition*hostile (n=*neutral*"])

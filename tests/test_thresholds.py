@@ -206,3 +206,30 @@ def test_an_undefined_metric_fails_its_floor():
     r = ConditionResult("toy", "hand", Condition(), y, p, p, STATS)
     assert np.isnan(r.metric("auroc"))
     assert check(r, Thresholds(min_clean={"auroc": 0.9})) != []
+
+
+def test_group_gap_is_best_minus_worst_group_and_fails_past_its_limit():
+    # two groups of 10: group "a" keeps every prediction, group "b" loses half of them
+    y = np.array([0, 1] * 10)
+    clean = np.where(y[:, None] == np.arange(2), 0.9, 0.1)
+    perturbed = clean.copy()
+    perturbed[[1, 3, 5, 7, 9]] = perturbed[[1, 3, 5, 7, 9]][:, ::-1]
+    groups = np.array(["a"] * 10 + ["b"] * 10)
+    groups = groups[np.r_[10:20, 0:10]]  # the flipped memes (rows 1..9) belong to group "b"
+    r = ConditionResult("toy", "hand", Condition(text="typos", text_severity=1), y, clean, perturbed, STATS, groups)
+    scores = r.group_scores("accuracy")
+    assert scores["a"]["relative_robustness"] == 1.0 and scores["b"]["relative_robustness"] == 0.5
+    assert r.group_gap("accuracy") == 0.5
+    [violation] = check(r, Thresholds(max_group_gap={"accuracy": 0.2}))
+    assert "group gap in relative robustness of accuracy (worst b, best a)" in str(violation)
+    assert check(r, Thresholds(max_group_gap={"accuracy": 0.6})) == []
+
+
+def test_small_groups_and_memes_without_a_group_are_left_out():
+    y = np.array([0, 1] * 10)
+    clean = np.where(y[:, None] == np.arange(2), 0.9, 0.1)
+    groups = np.array(["a"] * 12 + ["b"] * 3 + [""] * 5)
+    r = ConditionResult("toy", "hand", Condition(text="typos", text_severity=1), y, clean, clean, STATS, groups)
+    assert set(r.group_scores("accuracy")) == {"a"}
+    assert np.isnan(r.group_gap("accuracy"))
+    assert check(r, Thresholds(max_group_gap={"accuracy": 0.0})) == []  # one group: no gap to judge

@@ -54,6 +54,24 @@ def grid_table(group: dict, tablefmt: str) -> str | None:
     return f"{table}\n{legend}"
 
 
+def group_table(group: dict, tablefmt: str) -> str | None:
+    """Relative robustness of accuracy per group (e.g. PrideMM target) and condition, with the gap per row."""
+    rows = [r for r in group["results"] if r.get("groups", {}).get("accuracy")]
+    if not rows:
+        return None
+    names = sorted({g for r in rows for g in r["groups"]["accuracy"]})
+    sizes = {g: next(r["groups"]["accuracy"][g]["n"] for r in rows if g in r["groups"]["accuracy"]) for g in names}
+    body = []
+    for r in rows:
+        scores = r["groups"]["accuracy"]
+        values = [scores[g]["relative_robustness"] for g in names if g in scores]
+        body.append([r["condition"].replace("text=", "").replace("image=", ""),
+                     *(_fmt(scores[g]["relative_robustness"]) if g in scores else "–" for g in names),
+                     _fmt(max(values) - min(values)) if len(values) > 1 else "–"])
+    headers = ["Condition", *(f"{g} (n={sizes[g]})" for g in names), "Gap"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}\n") -> str:
     """Every table of every (model, dataset) group, each under a heading."""
     parts = []
@@ -61,7 +79,8 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
         title = f"{group['model']} on {group['dataset']} (n={group['clean']['n']}, task={group['task']})"
         for label, table in (("text-only perturbations", single_channel_table(group, "text", tablefmt)),
                              ("image-only perturbations", single_channel_table(group, "image", tablefmt)),
-                             ("combined text x image perturbations", grid_table(group, tablefmt))):
+                             ("combined text x image perturbations", grid_table(group, tablefmt)),
+                             ("relative robustness of accuracy per group", group_table(group, tablefmt))):
             if table:
                 parts.append(heading(f"{title}: {label}") + table)
         if len(parts) == 0 or not any(r["kind"] != "clean" for r in group["results"]):
