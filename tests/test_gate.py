@@ -137,3 +137,15 @@ def test_metrics_go_into_junit_xml_as_properties(pytester, tmp_path):
                           "memerobust.relative_robustness.accuracy"}
     assert typos["memerobust.relative_robustness.accuracy"] == pytest.approx(
         typos["memerobust.accuracy"] / cases["clean"]["memerobust.accuracy"], abs=1e-5)
+
+
+def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    base = tmp_path / "base.json"
+    pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}", ".")
+    reseeded = tmp_path / "reseeded.safetensors"  # the demo recipe, another training seed
+    assert cli_main(["train", "demo", "--data", "demo", "--seed", "1", "--out", str(reseeded), "--quiet"]) == 0
+    result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
+                                f"--memerobust-checkpoint={reseeded}", ".")
+    result.assert_outcomes(passed=4)
+    assert "regressed" not in result.stdout.str()
