@@ -83,6 +83,28 @@ def _report(args) -> int:
     return 0
 
 
+def _preview(args) -> int:
+    from .data import load_dataset, load_rgb
+    from .perturb import get, names
+    from .report.gallery import gallery, save_gallery
+
+    if args.image:
+        image, meme_id = load_rgb(Path(args.image)), Path(args.image).name
+    else:
+        dataset = load_dataset(args.data)
+        if not 0 <= args.index < len(dataset):
+            raise MemeRobustError(f"--index {args.index} is outside {args.data!r} ({len(dataset)} memes)")
+        meme = dataset.memes[args.index]
+        image, meme_id = meme.image, meme.id
+    chosen = args.perturbations or [n for n in names("image") if not get(n).needs_model]
+    for name in chosen:
+        if get(name).modality != "image":
+            raise MemeRobustError(f"{name!r} is not an image perturbation")
+    save_gallery(gallery(image, meme_id, chosen, seed=args.seed, tile=args.tile), Path(args.out))
+    print(f"wrote {args.out}: {len(chosen)} perturbations x their severities of {meme_id}")
+    return 0
+
+
 def _compare(args) -> int:
     from tabulate import tabulate
 
@@ -123,6 +145,15 @@ def main(argv=None) -> int:
     report.add_argument("json")
     report.add_argument("--md", help="also write the tables to this .md file")
     report.set_defaults(run=_report)
+    preview = sub.add_parser("preview", help="a PNG gallery of one meme under every image perturbation and severity")
+    preview.add_argument("--data", default="demo", help="dataset spec to take the meme from (default: demo)")
+    preview.add_argument("--index", type=int, default=0, help="which meme of the dataset (default 0)")
+    preview.add_argument("--image", help="or a picture file")
+    preview.add_argument("--perturbations", nargs="+", help="names (default: every model-free image perturbation)")
+    preview.add_argument("--seed", type=int, default=0)
+    preview.add_argument("--tile", type=int, default=128, help="tile side in pixels")
+    preview.add_argument("--out", default="gallery.png")
+    preview.set_defaults(run=_preview)
     compare = sub.add_parser("compare", help="side-by-side table of two baselines (exit 1 on a regression)")
     compare.add_argument("before", help="baseline A (.json, from --memerobust-save-baseline)")
     compare.add_argument("after", help="baseline B")
