@@ -107,7 +107,7 @@ def register(
 def _ensure_loaded() -> None:
     """Import the built-in catalogue and, once, every third-party entry point."""
     global _entry_points_loaded
-    from . import attacks, augmix, catalogue, evasion, image, text, translation  # noqa: F401  (registered on import)
+    from . import attacks, augmix, catalogue, evasion, image, meme_edits, text, translation  # noqa: F401  (on import)
 
     if not _entry_points_loaded:
         _entry_points_loaded = True
