@@ -50,8 +50,8 @@ def test_builtin_suites_run_from_any_directory_with_readable_ids(pytester):
     assert "rainbow-noise.toml::demo::text=typos@3 " in out
     assert "rainbow-noise.toml::demo::text=typos@3+image=gaussian_noise@3 " in out
     outcomes = result.parseoutcomes()
-    # typos@1-5 alone and typos@3 with each of the four grid image noises; everything else deselected
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 9
+    # typos@1-5 alone and typos@3 with each of the five grid image noises; everything else deselected
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 10
     assert "image=contrast@1 " not in out
     assert "text-only perturbations" in out and "Average dropping rate" in out
     assert "demo weights" in out

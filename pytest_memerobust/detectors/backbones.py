@@ -102,8 +102,19 @@ class Backbone(torch.nn.Module):
                                return_offsets_mapping=True)
         return [[tuple(span) for span in row] for row in batch["offset_mapping"]]
 
-    def encode_images(self, images: Sequence[np.ndarray]) -> torch.Tensor:
+    center_crop = True  # how `pixels` fits a picture to the encoder: CLIP crops, BLIP-2 resizes
+
+    def pixels(self, images: Sequence[np.ndarray]) -> torch.Tensor:
+        """The normalised input tensor [N, 3, S, S] the image encoder reads."""
+        return preprocess(images, self.image_size, center_crop=self.center_crop).to(self.device)
+
+    def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no image encoder")
+
+    def encode_images(self, images: Sequence[np.ndarray]) -> torch.Tensor:
+        if not self.image_dim:
+            raise NotImplementedError(f"{type(self).__name__} has no image encoder")
+        return self.encode_pixels(self.pixels(images))
 
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         raise NotImplementedError
@@ -134,8 +145,7 @@ class HFClipBackbone(Backbone):
         self.vision_width = cfg.vision_config.hidden_size
         self.freeze()
 
-    def encode_images(self, images):
-        pixels = preprocess(images, self.image_size, center_crop=True).to(self.device)
+    def encode_pixels(self, pixels):
         pooled = self.model.vision_model(pixel_values=pixels).pooler_output
         return self.model.visual_projection(pooled)
 
@@ -180,8 +190,7 @@ class OpenClipBackbone(Backbone):
     def token_offsets(self, texts):
         raise NotImplementedError("open_clip's tokenizer gives no character offsets")
 
-    def encode_images(self, images):
-        pixels = preprocess(images, self.image_size, center_crop=True).to(self.device)
+    def encode_pixels(self, pixels):
         return self.model.encode_image(pixels)
 
     def encode_texts(self, texts):
@@ -223,8 +232,9 @@ class HFBlip2Backbone(Backbone):
         self.image_dim = self.text_dim = cfg.image_text_hidden_size
         self.freeze()
 
-    def encode_images(self, images):
-        pixels = preprocess(images, self.image_size, center_crop=False).to(self.device)
+    center_crop = False
+
+    def encode_pixels(self, pixels):
         image_embeds = self.model.vision_model(pixel_values=pixels).last_hidden_state
         queries = self.model.query_tokens.expand(image_embeds.shape[0], -1, -1)
         mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=image_embeds.device)

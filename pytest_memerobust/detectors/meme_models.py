@@ -128,6 +128,24 @@ class MemeDetector:
             self.head_module.zero_grad(set_to_none=True)
         return offsets, captured["embeddings"].grad
 
+    def pixel_loss_gradient(self, pixels: torch.Tensor, delta: torch.Tensor, labels, text_features) -> torch.Tensor:
+        """d loss / d delta, where `delta` (3 x S x S, in [0, 1] pixel units) is added to every picture of `pixels`
+        (the encoder's normalised input) before encoding: the white-box hook of universal adversarial
+        perturbations."""
+        from .backbones import CLIP_STD
+
+        std = torch.tensor(CLIP_STD, device=self.device).view(3, 1, 1)
+        delta = delta.detach().to(self.device).requires_grad_(True)
+        try:
+            with torch.enable_grad():
+                image = self.backbone.encode_pixels(pixels + delta / std)
+                logits = self.logits(image, torch.as_tensor(text_features, device=self.device))
+                target = torch.as_tensor(list(labels), device=self.device)
+                torch.nn.functional.cross_entropy(logits, target).backward()
+        finally:
+            self.head_module.zero_grad(set_to_none=True)
+        return delta.grad.detach()
+
     def text_saliency(self, texts: Sequence[str], labels: Sequence[int],
                       image_features: np.ndarray) -> list[list[tuple[int, int, float]]]:
         """Per caption, (start, end, gradient norm) of every token: how strongly the loss on `labels` reacts to that

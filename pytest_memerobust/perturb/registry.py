@@ -107,7 +107,9 @@ def register(
 def _ensure_loaded() -> None:
     """Import the built-in catalogue and, once, every third-party entry point."""
     global _entry_points_loaded
-    from . import attacks, augmix, catalogue, evasion, image, meme_edits, text, translation  # noqa: F401  (on import)
+    from . import (  # noqa: F401  (each module registers its perturbations on import)
+        attacks, augmix, catalogue, evasion, image, meme_edits, text, translation, uap,
+    )
 
     if not _entry_points_loaded:
         _entry_points_loaded = True
