@@ -36,6 +36,8 @@ class MemoisedMiniLM(MiniLMBackbone):
         self.memo: dict[str, torch.Tensor] = {}
 
     def encode_texts(self, texts):
+        if torch.is_grad_enabled():  # a white-box attack needs the real forward pass, not a cached vector
+            return super().encode_texts(texts)
         todo = [t for t in dict.fromkeys(texts) if t not in self.memo]
         for i in range(0, len(todo), 128):
             batch = todo[i : i + 128]
@@ -51,6 +53,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--hotflip-limit", type=int, default=0,
+                        help="also attack the first N test captions with white-box HotFlip@1 and @3 (slow on a CPU)")
     args = parser.parse_args()
 
     splits = {s: load_pridemm(Path(args.data), s, require_images=False) for s in ("train", "val", "test")}
@@ -71,6 +75,12 @@ def main() -> None:
             engine = Engine(detector, test, seed=seed)
             runs[(tda, seed)] = {"best_epoch": result.best_epoch, "clean": engine.predict(Condition()),
                                  **{s: engine.predict(Condition(text="typos", text_severity=s)) for s in SEVERITIES}}
+            if args.hotflip_limit:
+                head = test.head(args.hotflip_limit)
+                attacked = Engine(detector, head, seed=seed, labels=head.labels("hate"))
+                runs[(tda, seed)]["hotflip"] = {s: attacked.predict(Condition(text="hotflip", text_severity=s))
+                                                for s in (1, 3)}
+                runs[(tda, seed)]["hotflip_clean"] = attacked.predict(Condition())
             print(f"  trained {'TDA' if tda else 'no TDA'} seed {seed}: best epoch {result.best_epoch}, "
                   f"val AUROC {result.best_val_auroc:.4f}", flush=True)
     print(f"({time.perf_counter() - start:.0f} s, {len(backbone.memo)} distinct captions encoded)\n")
@@ -110,6 +120,31 @@ def main() -> None:
             p_value = metrics.mcnemar_p_value(a[s].argmax(1) == y, b[s].argmax(1) == y)
             cells.append(f"seed {seed}: {diff:+.3f} [{lo:+.3f}, {hi:+.3f}] p={p_value:.3f}")
         print(f"  typos@{s}: " + " | ".join(cells))
+
+    if args.hotflip_limit:
+        yh = test.head(args.hotflip_limit).labels("hate")
+        print(f"\nwhite-box HotFlip on the first {args.hotflip_limit} test captions: relative robustness of accuracy "
+              "(95% CI), and TDA minus no TDA (paired 95% CI)")
+        for s in (1, 3):
+            for seed in args.seeds:
+                cells = []
+                for tda in (False, True):
+                    r = runs[(tda, seed)]
+                    value = metrics.relative_robustness(metrics.accuracy(yh, r["hotflip_clean"].argmax(1)),
+                                                        metrics.accuracy(yh, r["hotflip"][s].argmax(1)))
+                    lo, hi = metrics.robustness_ci("accuracy", yh, r["hotflip_clean"], r["hotflip"][s], **boot)
+                    cells.append(f"{'TDA' if tda else 'no TDA'} {value:.3f} [{lo:.3f}, {hi:.3f}]")
+                a, b = runs[(False, seed)], runs[(True, seed)]
+
+                def gap(yy, ac, ap, bc, bp):
+                    rr = lambda c, p: metrics.relative_robustness(metrics.accuracy(yy, c.argmax(1)),
+                                                                  metrics.accuracy(yy, p.argmax(1)))
+                    return rr(bc, bp) - rr(ac, ap)
+
+                arrays = (a["hotflip_clean"], a["hotflip"][s], b["hotflip_clean"], b["hotflip"][s])
+                lo, hi = metrics.paired_bootstrap_ci(gap, yh, *arrays, **boot)
+                cells.append(f"difference {gap(yh, *arrays):+.3f} [{lo:+.3f}, {hi:+.3f}]")
+                print(f"  hotflip@{s} seed {seed}: " + " | ".join(cells))
 
 
 if __name__ == "__main__":

@@ -126,6 +126,9 @@ class MemeDetector:
         finally:
             handle.remove()
             self.head_module.zero_grad(set_to_none=True)
+        if "embeddings" not in captured:
+            raise RuntimeError("the text encoder produced features without calling its token embedding "
+                               "(a cache in front of it?), so there is no gradient to read")
         return offsets, captured["embeddings"].grad
 
     def pixel_loss_gradient(self, pixels: torch.Tensor, delta: torch.Tensor, labels, text_features) -> torch.Tensor:
