@@ -166,15 +166,6 @@ def test_deterministic_per_seed_and_meme(name):
         assert len(set(outputs)) > 1  # other meme id, other edit
 
 
-@pytest.mark.parametrize("name", WORKING)
-def test_no_global_random_state(name):
-    np.random.seed(1)
-    before = np.random.get_state()[1].copy()
-    a = get(name)(LONG, 4, np.random.default_rng(3))
-    assert np.array_equal(np.random.get_state()[1], before)
-    np.random.seed(2)
-    assert get(name)(LONG, 4, np.random.default_rng(3)) == a
-
 
 # --- how many edits each severity makes ---------------------------------------------------------------------
 # Each measure returns (edits, sites) for one caption. "exact" ones must make max(1, round(share * sites)) edits on

@@ -128,15 +128,6 @@ def test_apply_is_deterministic_per_seed_and_meme(name):
     assert first[0] != x
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_no_global_random_state(name):
-    np.random.seed(1)
-    before = np.random.get_state()[1].copy()
-    a = get(name)(CAPTION, 3, np.random.default_rng(5))
-    assert np.array_equal(np.random.get_state()[1], before)
-    np.random.seed(2)
-    assert get(name)(CAPTION, 3, np.random.default_rng(5)) == a
-
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("bad", ["", "   ", "\n\t"])

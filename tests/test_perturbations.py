@@ -424,3 +424,23 @@ def test_any_unicode_caption_keeps_its_whitespace(caption, name):
     assert isinstance(out, str)
     assert _seps(out) == _seps(caption)
     assert out == get(name)(caption, 5, np.random.default_rng(0))
+
+
+
+def _model_free():
+    return [n for n in names() if not get(n).needs_model and "needs_backend" not in get(n).tags]
+
+
+@pytest.mark.parametrize("name", _model_free())
+def test_no_perturbation_touches_global_random_state(name):
+    """Every model-free perturbation, text or image: the explicit rng is the only randomness."""
+    p = get(name)
+    x = ("the quick brown fox jumps over the lazy dog and everyone believes it" if p.modality == "text"
+         else np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8))
+    severity = p.severities[len(p.severities) // 2] if p.severities else None
+    np.random.seed(1)
+    before = np.random.get_state()[1].copy()
+    a = p(x, severity, np.random.default_rng(3))
+    assert np.array_equal(np.random.get_state()[1], before)
+    np.random.seed(2)
+    assert np.array_equal(np.asarray(p(x, severity, np.random.default_rng(3))), np.asarray(a))
