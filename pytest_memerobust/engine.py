@@ -77,13 +77,18 @@ def _background() -> ThreadPoolExecutor:
     return _executor
 
 
+@contextlib.contextmanager
 def _side_stream():
-    """A CUDA stream of its own for background perturbations, so the GPU corruptions overlap with encoding."""
+    """A CUDA stream of its own for background perturbations, so the GPU corruptions overlap with encoding; yields
+    the stream (None without a GPU)."""
     import torch
 
     if not torch.cuda.is_available():
-        return contextlib.nullcontext()
-    return torch.cuda.stream(torch.cuda.Stream())
+        yield None
+        return
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        yield stream
 
 
 def _progress_bar(total: int, description: str):
@@ -113,10 +118,14 @@ class Engine:
         self._attack_context = None
         self.ids = [m.id for m in dataset.memes]
         self._plan: list[tuple] = []
+        # pictures live where the detector computes, from decode to encoder
+        self.device = str(getattr(detector, "device", "cpu"))
         if shares is not None:
             self._inputs, self._features, self.encoder_calls = shares._inputs, shares._features, shares.encoder_calls
             self.features, self._pending = shares.features, shares._pending
+            self._clean_pictures = shares._clean_pictures
         else:
+            self._clean_pictures: list = []  # decoded once, on the detector's device
             self._pending: dict[tuple, Future] = {}  # sides being perturbed in the background
             self._inputs: dict[tuple, list] = {}
             self._features: dict[tuple, np.ndarray] = {}  # per condition side, so a side is digested once
@@ -183,7 +192,12 @@ class Engine:
         return self._inputs[key]
 
     def _clean(self, modality: str) -> list:
-        return [m.text for m in self.dataset.memes] if modality == "text" else [m.image for m in self.dataset.memes]
+        """The dataset's captions, or its pictures as uint8 tensors on the detector's device (decoded once)."""
+        if modality == "text":
+            return [m.text for m in self.dataset.memes]
+        if not self._clean_pictures:
+            self._clean_pictures.extend(m.picture(self.device) for m in self.dataset.memes)
+        return self._clean_pictures
 
     def plan(self, conditions: Sequence[Condition]) -> None:
         """The conditions this engine will be asked for, in order. While the detector encodes one side, the next
@@ -211,8 +225,11 @@ class Engine:
     def _perturb_in_background(self, key: tuple) -> list:
         modality, name, severity = key
         clean = self._clean(modality)
-        with _side_stream():
-            return self._apply(get_perturbation(name), clean, range(len(clean)), severity, ())
+        with _side_stream() as stream:
+            out = self._apply(get_perturbation(name), clean, range(len(clean)), severity, ())
+            if stream is not None:
+                stream.synchronize()  # the encoder's stream reads these pictures: they must be finished
+        return out
 
     def _apply(self, perturbation, items: list, indices, severity: int | None, caption_side: tuple) -> list:
         context = self.attack_context() if perturbation.needs_model else None
@@ -224,15 +241,19 @@ class Engine:
         return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions)
 
     def picture(self, condition: Condition, i: int) -> np.ndarray:
-        """Meme `i`'s picture under the condition's image side, recomputed alone (perturbed pictures are dropped
-        once encoded); an attack's pictures come from the whole-dataset pass, since attacks fit on the batch."""
+        """Meme `i`'s picture under the condition's image side as an array, for the report's thumbnails (an edge),
+        recomputed alone (perturbed pictures are dropped once encoded); an attack's pictures come from the
+        whole-dataset pass, since attacks fit on the batch."""
+        from .pictures import to_array
+
         side = self.image_side(condition)
+        clean = self._clean("image")
         if condition.image is None:
-            return self.dataset.memes[i].image
+            return to_array(clean[i])
         perturbation = get_perturbation(condition.image)
         if perturbation.needs_model:
-            return self.inputs(*side)[i]
-        return self._apply(perturbation, [self.dataset.memes[i].image], [i], condition.image_severity, side[3:])[0]
+            return to_array(self.inputs(*side)[i])
+        return to_array(self._apply(perturbation, [clean[i]], [i], condition.image_severity, side[3:])[0])
 
     def attack_context(self):
         """Detector, true labels and clean image features for the attacks that query the detector."""

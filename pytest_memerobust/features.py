@@ -21,19 +21,26 @@ import numpy as np
 
 from .atomic import atomic_path
 
-FORMAT = 1
+FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 
 
 def input_digest(item) -> str:
-    """Content digest of one caption (str) or picture (uint8 array): the same input gives the same key anywhere."""
-    h = hashlib.blake2b(digest_size=16)
+    """Content digest of one caption (str) or picture (a uint8 tensor 3 x H x W, or an array H x W x 3): the same
+    input gives the same key anywhere."""
     if isinstance(item, str):
+        h = hashlib.blake2b(digest_size=16)
         h.update(b"text\0" + item.encode("utf-8", "surrogatepass"))
-    else:
-        array = np.ascontiguousarray(item)
-        h.update(f"image\0{array.dtype.str}\0{array.shape}\0".encode())
-        h.update(array.tobytes())
-    return h.hexdigest()
+        return h.hexdigest()
+    return input_digests([item])[0]
+
+
+def input_digests(items: Sequence) -> list[str]:
+    """`input_digest` of many inputs; pictures are digested together, on their device."""
+    if not items or isinstance(items[0], str):
+        return [input_digest(x) for x in items]
+    from .pictures import as_picture, digests
+
+    return digests([as_picture(x) for x in items])
 
 
 @dataclass
@@ -64,7 +71,7 @@ class FeatureStore:
                  batch_size: int, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Features of `items` [N, D]: from memory, else from this side's file, else encoded (each distinct missing
         input once, in batches of `batch_size`; after each batch `progress(encoded in it, to encode in all)`)."""
-        digests = [input_digest(x) for x in items]
+        digests = input_digests(items)
         distinct = list(dict.fromkeys(digests))
         missing = [d for d in distinct if (modality, d) not in self._memory]
         self.stats.memory_hits[modality] += len(distinct) - len(missing)

@@ -19,7 +19,7 @@ from pytest_memerobust import cli
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import find_card, load_detector
 from pytest_memerobust.detectors.backbones import (BACKBONES, HFBlip2Backbone, HFClipBackbone, MiniLMBackbone,
-                                                   build_backbone, preprocess)
+                                                   build_backbone)
 from pytest_memerobust.detectors.cards import file_sha256
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
 from pytest_memerobust.detectors.components import (Adapter, CosineClassifier, LinearClassifier, LinearProjection,
@@ -357,7 +357,7 @@ def test_hf_clip_backbone_from_a_saved_folder(hf_folders, memes):
         assert torch.equal(backbone.model.state_dict()[key], value), key
     batch = hf_folders["tokenizer"](texts, padding=True, truncation=True, max_length=77, return_tensors="pt")
     with torch.no_grad():
-        pixels = preprocess(images, 64, center_crop=True)
+        pixels = backbone.pixels(images)  # the device resize + crop + normalise (tests/test_pictures.py)
         expected_image = _pooled(model.get_image_features(pixel_values=pixels))
         # the EOT token's final state before the text projection (MemeCLIP's text features)
         expected_text = model.text_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -386,7 +386,7 @@ def test_hf_blip2_backbone_from_a_saved_folder(hf_folders, memes):
     batch = hf_folders["tokenizer"](texts, padding=True, truncation=True, max_length=64, return_tensors="pt")
     with torch.no_grad():  # BLIP-2's own image-text contrastive forward pass
         out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    pixel_values=preprocess(images, 64, center_crop=False), use_image_text_matching_head=False)
+                    pixel_values=backbone.pixels(images), use_image_text_matching_head=False)
     assert out.image_embeds.shape == (len(memes), 8, 32)  # one embedding per query token, averaged by the backbone
     torch.testing.assert_close(fi, out.image_embeds.mean(dim=1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ft, out.text_embeds, rtol=1e-5, atol=1e-5)

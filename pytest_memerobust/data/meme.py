@@ -40,11 +40,22 @@ class Meme:
 
     @property
     def image(self) -> np.ndarray:
+        """The picture as an H x W x 3 array (the edges: OCR, thumbnails, fingerprints)."""
         if self.image_array is not None:
             return self.image_array
         if self.image_path is None:
             raise DataError(f"meme {self.id!r} has no image")
         return load_rgb(self.image_path)
+
+    def picture(self, device="cpu"):
+        """The picture as a uint8 tensor 3 x H x W on `device`, decoded there where it can be (pictures.py)."""
+        from ..pictures import as_picture, decode
+
+        if self.image_array is not None:
+            return as_picture(self.image_array, device)
+        if self.image_path is None:
+            raise DataError(f"meme {self.id!r} has no image")
+        return decode(self.image_path, device)
 
 
 @dataclass(frozen=True)

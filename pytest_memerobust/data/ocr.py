@@ -44,12 +44,17 @@ class RapidOcr:
         self.cache_dir = Path(cache_dir) / "ocr" if cache_dir is not None else None
         self._memory: dict[str, str] = {}
 
-    def read(self, image: np.ndarray) -> str:
+    def read(self, image) -> str:
+        """The text on a picture (a tensor 3 x H x W or an array H x W x 3), cached by its content."""
         key = input_digest(image)
         if key not in self._memory:
             path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
             text = _read_entry(path, self.name)
             if text is None:
+                if not isinstance(image, np.ndarray):  # the OCR engine reads arrays: an edge
+                    from ..pictures import to_array
+
+                    image = to_array(image)
                 boxes, _ = self._engine(_upscaled(np.asarray(image, dtype=np.uint8)))
                 text = _join(boxes or [])
                 if path is not None:

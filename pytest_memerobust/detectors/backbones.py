@@ -8,43 +8,21 @@
         a small architecture built from an inline config (random weights, which a checkpoint then supplies);
         this is how the shipped demo checkpoints carry their tiny backbones.
 
-Every backbone encodes a batch of RGB uint8 pictures and a batch of captions into feature tensors. Loading by name
+Every backbone encodes a batch of RGB uint8 picture tensors (pictures.py) and a batch of captions into feature tensors. Loading by name
 may download on a machine that can; nothing here downloads at import.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from ..pictures import as_picture, fit_to_encoder
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-
-
-def preprocess(images: Sequence[np.ndarray], size: int, center_crop: bool) -> torch.Tensor:
-    """CLIP-style pixels: bicubic resize (shorter side to `size` then centre crop, or straight to size x size as
-    BLIP-2 does), scaled to [0, 1] and normalised with CLIP's mean and std."""
-    from PIL import Image
-
-    out = np.empty((len(images), 3, size, size), dtype=np.float32)
-    for i, array in enumerate(images):
-        img = Image.fromarray(array)
-        if center_crop:
-            w, h = img.size
-            scale = size / min(w, h)
-            img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BICUBIC)
-            left, top = (img.size[0] - size) // 2, (img.size[1] - size) // 2
-            img = img.crop((left, top, left + size, top + size))
-        else:
-            img = img.resize((size, size), Image.BICUBIC)
-        out[i] = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0
-    mean = np.array(CLIP_MEAN, dtype=np.float32)[:, None, None]
-    std = np.array(CLIP_STD, dtype=np.float32)[:, None, None]
-    return torch.from_numpy((out - mean) / std)
 
 
 def minilm_path():
@@ -104,14 +82,16 @@ class Backbone(torch.nn.Module):
 
     center_crop = True  # how `pixels` fits a picture to the encoder: CLIP crops, BLIP-2 resizes
 
-    def pixels(self, images: Sequence[np.ndarray]) -> torch.Tensor:
-        """The normalised input tensor [N, 3, S, S] the image encoder reads."""
-        return preprocess(images, self.image_size, center_crop=self.center_crop).to(self.device)
+    def pixels(self, images: Sequence) -> torch.Tensor:
+        """The normalised input tensor [N, 3, S, S] the image encoder reads, computed on the encoder's device from
+        picture tensors (3 x H x W uint8; arrays H x W x 3 are moved there first)."""
+        pictures = [as_picture(x, self.device) for x in images]
+        return fit_to_encoder(pictures, self.image_size, self.center_crop, CLIP_MEAN, CLIP_STD, self.device)
 
     def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no image encoder")
 
-    def encode_images(self, images: Sequence[np.ndarray]) -> torch.Tensor:
+    def encode_images(self, images: Sequence) -> torch.Tensor:
         if not self.image_dim:
             raise NotImplementedError(f"{type(self).__name__} has no image encoder")
         return self.encode_pixels(self.pixels(images))

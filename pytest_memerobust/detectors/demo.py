@@ -29,14 +29,18 @@ def hashed_trigrams(texts: Sequence[str], dim: int) -> np.ndarray:
     return out / np.maximum(norms, 1e-6)
 
 
-def thumbnails(images: Sequence[np.ndarray], side: int) -> np.ndarray:
-    """Box-downsampled RGB thumbnails scaled to [-1, 1], flattened: any input size maps to side*side*3 values."""
-    from PIL import Image
+def thumbnails(images: Sequence, side: int) -> np.ndarray:
+    """Box-downsampled RGB thumbnails scaled to [-1, 1], flattened (H, W, channel order): any input size maps to
+    side*side*3 values. Pillow's BOX resize computed on the pictures' device (pictures.py), batched per size."""
+    import torch
 
-    out = np.empty((len(images), side * side * 3), dtype=np.float32)
-    for row, img in enumerate(images):
-        small = Image.fromarray(img).resize((side, side), Image.BOX)
-        out[row] = np.asarray(small, dtype=np.float32).reshape(-1) / 127.5 - 1.0
+    from ..pictures import as_picture, groups_by_size, pillow_box_resize
+
+    pictures = [as_picture(x) for x in images]
+    out = np.empty((len(pictures), side * side * 3), dtype=np.float32)
+    for rows in groups_by_size(pictures).values():
+        small = pillow_box_resize(torch.stack([pictures[i] for i in rows]).to(torch.int32), side, side)
+        out[rows] = (small.permute(0, 2, 3, 1).reshape(len(rows), -1).float() / 127.5 - 1.0).cpu().numpy()
     return out
 
 
@@ -75,7 +79,7 @@ class DemoDetector:
         self.head_module = build_head(thumbnail_side * thumbnail_side * 3, text_dim, map_dim, len(classes), dropout)
         self.head_module.to(device).eval()
 
-    def encode_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
+    def encode_images(self, images: Sequence) -> np.ndarray:
         return thumbnails(images, self.thumbnail_side)
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:

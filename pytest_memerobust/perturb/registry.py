@@ -1,8 +1,14 @@
 """Perturbations by name: a decorator records each one; third parties add theirs through an entry-point group.
 
-A perturbation is a pure function `fn(x, severity, rng)` of one caption (str) or one picture (RGB uint8 array of
-shape HxWx3), with an explicit `numpy.random.Generator`. `apply` derives that generator from
-(seed, meme id, name, severity), so an output is the same on every run, machine and batch order.
+A perturbation is a pure function `fn(x, severity, rng)` of one caption (str) or one picture, with an explicit
+`numpy.random.Generator`. `apply` derives that generator from (seed, meme id, name, severity), so an output is the
+same on every run, machine and batch order.
+
+A picture is a uint8 tensor 3 x H x W on the detector's device (pictures.py). An image perturbation registered with
+`takes="tensor"` (or a `batch` function, which takes either kind) computes on that device; one registered with
+`takes="array"` (a third party's numpy function, or a step that must draw with PIL) gets an H x W x 3 array and its
+result is moved back, at that step only. Pictures come back in the kind they were given: tensors stay tensors on
+their device; arrays handed in by a library user come back as arrays.
 """
 from __future__ import annotations
 
@@ -34,8 +40,11 @@ class Perturbation:
     caption_source: str | None = None
     tags: frozenset[str] = frozenset()
     doc: str = ""
-    # many items at once: fn(items, severity, rngs), or for attacks fn(items, indices, severity, rngs, context)
+    # many items at once: fn(items, severity, rngs), or for attacks fn(items, indices, severity, rngs, context);
+    # for pictures it takes tensors or arrays and returns the kind it was given
     batch: Callable | None = field(default=None, repr=False)
+    # what `fn` takes for a picture: "tensor" (3 x H x W uint8 on its device) or "array" (H x W x 3 uint8)
+    takes: str = "array"
 
     def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
         """The generator for one (seed, meme, perturbation, severity): independent of order and batch."""
@@ -52,6 +61,20 @@ class Perturbation:
     def __call__(self, x, severity: int | None, rng: np.random.Generator, *extra):
         """One item; `extra` is what the kind needs besides (the caption, for a caption-drawing edit)."""
         self.check_severity(severity)
+        return self._one(x, severity, rng, *extra)
+
+    def _one(self, x, severity, rng, *extra):
+        """`fn` on one item, converting a picture to the kind `fn` takes and the result back to the kind given."""
+        if self.modality != "image":
+            return self.fn(x, severity, rng, *extra)
+        from ..pictures import as_picture, to_array
+
+        given_tensor = not isinstance(x, np.ndarray)
+        if self.takes == "tensor":
+            out = self.fn(as_picture(x), severity, rng, *extra)
+            return out if given_tensor else to_array(out)
+        if given_tensor:  # a numpy step: the picture leaves its device for this step only
+            return as_picture(self.fn(to_array(x), severity, rng, *extra), x.device)
         return self.fn(x, severity, rng, *extra)
 
     def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int,
@@ -64,19 +87,19 @@ class Perturbation:
             if captions is None or len(captions) != len(items):
                 raise ValueError(f"perturbation {self.name!r} draws the caption onto the picture: it needs one "
                                  f"caption per picture")
-            return [self.fn(x, severity, self.rng(seed, mid, severity), caption)
+            return [self._one(x, severity, self.rng(seed, mid, severity), caption)
                     for x, mid, caption in zip(items, meme_ids, captions)]
         if not self.needs_model:
             rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
-            if self.batch is not None:  # batched (on the GPU when there is one); same result per item
+            if self.batch is not None:  # batched on the pictures' device; same result per item
                 return self.batch(list(items), severity, rngs)
-            return [self.fn(x, severity, rng) for x, rng in zip(items, rngs)]
+            return [self._one(x, severity, rng) for x, rng in zip(items, rngs)]
         if context is None:
             raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
         rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
         if self.batch is not None:  # same result per item, computed for the whole batch at once
             return self.batch(list(items), list(range(len(items))), severity, rngs, context)
-        return [self.fn(x, severity, rng, context, i) for i, (x, rng) in enumerate(zip(items, rngs))]
+        return [self._one(x, severity, rng, context, i) for i, (x, rng) in enumerate(zip(items, rngs))]
 
 
 _REGISTRY: dict[str, Perturbation] = {}
@@ -94,8 +117,12 @@ def register(
     caption_source: str | None = None,
     tags: Iterable[str] = (),
     batch: Callable | None = None,
+    takes: str = "array",
 ):
-    """Decorator that records `fn(x, severity, rng)` under `name`."""
+    """Decorator that records `fn(x, severity, rng)` under `name`; `takes` says whether an image perturbation's
+    `fn` takes a picture tensor or an array (see the module's docstring)."""
+    if takes not in ("tensor", "array"):
+        raise ValueError(f"takes must be 'tensor' or 'array', got {takes!r}")
     if modality not in MODALITIES:
         raise ValueError(f"modality must be one of {MODALITIES}, got {modality!r}")
     if caption_source not in (None, "condition", "clean"):
@@ -118,6 +145,7 @@ def register(
             tags=frozenset(tags) | {modality},
             doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
             batch=batch,
+            takes=takes,
         )
         return fn
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 
 from .attacks import AttackContext
-from .image import _check_image
 from .registry import register
 
 
@@ -54,14 +53,29 @@ def fit_uap(context: AttackContext, epsilon: float, seed: int = 0, steps: int = 
     return best
 
 
-def add_pattern(x: np.ndarray, pattern: np.ndarray) -> np.ndarray:
-    """`x` plus the pattern resized to its size (bilinear), in 0-255 units, clipped to uint8."""
+def add_pattern(x, pattern: np.ndarray):
+    """`x` (a picture tensor, or an array) plus the pattern resized to its size (bilinear), in 0-255 units, clipped
+    to uint8; the kind it was given."""
+    return add_pattern_batch([x], pattern)[0]
+
+
+def add_pattern_batch(images: list, pattern: np.ndarray) -> list:
+    """`add_pattern` for many pictures, computed on their device: the pattern is resized once per picture size."""
     import torch
 
-    h, w = x.shape[:2]
-    resized = torch.nn.functional.interpolate(torch.from_numpy(pattern).permute(2, 0, 1)[None], size=(h, w),
-                                              mode="bilinear", align_corners=False)[0].permute(1, 2, 0).numpy()
-    return np.clip(np.rint(x.astype(np.float32) + 255.0 * resized), 0, 255).astype(np.uint8)
+    from ..pictures import as_picture, groups_by_size, is_tensor_batch, to_array
+
+    arrays = not is_tensor_batch(images)
+    pictures = [as_picture(x) for x in images]
+    out: list = [None] * len(pictures)
+    for (h, w), rows in groups_by_size(pictures).items():
+        device = pictures[rows[0]].device
+        source = torch.from_numpy(np.ascontiguousarray(pattern)).permute(2, 0, 1)[None].to(device)
+        resized = torch.nn.functional.interpolate(source, size=(h, w), mode="bilinear", align_corners=False)[0]
+        for i in rows:
+            picture = torch.round(pictures[i].float() + 255.0 * resized).clamp(0, 255).to(torch.uint8)
+            out[i] = to_array(picture) if arrays else picture
+    return out
 
 
 def pattern_for(context: AttackContext, epsilon: float, seed: int = 0) -> np.ndarray:
@@ -91,10 +105,11 @@ def pattern_for(context: AttackContext, epsilon: float, seed: int = 0) -> np.nda
 def uap_batch(images, rows, severity, rngs, context: AttackContext):
     epsilon = [2, 4, 8, 12, 16][severity - 1] / 255
     pattern = pattern_for(context, epsilon)
-    return [add_pattern(_check_image(x), pattern) for x in images]
+    return add_pattern_batch(list(images), pattern)
 
 
-@register("uap", modality="image", family="uap", needs_model=True, tags=("white_box",), batch=uap_batch)
-def uap(x: np.ndarray, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> np.ndarray:
+@register("uap", modality="image", family="uap", needs_model=True, tags=("white_box",), batch=uap_batch,
+          takes="tensor")
+def uap(x, severity: int, rng: np.random.Generator, context: AttackContext, index: int):
     """Add the detector's universal adversarial perturbation; severity sets its L-infinity budget (2-16 / 255)."""
     return uap_batch([x], [index], severity, [rng], context)[0]

@@ -35,16 +35,15 @@ def _one_of_the_common(x: torch.Tensor, severity: int, draws) -> torch.Tensor:
 
 
 @register("imagenet_c", modality="image", family="imagenet_c", tags={"imagenet_c", "family"},
-          batch=lambda images, severity, rngs: run_batched(_one_of_the_common, images, severity, rngs))
-def imagenet_c(image: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
+          batch=lambda images, severity, rngs: run_batched(_one_of_the_common, images, severity, rngs), takes="tensor")
+def imagenet_c(picture: torch.Tensor, severity: int, rng: np.random.Generator) -> torch.Tensor:
     """One of the 15 common ImageNet-C corruptions per picture at this severity: Rainbow Noise's image noise 2 as one
     condition, so that it pairs with each caption attack in the grid (the per-corruption view: run the 15 names)."""
-    return run_batched(_one_of_the_common, [image], severity, [rng])[0]
+    return run_batched(_one_of_the_common, [picture], severity, [rng])[0]
 
 
-@register("blank", modality="image", family="blank", severities=None, label_preserving=False, tags={"ablation"})
-def blank(image: np.ndarray, severity, rng: np.random.Generator) -> np.ndarray:
+@register("blank", modality="image", family="blank", severities=None, label_preserving=False, tags={"ablation"},
+          takes="tensor")
+def blank(picture: torch.Tensor, severity, rng: np.random.Generator) -> torch.Tensor:
     """Every pixel 255 (the adaptation benchmark's `blank`): what the detector decides from the caption alone."""
-    from ..image import _check_image
-
-    return np.full_like(_check_image(image), 255)
+    return torch.full_like(picture, 255)

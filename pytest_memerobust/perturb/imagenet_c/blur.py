@@ -1,13 +1,15 @@
 """ImageNet-C's blur corruptions: defocus, glass, motion, zoom and gaussian blur, after `imagecorruptions` 1.1.2."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from . import tensor
-from .tensor import Draws, clipped_zoom, corruption, filter2d, gaussian_filter, sampled_gaussian, to_uint8
+from .tensor import (Draws, clipped_zoom, corruption, filter2d, gaussian_filter, integer_fields, sampled_gaussian,
+                     to_uint8)
 
 
 def cv2_gaussian_kernel1d(ksize: int, sigma: float) -> np.ndarray:
@@ -41,6 +43,29 @@ def defocus_blur(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torc
     return filter2d(x, disk(radius, alias_blur))
 
 
+def _scrambled(where_from: torch.Tensor, targets: torch.Tensor, sources: torch.Tensor) -> torch.Tensor:
+    """The reference's swap loop, vectorised. It visits `targets` in order (bottom-right to top-left) and its
+    `x[h, w], x[h', w'] = x[h', w'], x[h, w]` swaps numpy views: after the first assignment the second copies the
+    new x[h, w] back, so (h', w') keeps its pixel and each target takes what its source holds at that moment.
+    A source that is a target visited earlier (a larger flat index) already holds its own source's pixel, so
+    the result follows chains of such links to their ends, resolved by pointer doubling on the device.
+    where_from: [B, H*W] current origin of every pixel; targets: [T] ascending-visit order; sources: [B, T]."""
+    b, n = where_from.shape
+    visited_earlier = torch.zeros(n, dtype=torch.bool, device=targets.device)
+    visited_earlier[targets] = True
+    linked = visited_earlier[sources] & (sources > targets)
+    link = torch.arange(n, device=targets.device).repeat(b, 1)
+    link.scatter_(1, targets.expand(b, -1), torch.where(linked, sources, targets.expand(b, -1)))
+    end_value = where_from.clone()
+    end_value.scatter_(1, targets.expand(b, -1), where_from.gather(1, sources))
+    for _ in range(max(1, math.ceil(math.log2(n)) + 1)):
+        jumped = link.gather(1, link)
+        if torch.equal(jumped, link):
+            break
+        link = jumped
+    return end_value.gather(1, link)
+
+
 @corruption("glass_blur", group="blur")
 def glass_blur(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.Tensor:
     """Frosted-glass blur: blur, local pixel scrambling, blur again; ImageNet-C definition."""
@@ -50,19 +75,12 @@ def glass_blur(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.
     x = to_uint8(gaussian_filter(x, sigma)).to(x.dtype) / 255
     rows = np.arange(h - max_delta, max_delta, -1)  # the reference's loop order: bottom-right to top-left
     cols = np.arange(w - max_delta, max_delta, -1)
-    targets = (rows[:, None] * w + cols[None, :]).ravel()
-    sources = torch.empty(b, h * w, dtype=torch.long)
-    for n, d in enumerate(draws):
-        where_from = list(range(h * w))  # where each pixel of the scrambled picture comes from
+    targets = torch.from_numpy((rows[:, None] * w + cols[None, :]).ravel()).to(x.device)
+    sources = torch.arange(h * w, device=x.device).repeat(b, 1)  # where each scrambled pixel comes from
+    if len(targets):  # else too small for any swap: the reference draws nothing either
         for _ in range(iterations):
-            if not len(targets):
-                break  # too small for any swap: the reference draws nothing either
-            dx, dy = d.integers(-max_delta, max_delta, (len(targets), 2)).cpu().numpy().T
-            # The reference's `x[h, w], x[h', w'] = x[h', w'], x[h, w]` swaps numpy views: after the first
-            # assignment the second copies the new x[h, w] back, so (h', w') keeps its pixel and (h, w) takes it.
-            for target, source in zip(targets.tolist(), (targets + dy * w + dx).tolist()):
-                where_from[target] = where_from[source]
-        sources[n] = torch.tensor(where_from)
+            shifts = integer_fields(draws, -max_delta, max_delta, (len(targets), 2), x.device)
+            sources = _scrambled(sources, targets, targets + shifts[..., 1] * w + shifts[..., 0])
     index = sources.to(x.device)[:, None, :].expand(b, x.shape[1], h * w)
     x = x.reshape(b, -1, h * w).gather(2, index).reshape(x.shape)
     return gaussian_filter(x, sigma)

@@ -19,7 +19,9 @@ import PIL
 import torch
 from PIL import Image
 
-from .tensor import Draws, boundary_indices, corruption, gaussian_filter, hsv_to_rgb, rgb_to_hsv, to_uint8
+from ...pictures import pillow_box_resize
+from .tensor import (Draws, boundary_indices, corruption, gaussian_filter, hsv_to_rgb, rgb_to_hsv, to_uint8,
+                     uniform_fields)
 
 
 @corruption("brightness", group="digital")
@@ -85,72 +87,16 @@ def elastic_transform(x: torch.Tensor, severity: int, draws: Sequence[Draws]) ->
     alpha = [250 * 0.05, 250 * 0.065, 250 * 0.085, 250 * 0.1, 250 * 0.12][severity - 1]
     h, w = x.shape[-2:]
     max_shift = h * 0.005  # the reference uses the height for both axes
-    fields = []
-    for d in draws:
-        dx = d.uniform(-max_shift, max_shift, (h, w))
-        dy = d.uniform(-max_shift, max_shift, (h, w))
-        fields.append(torch.stack([dy, dx]).to(x.device, torch.float32))
-    shifts = gaussian_filter(torch.stack(fields), (h * 0.01, w * 0.01), mode="reflect", truncate=3.0) * alpha
+    dx = uniform_fields(draws, -max_shift, max_shift, (h, w), x.device)
+    dy = uniform_fields(draws, -max_shift, max_shift, (h, w), x.device)
+    fields = torch.stack([dy, dx], dim=1)
+    shifts = gaussian_filter(fields, (h * 0.01, w * 0.01), mode="reflect", truncate=3.0) * alpha
     rows = torch.arange(h, device=x.device, dtype=torch.float32)[:, None] + shifts[:, 0]
     cols = torch.arange(w, device=x.device, dtype=torch.float32) + shifts[:, 1]
     return map_coordinates_linear(x, rows, cols, mode="reflect")
 
 
 # --- pixelate: Pillow's resizes -----------------------------------------------------------------------------
-
-PRECISION_BITS = 22  # Pillow's fixed-point weights for 8-bit pictures (32 - 8 - 2)
-# Pillow 13 (python-pillow/Pillow#9549) resizes rows first when that removes more than twice as many rows as the
-# column pass removes columns; older Pillow always resized columns first. Each pass rounds to uint8, so the order
-# shows in the last bit. (The rule was measured against Pillow 13.0.0; tests check it against the installed Pillow.)
-PILLOW_ROWS_FIRST = int(PIL.__version__.split(".")[0]) >= 13
-
-
-@functools.lru_cache(maxsize=256)
-def pillow_box_taps(n_in: int, n_out: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pillow's BOX resampling of one axis (Resample.c `precompute_coeffs`, `normalize_coeffs_8bpc`): for each
-    output, the input indices it reads (n_out x taps) and their fixed-point weights (0 for padding taps)."""
-    scale = n_in / n_out
-    filterscale = max(scale, 1.0)
-    support = 0.5 * filterscale
-    ss = 1.0 / filterscale
-    taps = math.ceil(support) * 2 + 1
-    index = np.zeros((n_out, taps), dtype=np.int64)
-    weight = np.zeros((n_out, taps), dtype=np.int64)
-    for out in range(n_out):
-        center = (out + 0.5) * scale
-        first = max(int(center - support + 0.5), 0)
-        end = min(int(center + support + 0.5), n_in)
-        # the box filter: 1 for the input pixels whose centres fall in the output pixel, else 0
-        inside = [1.0 if -0.5 < (i - center + 0.5) * ss <= 0.5 else 0.0 for i in range(first, end)]
-        for k, v in enumerate(inside):
-            index[out, k] = first + k
-            weight[out, k] = int(0.5 + v / sum(inside) * (1 << PRECISION_BITS))
-    return torch.from_numpy(index), torch.from_numpy(weight)
-
-
-def box_resize_last_axis(x: torch.Tensor, n_out: int) -> torch.Tensor:
-    """Resize the last axis of an int32 uint8-valued tensor with Pillow's BOX filter, rounding as Pillow does."""
-    index, weight = (t.to(x.device) for t in pillow_box_taps(x.shape[-1], n_out))
-    total = torch.full((*x.shape[:-1], n_out), 1 << (PRECISION_BITS - 1), dtype=torch.int32, device=x.device)
-    for k in range(index.shape[1]):
-        total += x[..., index[:, k]] * weight[:, k].to(torch.int32)
-    return (total >> PRECISION_BITS).clamp(0, 255)
-
-
-def pillow_box_resize(pixels: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """Pillow's BOX resize of the last two axes of an int32 uint8-valued tensor, its two passes in Pillow's order."""
-    h, w = pixels.shape[-2:]
-
-    def columns(p: torch.Tensor) -> torch.Tensor:
-        return box_resize_last_axis(p, width)
-
-    def rows(p: torch.Tensor) -> torch.Tensor:
-        return box_resize_last_axis(p.transpose(-1, -2), height).transpose(-1, -2)
-
-    if PILLOW_ROWS_FIRST and h - height > 2 * (w - width):
-        return columns(rows(pixels))
-    return rows(columns(pixels))
-
 
 @functools.lru_cache(maxsize=256)
 def pillow_nearest_index(n_in: int, n_out: int) -> torch.Tensor:

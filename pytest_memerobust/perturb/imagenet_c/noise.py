@@ -1,20 +1,20 @@
 """ImageNet-C's noise corruptions: gaussian, shot, impulse and speckle noise, after `imagecorruptions` 1.1.2.
 
-Every noise field is drawn per picture in the reference's H x W x 3 layout (so the fidelity tests can feed the
-reference's own numbers) and then moved to channels-first.
+Every noise field is drawn for the whole batch on the device (one keyed field per picture) in the reference's
+H x W x 3 layout, so the fidelity tests can feed the reference's own numbers, and then moved to channels-first.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
-from .tensor import Draws, corruption, stack_fields
+from .tensor import Draws, corruption, normal_fields, poisson_fields, uniform_fields
 
 
-def _per_picture(x: torch.Tensor, draws: Sequence[Draws], field: Callable[[Draws], torch.Tensor]) -> torch.Tensor:
-    """One H x W x 3 field per picture, moved to x's B x 3 x H x W layout."""
-    return stack_fields(draws, field, x.device, x.dtype).permute(0, 3, 1, 2)
+def _channels_first(field: torch.Tensor) -> torch.Tensor:
+    """B x H x W x 3 fields (the reference's layout) in x's B x 3 x H x W layout."""
+    return field.permute(0, 3, 1, 2)
 
 
 @corruption("gaussian_noise", group="noise")
@@ -22,7 +22,7 @@ def gaussian_noise(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> to
     """Additive Gaussian sensor noise (high gain, low light); ImageNet-C definition."""
     c = [.08, .12, 0.18, 0.26, 0.38][severity - 1]
     h, w = x.shape[-2:]
-    return x + _per_picture(x, draws, lambda d: d.normal((h, w, 3), scale=c))
+    return x + _channels_first(normal_fields(draws, (h, w, 3), scale=c, device=x.device, dtype=x.dtype))
 
 
 @corruption("shot_noise", group="noise")
@@ -30,8 +30,7 @@ def shot_noise(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.
     """Poisson photon noise (low light); ImageNet-C definition."""
     c = [60, 25, 12, 5, 3][severity - 1]
     lam = (x * c).permute(0, 2, 3, 1)  # the reference's H x W x 3 layout, so its Poisson draws line up
-    counts = torch.stack([d.poisson(lam[i]).to(x.device, x.dtype) for i, d in enumerate(draws)])
-    return counts.permute(0, 3, 1, 2) / float(c)
+    return _channels_first(poisson_fields(draws, lam)) / float(c)
 
 
 @corruption("impulse_noise", group="noise")
@@ -41,8 +40,8 @@ def impulse_noise(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> tor
     h, w = x.shape[-2:]
     # skimage's random_noise(mode='s&p'): every value (each channel on its own) flips with probability `amount`,
     # a flipped value becomes 1 or 0 with even odds (salt_vs_pepper=0.5); both fields compare uniforms with <=.
-    flipped = _per_picture(x, draws, lambda d: d.uniform(0.0, 1.0, (h, w, 3))) <= amount
-    salted = _per_picture(x, draws, lambda d: d.uniform(0.0, 1.0, (h, w, 3))) <= 0.5
+    flipped = _channels_first(uniform_fields(draws, 0.0, 1.0, (h, w, 3), x.device, x.dtype)) <= amount
+    salted = _channels_first(uniform_fields(draws, 0.0, 1.0, (h, w, 3), x.device, x.dtype)) <= 0.5
     return torch.where(flipped, salted.to(x.dtype), x)
 
 
@@ -51,4 +50,4 @@ def speckle_noise(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> tor
     """Multiplicative speckle noise (coherent imaging, compression of noisy scans); ImageNet-C definition."""
     c = [.15, .2, 0.35, 0.45, 0.6][severity - 1]
     h, w = x.shape[-2:]
-    return x + x * _per_picture(x, draws, lambda d: d.normal((h, w, 3), scale=c))
+    return x + x * _channels_first(normal_fields(draws, (h, w, 3), scale=c, device=x.device, dtype=x.dtype))

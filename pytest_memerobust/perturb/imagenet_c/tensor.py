@@ -16,13 +16,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..image import _check_image
+from .. import keyed
+from ...pictures import as_picture, groups_by_size, is_tensor_batch, to_array
 from ..registry import register
 
 DEVICE_ENV = "MEMEROBUST_PERTURB_DEVICE"
 # Pictures per call of a corruption. On a GPU a large batch keeps it busy (and bounds its memory for large memes);
 # on a CPU small batches stay in cache, which measured fastest (bench/imagenet_c.py).
-CHUNK = {"cuda": 64, "cpu": 8}
+CHUNK = {"cuda": 128, "cpu": 8}
+CHUNK_PIXELS = {"cuda": 128 * 512 * 512, "cpu": 8 * 512 * 512}
 FFT_MIN_TAPS = 121  # filter2d convolves kernels of at least this many taps (11 x 11) through the FFT
 
 Corruption = Callable[[torch.Tensor, int, Sequence["Draws"]], torch.Tensor]
@@ -37,35 +39,90 @@ def default_device() -> torch.device:
 
 
 class Draws:
-    """The random numbers of one image, from that image's own generator.
+    """The random numbers of one picture, keyed by that picture's own generator.
 
-    Scalars (an angle, a crop offset) come from the numpy `rng`; per-pixel fields from a CPU torch generator seeded
-    by it and are then moved to the device, so an image's corruption is the same on a CPU and on a GPU, in any
-    batch. The method names and argument orders mirror `numpy.random`, which lets the fidelity tests substitute the
-    reference's global-state draws one for one.
+    Scalars (an angle, a crop offset) come from the numpy `rng`. Fields come from `keyed`: each field is a hash of
+    (the picture's key, the field's number, the element's index) computed on the device, so a picture's corruption
+    is the same in any batch, order or worker, and no field crosses from the CPU. The method names and argument
+    orders mirror `numpy.random`, which lets the fidelity tests substitute the reference's global-state draws one
+    for one; the `*_fields` functions below draw one field per picture for a whole batch in one pass.
     """
 
     def __init__(self, rng: np.random.Generator, device: torch.device | str = "cpu"):
         self.rng = rng
         self.device = torch.device(device)
-        self._generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
+        self.key = int(rng.integers(2**63))
+        self._fields = 0  # fields drawn so far: the next field's number
+
+    def next_keys(self, count: int) -> list[tuple[int, int]]:
+        """Round keys of this picture's next `count` fields."""
+        keys = [keyed.field_keys(self.key, self._fields + i) for i in range(count)]
+        self._fields += count
+        return keys
 
     def normal(self, shape: tuple[int, ...], loc: float = 0.0, scale: float = 1.0) -> torch.Tensor:
-        return (torch.randn(shape, generator=self._generator) * scale + loc).to(self.device)
+        return normal_fields([self], shape, loc, scale, self.device)[0]
 
     def uniform(self, low: float, high: float, shape: tuple[int, ...] | None = None):
         if shape is None:
             return float(self.rng.uniform(low, high))
-        return (torch.rand(shape, generator=self._generator) * (high - low) + low).to(self.device)
+        return uniform_fields([self], low, high, shape, self.device)[0]
 
     def integers(self, low: int, high: int, shape: tuple[int, ...] | None = None):
         """Integers in [low, high), as `numpy.random.randint`."""
         if shape is None:
             return int(self.rng.integers(low, high))
-        return torch.randint(low, high, shape, generator=self._generator).to(self.device)
+        return integer_fields([self], low, high, shape, self.device)[0]
 
     def poisson(self, lam: torch.Tensor) -> torch.Tensor:
-        return torch.poisson(lam.detach().float().cpu(), generator=self._generator).to(self.device)
+        return poisson_fields([self], lam[None].to(self.device))[0]
+
+
+def _stream_keys(draws: Sequence, streams: int, device: torch.device) -> list[torch.Tensor] | None:
+    """Per stream, the [B, 2] round keys of every picture's next field; None when some draws are not keyed (the
+    fidelity tests' reference draws), which then draw one picture at a time."""
+    if not all(isinstance(d, Draws) for d in draws):
+        return None
+    keys = [d.next_keys(streams) for d in draws]
+    return [torch.tensor([k[s] for k in keys], dtype=torch.int32, device=device) for s in range(streams)]
+
+
+def normal_fields(draws: Sequence[Draws], shape: tuple[int, ...], loc: float = 0.0, scale: float = 1.0,
+                  device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[B, *shape]: one normal field per picture, from each picture's own draws, computed on `device`."""
+    device = torch.device(device) if device is not None else draws[0].device
+    keys = _stream_keys(draws, 2, device)
+    if keys is None:
+        return torch.stack([d.normal(shape, loc=loc, scale=scale).to(device, dtype) for d in draws])
+    return (keyed.normals((keys[0], keys[1]), shape) * scale + loc).to(dtype)
+
+
+def uniform_fields(draws: Sequence[Draws], low: float, high: float, shape: tuple[int, ...], device=None,
+                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[B, *shape]: one uniform field in [low, high) per picture, computed on `device`."""
+    device = torch.device(device) if device is not None else draws[0].device
+    keys = _stream_keys(draws, 1, device)
+    if keys is None:
+        return torch.stack([d.uniform(low, high, shape).to(device, dtype) for d in draws])
+    return keyed.uniforms(keys[0], shape, dtype) * (high - low) + low
+
+
+def integer_fields(draws: Sequence[Draws], low: int, high: int, shape: tuple[int, ...], device=None) -> torch.Tensor:
+    """[B, *shape]: one field of integers in [low, high) per picture, computed on `device`."""
+    device = torch.device(device) if device is not None else draws[0].device
+    keys = _stream_keys(draws, 1, device)
+    if keys is None:
+        return torch.stack([d.integers(low, high, shape).to(device) for d in draws])
+    u = keyed.uniforms(keys[0], shape, torch.float64)
+    return (torch.floor(u * (high - low)) + low).long().clamp(max=high - 1)
+
+
+def poisson_fields(draws: Sequence[Draws], lam: torch.Tensor) -> torch.Tensor:
+    """Poisson counts for a batch of means `lam` [B, ...], each picture's from its own draws, on lam's device."""
+    keys = _stream_keys(draws, 1, lam.device)
+    if keys is None:
+        return torch.stack([d.poisson(lam[i]).to(lam.device, lam.dtype) for i, d in enumerate(draws)])
+    return keyed.poisson(lam, keyed.uniforms(keys[0], lam.shape[1:], torch.float64)).to(lam.dtype)
 
 
 def stack_fields(draws: Sequence[Draws], field: Callable[[Draws], torch.Tensor], device: torch.device,
@@ -83,30 +140,37 @@ def to_uint8(x: torch.Tensor) -> torch.Tensor:
     return torch.floor(x.clamp(0, 1) * 255 + 1e-3).clamp(0, 255).to(torch.uint8)
 
 
-def run_batched(corruption: Corruption, images: Sequence[np.ndarray], severity: int,
-                rngs: Sequence[np.random.Generator], device: torch.device | str | None = None,
-                chunk: int | None = None) -> list[np.ndarray]:
-    """Apply `corruption` to RGB uint8 pictures of any sizes: same-size pictures are stacked into one batch on the
-    device, and every picture keeps its own draws, so the result does not depend on how pictures are grouped."""
-    device = torch.device(device) if device is not None else default_device()
-    chunk = chunk or CHUNK.get(device.type, CHUNK["cpu"])
-    images = [_check_image(x) for x in images]
-    out: list[np.ndarray | None] = [None] * len(images)
-    by_shape: dict[tuple[int, ...], list[int]] = {}
-    for i, x in enumerate(images):
-        by_shape.setdefault(x.shape, []).append(i)
-    for indices in by_shape.values():
-        for start in range(0, len(indices), chunk):
-            part = indices[start : start + chunk]
-            draws = [Draws(rngs[i], device) for i in part]
-            batch = torch.from_numpy(np.stack([images[i] for i in part])).to(device)
-            x = batch.permute(0, 3, 1, 2).float() / 255.0
+def chunk_size(device: torch.device, height: int, width: int) -> int:
+    """Pictures per call of a corruption on `device`: `CHUNK` for pictures up to `CHUNK_PIXELS` / CHUNK pixels,
+    fewer for larger ones, so that peak memory stays bounded (1,024 x 1,024 memes get a quarter of 512 x 512's)."""
+    kind = device.type if device.type in CHUNK else "cpu"
+    return max(1, min(CHUNK[kind], CHUNK_PIXELS[kind] // (height * width)))
+
+
+def run_batched(corruption: Corruption, images: Sequence, severity: int, rngs: Sequence[np.random.Generator],
+                device: torch.device | str | None = None, chunk: int | None = None) -> list:
+    """Apply `corruption` to pictures of any sizes: same-size pictures are stacked into one batch, and every picture
+    keeps its own draws, so the result does not depend on how pictures are grouped.
+
+    Picture tensors (3 x H x W uint8) are corrupted on their own device and come back as tensors there; arrays
+    (H x W x 3, a library user's) are corrupted on `default_device()` and come back as arrays. `device` overrides."""
+    arrays = not is_tensor_batch(images)
+    pictures = [as_picture(x) for x in images]
+    out: list = [None] * len(pictures)
+    for (h, w), indices in groups_by_size(pictures).items():
+        here = (torch.device(device) if device is not None
+                else default_device() if arrays else pictures[indices[0]].device)
+        step = chunk or chunk_size(here, h, w)
+        for start in range(0, len(indices), step):
+            part = indices[start : start + step]
+            draws = [Draws(rngs[i], here) for i in part]
+            x = torch.stack([pictures[i].to(here, non_blocking=True) for i in part]).float() / 255.0
             # TF32 convolutions would cost the GPU output levels the fidelity tests hold it to
             with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
                 y = to_uint8(corruption(x, severity, draws))
-            for i, picture in zip(part, y.permute(0, 2, 3, 1).cpu().numpy()):
-                out[i] = np.ascontiguousarray(picture)
-    return out  # type: ignore[return-value]
+            for i, picture in zip(part, y):
+                out[i] = to_array(picture) if arrays else picture
+    return out
 
 
 # --- padding and filters ------------------------------------------------------------------------------------
@@ -314,14 +378,14 @@ def corruption(name: str, *, group: str, severities: Sequence[int] = (1, 2, 3, 4
 
     def decorator(fn: Corruption) -> Corruption:
         @functools.wraps(fn)
-        def one(image: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
-            return run_batched(fn, [image], severity, [rng])[0]
+        def one(picture: torch.Tensor, severity: int, rng: np.random.Generator) -> torch.Tensor:
+            return run_batched(fn, [picture], severity, [rng])[0]
 
         def many(images, severity, rngs):
             return run_batched(fn, images, severity, rngs)
 
         register(name, modality="image", family=name, severities=severities, tags={"imagenet_c", group},
-                 batch=many)(one)
+                 batch=many, takes="tensor")(one)
         CORRUPTIONS[name] = fn
         return fn
 

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from .tensor import (Draws, clipped_zoom, corruption, filter2d, gaussian_filter, motion_blur, rgb_to_gray,
-                     stack_fields)
+from .tensor import (Draws, clipped_zoom, corruption, filter2d, gaussian_filter, motion_blur, normal_fields,
+                     rgb_to_gray, stack_fields)
 
 FROST_DIR = Path(__file__).parent / "frost"
 FROST_FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
@@ -35,12 +35,11 @@ def snow(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.Tensor
          (0.55, 0.3, 4.5, 0.85, 12, 8, 0.65),
          (0.55, 0.3, 2.5, 0.85, 12, 12, 0.55)][severity - 1]
     h, w = x.shape[-2:]
-    fields, angles = [], []
-    for d in draws:  # per picture, the flake field first, then the angle of the fall
-        fields.append(d.normal((h, w), loc=c[0], scale=c[1]).to(x.device))
-        angles.append(d.uniform(-135, -45))
+    # per picture, the flake field first, then the angle of the fall (the reference's order)
+    fields = normal_fields(draws, (h, w), loc=c[0], scale=c[1], device=x.device)
+    angles = [d.uniform(-135, -45) for d in draws]
     # float64 like the reference: the layer is rounded to 1/255 steps below, where float32 error flips levels
-    flakes = clipped_zoom(torch.stack(fields)[:, None].double(), c[2], crop=False)
+    flakes = clipped_zoom(fields[:, None].double(), c[2], crop=False)
     flakes = torch.where(flakes < c[3], 0.0, flakes).clamp(0, 1)
     flakes = motion_blur(flakes, radius=c[4], sigma=c[5], angles=angles)
     flakes = (torch.round(flakes * 255) / 255)[..., :h, :w].to(x.dtype)
@@ -241,7 +240,7 @@ def spatter(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.Ten
          (0.67, 0.4, 1, 0.65, 1.5, 1)][severity - 1]
     h, w = x.shape[-2:]
     # float64 like the reference: the liquid is cut at a threshold and truncated to levels, where float32 flips
-    liquid = stack_fields(draws, lambda d: d.normal((h, w), loc=c[0], scale=c[1]), x.device, torch.float64)[:, None]
+    liquid = normal_fields(draws, (h, w), loc=c[0], scale=c[1], device=x.device, dtype=torch.float64)[:, None]
     liquid = gaussian_filter(liquid, c[2])
     liquid = torch.where(liquid < c[3], 0.0, liquid)
     if c[5] == 0:  # water, pale turquoise in the reference's channel order
