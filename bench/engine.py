@@ -1,16 +1,22 @@
-"""What the evaluation engine saves: the Rainbow Noise grid plus every ImageNet-C corruption (the built-in
-rainbow-noise.toml and imagenet-c.toml suites), evaluated three ways in one run:
+"""What the evaluation engine costs against what the encoders alone cost: the Rainbow Noise grid plus every
+ImageNet-C corruption (the built-in rainbow-noise.toml and imagenet-c.toml suites), measured in one run:
 
-- naive: every condition on its own, re-encoding every picture and caption it shows the detector;
 - engine: one Engine, each distinct input encoded once, the next perturbations computed in the background;
-- ceiling: the encoder alone on exactly the distinct inputs the engine encoded (no perturbation, no head).
+- ceiling: the encoders alone on device-ready inputs: the normalised pixels of exactly the distinct pictures the
+  engine encoded (already resized, on the device), and its distinct captions;
+- naive (unless --skip-naive): every condition on its own, re-encoding every picture and caption it shows;
+- stages, each on the same distinct inputs, in pictures/s: decode (files or arrays to tensors on the device),
+  perturb (every model-free image side of the grid), preprocess (resize, crop, normalise on the device), encode
+  (the image encoder on those pixels), head; so the bottleneck is visible.
 
-    python bench/engine.py --model memeclip --memes 64            # the card's demo weights, on the CPU
-    python bench/engine.py --backbone vit-l-14 --device cuda --memes 1000 --precision bf16
-    python bench/engine.py --suites rainbow-noise.toml                # the paper's grid alone
+    python bench/engine.py --model memeclip --memes 64                 # the card's demo weights, on the CPU
+    python bench/engine.py --backbone vit-l-14 --device cuda --memes 100 --size 512 --precision bf16 --skip-naive
+    python bench/engine.py --data pridemm:/data/PrideMM:test --task hate --backbone vit-b-32 --device cuda
+    python bench/engine.py --suites rainbow-noise.toml                 # the paper's grid alone
 
-Attacks (HotFlip, universal triggers, UAP) are left out unless --attacks: the naive way would fit them once per
-condition. Prints the times and the two ratios the issue sets targets for (naive / engine >= 3, engine / ceiling
+`--size` draws the demo memes at that many pixels (real memes are about 512). Attacks (HotFlip, universal triggers,
+UAP) are left out unless --attacks: the naive way would fit them once per condition, and their queries count as
+encoded inputs. Prints the times, the stage rates and the ratio the issue sets a target for (engine / ceiling
 <= 1.5 on a GPU).
 """
 from __future__ import annotations
@@ -22,7 +28,10 @@ import time
 import numpy as np
 import torch
 
+from tabulate import tabulate
+
 from pytest_memerobust.data import load_dataset
+from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.detectors import find_card, load_detector
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.perturb import get
@@ -63,7 +72,8 @@ def grid(suites: list[str], attacks: bool) -> list[Condition]:
 
 
 class Recording:
-    """The detector, remembering every input it is asked to encode (the engine's distinct inputs)."""
+    """The detector, remembering every input it is asked to encode (the engine's distinct inputs; pictures stay
+    tensors on the device)."""
 
     def __init__(self, detector):
         self._detector, self.images, self.texts = detector, [], []
@@ -90,12 +100,60 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def batches(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def stage_rates(detector, data, conditions, pictures: list, texts: list, args) -> list[tuple[str, int, float]]:
+    """(stage, inputs, seconds) for each stage of the image path, and the caption encoder, on the same inputs."""
+    from pytest_memerobust.pictures import fit_to_encoder
+
+    device = str(detector.device)
+    autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    rows = []
+    decoded: list = []
+    rows.append(("decode", len(data), timed(lambda: decoded.extend(m.picture(device) for m in data.memes))))
+    sides = dict.fromkeys((c.image, c.image_severity) for c in conditions if c.image)
+    sides = [(get(n), s) for n, s in sides if not get(n).needs_model and not get(n).caption_source]
+    ids = [m.id for m in data.memes]
+    rows.append(("perturb", len(sides) * len(decoded),
+                 timed(lambda: [p.apply(decoded, ids, s, seed=0) for p, s in sides])))
+    backbone = getattr(detector, "backbone", None)
+    with torch.no_grad(), autocast:
+        if backbone is not None and backbone.image_dim:
+            from pytest_memerobust.detectors.backbones import CLIP_MEAN, CLIP_STD
+
+            pixels: list = []
+            rows.append(("preprocess", len(pictures), timed(lambda: pixels.extend(
+                fit_to_encoder(b, backbone.image_size, backbone.center_crop, CLIP_MEAN, CLIP_STD, device)
+                for b in batches(pictures, args.batch_size)))))
+            rows.append(("encode pictures (ceiling)", len(pictures),
+                         timed(lambda: [backbone.encode_pixels(b) for b in pixels])))
+        elif pictures:
+            rows.append(("encode pictures (ceiling)", len(pictures),
+                         timed(lambda: [detector.encode_images(b) for b in batches(pictures, args.batch_size)])))
+        rows.append(("encode captions (ceiling)", len(texts),
+                     timed(lambda: [detector.encode_texts(b) for b in batches(texts, args.batch_size)])))
+    n = len(pictures) or len(texts)
+    image_features = np.zeros((n, 0), np.float32)
+    if pictures:
+        image_features = np.concatenate([detector.encode_images(b) for b in batches(pictures[:n], args.batch_size)])
+    text_features = np.concatenate([detector.encode_texts(b) for b in batches((texts * n)[:n], args.batch_size)])
+    rows.append(("head", n, timed(lambda: [detector.head(image_features[i : i + args.batch_size],
+                                                         text_features[i : i + args.batch_size])
+                                           for i in range(0, n, args.batch_size)])))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="memeclip", help="model card (with its demo weights unless --backbone)")
     parser.add_argument("--backbone", choices=sorted(BACKBONES), help="MemeCLIP on a CLIP of this size, random")
     parser.add_argument("--suites", nargs="+", default=["rainbow-noise.toml", "imagenet-c.toml"])
-    parser.add_argument("--data", default="demo")
+    parser.add_argument("--data", default="demo", help="a dataset spec, as --memerobust-data (default: demo memes)")
+    parser.add_argument("--task", help="label task (default: the card's)")
+    parser.add_argument("--size", type=int, help="draw the demo memes this many pixels square (real memes: 512)")
     parser.add_argument("--memes", type=int, default=64)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -110,10 +168,17 @@ def main() -> None:
         card = dataclasses.replace(find_card("memeclip"), backbone=backbone, checkpoint=None, demo_weights=False,
                                    params={**find_card("memeclip").params, "map_dim": map_dim})
     detector = load_detector(card, None, args.device)
-    data = load_dataset(args.data).head(args.memes)
+    task = args.task or detector.card.task
+    if args.size and not args.data.startswith("demo"):
+        parser.error("--size draws demo memes: it goes with --data demo[:split]")
+    if args.size:
+        split = args.data.partition(":")[2] or "test"
+        data, training_data = demo_dataset(split, size=args.size), demo_dataset("train", size=args.size)
+    else:
+        data = load_dataset(args.data)
+        training_data = load_dataset(training_spec(args.data) or args.data)  # universal triggers and UAP fit on it
+    data = data.labelled(task).head(args.memes)
     conditions = grid(args.suites, args.attacks)
-    task = detector.card.task
-    training_data = load_dataset(training_spec(args.data) or args.data)  # universal triggers and UAP fit on it
 
     def training():
         return [m.text for m in training_data.memes], training_data.labels(task), training_data.memes
@@ -133,24 +198,23 @@ def main() -> None:
         for condition in conditions:
             run.predict(condition)
 
-    def ceiling() -> None:
-        with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            for items, encode in ((recording.images, detector.encode_images), (recording.texts, detector.encode_texts)):
-                for start in range(0, len(items), args.batch_size):
-                    encode(items[start : start + args.batch_size])
-
     engine_s = timed(engine)
-    ceiling_s = timed(ceiling)
+    stages = stage_rates(detector, data, conditions, recording.images, recording.texts, args)
+    ceiling_s = sum(seconds for name, _, seconds in stages if "ceiling" in name)
     naive_s = float("nan") if args.skip_naive else timed(naive)
     shown = len(conditions) * len(data)
+    size = "x".join(str(v) for v in data.memes[0].picture().shape[1:])
     print(f"{detector.card.name}{f' ({args.backbone}-sized CLIP, random)' if args.backbone else ''} on {args.device}, "
-          f"{args.precision}, torch {torch.__version__} ({torch.get_num_threads()} threads); {len(data)} memes x "
-          f"{len(conditions)} conditions = {shown} (picture, caption) pairs shown to the detector")
+          f"{args.precision}, batch {args.batch_size}, torch {torch.__version__} ({torch.get_num_threads()} threads); "
+          f"{len(data)} memes of {size} ({data.name}) x {len(conditions)} conditions = {shown} (picture, caption) "
+          f"pairs shown to the detector")
     print(f"inputs the engine encoded (attack queries included): {len(recording.images)} pictures, "
-          f"{len(recording.texts)} captions "
-          f"(naive encodes {shown} of each)")
-    print(f"naive    {naive_s:8.2f} s")
-    print(f"engine   {engine_s:8.2f} s   naive / engine   = {naive_s / engine_s:6.2f}x   (target >= 3)")
+          f"{len(recording.texts)} captions (naive encodes {shown} of each)")
+    print(tabulate([(name, n, f"{seconds:.3f}", f"{n / seconds:,.0f}" if seconds else "-")
+                    for name, n, seconds in stages],
+                   headers=["stage", "inputs", "seconds", "inputs/s"], colalign=("left", "right", "right", "right")))
+    print(f"naive    {naive_s:8.2f} s   naive / engine   = {naive_s / engine_s:6.2f}x")
+    print(f"engine   {engine_s:8.2f} s")
     print(f"ceiling  {ceiling_s:8.2f} s   engine / ceiling = {engine_s / ceiling_s:6.2f}x   (target <= 1.5 on a GPU)")
 
 

@@ -277,7 +277,8 @@ class Engine:
         key = self._key(modality, name, severity, *caption_side)
         if key not in self._features:
             items = self.inputs(modality, name, severity, *caption_side)
-            encode = self._fitting(self.detector.encode_texts if modality == "text" else self.detector.encode_images)
+            encode = self._fitting(self.detector.encode_texts if modality == "text"
+                                   else self._as_the_detector_takes(self.detector.encode_images))
 
             bar = None
 
@@ -322,10 +323,22 @@ class Engine:
 
     def _black_box(self, images: list, texts: list) -> np.ndarray:
         """A detector without the split interface on paired pictures and captions, in batches."""
+        predict = self._as_the_detector_takes(self.detector.predict_proba)
         with self._precision():
-            return np.concatenate([self.detector.predict_proba(images[i : i + self.batch_size],
-                                                               texts[i : i + self.batch_size])
+            return np.concatenate([predict(images[i : i + self.batch_size], texts[i : i + self.batch_size])
                                    for i in range(0, len(images), self.batch_size)])
+
+    def _as_the_detector_takes(self, method):
+        """`method` fed pictures as the detector takes them: tensors on its device (the contract), or H x W x 3
+        arrays for a detector that says `takes_pictures = "array"` (converted at this edge, batch by batch)."""
+        if getattr(self.detector, "takes_pictures", "tensor") != "array":
+            return method
+        from .pictures import to_array
+
+        def with_arrays(images, *rest):
+            return method([None if x is None else to_array(x) for x in images], *rest)
+
+        return with_arrays
 
     def _fitting(self, encode):
         """`encode` that halves its batch, and the engine's batch size from then on, when the GPU runs out of memory:

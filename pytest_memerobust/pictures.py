@@ -26,7 +26,7 @@ DIGEST_CHUNK = 16  # pictures hashed per pass: bounds the int64 temporaries of a
 def check_picture(x) -> torch.Tensor:
     """Reject what is not an RGB uint8 picture tensor of shape 3 x H x W, naming the problem."""
     if not isinstance(x, torch.Tensor):
-        raise ValueError(f"picture must be a torch.Tensor, got {type(x).__name__}")
+        raise ValueError(f"picture must be a torch.Tensor (3xHxW) or a numpy.ndarray (HxWx3), got {type(x).__name__}")
     if x.ndim != 3 or x.shape[0] != 3:
         raise ValueError(f"picture must have shape 3xHxW (RGB), got shape {tuple(x.shape)}")
     if x.shape[1] == 0 or x.shape[2] == 0:

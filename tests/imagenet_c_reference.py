@@ -17,6 +17,7 @@ import torch
 imagecorruptions = pytest.importorskip("imagecorruptions", reason="the fidelity reference is in the dev extra")
 from imagecorruptions import corruptions as _reference_module  # noqa: E402
 
+from imagenet_c_reference_pictures import test_picture  # noqa: E402,F401  (re-exported for the fidelity tests)
 from pytest_memerobust.perturb.imagenet_c import CORRUPTIONS  # noqa: E402
 from pytest_memerobust.perturb.imagenet_c.tensor import to_uint8  # noqa: E402
 
@@ -75,18 +76,6 @@ def differences(a: np.ndarray, b: np.ndarray) -> dict:
     return {"max": int(d.max()), "mean": float(d.mean()), "over_1": float((d > 1).mean())}
 
 
-def test_picture(height: int = 64, width: int = 80, seed: int = 0) -> np.ndarray:
-    """A picture with smooth gradients, hard edges and texture, so blurs, noises and colour maps all show."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width]
-    picture = np.stack([255 * x / max(width - 1, 1), 255 * y / max(height - 1, 1),
-                        127 + 100 * np.sin(x / 5.0) * np.cos(y / 7.0)], axis=-1)
-    picture[height // 4 : height // 2, width // 4 : width // 2] = [250, 30, 40]  # a block with hard edges
-    picture += rng.normal(scale=12, size=picture.shape)
-    return np.clip(picture, 0, 255).astype(np.uint8)
-
-
-test_picture.__test__ = False  # a helper, not a test
 
 
 def assert_matches_reference(name: str, size: tuple[int, int], severity: int, max_levels: int,

@@ -11,6 +11,7 @@ from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.detectors.base import is_split
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.perturb import get
+from pytest_memerobust.pictures import to_array
 
 CAPTIONS = [
     "nobody wants those people near our children",
@@ -36,8 +37,13 @@ def _text_features(texts) -> np.ndarray:
     return np.array([[zlib.crc32(t.encode()) / 2**32, len(t) / 100] for t in texts], dtype=np.float64)
 
 
+def _as_array(picture) -> np.ndarray:
+    """H x W x 3, whether the engine handed a picture tensor (the contract) or an array (takes_pictures="array")."""
+    return picture if isinstance(picture, np.ndarray) else to_array(picture)
+
+
 def _image_features(images) -> np.ndarray:
-    return np.array([img.astype(np.float64).reshape(-1, 3).mean(0) / 255 for img in images])
+    return np.array([_as_array(img).astype(np.float64).reshape(-1, 3).mean(0) / 255 for img in images])
 
 
 def _head(image_features, text_features) -> np.ndarray:
@@ -58,7 +64,7 @@ class CountingSplit:
         self.predict_calls = 0
 
     def encode_images(self, images):
-        self.image_batches.append([np.array(i) for i in images])
+        self.image_batches.append([_as_array(i) for i in images])
         return _image_features(images)
 
     def encode_texts(self, texts):
@@ -75,12 +81,16 @@ class CountingSplit:
 
 
 class CountingBlackBox:
+    """A black-box detector written for numpy: it gets H x W x 3 arrays."""
+
     classes = ["non-hateful", "hateful"]
+    takes_pictures = "array"
 
     def __init__(self):
         self.calls: list[tuple[list[np.ndarray], list[str]]] = []
 
     def predict_proba(self, images, texts):
+        assert all(isinstance(i, np.ndarray) and i.shape[2] == 3 for i in images)
         self.calls.append(([np.array(i) for i in images], list(texts)))
         return _head(_image_features(images), _text_features(texts))
 
@@ -268,3 +278,24 @@ def test_wrong_modality_through_inputs():
     engine = Engine(CountingSplit(), make_dataset(), seed=0)
     with pytest.raises(ValueError, match="'typos' is a text perturbation, not image"):
         engine.inputs("image", "typos", 1)
+
+
+def test_pictures_reach_a_detector_as_tensors_on_its_device_unless_it_takes_arrays():
+    import torch
+
+    seen = {}
+
+    class Recorder(CountingSplit):
+        device = "cpu"
+
+        def encode_images(self, images):
+            seen.setdefault("kinds", set()).update(type(i).__name__ for i in images)
+            assert all(i.dtype == torch.uint8 and i.shape[0] == 3 and i.device.type == "cpu" for i in images)
+            return super().encode_images(images)
+
+    data = make_dataset()
+    Engine(Recorder(), data).predict(IMAGE)
+    assert seen["kinds"] == {"Tensor"}
+    # the same pictures, as arrays, for a detector that asks for them: identical predictions
+    arrays = CountingBlackBox()
+    np.testing.assert_allclose(Engine(arrays, data).predict(IMAGE), Engine(Recorder(), data).predict(IMAGE))

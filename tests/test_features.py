@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pytest_memerobust.engine import Condition, Engine
-from pytest_memerobust.features import FeatureStore, input_digest
+from pytest_memerobust.features import FeatureStore, input_digest, input_digests
 
 from test_engine import CountingSplit, make_dataset
 
@@ -30,7 +30,12 @@ def test_digests_follow_content_not_identity():
     assert input_digest(a) == input_digest(a.copy())
     assert input_digest(a) != input_digest(a.reshape(1, 4, 3))  # same bytes, other shape
     assert input_digest("love wins") == input_digest("love " + "wins") != input_digest("love wins ")
-    assert input_digest("x") != input_digest(np.frombuffer(b"x", np.uint8).reshape(1, 1, 1))
+    assert input_digest("xyz") != input_digest(np.frombuffer(b"xyz", np.uint8).reshape(1, 1, 3))
+    # a picture has one digest whether it comes as an array or as a tensor, alone or among others
+    b = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+    tensor = torch.from_numpy(b).permute(2, 0, 1)
+    assert input_digest(b) == input_digest(tensor) == input_digests([a, tensor, b])[1]
+    assert input_digest(b) != input_digest(b[::-1].copy())
 
 
 def test_each_distinct_input_is_encoded_once_per_run():

@@ -315,6 +315,9 @@ def test_non_str_caption_is_rejected():
         (np.zeros((8, 8, 4), dtype=np.uint8), "HxWx3"),
         (np.zeros((0, 8, 3), dtype=np.uint8), "empty"),
         ([[[0, 0, 0]]], "ndarray"),
+        (torch.zeros((3, 8, 8), dtype=torch.float32), "uint8"),
+        (torch.zeros((8, 8, 3), dtype=torch.uint8), "3xHxW"),
+        (torch.zeros((3, 0, 8), dtype=torch.uint8), "empty"),
     ],
 )
 def test_bad_image_is_rejected(name, bad, problem):

@@ -34,14 +34,17 @@ LABEL_NOISE = 0.04
 SYMBOL_AGREEMENT = 0.75
 
 
-def _draw(caption: str, symbol: str, background, rng: np.random.Generator) -> np.ndarray:
-    from PIL import Image, ImageDraw
+def _draw(caption: str, symbol: str, background, rng: np.random.Generator, size: int = IMAGE_SIZE) -> np.ndarray:
+    """One demo picture, `size` pixels square: the same layout at any size (the symbol, the caption band and its
+    font scale with it), so benchmarks can run on memes of real size (512 px) with the same random draws."""
+    from PIL import Image, ImageDraw, ImageFont
 
     from .render import draw_caption_band
 
-    img = Image.new("RGB", (IMAGE_SIZE, IMAGE_SIZE), tuple(int(c) for c in background))
+    img = Image.new("RGB", (size, size), tuple(int(c) for c in background))
     draw = ImageDraw.Draw(img)
-    cx, cy, r = (int(v) for v in rng.integers([28, 30, 14], [68, 56, 22]))
+    scale = size / IMAGE_SIZE
+    cx, cy, r = (round(int(v) * scale) for v in rng.integers([28, 30, 14], [68, 56, 22]))
     if symbol == "cross":
         w = max(3, r // 3)
         draw.line([(cx - r, cy - r), (cx + r, cy + r)], fill=(170, 20, 20), width=w)
@@ -51,7 +54,12 @@ def _draw(caption: str, symbol: str, background, rng: np.random.Generator) -> np
         draw.ellipse([cx, cy - r // 2, cx + r, cy + r // 2], fill=(255, 105, 180))
         draw.polygon([(cx - r, cy), (cx + r, cy), (cx, cy + r)], fill=(255, 105, 180))
     # The caption goes in a white band at the bottom, as meme text does; wrapped to the picture's width.
-    draw_caption_band(draw, caption, (IMAGE_SIZE, IMAGE_SIZE), band=22, line_height=10)
+    if size == IMAGE_SIZE:  # the shipped demo pictures, byte for byte
+        draw_caption_band(draw, caption, (size, size), band=22, line_height=10)
+    else:
+        font = ImageFont.load_default(size=max(6, round(10 * scale)))
+        draw_caption_band(draw, caption, (size, size), band=round(22 * scale), line_height=round(10 * scale),
+                          font=font, margin=max(2, round(2 * scale)))
     return np.asarray(img, dtype=np.uint8)
 
 
@@ -62,8 +70,9 @@ def _caption(kind: str, rng: np.random.Generator) -> str:
 
 
 @lru_cache(maxsize=4)
-def generate(seed: int = 0) -> tuple[Meme, ...]:
-    """All demo memes (every split), deterministic in `seed`; cached, as the session asks more than once."""
+def generate(seed: int = 0, size: int = IMAGE_SIZE) -> tuple[Meme, ...]:
+    """All demo memes (every split), deterministic in `seed`, drawn `size` pixels square; cached, as the session
+    asks more than once."""
     rng = np.random.default_rng(seed)
     memes = []
     for split, count in SPLITS.items():
@@ -78,7 +87,7 @@ def generate(seed: int = 0) -> tuple[Meme, ...]:
                 symbol = ("heart", "cross")[label if agrees else 1 - label]
             caption = _caption(kind, rng)
             background = _BACKGROUNDS[rng.integers(len(_BACKGROUNDS))]
-            image = _draw(caption, symbol, background, rng)
+            image = _draw(caption, symbol, background, rng, size)
             if rng.random() < LABEL_NOISE:
                 label = 1 - label
             meme_id = f"demo-{len(memes):04d}"
@@ -87,14 +96,15 @@ def generate(seed: int = 0) -> tuple[Meme, ...]:
     return tuple(memes)
 
 
-def demo_dataset(split: str | None = "test", seed: int = 0) -> Dataset:
-    """The demo memes of one split (all splits when None)."""
-    memes = [m for m in generate(seed) if split is None or m.meta["split"] == split]
+def demo_dataset(split: str | None = "test", seed: int = 0, size: int = IMAGE_SIZE) -> Dataset:
+    """The demo memes of one split (all splits when None), drawn `size` pixels square (the same memes at any size:
+    benchmarks draw them at 512 px)."""
+    memes = [m for m in generate(seed, size) if split is None or m.meta["split"] == split]
     if split is not None and split not in SPLITS:
         from ..errors import DataError
 
         raise DataError(f"demo data has no split {split!r}; splits: {', '.join(SPLITS)}")
-    name = "demo" if split is None else f"demo:{split}"
+    name = ("demo" if split is None else f"demo:{split}") + ("" if size == IMAGE_SIZE else f"@{size}px")
     return Dataset(name=name, memes=memes, classes={"hate": list(CLASSES)}, source="generated")
 
 

@@ -3,6 +3,9 @@
 A black-box detector only implements `predict_proba`. A detector with frozen encoders also implements
 `encode_images`, `encode_texts` and `head`, so the engine encodes each distinct input once and reuses it across
 conditions (a text-only condition reuses the clean image features).
+
+Pictures reach a detector as uint8 tensors 3 x H x W on its `device` (pictures.py); a detector written for numpy
+says `takes_pictures = "array"` and gets H x W x 3 arrays instead, converted at that edge.
 """
 from __future__ import annotations
 
@@ -16,13 +19,13 @@ import numpy as np
 class Detector(Protocol):
     classes: Sequence[str]
 
-    def predict_proba(self, images: Sequence[np.ndarray], texts: Sequence[str]) -> np.ndarray:
-        """Class probabilities, shape [N, len(classes)], rows summing to 1."""
+    def predict_proba(self, images: Sequence, texts: Sequence[str]) -> np.ndarray:
+        """Class probabilities, shape [N, len(classes)], rows summing to 1, for picture tensors and captions."""
 
 
 @runtime_checkable
 class SplitDetector(Detector, Protocol):
-    def encode_images(self, images: Sequence[np.ndarray]) -> np.ndarray: ...
+    def encode_images(self, images: Sequence) -> np.ndarray: ...
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray: ...
 
