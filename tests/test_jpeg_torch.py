@@ -15,6 +15,7 @@ import pytest
 import torch
 from PIL import Image, features
 
+from pytest_memerobust.perturb.imagenet_c import jpeg
 from pytest_memerobust.perturb.imagenet_c.jpeg import jpeg_roundtrip, quantisation_tables
 
 IMAGENET_C_QUALITIES = (25, 18, 15, 10, 7)  # jpeg_compression's severities 1-5
@@ -96,6 +97,13 @@ def test_batch_independence():
     together = _ours(pictures, 10)
     for picture, in_batch in zip(pictures, together):
         np.testing.assert_array_equal(_ours([picture], 10)[0], in_batch)
+
+
+def test_cutting_the_batch_into_chunks_changes_nothing(monkeypatch):
+    pictures = [_picture(45, 71, seed) for seed in range(3)]
+    whole = _ours(pictures, 15)
+    monkeypatch.setattr(jpeg, "CPU_CHUNK_PIXELS", 1)  # one picture per chunk
+    np.testing.assert_array_equal(np.stack(_ours(pictures, 15)), np.stack(whole))
 
 
 @pytest.mark.parametrize("h,w", [(1, 1), (1, 17), (7, 9), (17, 33), (3, 2)])

@@ -5,6 +5,9 @@ The operation set is the paper's (autocontrast, equalize, posterize, rotate, sol
 x and y); it leaves out the colour, contrast, brightness and sharpness operations on purpose, since those overlap
 the ImageNet-C corruptions AugMix is evaluated against. Magnitudes follow the paper's code: an operation's level is
 drawn uniformly in [0.1, aug_severity] on a 0-10 scale. All randomness comes from the explicit `rng`.
+
+The registered `augmix` runs on picture tensors on their device, batched (augmix_tensor.py), drawing from `rng`
+exactly as the PIL version here, which is the reference it is tested against.
 """
 from __future__ import annotations
 
@@ -92,8 +95,24 @@ def augment_and_mix(x: np.ndarray, rng: np.random.Generator, aug_severity: float
     return np.clip(np.rint(mixed), 0, 255).astype(np.uint8)
 
 
-@register("augmix", modality="image", family="augmix", severities=(1, 2, 3, 4, 5), tags=("compositional",))
 def augmix(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """AugMix compositional noise; severity sets the operations' magnitude (the paper's default, 3, is severity 2)."""
     c = [1, 3, 5, 7, 10][severity - 1]  # aug_severity on the paper's 0-10 scale; width 3, depth 1-3, alpha 1
     return augment_and_mix(x, rng, aug_severity=c)
+
+
+def _augmix_on_device(x, severity: int, rng: np.random.Generator):
+    """AugMix compositional noise; severity sets the operations' magnitude (the paper's default, 3, is severity 2)."""
+    from .augmix_tensor import augmix_batch
+
+    return augmix_batch([x], severity, [rng])[0]
+
+
+def _augmix_batch(pictures, severity, rngs):
+    from .augmix_tensor import augmix_batch
+
+    return augmix_batch(pictures, severity, rngs)
+
+
+register("augmix", modality="image", family="augmix", severities=(1, 2, 3, 4, 5), tags=("compositional",),
+         batch=_augmix_batch, takes="tensor")(_augmix_on_device)

@@ -3,7 +3,9 @@ part of it (the caption band included), stickers on top, repeated re-upload comp
 re-rendering the caption into the picture.
 
 Every edit keeps the picture's size and mode (RGB uint8 in, the same shape out), draws all its randomness from the
-explicit `rng`, and starts with its severity table.
+explicit `rng`, and starts with its severity table. The registered edits run on picture tensors on their device
+(meme_edits_tensor.py; PIL draws only the masks of strokes and stickers); the numpy versions here are the reference
+they are tested against, pixel for pixel. Re-rendering the caption draws text with PIL, on the CPU, for that step.
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ def _random_colour(rng: np.random.Generator) -> tuple[int, int, int]:
     return tuple(int(v) for v in rng.integers(0, 256, 3))
 
 
-@register("scribble", modality="image", family="meme_edit", tags=_TAGS)
 def scribble(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Freehand strokes across the picture (random walks of thick lines), as people scribble on a meme."""
     strokes = [1, 2, 4, 6, 9][severity - 1]
@@ -41,7 +42,6 @@ def scribble(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarr
     return np.asarray(img, dtype=np.uint8)
 
 
-@register("occlusion", modality="image", family="meme_edit", tags=_TAGS)
 def occlusion(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Cover a share of the picture's area with one solid box at a random place (it may hide the caption band)."""
     share = [0.05, 0.1, 0.2, 0.3, 0.45][severity - 1]
@@ -55,7 +55,6 @@ def occlusion(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndar
     return out
 
 
-@register("caption_cover", modality="image", family="meme_edit", tags=_TAGS)
 def caption_cover(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Paint over a share of the bottom band of the picture, where meme captions sit, so rendered text is hidden."""
     share = [0.1, 0.15, 0.2, 0.25, 0.35][severity - 1]  # height of the covered band, as a share of the picture
@@ -66,7 +65,6 @@ def caption_cover(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.
     return out
 
 
-@register("sticker", modality="image", family="meme_edit", tags=_TAGS)
 def sticker(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Paste round, emoji-like stickers (a filled face with eyes and a smile) at random places."""
     count = [1, 2, 3, 5, 8][severity - 1]
@@ -83,7 +81,6 @@ def sticker(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarra
     return np.asarray(img, dtype=np.uint8)
 
 
-@register("recompression", modality="image", family="meme_edit", tags=_TAGS)
 def recompression(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """A chain of re-uploads: each one shrinks the picture a little, JPEG-encodes it at a random platform quality
     and restores its size, as repeated sharing does."""
@@ -99,7 +96,6 @@ def recompression(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.
     return np.asarray(img, dtype=np.uint8)
 
 
-@register("screenshot", modality="image", family="meme_edit", tags=_TAGS)
 def screenshot(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """The meme as a screenshot of a feed: shrunk into a frame with top and bottom bars (app chrome) and side
     margins, then brought back to the original size."""
@@ -145,3 +141,14 @@ def rendered_clean_caption(x: np.ndarray, severity, rng: np.random.Generator, ca
     """Draw the clean caption into the picture's bottom band: under a caption attack the pixels keep the original
     words while the text channel gets the edited ones, a deliberate disagreement between the two inputs."""
     return _render_caption(x, caption)
+
+
+def _register_device_edits() -> None:
+    """The edits as registered perturbations: their tensor versions, which draw from `rng` as the ones above."""
+    from . import meme_edits_tensor
+
+    for name, fn in meme_edits_tensor.EDITS.items():
+        register(name, modality="image", family="meme_edit", tags=_TAGS, takes="tensor")(fn)
+
+
+_register_device_edits()
