@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from .tensor import (Draws, clipped_zoom, corruption, filter2d, gaussian_filter, motion_blur, normal_fields,
-                     rgb_to_gray, stack_fields)
+                     rgb_to_gray, stack_fields, uniform_fields)
 
 FROST_DIR = Path(__file__).parent / "frost"
 FROST_FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
@@ -91,29 +91,30 @@ def frost(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.Tenso
 # --- fog ----------------------------------------------------------------------------------------------------
 
 
-def _plasma_fractal(d: Draws, mapsize: int, wibble_decay: float, device) -> torch.Tensor:
-    """The reference's `plasma_fractal` (diamond-square): a mapsize x mapsize height map in [0, 1]. One picture at
-    a time, so a batch of large pictures never holds more than one map."""
-    heights = torch.zeros(mapsize, mapsize, dtype=torch.float64, device=device)
+def _plasma_fractals(draws: Sequence[Draws], mapsize: int, wibble_decay: float, device) -> torch.Tensor:
+    """The reference's `plasma_fractal` (diamond-square) for every picture of a batch at once: B height maps of
+    mapsize x mapsize in [0, 1], each from its picture's own draws (the batch is bounded by `chunk_size`)."""
+    heights = torch.zeros(len(draws), mapsize, mapsize, dtype=torch.float64, device=device)
     step, wibble = mapsize, 100.0
 
     def wibbled_mean(total: torch.Tensor) -> torch.Tensor:
-        return total / 4 + wibble * d.uniform(-wibble, wibble, tuple(total.shape)).to(device, torch.float64)
+        noise = uniform_fields(draws, -wibble, wibble, tuple(total.shape[1:]), device, torch.float64)
+        return total / 4 + wibble * noise
 
     while step >= 2:
         half = step // 2
         # squares: each centre from its four corners
-        corners = heights[::step, ::step]
-        total = corners + corners.roll(-1, 0)
-        heights[half::step, half::step] = wibbled_mean(total + total.roll(-1, 1))
+        corners = heights[:, ::step, ::step]
+        total = corners + corners.roll(-1, 1)
+        heights[:, half::step, half::step] = wibbled_mean(total + total.roll(-1, 2))
         # diamonds: each edge midpoint from the two centres and the two corners beside it
-        centres, corners = heights[half::step, half::step], heights[::step, ::step]
-        heights[::step, half::step] = wibbled_mean(centres + centres.roll(1, 0) + corners + corners.roll(-1, 1))
-        heights[half::step, ::step] = wibbled_mean(centres + centres.roll(1, 1) + corners + corners.roll(-1, 0))
+        centres, corners = heights[:, half::step, half::step], heights[:, ::step, ::step]
+        heights[:, ::step, half::step] = wibbled_mean(centres + centres.roll(1, 1) + corners + corners.roll(-1, 2))
+        heights[:, half::step, ::step] = wibbled_mean(centres + centres.roll(1, 2) + corners + corners.roll(-1, 1))
         step //= 2
         wibble /= wibble_decay
-    heights = heights - heights.min()
-    return heights / heights.max()
+    heights = heights - heights.amin((1, 2), keepdim=True)
+    return heights / heights.amax((1, 2), keepdim=True)
 
 
 @corruption("fog", group="weather")
@@ -123,7 +124,7 @@ def fog(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.Tensor:
     c = [(1.5, 2), (2., 2), (2.5, 1.7), (2.5, 1.5), (3., 1.4)][severity - 1]
     h, w = x.shape[-2:]
     mapsize = 1 << (max(h, w, 3) - 1).bit_length()  # next power of two of the reference's largest of H, W, C
-    haze = stack_fields(draws, lambda d: _plasma_fractal(d, mapsize, c[1], x.device)[:h, :w], x.device, x.dtype)
+    haze = _plasma_fractals(draws, mapsize, c[1], x.device)[:, :h, :w].to(x.dtype)
     brightest = x.amax((1, 2, 3), keepdim=True)
     return (x + c[0] * haze[:, None]) * brightest / (brightest + c[0])
 

