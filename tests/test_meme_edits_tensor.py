@@ -8,26 +8,11 @@ from PIL import Image
 from pytest_memerobust.perturb import meme_edits as numpy_edits
 from pytest_memerobust.perturb.meme_edits_tensor import EDITS, resize_bilinear
 
+from test_augmix_tensor import _array, _picture, _tensor  # the same test pictures and conversions
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 EXACT = ["occlusion", "caption_cover", "scribble", "sticker"]
 SIZES = [(64, 80), (45, 71)]
-
-
-def _picture(h: int, w: int, seed: int) -> np.ndarray:
-    """Gradients, a hard-edged block and seeded noise."""
-    y, x = np.mgrid[0:h, 0:w]
-    img = np.stack([x * 255 / (w - 1), y * 255 / (h - 1), (x + y) * 127 / (w + h)], axis=-1)
-    img[h // 4 : h // 2, w // 3 : w // 2] = (250, 20, 120)
-    img += np.random.default_rng(seed).normal(0, 12, img.shape)
-    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
-
-
-def _tensor(arr: np.ndarray, device="cpu") -> torch.Tensor:
-    return torch.from_numpy(arr).permute(2, 0, 1).contiguous().to(device)
-
-
-def _array(t: torch.Tensor) -> np.ndarray:
-    return t.permute(1, 2, 0).cpu().numpy()
 
 
 def _both(name: str, arr: np.ndarray, severity: int, seed: int):
