@@ -2,6 +2,14 @@
 
 The library works without pytest: load a detector and a dataset, evaluate conditions, read metrics and tables.
 """
+import os
+
+# Idle OpenMP threads sleep instead of spinning. The engine perturbs on a background thread while the main thread
+# encodes; spinning pools of the two (and of pytest-xdist's workers) steal each other's cores: the test suite with
+# `-n 2` on 2 cores took 105 s spinning and 40 s passive. It only takes effect when set before torch loads OpenMP;
+# a value the user set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from .data import Dataset, Meme, load_dataset
 from .detectors import load_detector
 from .engine import Condition, Engine

@@ -299,3 +299,21 @@ def test_pictures_reach_a_detector_as_tensors_on_its_device_unless_it_takes_arra
     # the same pictures, as arrays, for a detector that asks for them: identical predictions
     arrays = CountingBlackBox()
     np.testing.assert_allclose(Engine(arrays, data).predict(IMAGE), Engine(Recorder(), data).predict(IMAGE))
+
+
+def test_background_perturbations_use_one_cpu_thread_and_leave_the_others_theirs():
+    import threading
+
+    import torch
+
+    from pytest_memerobust import engine
+
+    before = torch.get_num_threads()
+    background = engine._background()
+    assert background.submit(torch.get_num_threads).result() == 1
+    assert torch.get_num_threads() == before
+    started_later = []
+    thread = threading.Thread(target=lambda: started_later.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    assert started_later == [before]

@@ -51,6 +51,19 @@ def test_poisson_inverts_the_exact_cdf(lam):
     np.testing.assert_array_equal(counts.numpy(), scipy_stats.poisson.ppf(u.numpy(), lam) if lam else 0)
 
 
+@pytest.mark.parametrize("scale", [60, 3])
+def test_poisson_of_grey_levels_is_the_walks_inversion_by_table(scale):
+    means = torch.arange(256, dtype=torch.float64) / 255 * scale
+    levels = torch.arange(256).repeat(200)
+    u = keyed.uniforms(_keys(keyed.field_keys(5, scale)), levels.shape, torch.float64)[0]
+    u[255], u[511] = 0.0, 1.0  # the extremes stay inside the table of the largest mean
+    table = keyed.poisson_of_levels(means, levels, u)
+    assert torch.equal(table[:511], keyed.poisson(means[levels], u)[:511])
+    assert table[255] == 0 and scale < table[511] < scale + 12 * scale ** 0.5 + 31
+    np.testing.assert_array_equal(table[256:511].numpy(),
+                                  scipy_stats.poisson.ppf(u[256:511].numpy(), means[:255].numpy()))
+
+
 def test_poisson_of_mixed_means_keeps_each_elements_mean():
     lam = torch.tensor([0.0, 1.5, 60.0, 7.0]).repeat(5000)
     u = keyed.uniforms(_keys(keyed.field_keys(3, 3)), lam.shape, torch.float64)[0]

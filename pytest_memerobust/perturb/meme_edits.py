@@ -16,14 +16,12 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..data.render import draw_caption_band, wrap
 
+from . import meme_edits_tensor
 from .image import _check_image
+from .meme_edits_tensor import _random_colour
 from .registry import register
 
 _TAGS = ("meme_edit",)
-
-
-def _random_colour(rng: np.random.Generator) -> tuple[int, int, int]:
-    return tuple(int(v) for v in rng.integers(0, 256, 3))
 
 
 def scribble(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
@@ -145,8 +143,6 @@ def rendered_clean_caption(x: np.ndarray, severity, rng: np.random.Generator, ca
 
 def _register_device_edits() -> None:
     """The edits as registered perturbations: their tensor versions, which draw from `rng` as the ones above."""
-    from . import meme_edits_tensor
-
     for name, fn in meme_edits_tensor.EDITS.items():
         register(name, modality="image", family="meme_edit", tags=_TAGS, takes="tensor")(fn)
 

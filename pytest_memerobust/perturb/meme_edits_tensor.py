@@ -20,7 +20,10 @@ import torch.nn.functional as F
 from PIL import Image, ImageDraw
 
 from ..pictures import check_picture
-from .meme_edits import _random_colour
+
+
+def _random_colour(rng: np.random.Generator) -> tuple[int, int, int]:
+    return tuple(int(v) for v in rng.integers(0, 256, 3))
 
 
 def _colour(colour: tuple[int, int, int], device: torch.device) -> torch.Tensor:

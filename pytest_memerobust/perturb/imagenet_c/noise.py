@@ -30,7 +30,12 @@ def shot_noise(x: torch.Tensor, severity: int, draws: Sequence[Draws]) -> torch.
     """Poisson photon noise (low light); ImageNet-C definition."""
     c = [60, 25, 12, 5, 3][severity - 1]
     lam = (x * c).permute(0, 2, 3, 1)  # the reference's H x W x 3 layout, so its Poisson draws line up
-    return _channels_first(poisson_fields(draws, lam)) / float(c)
+    grey = torch.round(x * 255)
+    levels = None
+    if bool((grey / 255 == x).all()):  # a uint8 picture: 256 means, one CDF table each
+        means = torch.arange(256, dtype=torch.float64, device=x.device) / 255 * c
+        levels = (means, grey.permute(0, 2, 3, 1).long())
+    return _channels_first(poisson_fields(draws, lam, levels)) / float(c)
 
 
 @corruption("impulse_noise", group="noise")

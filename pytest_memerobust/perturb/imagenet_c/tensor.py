@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -117,12 +117,18 @@ def integer_fields(draws: Sequence[Draws], low: int, high: int, shape: tuple[int
     return (torch.floor(u * (high - low)) + low).long().clamp(max=high - 1)
 
 
-def poisson_fields(draws: Sequence[Draws], lam: torch.Tensor) -> torch.Tensor:
-    """Poisson counts for a batch of means `lam` [B, ...], each picture's from its own draws, on lam's device."""
+def poisson_fields(draws: Sequence[Draws], lam: torch.Tensor,
+                   levels: Optional[Tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+    """Poisson counts for a batch of means `lam` [B, ...], each picture's from its own draws, on lam's device.
+    `levels` = (means, index) says that lam is means[index] (a picture's grey levels): one table lookup then
+    replaces the per-element search."""
     keys = _stream_keys(draws, 1, lam.device)
     if keys is None:
         return torch.stack([d.poisson(lam[i]).to(lam.device, lam.dtype) for i, d in enumerate(draws)])
-    return keyed.poisson(lam, keyed.uniforms(keys[0], lam.shape[1:], torch.float64)).to(lam.dtype)
+    u = keyed.uniforms(keys[0], lam.shape[1:], torch.float64)
+    if levels is not None:
+        return keyed.poisson_of_levels(levels[0], levels[1], u).to(lam.dtype)
+    return keyed.poisson(lam, u).to(lam.dtype)
 
 
 def stack_fields(draws: Sequence[Draws], field: Callable[[Draws], torch.Tensor], device: torch.device,
