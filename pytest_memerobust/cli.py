@@ -61,7 +61,9 @@ def _list(args) -> int:
     from .perturb import get, names
     from .suite import builtin_suite_paths
 
-    print("models:", ", ".join(available_cards()))
+    print("models:")
+    for line in model_lines(available_cards()):
+        print(f"  {line}")
     print("architectures:", ", ".join(sorted(architectures())))
     print("datasets:", ", ".join(sorted(LOADERS)))
     for modality in ("text", "image"):
@@ -71,6 +73,30 @@ def _list(args) -> int:
             print(f"  {name:22s} severities {list(p.severities) or '-'}  {p.doc}")
     print("built-in suites:", ", ".join(p.name for p in builtin_suite_paths()))
     return 0
+
+
+def model_lines(cards: dict) -> list[str]:
+    """One line per card: its backbone's weights and whether they are on this machine, and its head's checkpoint."""
+    from .detectors import load_card
+    from .detectors.backbones import backbone_weights
+
+    here = {True: "on this machine", False: "not on this machine", None: "unknown here (open_clip missing)"}
+    lines = []
+    for name, path in cards.items():
+        try:
+            card = load_card(path)
+        except MemeRobustError as exc:
+            lines.append(f"{name:22s} unreadable card: {exc}")
+            continue
+        if card.demo_weights:
+            weights, present = "demo weights (tiny random backbone, shipped)", True
+        else:
+            weights, present = backbone_weights(card.backbone)
+        checkpoint = card.checkpoint_path()
+        head = ("head: none shipped (train one; pass --memerobust-checkpoint)" if checkpoint is None
+                else f"head: {checkpoint.name}" + ("" if checkpoint.is_file() else " (missing)"))
+        lines.append(f"{name:22s} {card.architecture:10s} backbone: {weights}, {here[present]}; {head}")
+    return lines
 
 
 def _report(args) -> int:

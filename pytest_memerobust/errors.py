@@ -32,6 +32,11 @@ class ConfigError(MemeRobustError):
     """A model card or option value is malformed."""
 
 
+class ModeNotRead(ConfigError):
+    """A fusion mode that keeps only a channel the detector does not read (`:image` of a caption-only detector).
+    The channel ablation skips such cases with this message."""
+
+
 class BackendMissing(MemeRobustError):
     """A perturbation needs a model or data that is not installed here (a translation model, WordNet...).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -67,21 +68,22 @@ def torchvision_io():
 
 
 def decode(path: Path, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Read an image file as an RGB picture tensor on `device`: JPEGs on a GPU through nvjpeg, others by torchvision
-    or PIL, naming the file when it is missing or unreadable."""
+    """Read an image file as an RGB picture tensor on `device`: JPEGs on a GPU through nvjpeg, everything else by
+    PIL (so a CPU run decodes the same pixels whether torchvision is installed or not), naming the file when it is
+    missing or unreadable."""
     device = torch.device(device)
     path = Path(path)
     if not path.is_file():
         raise DataError(f"image file not found: {path}")
-    io = torchvision_io()
-    if io is not None and path.suffix.lower() in (".jpg", ".jpeg", ".png"):
+    io = torchvision_io() if device.type == "cuda" and path.suffix.lower() in (".jpg", ".jpeg") else None
+    if io is not None:
         try:
-            data = io.read_file(str(path))
-            if device.type == "cuda" and path.suffix.lower() in (".jpg", ".jpeg"):
+            with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders in favour of TorchCodec
+                warnings.simplefilter("ignore", DeprecationWarning)
+                data = io.read_file(str(path))
                 return check_picture(io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device))
-            return check_picture(io.decode_image(data, mode=io.ImageReadMode.RGB)).to(device)
         except (RuntimeError, ValueError):
-            pass  # a file torchvision cannot read (CMYK JPEG, 16-bit PNG...): PIL decides, and names the problem
+            pass  # a file nvjpeg cannot read (CMYK, progressive...): PIL decides, and names the problem
     from .data.meme import load_rgb
 
     return as_picture(load_rgb(path), device)

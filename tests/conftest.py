@@ -3,6 +3,10 @@ machine that happens to be online."""
 import socket
 
 import pytest
+# pytester's in-process runs drop the modules they imported when they end; torch._dynamo (imported lazily, e.g. by
+# an optimizer step) registers C++ operator libraries that cannot be registered twice, so a second in-process run
+# that imports it again fails. Imported once here, it stays for the whole session.
+import torch._dynamo  # noqa: F401
 
 _real_connect = socket.socket.connect
 

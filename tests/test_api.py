@@ -27,7 +27,7 @@ def test_the_plugin_imports_without_torch():
 def test_memerobust_list_names_the_registered_pieces(capsys):
     assert cli_main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "models: demo" in out
+    assert "models:\n  demo " in out and "memeclip-vit-l-14" in out
     assert "typos" in out and "gaussian_noise" in out and "severities [1, 2, 3, 4, 5]" in out
     assert "pridemm" in out and "hateful_memes" in out and "rainbow-noise.toml" in out
 

@@ -186,7 +186,7 @@ def test_bf16_is_checked_against_fp32_and_the_check_reports_its_numbers():
 
 def test_auto_precision_is_fp32_on_a_cpu_without_a_check(monkeypatch):
     monkeypatch.setattr(session_module, "bf16_check", lambda *a: pytest.fail("no check on a CPU"))
-    session = RobustnessSession(Options(models=("demo",)))
+    session = RobustnessSession(Options(models=("demo",), device="cpu"))  # a CPU even on a GPU machine
     assert session.precision("demo") == "fp32" and session.notes == []
 
 

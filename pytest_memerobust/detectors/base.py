@@ -77,19 +77,19 @@ class ModeView:
     head module must have a `mode` attribute its forward pass honours."""
 
     def __init__(self, base, mode: str):
-        from ..errors import ConfigError
+        from ..errors import ConfigError, ModeNotRead
 
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
         reads = getattr(base, "modalities", ("image", "text"))
         if mode != "multimodal" and mode not in reads:
-            raise ConfigError(f"this detector does not read the {mode}, so it has no {mode!r} mode")
+            raise ModeNotRead(f"this detector does not read the {mode}, so it has no {mode!r} mode")
         self.base, self.mode = base, mode
         self.classes, self.device = base.classes, base.device
         self.modalities = reads if mode == "multimodal" else (mode,)
 
     # Base methods that run the head, so they must run in this view's mode (white-box attack hooks).
-    _MODE_DEPENDENT = ("text_saliency", "text_saliency_vectors")
+    _MODE_DEPENDENT = ("text_saliency", "text_saliency_vectors", "pixel_loss_gradient")
 
     def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
         attr = getattr(self.base, name)

@@ -59,7 +59,11 @@ class AttackContext:
 
     @property
     def fingerprint(self) -> str:
-        return str(getattr(self.detector, "fingerprint", type(self.detector).__name__))
+        """The detector's weights, and the fusion mode of an ablation view: a trigger or pattern fitted on one mode
+        is not the one for another."""
+        base = str(getattr(self.detector, "fingerprint", type(self.detector).__name__))
+        mode = getattr(self.detector, "mode", "multimodal")
+        return base if mode == "multimodal" else f"{base}:{mode}"
 
 
 def _word_scores(texts: Sequence[str], rows: Sequence[int], context: AttackContext) -> list[list[tuple]]:
@@ -148,12 +152,21 @@ def hotflip(text: str, severity: int, rng: np.random.Generator, context: AttackC
     return hotflip_batch([text], [index], severity, [rng], context)[0]
 
 
-def _vocabulary_words(tokenizer, limit: int = 20000) -> list[tuple[int, str]]:
-    """(token id, word) of whole-word, alphabetic tokens: what a trigger may be made of."""
+def vocabulary_words(backbone, limit: int = 20000) -> list[tuple[int, str]]:
+    """(token id, word) of the whole-word, alphabetic tokens of `backbone`'s caption tokenizer: what a trigger may be
+    made of. WordPiece marks word pieces with a leading "##"; open_clip's BPE marks word ends with "</w>"."""
     words = []
-    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]):
-        word = tokenizer.convert_tokens_to_string([token]).strip()
-        if token.startswith("##") or not word.isascii() or not word.isalpha() or len(word) < 2:
+    tokenizer = getattr(backbone, "tokenizer", None)
+    if tokenizer is not None:
+        entries = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+        spell = lambda token: "" if token.startswith("##") else tokenizer.convert_tokens_to_string([token]).strip()  # noqa: E731
+    else:  # open_clip's SimpleTokenizer
+        bpe = getattr(getattr(backbone, "tokenizer_fn", None), "encoder", {})
+        entries = sorted(bpe.items(), key=lambda kv: kv[1])
+        spell = lambda token: token[: -len("</w>")] if token.endswith("</w>") else ""  # noqa: E731
+    for token, token_id in entries:
+        word = spell(token)
+        if not word.isascii() or not word.isalpha() or len(word) < 2:
             continue
         words.append((token_id, word.lower()))
         if len(words) >= limit:
@@ -184,8 +197,7 @@ def find_trigger(context: AttackContext, length: int, seed: int, candidates: int
     rows = np.arange(len(rows))
     target = [context.trigger_target] * len(rows)
     backbone = getattr(context.detector, "text_backbone", None)
-    vocabulary = _vocabulary_words(backbone.tokenizer) if backbone is not None and hasattr(backbone, "tokenizer") \
-        else [(i, w) for i, w in enumerate(_FALLBACK_WORDS)]
+    vocabulary = (vocabulary_words(backbone) if backbone is not None else []) or list(enumerate(_FALLBACK_WORDS))
     words = ["the"] * length
 
     def loss(trigger_words):

@@ -1,0 +1,163 @@
+"""The white-box attacks are not no-ops: on every backbone kind, each flips more predictions than a random edit of
+the same budget, with a paired bootstrap interval of the difference above 0 (AutoAttack's sanity check: a random
+attack that matches a white-box one means the white-box one is broken).
+
+- HotFlip at severity 3 (up to 4 character edits, gradient-chosen) against 4 random character edits (HotFlip's own
+  operations: flip, insert, delete, swap) in random words;
+- the universal trigger of 3 words against 3 random whole-word tokens of the same vocabulary, prefixed the same way;
+- the UAP at 16/255 against a random sign pattern of the same L-infinity norm, on the image channel (a head trained
+  on it alone, seen through its `image` view): with the caption in the fusion, a tiny random backbone's head hardly
+  reads the picture, and neither pattern flips anything there.
+
+Detectors: each kind's tiny random backbone with a head trained for 40 epochs on the demo memes (for the UAP, on the
+image channel alone); the 160 demo test memes are attacked.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.data.demo import demo_dataset
+from pytest_memerobust.engine import Engine
+from pytest_memerobust.metrics import paired_bootstrap_ci
+from pytest_memerobust.perturb import get
+from pytest_memerobust.perturb.attacks import _LETTERS, vocabulary_words
+from pytest_memerobust.perturb.uap import add_pattern_batch, pattern_for
+from tiny_backbones import KINDS, trained_detector
+
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def random_char_edits(text: str, edits: int, rng: np.random.Generator) -> str:
+    """`edits` random character edits of HotFlip's kinds, each in a random word of at least two letters."""
+    for _ in range(edits):
+        words = list(_WORD.finditer(text))
+        if not words:
+            break
+        word = words[int(rng.integers(len(words)))]
+        a, w = word.start(), word.group()
+        i, letter = int(rng.integers(len(w))), _LETTERS[int(rng.integers(26))]
+        op = int(rng.integers(4))
+        if op == 0:
+            w = w[:i] + letter + w[i + 1 :]
+        elif op == 1:
+            w = w[:i] + letter + w[i:]
+        elif op == 2 and len(w) > 2:
+            w = w[:i] + w[i + 1 :]
+        else:
+            i = min(i, len(w) - 2)
+            w = w[:i] + w[i + 1] + w[i] + w[i + 2 :]
+        text = text[:a] + w + text[word.end() :]
+    return text
+
+
+class Attacked:
+    """One kind's detector, its attack context on the demo test memes and its clean predictions."""
+
+    def __init__(self, kind: str, mode: str = "multimodal", train_mode: str = "multimodal"):
+        base = trained_detector(kind, mode=train_mode)
+        self.detector = base if mode == "multimodal" else base.with_mode(mode)
+        test, train = demo_dataset("test"), demo_dataset("train")
+        self.texts, self.ids = [m.text for m in test.memes], [m.id for m in test.memes]
+        self.pictures = [m.image for m in test.memes]
+        training = lambda: ([m.text for m in train.memes], train.labels("hate"), train.memes)  # noqa: E731
+        self.context = Engine(self.detector, test, labels=test.labels("hate"), training=training).attack_context()
+        self.clean = self.predict(self.pictures, self.texts)
+
+    def predict(self, pictures, texts) -> np.ndarray:
+        return self.detector.predict_proba(pictures, texts).argmax(1)
+
+    def flips(self, pictures=None, texts=None) -> np.ndarray:
+        return (self.predict(pictures or self.pictures, texts or self.texts) != self.clean).astype(float)
+
+
+def assert_stronger(attack: np.ndarray, random: np.ndarray, what: str) -> None:
+    low, high = paired_bootstrap_ci(lambda a, r: float(a.mean() - r.mean()), attack, random, n_resamples=2000)
+    assert low > 0, (f"{what}: flip rate {attack.mean():.3f} vs random {random.mean():.3f}, "
+                     f"difference interval {low:.3f}..{high:.3f} does not exclude 0")
+
+
+_CACHE: dict = {}
+
+
+def attacked(kind: str) -> Attacked:
+    if kind == "open_clip":
+        pytest.importorskip("open_clip", reason="the open_clip kind needs the clip extra")
+    if kind not in _CACHE:
+        _CACHE[kind] = Attacked(kind)
+    return _CACHE[kind]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget():
+    yield
+    _CACHE.clear()
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_hotflip_flips_more_than_random_character_edits(kind):
+    run = attacked(kind)
+    flipped = get("hotflip").apply(run.texts, run.ids, 3, 0, run.context)
+    rng = np.random.default_rng(0)
+    random = [random_char_edits(t, 4, rng) for t in run.texts]
+    assert_stronger(run.flips(texts=flipped), run.flips(texts=random), f"hotflip@3 on {kind}")
+
+
+# Measured 2026-11-23, open in issue 13: on the tiny BLIP-2 (Q-Former initialised wide, 0.5) any 3-word prefix flips
+# about 40% of the memes, and the fitted trigger flips no more than random words do (0.394 vs 0.394).
+TRIGGER_NO_BETTER = pytest.mark.xfail(strict=True, reason="issue 13: on the tiny BLIP-2 the trigger is no better "
+                                                          "than random words (0.394 vs 0.394 flipped)")
+# ... and on the tiny random CLIPs the image channel classifies at chance (0.50): the fitted pattern raises its
+# fitting loss (open_clip +0.0019, hf-clip +0.0070 against noise -0.0001) but not surely (intervals include 0).
+UAP_AT_CHANCE = pytest.mark.xfail(strict=True, reason="issue 13: a tiny random CLIP's image channel is at chance; "
+                                                      "the pattern's loss rise is not significant")
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=TRIGGER_NO_BETTER) if k == "hf-blip2" else k for k in KINDS])
+def test_the_universal_trigger_flips_more_than_random_words(kind):
+    run = attacked(kind)
+    triggered = get("universal_trigger").apply(run.texts, run.ids, 3, 0, run.context)
+    trigger = triggered[0][: -len(run.texts[0]) - 1]
+    vocabulary = [w for _, w in vocabulary_words(run.detector.text_backbone)]
+    rng = np.random.default_rng(0)
+    words = " ".join(vocabulary[int(i)] for i in rng.choice(len(vocabulary), 3, replace=False))
+    random = [f"{words} {t}" for t in run.texts]
+    assert len(trigger.split()) == 3
+    assert_stronger(run.flips(texts=triggered), run.flips(texts=random), f"universal_trigger@3 ({trigger!r}) on {kind}")
+
+
+def _losses(detector, pictures, texts, labels) -> np.ndarray:
+    proba = detector.predict_proba(pictures, texts)
+    return -np.log(proba[np.arange(len(proba)), labels] + 1e-12)
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=UAP_AT_CHANCE) if k in ("open_clip", "hf-clip") else k
+                                  for k, (_, _, backbone) in KINDS.items() if backbone["kind"] != "minilm"])
+def test_the_uap_beats_random_noise_of_the_same_norm_on_the_image_channel(kind):
+    """On a head trained on the image channel alone. Where that channel classifies the held-out memes above chance,
+    the UAP flips more of them than the noise does. Where it does not (tiny random CLIPs: accuracy 0.50, so there is
+    nothing to flip), the fitted pattern must still raise the loss on the memes it was fitted on more than the noise:
+    a zero gradient or a pattern lost in resizing fails here either way."""
+    if kind == "open_clip":
+        pytest.importorskip("open_clip", reason="the open_clip kind needs the clip extra")
+    run = Attacked(kind, "image", train_mode="image")
+    epsilon = 16 / 255
+    pattern = pattern_for(run.context, epsilon)
+    assert np.abs(pattern).max() <= epsilon + 1e-6 and (pattern != 0).mean() > 0.5
+    noise = (np.sign(np.random.default_rng(0).standard_normal(pattern.shape)) * epsilon).astype(np.float32)
+    correct = (run.clean == run.context.labels).astype(float)
+    low, _ = paired_bootstrap_ci(lambda c: float(c.mean()), correct, n_resamples=2000)
+    if low > 0.5:
+        assert_stronger(run.flips(pictures=add_pattern_batch(run.pictures, pattern)),
+                        run.flips(pictures=add_pattern_batch(run.pictures, noise)), f"uap@5 on {kind}'s image channel")
+        return
+    texts, labels, memes = run.context.training()
+    rows = np.random.default_rng(0).permutation(len(memes))[:64]  # the memes fit_uap fits on (seed 0, 64 examples)
+    pictures, texts, labels = [memes[r].image for r in rows], [texts[r] for r in rows], np.asarray(labels)[rows]
+    clean = _losses(run.detector, pictures, texts, labels)
+    rise = _losses(run.detector, add_pattern_batch(pictures, pattern), texts, labels) - clean
+    rise_noise = _losses(run.detector, add_pattern_batch(pictures, noise), texts, labels) - clean
+    low, high = paired_bootstrap_ci(lambda a, b: float(a.mean() - b.mean()), rise, rise_noise, n_resamples=2000)
+    assert low > 0, f"uap@5 on {kind}: fitting loss rise {rise.mean():.5f} vs noise {rise_noise.mean():.5f} ({low:.5f}..{high:.5f})"
