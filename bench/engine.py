@@ -175,8 +175,9 @@ def main() -> None:
         split = args.data.partition(":")[2] or "test"
         data, training_data = demo_dataset(split, size=args.size), demo_dataset("train", size=args.size)
     else:
-        data = load_dataset(args.data)
-        training_data = load_dataset(training_spec(args.data) or args.data)  # universal triggers and UAP fit on it
+        reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))  # caption-only data is fine
+        data = load_dataset(args.data, require_images=reads_pictures)
+        training_data = load_dataset(training_spec(args.data) or args.data, require_images=reads_pictures)
     data = data.labelled(task).head(args.memes)
     conditions = grid(args.suites, args.attacks)
 

@@ -16,7 +16,7 @@ def _train(args) -> int:
 
     from .data import load_dataset
     from .detectors import find_card, load_detector
-    from .training import save_trained, train_head
+    from .training import check_training_data, save_trained, train_head, training_task
 
     card = find_card(args.card)
     if args.demo:
@@ -34,7 +34,13 @@ def _train(args) -> int:
     torch.manual_seed(args.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
     fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
     detector = load_detector(fresh, checkpoint=args.init, device=args.device)
-    train, val = load_dataset(train_spec), load_dataset(val_spec)
+    reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))
+    train, val = (load_dataset(spec, require_images=reads_pictures) for spec in (train_spec, val_spec))
+    task = training_task(args.task or card.task, train, val, explicit=args.task is not None)
+    if task != card.task:
+        print(f"training task {task!r} (the card's is {card.task!r}); the card written says {task!r}")
+    check_training_data(train, val, task, card.classes)
+    card = replace(card, task=task)  # the card written beside the checkpoint names the task it was trained on
     bar = tqdm(total=hyper["epochs"], desc=f"train {card.name}", unit="epoch", disable=args.quiet)
 
     def progress(row):
@@ -45,7 +51,7 @@ def _train(args) -> int:
     state_path = out.with_suffix(".train-state.pt")
     if not args.resume:
         state_path.unlink(missing_ok=True)
-    result = train_head(detector, train, val, task=args.task or card.task, seed=args.seed, progress=progress,
+    result = train_head(detector, train, val, task=task, seed=args.seed, progress=progress,
                         state_path=state_path, **hyper)
     bar.close()
     save_trained(detector, out, card, result, hyper, write_card=args.out is not None)

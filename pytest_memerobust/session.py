@@ -248,7 +248,12 @@ class RobustnessSession:
     def dataset(self, spec: str) -> Dataset:
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self._datasets:
-            dataset = load_dataset(spec).head(self.options.limit)
+            reads_pictures = self.reads_pictures()
+            dataset = load_dataset(spec, require_images=reads_pictures).head(self.options.limit)
+            without = sum(m.image_path is None and m.image_array is None for m in dataset.memes)
+            if without:
+                self.notes.append(f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this "
+                                  f"run read only captions, so none is needed")
             missing = [m.id for m in dataset.memes if not m.text.strip()]
             if missing:
                 if self.ocr() is None:
@@ -260,6 +265,11 @@ class RobustnessSession:
                 dataset = fill_missing_captions(dataset, self.ocr())
             self._datasets[spec] = dataset
         return self._datasets[spec]
+
+    def reads_pictures(self) -> bool:
+        """Whether any model of this run reads pictures: only then must a dataset have one for every meme."""
+        return any("image" in getattr(self.detector(model), "modalities", ("image", "text"))
+                   for model in self.options.models)
 
     def ocr(self, required: bool = False):
         """The OCR backend, loaded once; None unless --memerobust-ocr, --memerobust-captions=ocr or (`required`) a
@@ -293,7 +303,7 @@ class RobustnessSession:
         detector (universal triggers); the evaluated memes themselves when the dataset has no training split."""
         key = ("training", training_spec(spec) or spec)
         if key not in self._datasets:
-            self._datasets[key] = load_dataset(key[1])
+            self._datasets[key] = load_dataset(key[1], require_images=self.reads_pictures())
         ds = self._datasets[key].labelled(task)
         return [m.text for m in ds.memes], ds.labels(task), ds.memes
 

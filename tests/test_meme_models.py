@@ -772,9 +772,9 @@ def small_demo_data(monkeypatch):
 
     real, asked = data.load_dataset, []
 
-    def load(spec):
+    def load(spec, **options):
         asked.append(spec)
-        return real(spec).head(40)
+        return real(spec, **options).head(40)
 
     monkeypatch.setattr(data, "load_dataset", load)
     return asked
@@ -789,7 +789,7 @@ def cli_demo_run(tmp_path_factory):
     shipped = shipped_checkpoint_hashes()
     real, asked = data.load_dataset, []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(data, "load_dataset", lambda spec: asked.append(spec) or real(spec).head(40))
+        mp.setattr(data, "load_dataset", lambda spec, **options: asked.append(spec) or real(spec, **options).head(40))
         rc = cli.main(["train", "memeblip2-tda", "--demo", "--data", "demo", "--epochs", "1", "--out", str(out),
                        "--quiet"])
     assert shipped_checkpoint_hashes() == shipped  # --out given: the shipped checkpoints are untouched

@@ -54,7 +54,7 @@ def test_a_dataset_with_missing_captions_needs_an_ocr_backend(monkeypatch):
     from pytest_memerobust import session as session_module
     from pytest_memerobust.session import Options, RobustnessSession
 
-    monkeypatch.setattr(session_module, "load_dataset", lambda spec: _dataset(["a", "", ""], [90, 90, 90]))
+    monkeypatch.setattr(session_module, "load_dataset", lambda spec, **options: _dataset(["a", "", ""], [90, 90, 90]))
     with pytest.raises(ConfigError, match=r"2 memes of 'toy-spec' have no caption \(e.g. m1, m2\).*--memerobust-ocr"):
         RobustnessSession(Options()).dataset("toy-spec")
     session = RobustnessSession(Options(ocr="rapidocr"))

@@ -11,6 +11,7 @@ A loader is `fn(path, split, *, require_images=True) -> Dataset`; `load_dataset`
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import json
 import re
@@ -86,11 +87,15 @@ def parse_spec(spec: str) -> tuple[str, Path, str | None]:
     return name, Path(rest), None
 
 
-def load_dataset(spec: str) -> Dataset:
-    """Load the dataset a spec names (see `parse_spec`), requiring every image file to exist."""
+def load_dataset(spec: str, *, require_images: bool = True) -> Dataset:
+    """Load the dataset a spec names (see `parse_spec`). With `require_images` (the default) every picture must
+    exist; without it (a detector that reads only captions) a meme may have none. Loaders registered without the
+    keyword are called without it, and so keep requiring their pictures."""
     name, path, split = parse_spec(spec)
-    # require_images is left at its default (True) so generators registered without that keyword still work.
-    return LOADERS[name](path, split)
+    fn = LOADERS[name]
+    if not require_images and "require_images" in inspect.signature(fn).parameters:
+        return fn(path, split, require_images=False)
+    return fn(path, split)
 
 
 # ------------------------------------------------------------------------------------------- shared reading

@@ -96,6 +96,9 @@ class Dataset:
         for m in self.memes:
             h.update(m.id.encode() + b"\0" + m.text.encode() + b"\0")
             h.update(repr(sorted(m.labels.items())).encode())
+            if m.image_path is None and m.image_array is None:  # caption-only data
+                h.update(b"no picture")
+                continue
             img = m.image
             h.update(repr(img.shape).encode() + img.tobytes())
         return h.hexdigest()

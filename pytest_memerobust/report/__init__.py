@@ -64,12 +64,12 @@ def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
     dataset = engine.dataset  # the memes labelled for the model's task, in the results' order
     for drop, i, result in sorted(candidates, key=lambda t: -t[0])[:n]:
         meme, c = dataset.memes[i], result.condition
-        image = engine.picture(c, i)
+        has_picture = meme.image_path is not None or meme.image_array is not None  # caption-only data has none
         caption = engine.inputs(*engine.text_side(c))[i] if c.text or engine.ocr else meme.text
         label = int(result.y_true[i])
         out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
                     "label": session.detector(model).classes[label], "p_true_clean": float(result.proba_clean[i, label]),
-                    "p_true_perturbed": float(result.proba[i, label]), "thumbnail": _thumbnail(image)})
+                    "p_true_perturbed": float(result.proba[i, label]), "thumbnail": _thumbnail(engine.picture(c, i)) if has_picture else None})
     return out
 
 

@@ -81,8 +81,9 @@ def _worst(group: dict) -> str:
     if not rows:
         return ""
     body = "".join(
-        f'<tr><td><img alt="{html.escape(e["id"])}" src="data:image/png;base64,{e["thumbnail"]}"></td>'
-        f'<td>{html.escape(e["condition"])}<br><small>{html.escape(e["id"])}</small></td>'
+        (f'<tr><td><img alt="{html.escape(e["id"])}" src="data:image/png;base64,{e["thumbnail"]}"></td>'
+         if e.get("thumbnail") else "<tr><td><small>no picture</small></td>")
+        + f'<td>{html.escape(e["condition"])}<br><small>{html.escape(e["id"])}</small></td>'
         f'<td>{html.escape(e["caption"])}</td><td>{html.escape(e["perturbed_caption"])}</td>'
         f'<td>{e["label"]}: {e["p_true_clean"]:.3f} &rarr; {e["p_true_perturbed"]:.3f}</td></tr>'
         for e in rows)
