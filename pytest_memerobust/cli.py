@@ -41,18 +41,21 @@ def _train(args) -> int:
         print(f"training task {task!r} (the card's is {card.task!r}); the card written says {task!r}")
     check_training_data(train, val, task, card.classes)
     card = replace(card, task=task)  # the card written beside the checkpoint names the task it was trained on
+    if not args.quiet:
+        print(f"encoding {len(train)} + {len(val)} memes once (the backbone is frozen), then {hyper['epochs']} epochs",
+              file=sys.stderr)
     bar = tqdm(total=hyper["epochs"], desc=f"train {card.name}", unit="epoch", disable=args.quiet)
 
     def progress(row):
         bar.update(1)
         bar.set_postfix(loss=f"{row['loss']:.4f}", val_auroc=f"{row['val_auroc']:.4f}",
-                        val_acc=f"{row['val_accuracy']:.4f}")
+                        val_acc=f"{row['val_accuracy']:.4f}", val_f1=f"{row['val_macro_f1']:.4f}")
 
     state_path = out.with_suffix(".train-state.pt")
     if not args.resume:
         state_path.unlink(missing_ok=True)
     result = train_head(detector, train, val, task=task, seed=args.seed, progress=progress,
-                        state_path=state_path, **hyper)
+                        state_path=state_path, on_encoded=lambda: bar.reset(total=hyper["epochs"]), **hyper)
     bar.close()
     save_trained(detector, out, card, result, hyper, write_card=args.out is not None)
     state_path.unlink(missing_ok=True)

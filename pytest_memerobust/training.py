@@ -92,8 +92,9 @@ def _save_state(path: Path, state: dict) -> None:
 
 def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
                weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
-               state_path: Path | None = None) -> TrainingResult:
-    """AdamW on the head only; keep the weights of the epoch with the best validation AUROC."""
+               state_path: Path | None = None, on_encoded=None) -> TrainingResult:
+    """AdamW on the head only; keep the weights of the epoch with the best validation AUROC. `on_encoded()` is
+    called once the one-off encoding of both splits is done, so a progress bar can time the epochs alone."""
     import torch
 
     torch.manual_seed(seed)
@@ -104,6 +105,8 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
     y = torch.as_tensor(train.labels(task), device=device)
     vi, vt = (t.to(device) for t in _features(detector, val))
     y_val = val.labels(task)
+    if on_encoded:
+        on_encoded()
     # FigMemes re-weights each label's positives by its negatives-to-positives ratio: rare labels still count
     pos_weight = (((len(y) - y.sum(0)) / y.sum(0).clamp(min=1)).float() if multilabel else None)
     optimiser = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr,
@@ -134,7 +137,7 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
             proba = class_probabilities(detector.logits(vi, vt), multilabel).cpu().numpy()
         val_auroc = auroc(y_val, proba)
         row = {"epoch": epoch, "loss": total / len(y), "val_auroc": val_auroc,
-               "val_accuracy": METRICS["accuracy"](y_val, proba)}
+               "val_accuracy": METRICS["accuracy"](y_val, proba), "val_macro_f1": METRICS["macro_f1"](y_val, proba)}
         result.history.append(row)
         if val_auroc > result.best_val_auroc:
             result.best_epoch, result.best_val_auroc = epoch, val_auroc

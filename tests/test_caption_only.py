@@ -135,3 +135,25 @@ def test_real_pridemm_captions_train_a_caption_only_card_without_pictures(tmp_pa
     assert training_task("hate", train, val) == "hate"
     check_training_data(train, val, "hate", ["non-hateful", "hateful"])  # real splits pass the checks
     assert all(m.image_path is None for m in train.memes) and len(train) > 3000
+
+
+def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(captions_csv):
+    """The progress bar times the epochs alone (it restarts when encoding ends), and every epoch's row, hence
+    `*.metrics.json`, carries the validation macro-F1 next to AUROC and accuracy."""
+    import torch
+
+    from pytest_memerobust.detectors import ModelCard, load_detector
+    from pytest_memerobust.metrics import macro_f1
+    from pytest_memerobust.training import train_head
+
+    train = load_dataset(f"csv:{captions_csv}:train", require_images=False)
+    val = load_dataset(f"csv:{captions_csv}:val", require_images=False)
+    torch.manual_seed(0)
+    detector = load_detector(ModelCard(name="m", architecture="memeblip2", classes=("no", "yes"),
+                                       params={"map_dim": 32}, backbone={"kind": "minilm"}))
+    events = []
+    result = train_head(detector, train, val, task="label", epochs=1, lr=3e-3,
+                        on_encoded=lambda: events.append("encoded"), progress=lambda row: events.append(row["epoch"]))
+    assert events == ["encoded", 1]
+    proba = detector.predict_proba([None] * len(val), [m.text for m in val.memes])  # epoch 1's kept weights
+    assert result.history[0]["val_macro_f1"] == pytest.approx(macro_f1(val.labels("label"), proba.argmax(1)))
