@@ -55,8 +55,9 @@ def pytest_addoption(parser):
     for name, convert, repeatable, help_text in _OPTIONS:
         action = "append" if repeatable else "store_true" if convert is conv.flag else "store"
         kwargs = {} if convert is conv.flag else {"type": convert}
+        # argparse %-formats option help (a bare "%" made `pytest --help` crash); ini help is printed as it is
         group.addoption(f"--memerobust-{name}", dest=f"memerobust_{name.replace('-', '_')}", action=action,
-                        default=None, help=help_text, **kwargs)
+                        default=None, help=help_text.replace("%", "%%"), **kwargs)
         parser.addini(f"memerobust_{name.replace('-', '_')}", help_text, type="args" if repeatable else "string")
 
 

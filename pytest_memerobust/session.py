@@ -129,11 +129,23 @@ class RobustnessSession:
         self._fingerprints: dict[str, str] = {}
         self.grids: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
+        self._check_checkpoints()
         self.baseline = None
         if options.baseline is not None:
             from .gate import load_baseline
 
             self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
+
+    def _check_checkpoints(self) -> None:
+        """At the start, not in every case: a `MODEL=PATH` checkpoint names a model of this run (a typo would
+        silently leave the shipped weights in place) and every checkpoint file exists."""
+        names = sorted({split_model(m)[0] for m in self.options.models})
+        for model, path in self.options.checkpoints.items():
+            if model and model not in names:
+                raise ConfigError(f"--memerobust-checkpoint={model}={path}: {model!r} is not a model of this run "
+                                  f"(models: {', '.join(names) or 'none'})")
+            if not Path(path).is_file():
+                raise ConfigError(f"--memerobust-checkpoint={f'{model}=' if model else ''}{path}: no such file")
 
     def detector(self, model: str):
         """The loaded detector for a model spec `NAME[:MODE]`; modes (text, image) share the base's weights."""

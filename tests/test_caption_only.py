@@ -157,3 +157,4 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
     assert events == ["encoded", 1]
     proba = detector.predict_proba([None] * len(val), [m.text for m in val.memes])  # epoch 1's kept weights
     assert result.history[0]["val_macro_f1"] == pytest.approx(macro_f1(val.labels("label"), proba.argmax(1)))
+

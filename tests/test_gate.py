@@ -149,3 +149,20 @@ def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pyte
                                 f"--memerobust-checkpoint={reseeded}", ".")
     result.assert_outcomes(passed=4)
     assert "regressed" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("checkpoints, message", [
+    ({"dmeo": "w.safetensors"}, r"--memerobust-checkpoint=dmeo=w.safetensors: 'dmeo' is not a model of this run "
+                                r"\(models: demo\)"),
+    ({"": "missing.safetensors"}, r"--memerobust-checkpoint=missing.safetensors: no such file"),
+])
+def test_a_checkpoint_for_another_model_or_a_missing_file_is_refused_at_the_start(tmp_path, monkeypatch, checkpoints,
+                                                                                 message):
+    """A typo in `MODEL=PATH` used to leave the shipped weights in place and the gate passing."""
+    from pytest_memerobust.errors import ConfigError
+    from pytest_memerobust.session import Options, RobustnessSession
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError, match=message):
+        RobustnessSession(Options(models=("demo",), checkpoints=checkpoints))

@@ -1,5 +1,7 @@
 """The plugin end to end, through pytester: collection, ids, selection, assertions, options, reports."""
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,11 @@ contrast = [5]
     result.assert_outcomes(passed=1, failed=1)  # demo: neutral captions hang on the picture, which contrast hides
     result.stdout.fnmatch_lines(["*group gap in relative robustness of accuracy (worst neutral, best *)*<= 0.0500*",
                                  "*relative robustness of accuracy per group*", "*Condition*hostile (n=*neutral*"])
+
+
+def test_pytest_help_lists_the_options_with_their_percent_signs(tmp_path):
+    """argparse %-formats option help: a bare "%" in one made `pytest --help` crash wherever the plugin is installed."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "--memerobust-fail-on" in run.stdout and "rel_acc:1% (relative" in run.stdout
