@@ -54,9 +54,17 @@ def _train(args) -> int:
     state_path = out.with_suffix(".train-state.pt")
     if not args.resume:
         state_path.unlink(missing_ok=True)
+    cache_dir = None if args.no_cache else Path(args.cache_dir)
     result = train_head(detector, train, val, task=task, seed=args.seed, progress=progress,
-                        state_path=state_path, on_encoded=lambda: bar.reset(total=hyper["epochs"]), **hyper)
+                        state_path=state_path, on_encoded=lambda: bar.reset(total=hyper["epochs"]),
+                        cache_dir=cache_dir, **hyper)
     bar.close()
+    cached = result.feature_cache
+    if cached:
+        read, encoded = sum(cached["disk_hits"].values()), sum(cached["encoded"].values())
+        where = f"the feature cache in {cache_dir}" if cache_dir else "no feature cache (--no-cache)"
+        print(f"encoded {encoded} inputs and read {read} from {where}: features are kept by backbone, so every "
+              f"head on this backbone reuses them")
     save_trained(detector, out, card, result, hyper, write_card=args.out is not None)
     state_path.unlink(missing_ok=True)
     written = [out.name, out.with_suffix(".metrics.json").name] + ([out.with_suffix(".card.toml").name] if args.out else [])
@@ -120,24 +128,38 @@ def _report(args) -> int:
 
 def _preview(args) -> int:
     from .data import load_dataset, load_rgb
+    from .data.render import draw_meme
+    from .data.text_boxes import TEXT_BOXES
     from .perturb import get, names
     from .report.gallery import gallery, save_gallery
 
+    boxes = None
     if args.image:
         image, meme_id, caption = load_rgb(Path(args.image)), Path(args.image).name, args.caption
     else:
-        dataset = load_dataset(args.data)
+        dataset = load_dataset(args.data, require_images=not args.render)
         if not 0 <= args.index < len(dataset):
             raise MemeRobustError(f"--index {args.index} is outside {args.data!r} ({len(dataset)} memes)")
         meme = dataset.memes[args.index]
-        image, meme_id, caption = meme.image, meme.id, args.caption or meme.text
+        meme_id, caption = meme.id, args.caption or meme.text
+        if args.render:  # the caption drawn as meme text on a picture of that size; the boxes are where it went
+            image, boxes = draw_meme(meme.text, args.render, seed=args.index)
+        else:
+            image, boxes = meme.image, meme.meta.get(TEXT_BOXES)
+    if boxes is None and args.ocr:
+        from .data.ocr import ocr_backend
+
+        boxes = ocr_backend(args.ocr).read_boxes(image)
     chosen = args.perturbations or [n for n in names("image")
                                     if not get(n).needs_model and (caption or not get(n).caption_source)]
     for name in chosen:
         if get(name).modality != "image":
             raise MemeRobustError(f"{name!r} is not an image perturbation")
-    save_gallery(gallery(image, meme_id, chosen, seed=args.seed, tile=args.tile, caption=caption), Path(args.out))
-    print(f"wrote {args.out}: {len(chosen)} perturbations x their severities of {meme_id}")
+    save_gallery(gallery(image, meme_id, chosen, seed=args.seed, tile=args.tile, caption=caption, text_boxes=boxes),
+                 Path(args.out))
+    where = ("its text boxes unknown: the typographic edits use the bottom band (--ocr rapidocr finds them)"
+             if boxes is None else f"{len(boxes)} text boxes")
+    print(f"wrote {args.out}: {len(chosen)} perturbations x their severities of {meme_id} ({where})")
     return 0
 
 
@@ -174,6 +196,10 @@ def main(argv=None) -> int:
     train.add_argument("--batch-size", dest="batch_size", type=int, help="default: card, else 16")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="cpu")
+    train.add_argument("--cache-dir", dest="cache_dir", default=str(Path(".pytest_cache") / "d" / "memerobust"),
+                       help="where encoded features are kept, by backbone, for later heads and pytest runs (default: "
+                            "the plugin's, .pytest_cache/d/memerobust)")
+    train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_train)
     sub.add_parser("list", help="models, datasets, perturbations and suites").set_defaults(run=_list)
@@ -187,6 +213,11 @@ def main(argv=None) -> int:
     preview.add_argument("--image", help="or a picture file")
     preview.add_argument("--caption", default="", help="the caption the caption-drawing edits draw (default: the "
                          "meme's own; with --image, none, and those edits are left out)")
+    preview.add_argument("--render", type=int, metavar="SIZE", help="draw the meme's caption as meme text (white "
+                         "capitals, black outline, top and bottom) on a SIZE px picture and preview that: for "
+                         "caption-only data, or to see the typographic edits at real size")
+    preview.add_argument("--ocr", choices=["rapidocr"], help="find where the picture shows its text with this OCR "
+                         "backend, when the dataset does not say (the typographic edits act there)")
     preview.add_argument("--perturbations", nargs="+", help="names (default: every model-free image perturbation)")
     preview.add_argument("--seed", type=int, default=0)
     preview.add_argument("--tile", type=int, default=128, help="tile side in pixels")

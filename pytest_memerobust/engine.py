@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .data.meme import Dataset
+from .data.text_boxes import TEXT_BOXES
 from .detectors.base import is_split
 from .features import FeatureStore
 from .perturb import get as get_perturbation
@@ -123,18 +124,21 @@ class Engine:
 
     def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
-                 precision: str = "fp32", ocr=None):
+                 precision: str = "fp32", ocr=None, text_reader=None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
         (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
         `features`: the store of encoded inputs, shared by every engine of these encoders (default: in memory,
         for this engine only). `precision`: "bf16" runs the encoders under bfloat16 autocast. `ocr`: an OCR backend
-        (data/ocr.py) that reads every condition's captions off its pictures, end to end."""
+        (data/ocr.py) that reads every condition's captions off its pictures, end to end. `text_reader`: an OCR
+        backend that finds where a clean picture shows its text, for the typographic edits, when the dataset does not
+        say (meta[TEXT_BOXES])."""
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.precision = precision
         self.detector, self.dataset, self.seed, self.batch_size = detector, dataset, seed, batch_size
         self.labels, self.training, self.cache_dir, self.ocr = labels, training, cache_dir, ocr
+        self.text_reader = text_reader
         self._attack_context = None
         self.ids = [m.id for m in dataset.memes]
         self._plan: list[tuple] = []
@@ -144,7 +148,10 @@ class Engine:
             self._inputs, self._features, self.encoder_calls = shares._inputs, shares._features, shares.encoder_calls
             self.features, self._pending = shares.features, shares._pending
             self._clean_pictures = shares._clean_pictures
+            self._text_boxes, self.boxless = shares._text_boxes, shares.boxless
         else:
+            self._text_boxes = [m.meta.get(TEXT_BOXES) for m in dataset.memes]
+            self.boxless: dict[str, set[int]] = {}  # typographic edit -> the pictures it met without text boxes
             self._clean_pictures: list = []  # decoded once, on the detector's device
             self._pending: dict[tuple, Future] = {}  # sides being perturbed in the background
             self._inputs: dict[tuple, list] = {}
@@ -230,7 +237,9 @@ class Engine:
                     continue
                 perturbation = get_perturbation(name)
                 key = self._key(modality, name, severity)
-                if not perturbation.needs_model and not perturbation.caption_source and key not in plan:
+                # (an OCR reader, finding text boxes, runs in this thread only)
+                reads = perturbation.reads_text_boxes and self.text_reader is not None
+                if not perturbation.needs_model and not perturbation.caption_source and not reads and key not in plan:
                     plan.append(key)
         self._plan = plan
 
@@ -258,7 +267,22 @@ class Engine:
             side = caption_side if perturbation.caption_source == "condition" and caption_side else (None, None)
             texts = self.inputs("text", *side)
             captions = [texts[i] for i in indices]
-        return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions)
+        boxes = self.text_boxes(indices, perturbation.name) if perturbation.reads_text_boxes else None
+        return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions, boxes)
+
+    def text_boxes(self, indices, edit: str | None = None) -> list:
+        """Where each clean picture shows its text: the dataset's boxes, else the text reader's (read once), else
+        None; the pictures `edit` meets without boxes go into `boxless`, for the run's notes."""
+        read = getattr(self.text_reader, "read_boxes", None)
+        out = []
+        for i in indices:
+            if self._text_boxes[i] is None and read is not None:
+                self._text_boxes[i] = read(self._clean("image")[i])
+            out.append(self._text_boxes[i])
+        missing = {i for i, boxes in zip(indices, out) if not boxes}
+        if edit is not None and missing:
+            self.boxless.setdefault(edit, set()).update(missing)
+        return out
 
     def picture(self, condition: Condition, i: int) -> np.ndarray:
         """Meme `i`'s picture under the condition's image side as an array, for the report's thumbnails (an edge),

@@ -7,6 +7,10 @@ typos@1, a picture a corruption left alone) is never encoded again. Between runs
 each side of a condition (the dataset's inputs under one perturbation) is kept as one file under the cache
 directory, named by (encoder namespace, digests of its inputs). Files are written atomically and carry their
 namespace, digests and a checksum; a truncated, corrupt or foreign file is ignored and written again.
+
+The namespace names what computed the features: for a detector on a frozen backbone, that backbone's fingerprint
+(weights and preprocessing), never the checkpoint of the head on top, so a second head (or checkpoint) on the same
+backbone reads the features the first one encoded (`encoder_namespaces`).
 """
 from __future__ import annotations
 
@@ -15,13 +19,14 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from .atomic import atomic_path
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
+MODALITIES = ("image", "text")
 
 
 def input_digest(item) -> str:
@@ -53,14 +58,43 @@ class CacheStats:
     rejected_files: int = 0  # corrupt, truncated or foreign files found and replaced
 
 
+def encoder_namespaces(detector, precision: str) -> tuple[dict[str, str], bool]:
+    """(namespace per modality, whether features under it may be kept between runs). A detector that says what its
+    encoders compute (`encoder_fingerprints`: the frozen backbone's weights and preprocessing) is named by that, so
+    every head on the same backbone shares the entries; any other by its checkpoint, on disk only for trained
+    weights (an untrained detector's random weights are not the same next run)."""
+    import torch
+
+    run = {"precision": precision, "device": str(getattr(detector, "device", "cpu")).split(":")[0],
+           "torch": torch.__version__}
+    fingerprints = getattr(detector, "encoder_fingerprints", None)
+    if callable(fingerprints):
+        return {m: json.dumps({"encoder": fp, **run}, sort_keys=True) for m, fp in fingerprints().items()}, True
+    checkpoint = str(getattr(detector, "fingerprint", "") or "")
+    card = getattr(detector, "card", None)
+    namespace = json.dumps({"fingerprint": checkpoint, "card": getattr(card, "name", type(detector).__name__),
+                            "backbone": getattr(card, "backbone", None),
+                            "text_backbone": getattr(card, "text_backbone", None), **run}, sort_keys=True, default=str)
+    return dict.fromkeys(MODALITIES, namespace), bool(checkpoint) and not checkpoint.startswith("untrained:")
+
+
+def detector_feature_store(detector, precision: str, directory: Path | None) -> FeatureStore:
+    """The store of `detector`'s encoded inputs, on disk under `directory` where that is safe (None: memory only).
+    The pytest session and `memerobust train` both take theirs from here, so they share entries."""
+    namespaces, reproducible = encoder_namespaces(detector, precision)
+    return FeatureStore(namespaces, directory if reproducible else None)
+
+
 class FeatureStore:
-    """Features by input digest for one set of encoders (`namespace`: checkpoint fingerprint, backbone, precision).
+    """Features by input digest for one set of encoders. `namespace` names what computes them: one name for both
+    modalities, or one per modality (`encoder_namespaces`).
 
-    `directory=None` keeps features in memory only (`--memerobust-no-cache`, or an untrained detector whose random
-    weights a later run would not reproduce)."""
+    `directory=None` keeps features in memory only (`--memerobust-no-cache`, or encoders whose weights a later run
+    would not reproduce)."""
 
-    def __init__(self, namespace: str, directory: Path | None = None):
-        self.namespace = namespace
+    def __init__(self, namespace: str | Mapping[str, str], directory: Path | None = None):
+        self.namespaces = (dict(namespace) if isinstance(namespace, Mapping)
+                           else dict.fromkeys(MODALITIES, namespace))
         self.directory = Path(directory) if directory is not None else None
         self._memory: dict[tuple[str, str], np.ndarray] = {}
         self.stats = CacheStats()
@@ -100,7 +134,7 @@ class FeatureStore:
 
     def path(self, modality: str, digests: Sequence[str]) -> Path:
         """The file of one side: content-addressed by the namespace, the modality and the inputs' digests."""
-        h = hashlib.blake2b(f"{FORMAT}\0{self.namespace}\0{modality}\0".encode(), digest_size=20)
+        h = hashlib.blake2b(f"{FORMAT}\0{self.namespaces[modality]}\0{modality}\0".encode(), digest_size=20)
         h.update("\0".join(digests).encode())
         key = h.hexdigest()
         return self.directory / "features" / key[:2] / f"{key}.npz"
@@ -113,7 +147,7 @@ class FeatureStore:
             with np.load(path, allow_pickle=False) as archive:
                 header = json.loads(bytes(archive["header"]).decode())
                 features = archive["features"]
-            valid = (header.get("format") == FORMAT and header.get("namespace") == self.namespace
+            valid = (header.get("format") == FORMAT and header.get("namespace") == self.namespaces[modality]
                      and header.get("modality") == modality and header.get("digests") == digests
                      and header.get("sha256") == hashlib.sha256(features.tobytes()).hexdigest()
                      and features.shape[0] == len(digests))
@@ -128,7 +162,7 @@ class FeatureStore:
         return True
 
     def _write(self, path: Path, modality: str, digests: list[str], features: np.ndarray) -> None:
-        header = {"format": FORMAT, "namespace": self.namespace, "modality": modality, "digests": digests,
+        header = {"format": FORMAT, "namespace": self.namespaces[modality], "modality": modality, "digests": digests,
                   "sha256": hashlib.sha256(np.ascontiguousarray(features).tobytes()).hexdigest()}
         buffer = io.BytesIO()
         np.savez(buffer, features=features, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8))

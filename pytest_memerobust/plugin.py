@@ -186,7 +186,7 @@ def pytest_terminal_summary(terminalreporter, config):
                 f"note: {model!r} runs with demo weights trained on generated memes; pass "
                 f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real memes")
     terminalreporter.write_line(render(session.report()))
-    for note in session.notes:
+    for note in session.run_notes():
         terminalreporter.write_line(f"memerobust: {note}")
     terminalreporter.write_line(f"memerobust: {session.cache_summary()}")
     for path in session.options.reports:

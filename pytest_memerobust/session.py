@@ -6,7 +6,6 @@ It is plain Python, so the same evaluation runs without pytest.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from .data import Dataset, load_dataset
 from .detectors import find_card, load_detector
 from .detectors.base import is_multilabel
 from .engine import Condition, Engine
-from .errors import ConfigError
-from .features import FeatureStore
+from .errors import ConfigError, DataError
+from .features import FeatureStore, detector_feature_store
 from .results import ConditionResult, StatsConfig
 
 DEFAULT_DATA = "demo"
@@ -186,30 +185,33 @@ class RobustnessSession:
         return self._precisions[name]
 
     def feature_store(self, model: str) -> FeatureStore:
-        """One store of encoded inputs per model, shared by its engines on every dataset and by its ablation views.
-        On disk only for trained weights: an untrained detector's random weights are not the same next run."""
+        """One store of encoded inputs per model, shared by its engines on every dataset and by its ablation views,
+        and on disk with every model and `memerobust train` run on the same frozen backbone (see
+        `features.encoder_namespaces`)."""
         if model not in self._feature_stores:
-            import torch
-
-            detector = self.detector(model)
-            fingerprint = str(getattr(detector, "fingerprint", "") or "")
-            card = getattr(detector, "card", None)
-            namespace = json.dumps({
-                "fingerprint": fingerprint, "card": getattr(card, "name", type(detector).__name__),
-                "backbone": getattr(card, "backbone", None), "text_backbone": getattr(card, "text_backbone", None),
-                "precision": self.precision(model), "device": str(getattr(detector, "device", "cpu")).split(":")[0],
-                "torch": torch.__version__}, sort_keys=True, default=str)
-            persistent = (self.options.feature_cache and self.options.cache_dir is not None and fingerprint
-                          and not fingerprint.startswith("untrained:"))
-            self._feature_stores[model] = FeatureStore(namespace, self.options.cache_dir if persistent else None)
+            directory = self.options.cache_dir if self.options.feature_cache else None
+            self._feature_stores[model] = detector_feature_store(self.detector(model), self.precision(model), directory)
         return self._feature_stores[model]
+
+    def run_notes(self) -> list[str]:
+        """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
+        used the band at the bottom of the picture, where captions usually sit)."""
+        lines = list(self.notes)
+        for (model, spec, task), engine in self._engines.items():
+            for edit, pictures in sorted(engine.boxless.items()):
+                hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"
+                line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: {edit} met {len(pictures)} of {len(engine.ids)} "
+                        f"pictures whose text boxes are unknown{hint}, and used the band at the bottom instead")
+                if line not in lines:
+                    lines.append(line)
+        return lines
 
     def to_wire(self) -> dict:
         """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts."""
         return {"results": [r.to_wire() for r in self.results.values()],
                 "order": [self.order.get(key, float("inf")) for key in self.results],
                 "grids": [[list(key), [list(t), list(i)]] for key, (t, i) in self.grids.items()],
-                "notes": list(self.notes), "cache": self.cache_stats(),
+                "notes": self.run_notes(), "cache": self.cache_stats(),
                 "reliance": [[list(key), value] for key, value in self.reliance_results.items()]}
 
     def merge_wire(self, wire: dict) -> None:
@@ -261,7 +263,9 @@ class RobustnessSession:
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self._datasets:
             reads_pictures = self.reads_pictures()
-            dataset = load_dataset(spec, require_images=reads_pictures).head(self.options.limit)
+            # With an OCR backend a loader lets a caption be empty: OCR reads it off the picture below.
+            dataset = load_dataset(spec, require_images=reads_pictures,
+                                   require_captions=self.ocr() is None).head(self.options.limit)
             without = sum(m.image_path is None and m.image_array is None for m in dataset.memes)
             if without:
                 self.notes.append(f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this "
@@ -272,6 +276,11 @@ class RobustnessSession:
                     raise ConfigError(
                         f"{len(missing)} memes of {spec!r} have no caption (e.g. {', '.join(missing[:3])}): read them "
                         f"off the pictures with --memerobust-ocr=rapidocr (pip install \"pytest-memerobust[ocr]\")")
+                unreadable = [m.id for m in dataset.memes if not m.text.strip()
+                              and m.image_path is None and m.image_array is None]
+                if unreadable:
+                    raise DataError(f"{len(unreadable)} memes of {spec!r} have neither a caption nor a picture to read "
+                                    f"it from (e.g. {', '.join(unreadable[:3])})")
                 from .data.ocr import fill_missing_captions
 
                 dataset = fill_missing_captions(dataset, self.ocr())
@@ -306,7 +315,7 @@ class RobustnessSession:
                 labels=self.dataset(spec).labelled(task).labels(task),
                 training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir,
                 features=None if mode else self.feature_store(name), precision=self.precision(name),
-                ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None)
+                ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr())
             self._engines[key].plan(self._planned.get((model, spec), []))
         return self._engines[key]
 

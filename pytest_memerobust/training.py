@@ -1,6 +1,8 @@
 """Fit the trainable head of a split detector on frozen features, choosing the epoch by validation AUROC.
 
-The backbones are frozen, so every caption and picture is encoded once before the first epoch. With a
+The backbones are frozen, so every caption and picture is encoded once before the first epoch, through the same
+feature store as the test runs (keyed by the backbone, not the head): a second head trained on the same backbone and
+data, or a test run of it, reads those features from the cache instead of encoding them again. With a
 `state_path`, the loop saves its full state (head, optimiser, random generators, history, best weights) after each
 epoch and resumes from it, so an interrupted run continues where it stopped and ends with the same weights.
 """
@@ -15,6 +17,7 @@ import numpy as np
 from .atomic import atomic_path, atomic_write_text
 from .data.meme import Dataset
 from .errors import DataError
+from .features import FeatureStore, detector_feature_store
 from .detectors.checkpoints import save_state_dict
 from .detectors.base import class_probabilities, classification_loss, is_multilabel
 from .metrics import METRICS, auroc
@@ -26,6 +29,7 @@ class TrainingResult:
     best_val_auroc: float
     history: list[dict] = field(default_factory=list)
     resumed_from_epoch: int = 0
+    feature_cache: dict = field(default_factory=dict)  # the one-off encoding: inputs encoded, from memory, from disk
 
 
 GENERIC_TASK = "label"  # the task of the generic csv/jsonl loaders: their one label column
@@ -73,13 +77,16 @@ def check_training_data(train: Dataset, val: Dataset, task: str, classes) -> Non
                         f"(e.g. {', '.join(sorted(shared)[:3])}): validation must be held out")
 
 
-def _features(detector, dataset: Dataset):
+ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
+
+
+def _features(detector, dataset: Dataset, store: FeatureStore):
     import torch
 
     needs_images = "image" in getattr(detector, "modalities", ("image", "text"))
-    images = (detector.encode_images([m.image for m in dataset.memes]) if needs_images
-              else np.zeros((len(dataset), 0), dtype=np.float32))
-    texts = detector.encode_texts([m.text for m in dataset.memes])
+    images = (store.features("image", [m.image for m in dataset.memes], detector.encode_images, ENCODE_BATCH_SIZE)
+              if needs_images else np.zeros((len(dataset), 0), dtype=np.float32))
+    texts = store.features("text", [m.text for m in dataset.memes], detector.encode_texts, ENCODE_BATCH_SIZE)
     return torch.as_tensor(images), torch.as_tensor(texts)
 
 
@@ -92,18 +99,21 @@ def _save_state(path: Path, state: dict) -> None:
 
 def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
                weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
-               state_path: Path | None = None, on_encoded=None) -> TrainingResult:
+               state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None) -> TrainingResult:
     """AdamW on the head only; keep the weights of the epoch with the best validation AUROC. `on_encoded()` is
-    called once the one-off encoding of both splits is done, so a progress bar can time the epochs alone."""
+    called once the one-off encoding of both splits is done, so a progress bar can time the epochs alone.
+    `cache_dir`: where the frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`);
+    None keeps them in memory."""
     import torch
 
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     module, device = detector.head_module, detector.device
-    xi, xt = (t.to(device) for t in _features(detector, train))
+    store = detector_feature_store(detector, "fp32", cache_dir)  # training encodes without autocast
+    xi, xt = (t.to(device) for t in _features(detector, train, store))
     multilabel = is_multilabel(detector)
     y = torch.as_tensor(train.labels(task), device=device)
-    vi, vt = (t.to(device) for t in _features(detector, val))
+    vi, vt = (t.to(device) for t in _features(detector, val, store))
     y_val = val.labels(task)
     if on_encoded:
         on_encoded()
@@ -151,6 +161,7 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
             progress(row)
     module.load_state_dict(best_state)
     module.eval()
+    result.feature_cache = asdict(store.stats)
     return result
 
 

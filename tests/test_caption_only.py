@@ -4,6 +4,7 @@ the card it writes names the task it trained."""
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_train_fails_before_encoding_and_names_the_culprit(tmp_path, capsys, mon
     from pytest_memerobust import training
 
     monkeypatch.setattr(training, "_features", lambda *a: pytest.fail("encoded before checking the data"))
-    code = cli_main(["train", str(card), "--train", f"csv:{path}:train", "--val", f"csv:{path}:val",
+    code = cli_main(["train", str(card), "--no-cache", "--train", f"csv:{path}:train", "--val", f"csv:{path}:val",
                      "--out", str(tmp_path / "m.safetensors"), "--quiet"])
     assert code != 0
     err = capsys.readouterr().err
@@ -112,7 +113,8 @@ def test_train_and_run_on_caption_only_data_with_the_data_s_task(tmp_path, capti
     and the suites run on that card with the image cases skipped and one line saying the data has no pictures."""
     card = write_card(tmp_path)
     out = tmp_path / "minilm.safetensors"
-    assert cli_main(["train", str(card), "--data", f"csv:{captions_csv}", "--out", str(out), "--epochs", "2",
+    assert cli_main(["train", str(card), "--no-cache", "--data", f"csv:{captions_csv}", "--out", str(out),
+                     "--epochs", "2",
                      "--quiet"]) == 0
     written = out.with_suffix(".card.toml").read_text()
     assert 'task = "label"' in written
@@ -158,3 +160,18 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
     proba = detector.predict_proba([None] * len(val), [m.text for m in val.memes])  # epoch 1's kept weights
     assert result.history[0]["val_macro_f1"] == pytest.approx(macro_f1(val.labels("label"), proba.argmax(1)))
 
+
+
+def test_a_second_head_on_the_same_backbone_reads_its_features_from_the_cache(tmp_path, captions_csv, capsys):
+    """`memerobust train` keeps features by backbone: a second head (another seed) encodes nothing."""
+    card, cache = write_card(tmp_path), tmp_path / "cache"
+    for seed, out in ((0, "first"), (1, "second")):
+        assert cli_main(["train", str(card), "--data", f"csv:{captions_csv}",
+                         "--out", str(tmp_path / f"{out}.safetensors"), "--epochs", "1", "--seed", str(seed),
+                         "--cache-dir", str(cache), "--quiet"]) == 0
+    first, second = [line for line in capsys.readouterr().out.splitlines() if line.startswith("encoded ")]
+    counts = [tuple(int(n) for n in re.match(r"encoded (\d+) inputs and read (\d+)", line).groups())
+              for line in (first, second)]
+    assert counts[0][0] > 0 and counts[0][1] == 0  # the first head encodes every caption...
+    assert counts[1] == (0, counts[0][0])  # ...the second reads them all back
+    assert str(cache) in second

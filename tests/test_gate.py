@@ -96,7 +96,8 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     again.assert_outcomes(passed=4)  # the same checkpoint does not regress from itself
 
     worse = tmp_path / "worse.safetensors"  # one epoch of training: a checkpoint that has not learnt the task
-    assert cli_main(["train", "demo", "--data", "demo", "--epochs", "1", "--lr", "1e-4", "--out", str(worse),
+    assert cli_main(["train", "demo", "--no-cache", "--data", "demo", "--epochs", "1", "--lr", "1e-4",
+                     "--out", str(worse),
                      "--quiet"]) == 0
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
@@ -144,7 +145,8 @@ def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pyte
     base = tmp_path / "base.json"
     pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}", ".")
     reseeded = tmp_path / "reseeded.safetensors"  # the demo recipe, another training seed
-    assert cli_main(["train", "demo", "--data", "demo", "--seed", "1", "--out", str(reseeded), "--quiet"]) == 0
+    assert cli_main(["train", "demo", "--no-cache", "--data", "demo", "--seed", "1", "--out", str(reseeded),
+                     "--quiet"]) == 0
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={reseeded}", ".")
     result.assert_outcomes(passed=4)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.data.meme import Dataset, Meme
-from pytest_memerobust.data.ocr import _join, fill_missing_captions
+from pytest_memerobust.data.ocr import fill_missing_captions
+from pytest_memerobust.data.text_boxes import TextBox, joined_text, reading_order
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import ConfigError
 
@@ -34,13 +35,21 @@ def _dataset(captions, levels):
 
 
 def test_reading_order_is_by_line_then_left_to_right():
-    boxes = [([[50, 10], [90, 10], [90, 20], [50, 20]], "second", 0.9),
-             ([[0, 52], [40, 52], [40, 62], [0, 62]], "fourth", 0.9),
-             ([[0, 12], [40, 12], [40, 22], [0, 22]], "first", 0.9),
-             ([[60, 50], [90, 50], [90, 60], [60, 60]], "fifth", 0.9),
-             ([[0, 30], [40, 30], [40, 40], [0, 40]], "third ", 0.9)]
-    assert _join(boxes) == "first second third fourth fifth"
-    assert _join([]) == ""
+    boxes = [TextBox.from_rect(50, 10, 90, 20, "second", 0.9), TextBox.from_rect(0, 52, 40, 62, "fourth", 0.9),
+             TextBox.from_rect(0, 12, 40, 22, "first", 0.9), TextBox.from_rect(60, 50, 90, 60, "fifth", 0.9),
+             TextBox.from_rect(0, 30, 40, 40, "third ", 0.9)]
+    assert [b.text.strip() for b in reading_order(boxes)] == ["first", "second", "third", "fourth", "fifth"]
+    assert joined_text(boxes) == "first second third fourth fifth"
+    assert joined_text([]) == ""
+
+
+def test_text_boxes_survive_json_and_scale_with_the_picture():
+    box = TextBox(((1.5, 2.0), (9.0, 2.0), (9.0, 6.5), (1.5, 6.5)), "hi", 0.8)
+    assert TextBox.from_json(box.to_json()) == box
+    assert box.bounds == (1, 2, 9, 7) and box.height == 5 and box.width == 8
+    assert box.scaled(2).bounds == (3, 4, 18, 13)
+    with pytest.raises(ValueError, match="not a text box"):
+        TextBox.from_json([[[0, 0], [1, 1]], "two corners", 1.0])
 
 
 def test_missing_captions_are_filled_from_the_picture_and_marked():

@@ -140,11 +140,13 @@ def _figmemes_caption(ocr: _Row | None) -> str:
 
 
 @loader("figmemes", splits=FIGMEMES_SPLITS)
-def load_figmemes(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_figmemes(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """FigMemes (EMNLP 2022), as the UKPLab/emnlp2022-figmemes baselines read it: PATH is the folder with
     figmemes_annotations.tsv (img_name, the six 0/1 label columns, style one-hot), figmemes_ocrs.tsv (img_name, text;
     read unquoted), standard_split.tsv (img_name, split: train/validation/test) and images/. PATH may instead name
-    another split file in that folder (style_split.tsv, text_cluster_split.tsv) for the distribution-shift splits."""
+    another split file in that folder (style_split.tsv, text_cluster_split.tsv) for the distribution-shift splits.
+    A missing caption is never an error here (8.5% of FigMemes has no text), whatever `require_captions` says."""
     path = Path(path)
     split_file = path if path.is_file() else path / "standard_split.tsv"
     root = split_file.parent
@@ -206,7 +208,8 @@ def _tags(row: _Row, column: str) -> list[str]:
 
 
 @loader("toxictags", splits=TOXICTAGS_SPLITS)
-def load_toxictags(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_toxictags(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """ToxicTags (Swain et al. 2025; huggingface.co/datasets/swainsubhankar/ToxicTags): PATH is the folder with
     <split>.csv (train, test; default test) and the images in images/ or beside the csv. Columns, as the authors'
     hate-alert/STEMTOX code reads them: img (file name, also the id), ocr (caption), title, tags (list), stage2_label
@@ -229,7 +232,7 @@ def load_toxictags(path: Path, split: str | None = None, *, require_images: bool
         labels = {"toxic": toxic} if toxicity is None else {"toxic": toxic, "toxicity": toxicity}
         meta = {"split": split, "tags": _tags(row, "tags"), "title": str(row.values.get("title", "")).strip()}
         image = _image_path(row, [root / "images" / name, root / name], require_images)
-        memes.append(Meme(name, _caption(row, "ocr", name), labels, image, meta=meta))
+        memes.append(Meme(name, _caption(row, "ocr", name, require_captions), labels, image, meta=meta))
     _check_unique(memes, rows)
     classes = {task: list(names) for task, names in TOXICTAGS_CLASSES.items()}
     return Dataset(f"toxictags:{split}", memes, classes, str(file))
@@ -246,7 +249,8 @@ MAMI_TEXT = "Text Transcription"
 
 
 @loader("mami", splits=MAMI_SPLITS)
-def load_mami(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_mami(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """MAMI (SemEval-2022 Task 5), as released (MIND-Lab; the zip layout the task's baselines and participants read):
     PATH is the folder with TRAINING/training.csv and test/Test.csv, tab-separated, images beside each csv. Columns:
     file_name, misogynous, shaming, stereotype, objectification, violence, Text Transcription. Test.csv came without
@@ -275,7 +279,7 @@ def load_mami(path: Path, split: str | None = None, *, require_images: bool = Tr
         types = _flag_columns(label_row, {name: name for name in MAMI_TYPES})
         labels.update(_multilabel_labels("misogyny_type", MAMI_TYPES, types))
         image = _image_path(row, [file.parent / name], require_images)
-        memes.append(Meme(name, _caption(row, MAMI_TEXT, name), labels, image, meta={"split": split}))
+        memes.append(Meme(name, _caption(row, MAMI_TEXT, name, require_captions), labels, image, meta={"split": split}))
     _check_unique(memes, rows)
     classes = {**MAMI_CLASSES, **_multilabel_classes("misogyny_type", MAMI_TYPES)}
     return Dataset(f"mami:{split}", memes, classes, str(file), frozenset({"misogyny_type"}))
@@ -293,7 +297,8 @@ HARMEME_CLASSES = {
 
 
 @loader("harmeme", splits=HARMEME_SPLITS)
-def load_harmeme(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_harmeme(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """HarMeme (Pramanick et al. 2021; LCS2-IIITD/MOMENTA HarMeme_V1/Annotations, read by di-dimitrov/mmf's `memes`
     dataset): PATH is the folder with <split>.jsonl (train, val, test; default test) directly or in annotations/, and
     the images in images/ (mmf) or beside the jsonl. Each line: id, image, text, labels = [intensity] or [intensity,
@@ -317,7 +322,7 @@ def load_harmeme(path: Path, split: str | None = None, *, require_images: bool =
         image_name = _string(row, "image").strip()
         image = _image_path(row, [root / "images" / image_name, file.parent / image_name], require_images)
         meta = {"split": split, "target": names[1] if len(names) == 2 else None}
-        memes.append(Meme(meme_id, _caption(row, "text", meme_id), labels, image, meta=meta))
+        memes.append(Meme(meme_id, _caption(row, "text", meme_id, require_captions), labels, image, meta=meta))
     _check_unique(memes, rows)
     classes = {task: list(names) for task, names in HARMEME_CLASSES.items()}
     return Dataset(f"harmeme:{split}", memes, classes, str(file))
@@ -333,7 +338,8 @@ ATTACK_TYPES = ("contempt", "mocking", "inferiority", "slurs", "exclusion", "deh
 
 
 @loader("hateful_memes_fine_grained", splits=FINE_GRAINED_SPLITS)
-def load_hateful_memes_fine_grained(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_hateful_memes_fine_grained(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """Fine-grained Hateful Memes (WOAH 2021 shared task; facebookresearch/fine_grained_hateful_memes
     data/annotations/<split>.json, one JSON object per line): PATH is the Hateful Memes folder (its img/ holds the
     images) with the <split>.json files in it or in annotations/. Splits train, dev_seen, dev_unseen (the only ones
@@ -357,7 +363,8 @@ def load_hateful_memes_fine_grained(path: Path, split: str | None = None, *, req
         labels.update(_multilabel_labels("protected_category", PROTECTED_CATEGORIES, categories))
         labels.update(_multilabel_labels("attack_type", ATTACK_TYPES, attacks))
         image = _image_path(row, [root / _string(row, "img").strip()], require_images)
-        memes.append(Meme(meme_id, _caption(row, "text", meme_id), labels, image, meta={"split": split}))
+        caption = _caption(row, "text", meme_id, require_captions)
+        memes.append(Meme(meme_id, caption, labels, image, meta={"split": split}))
     _check_unique(memes, rows)
     classes = {
         **HATEFUL_MEMES_CLASSES,

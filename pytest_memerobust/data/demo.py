@@ -12,6 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from .meme import Dataset, Meme
+from .text_boxes import TEXT_BOXES
 
 CLASSES = ("non-hateful", "hateful")
 SPLITS = {"train": 480, "val": 160, "test": 160}
@@ -34,9 +35,10 @@ LABEL_NOISE = 0.04
 SYMBOL_AGREEMENT = 0.75
 
 
-def _draw(caption: str, symbol: str, background, rng: np.random.Generator, size: int = IMAGE_SIZE) -> np.ndarray:
-    """One demo picture, `size` pixels square: the same layout at any size (the symbol, the caption band and its
-    font scale with it), so benchmarks can run on memes of real size (512 px) with the same random draws."""
+def _draw(caption: str, symbol: str, background, rng: np.random.Generator, size: int = IMAGE_SIZE):
+    """One demo picture, `size` pixels square, and the boxes of its caption's lines: the same layout at any size (the
+    symbol, the caption band and its font scale with it), so benchmarks can run on memes of real size (512 px) with
+    the same random draws."""
     from PIL import Image, ImageDraw, ImageFont
 
     from .render import draw_caption_band
@@ -55,12 +57,12 @@ def _draw(caption: str, symbol: str, background, rng: np.random.Generator, size:
         draw.polygon([(cx - r, cy), (cx + r, cy), (cx, cy + r)], fill=(255, 105, 180))
     # The caption goes in a white band at the bottom, as meme text does; wrapped to the picture's width.
     if size == IMAGE_SIZE:  # the shipped demo pictures, byte for byte
-        draw_caption_band(draw, caption, (size, size), band=22, line_height=10)
+        boxes = draw_caption_band(draw, caption, (size, size), band=22, line_height=10)
     else:
         font = ImageFont.load_default(size=max(6, round(10 * scale)))
-        draw_caption_band(draw, caption, (size, size), band=round(22 * scale), line_height=round(10 * scale),
-                          font=font, margin=max(2, round(2 * scale)))
-    return np.asarray(img, dtype=np.uint8)
+        boxes = draw_caption_band(draw, caption, (size, size), band=round(22 * scale), line_height=round(10 * scale),
+                                  font=font, margin=max(2, round(2 * scale)))
+    return np.asarray(img, dtype=np.uint8), boxes
 
 
 def _caption(kind: str, rng: np.random.Generator) -> str:
@@ -87,12 +89,12 @@ def generate(seed: int = 0, size: int = IMAGE_SIZE) -> tuple[Meme, ...]:
                 symbol = ("heart", "cross")[label if agrees else 1 - label]
             caption = _caption(kind, rng)
             background = _BACKGROUNDS[rng.integers(len(_BACKGROUNDS))]
-            image = _draw(caption, symbol, background, rng, size)
+            image, boxes = _draw(caption, symbol, background, rng, size)
             if rng.random() < LABEL_NOISE:
                 label = 1 - label
             meme_id = f"demo-{len(memes):04d}"
             memes.append(Meme(id=meme_id, text=caption, labels={"hate": label}, image_array=image,
-                              meta={"split": split, "kind": kind, "symbol": symbol}))
+                              meta={"split": split, "kind": kind, "symbol": symbol, TEXT_BOXES: boxes}))
     return tuple(memes)
 
 

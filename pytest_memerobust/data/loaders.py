@@ -87,15 +87,18 @@ def parse_spec(spec: str) -> tuple[str, Path, str | None]:
     return name, Path(rest), None
 
 
-def load_dataset(spec: str, *, require_images: bool = True) -> Dataset:
+def load_dataset(spec: str, *, require_images: bool = True, require_captions: bool = True) -> Dataset:
     """Load the dataset a spec names (see `parse_spec`). With `require_images` (the default) every picture must
-    exist; without it (a detector that reads only captions) a meme may have none. Loaders registered without the
-    keyword are called without it, and so keep requiring their pictures."""
+    exist; without it (a detector that reads only captions) a meme may have none. Without `require_captions` (an OCR
+    backend will read them off the pictures) a meme's caption may be empty. Loaders registered without a keyword are
+    called without it, and so keep requiring what it would relax."""
     name, path, split = parse_spec(spec)
     fn = LOADERS[name]
-    if not require_images and "require_images" in inspect.signature(fn).parameters:
-        return fn(path, split, require_images=False)
-    return fn(path, split)
+    accepted = inspect.signature(fn).parameters
+    relaxed = {key: False for key, required in (("require_images", require_images),
+                                                ("require_captions", require_captions))
+               if not required and (key in accepted or any(p.kind is p.VAR_KEYWORD for p in accepted.values()))}
+    return fn(path, split, **relaxed)
 
 
 # ------------------------------------------------------------------------------------------- shared reading
@@ -215,11 +218,13 @@ def _meme_id(row: _Row, column: str) -> str:
     return meme_id
 
 
-def _caption(row: _Row, column: str, meme_id: str) -> str:
-    """Captions are stripped; an empty one is an error because text models would see nothing."""
+def _caption(row: _Row, column: str, meme_id: str, required: bool = True) -> str:
+    """Captions are stripped; an empty one is an error because text models would see nothing, unless not
+    `required` (an OCR backend reads it off the picture later: data/ocr.py)."""
     text = _string(row, column).strip()
-    if not text:
-        raise DataError(f"{row.where}: empty caption in column {column!r} for meme {meme_id!r}")
+    if not text and required:
+        raise DataError(f"{row.where}: empty caption in column {column!r} for meme {meme_id!r} (an OCR backend can "
+                        f"read missing captions off the pictures: --memerobust-ocr=rapidocr)")
     return text
 
 
@@ -283,7 +288,8 @@ def _require_rows(rows: list[_Row], path: Path) -> None:
 # --------------------------------------------------------------------------------------------- generic files
 
 
-def _generic(rows: list[_Row], path: Path, name: str, split: str | None, has_split: bool, require_images: bool):
+def _generic(rows: list[_Row], path: Path, name: str, split: str | None, has_split: bool, require_images: bool,
+             require_captions: bool):
     """Shared body of the csv and jsonl loaders once rows are read and their columns checked."""
     _require_rows(rows, path)
     # Classes come from every row of the file, so each split of one file shares one label schema.
@@ -303,7 +309,7 @@ def _generic(rows: list[_Row], path: Path, name: str, split: str | None, has_spl
         memes.append(
             Meme(
                 id=meme_id,
-                text=_caption(row, "text", meme_id),
+                text=_caption(row, "text", meme_id, require_captions),
                 labels={"label": labels[row.number]},
                 image_path=image,
                 meta=meta,
@@ -322,16 +328,18 @@ def _generic_columns(columns: Sequence[str], require_images: bool) -> list[str]:
 
 
 @loader("csv")
-def load_csv(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_csv(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """Generic csv: columns id, image (or img), text, label, optional split; images relative to the file."""
     path = Path(path)
     header, rows = _read_csv(path)
     _check_columns(path, header, _generic_columns(header, require_images))
-    return _generic(rows, path, "csv", split, "split" in header, require_images)
+    return _generic(rows, path, "csv", split, "split" in header, require_images, require_captions)
 
 
 @loader("jsonl")
-def load_jsonl(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_jsonl(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """Generic jsonl: one object per line with keys id, image (or img), text, label, optional split."""
     path = Path(path)
     rows = _read_jsonl(path)
@@ -341,7 +349,7 @@ def load_jsonl(path: Path, split: str | None = None, *, require_images: bool = T
     if has_split:
         for row in rows:
             _require_keys(row, ["split"])  # a split column present on some rows must be on all
-    return _generic(rows, path, "jsonl", split, has_split, require_images)
+    return _generic(rows, path, "jsonl", split, has_split, require_images, require_captions)
 
 
 # ---------------------------------------------------------------------------------------------------- PrideMM
@@ -358,7 +366,8 @@ PRIDEMM_NO_TARGET = "NA"  # benign memes have no target: kept out of labels, met
 
 
 @loader("pridemm", splits=PRIDEMM_SPLITS)
-def load_pridemm(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_pridemm(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """PrideMM (LGBTQ+ memes): PATH is the folder with PrideMM.csv and Images/, or the csv itself."""
     path = Path(path)
     csv_path, root = (path / PRIDEMM_FILE, path) if path.is_dir() else (path, path.parent)
@@ -381,7 +390,7 @@ def load_pridemm(path: Path, split: str | None = None, *, require_images: bool =
             labels["target"] = target
         image = _image_path(row, [root / "Images" / name, root / name], require_images)
         meta = {"split": str(row.values["split"]).strip(), "target": target}
-        memes.append(Meme(name, _caption(row, "text", name), labels, image, meta=meta))
+        memes.append(Meme(name, _caption(row, "text", name, require_captions), labels, image, meta=meta))
     _check_unique(memes, kept)
     classes = {task: list(names) for task, names in PRIDEMM_CLASSES.items()}
     return Dataset(f"pridemm:{split}" if split else "pridemm", memes, classes, str(csv_path))
@@ -395,7 +404,8 @@ HATEFUL_MEMES_CLASSES = {"hate": ["non-hateful", "hateful"]}
 
 
 @loader("hateful_memes", splits=HATEFUL_MEMES_SPLITS)
-def load_hateful_memes(path: Path, split: str | None = None, *, require_images: bool = True) -> Dataset:
+def load_hateful_memes(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True) -> Dataset:
     """Facebook Hateful Memes: PATH is the folder with <split>.jsonl files and img/; default split dev_seen."""
     root = Path(path)
     split = split or HATEFUL_MEMES_DEFAULT_SPLIT
@@ -412,6 +422,7 @@ def load_hateful_memes(path: Path, split: str | None = None, *, require_images: 
         meme_id = _meme_id(row, "id")
         image = _image_path(row, [root / _string(row, "img").strip()], require_images)
         labels = {"hate": _label(row, "label", HATEFUL_MEMES_CLASSES["hate"])}
-        memes.append(Meme(meme_id, _caption(row, "text", meme_id), labels, image, meta={"split": split}))
+        caption = _caption(row, "text", meme_id, require_captions)
+        memes.append(Meme(meme_id, caption, labels, image, meta={"split": split}))
     _check_unique(memes, rows)
     return Dataset(f"hateful_memes:{split}", memes, dict(HATEFUL_MEMES_CLASSES), str(file))

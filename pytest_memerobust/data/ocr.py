@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -19,15 +19,19 @@ from ..atomic import atomic_write_text
 from ..errors import BackendMissing
 from ..features import input_digest
 from .meme import Dataset
+from .text_boxes import TEXT_BOXES, TextBox, joined_text, reading_order
 
 OCR_BACKENDS = ("rapidocr",)
 MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text only a few pixels high
 
 
 class OcrBackend(Protocol):
+    """Reads a picture (a tensor 3 x H x W or an array H x W x 3). `read_boxes` is optional: a backend without it
+    serves captions, not the typographic edits that need to know where the text sits."""
+
     name: str
 
-    def read(self, image: np.ndarray) -> str: ...
+    def read(self, image) -> str: ...
 
 
 class RapidOcr:
@@ -42,51 +46,52 @@ class RapidOcr:
             raise BackendMissing("OCR needs rapidocr-onnxruntime: pip install \"pytest-memerobust[ocr]\"") from None
         self._engine = RapidOCR()
         self.cache_dir = Path(cache_dir) / "ocr" if cache_dir is not None else None
-        self._memory: dict[str, str] = {}
+        self._memory: dict[str, tuple[TextBox, ...]] = {}
 
     def read(self, image) -> str:
-        """The text on a picture (a tensor 3 x H x W or an array H x W x 3), cached by its content."""
+        """The text on a picture, cached by its content."""
+        return joined_text(self.read_boxes(image))
+
+    def read_boxes(self, image) -> tuple[TextBox, ...]:
+        """The text boxes on a picture, in reading order and in its own pixels, cached by its content."""
         key = input_digest(image)
         if key not in self._memory:
             path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
-            text = _read_entry(path, self.name)
-            if text is None:
+            boxes = _read_entry(path, self.name)
+            if boxes is None:
                 if not isinstance(image, np.ndarray):  # the OCR engine reads arrays: an edge
                     from ..pictures import to_array
 
                     image = to_array(image)
-                boxes, _ = self._engine(_upscaled(np.asarray(image, dtype=np.uint8)))
-                text = _join(boxes or [])
+                image = np.asarray(image, dtype=np.uint8)
+                upscaled = _upscaled(image)
+                found, _ = self._engine(upscaled)
+                back = image.shape[0] / upscaled.shape[0]
+                boxes = reading_order(TextBox(tuple((float(x), float(y)) for x, y in corners), str(text).strip(),
+                                              float(score)).scaled(back)
+                                      for corners, text, score in (found or []) if str(text).strip())
                 if path is not None:
+                    entry = {"backend": self.name, "text": joined_text(boxes), "boxes": [b.to_json() for b in boxes]}
                     try:
-                        atomic_write_text(path, json.dumps({"backend": self.name, "text": text}))
+                        atomic_write_text(path, json.dumps(entry))
                     except OSError:  # a read-only cache costs time, not the run
                         pass
-            self._memory[key] = text
+            self._memory[key] = boxes
         return self._memory[key]
 
 
-def _read_entry(path: Path | None, backend: str) -> str | None:
-    """A cached reading, or None when absent or damaged (then the picture is read again)."""
+def _read_entry(path: Path | None, backend: str) -> tuple[TextBox, ...] | None:
+    """A cached reading, or None when absent, damaged or from before boxes were kept (then the picture is read
+    again)."""
     if path is None or not path.is_file():
         return None
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
+        if not (isinstance(entry, dict) and entry.get("backend") == backend and isinstance(entry.get("boxes"), list)):
+            return None
+        return tuple(TextBox.from_json(box) for box in entry["boxes"])
     except (OSError, ValueError):
         return None
-    ok = isinstance(entry, dict) and entry.get("backend") == backend and isinstance(entry.get("text"), str)
-    return entry["text"] if ok else None
-
-
-def _join(boxes: Sequence) -> str:
-    """Text boxes [(corners, text, score)] in reading order: by line (top edge, in steps of half a box height),
-    then left to right."""
-    def order(box):
-        corners = np.asarray(box[0], dtype=float)
-        height = max(1.0, corners[:, 1].max() - corners[:, 1].min())
-        return (round(corners[:, 1].min() / (height / 2)), corners[:, 0].min())
-
-    return " ".join(str(box[1]).strip() for box in sorted(boxes, key=order) if str(box[1]).strip())
 
 
 def _upscaled(image: np.ndarray) -> np.ndarray:
@@ -106,11 +111,18 @@ def ocr_backend(name: str, cache_dir: Path | None = None) -> OcrBackend:
 
 
 def fill_missing_captions(dataset: Dataset, ocr: OcrBackend) -> Dataset:
-    """The dataset with every empty caption read off its picture; those memes get meta["caption_source"] = "ocr"."""
+    """The dataset with every empty caption read off its picture; those memes get meta["caption_source"] = the
+    backend's name, and its text boxes (meta[TEXT_BOXES]) when the backend gives them."""
     memes = []
     for meme in dataset.memes:
         if meme.text.strip():
             memes.append(meme)
+            continue
+        meta = {**meme.meta, "caption_source": ocr.name}
+        if hasattr(ocr, "read_boxes"):
+            boxes = ocr.read_boxes(meme.image)
+            text, meta[TEXT_BOXES] = joined_text(boxes), boxes
         else:
-            memes.append(replace(meme, text=ocr.read(meme.image), meta={**meme.meta, "caption_source": ocr.name}))
+            text = ocr.read(meme.image)
+        memes.append(replace(meme, text=text, meta=meta))
     return replace(dataset, memes=memes)

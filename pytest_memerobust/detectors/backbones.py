@@ -16,8 +16,13 @@ may download on a machine that can; nothing here downloads at import.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import posixpath
 import re
+from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Sequence
 
@@ -29,6 +34,7 @@ from ..pictures import as_picture, fit_to_encoder
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+FEATURES_VERSION = 1  # bump when what an encoder computes from the same weights and inputs changes (pooling, fitting)
 
 
 def minilm_path():
@@ -57,9 +63,48 @@ class Backbone(torch.nn.Module):
     text_dim: int = 0
     max_length: int = 77
 
+    library = "transformers"  # the distribution that builds this encoder from its spec
+
     def __init__(self, spec: dict):
         super().__init__()
         self.spec = dict(spec)
+        self._fingerprint: str | None = None
+        self._weights_from_spec = True  # False once a checkpoint's weights replace those the spec names
+
+    def fingerprint(self) -> str:
+        """Digest of what this encoder computes: its weights and how it reads its inputs (spec, picture size, crop
+        and normalisation, tokenizer, caption length, the library and feature version). Equal fingerprints give
+        equal features, whatever head sits on top, so every head on this backbone shares its cached features.
+        Computed once per backbone (a ViT-L's weights hash in about a second)."""
+        if self._fingerprint is None:
+            try:
+                library = version(self.library)
+            except PackageNotFoundError:
+                library = None
+            recipe = {"encoder": type(self).__name__, "features": FEATURES_VERSION, "library": [self.library, library],
+                      "spec": self.spec, "preprocessing": self.preprocessing(), "weights": self.weights_digest()}
+            self._fingerprint = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()
+        return self._fingerprint
+
+    def load_state_dict(self, *args, **kwargs):
+        self._fingerprint, self._weights_from_spec = None, False  # a checkpoint's weights: new features
+        return super().load_state_dict(*args, **kwargs)
+
+    def preprocessing(self) -> dict:
+        """How pictures and captions become the encoder's inputs."""
+        out = {"max_length": self.max_length, "tokenizer": self.tokenizer_identity()}
+        if self.image_dim:
+            out.update(image_size=self.image_size, center_crop=self.center_crop, mean=CLIP_MEAN, std=CLIP_STD)
+        return out
+
+    def tokenizer_identity(self) -> dict:
+        return {"type": type(self.tokenizer).__name__, "digest": hf_tokenizer_digest(self.tokenizer)}
+
+    def weights_digest(self) -> str:
+        """The digest of the files the weights were read from, else of the weights themselves (a hub id or tag
+        resolved by a library; an inline config, random or supplied by a checkpoint)."""
+        files = weight_files(self.spec) if self._weights_from_spec else []
+        return f"files:{files_digest(files)}" if files else f"tensors:{tensors_digest(self.state_dict())}"
 
     @property
     def device(self) -> torch.device:
@@ -177,6 +222,8 @@ class OpenClipBackbone(Backbone):
     """open_clip by model name and pretrained tag (or weights file), by folder, or built from an inline model
     config (random weights: tests and demo checkpoints), with the same feature semantics as HFClipBackbone."""
 
+    library = "open_clip_torch"
+
     def __init__(self, spec: dict):
         super().__init__(spec)
         try:
@@ -221,6 +268,13 @@ class OpenClipBackbone(Backbone):
                           return_offsets_mapping=True)
             return [[tuple(span) for span in row] for row in batch["offset_mapping"]]
         return word_token_offsets(texts, self.tokenize(texts)["text"].cpu(), encode)
+
+    def tokenizer_identity(self):
+        """open_clip's own BPE ships with the library (its version is in the fingerprint); a wrapped HF tokenizer
+        is digested."""
+        tokenizer = self.tokenizer_fn
+        return {"type": type(tokenizer).__name__, "context_length": getattr(tokenizer, "context_length", None),
+                "digest": hf_tokenizer_digest(getattr(tokenizer, "tokenizer", None))}
 
     def encode_pixels(self, pixels):
         return self.model.encode_image(pixels)
@@ -312,6 +366,58 @@ class MiniLMBackbone(Backbone):
 
     def token_embedding(self):
         return self.model.embeddings.word_embeddings
+
+
+def hf_tokenizer_digest(tokenizer) -> str | None:
+    """Digest of a fast Hugging Face tokenizer's full definition (vocabulary, normaliser, pre-tokeniser); None for
+    any other tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return hashlib.sha256(backend.to_str().encode()).hexdigest() if backend is not None else None
+
+
+def tensors_digest(state: dict) -> str:
+    """Digest of a state dict: names, dtypes, shapes and bytes of every tensor, wherever they live."""
+    h = hashlib.sha256()
+    for name, value in sorted(state.items()):
+        tensor = value.detach().cpu().contiguous()
+        h.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def weight_files(spec: dict) -> list[Path]:
+    """The files a backbone built from `spec` reads its weights (and their configuration) from: a weights file, or
+    every file of a folder. Empty when a library resolves them by hub id or tag, or a checkpoint supplies them."""
+    if "config" in spec:
+        return []
+    if spec.get("kind") == "minilm":
+        folder = Path(minilm_path())
+    else:
+        pretrained = Path(str(spec.get("pretrained") or "")).expanduser()
+        if spec.get("pretrained") and pretrained.is_file():
+            return [pretrained]
+        if not spec.get("name"):
+            return []
+        folder = Path(str(spec["name"])).expanduser()
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+
+
+def files_digest(files: Sequence[Path]) -> str:
+    """Digest of files' contents, each named relative to their common folder (a copy elsewhere digests the same)."""
+    common = Path(os.path.commonpath([Path(f).parent for f in files]))
+    h = hashlib.sha256()
+    for path in map(Path, files):
+        stat = path.stat()
+        h.update(f"{path.relative_to(common)}\0{_file_sha256(str(path), stat.st_size, stat.st_mtime_ns)}\0".encode())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """A file's sha256, once per process while its size and modification time stay the same."""
+    from .cards import file_sha256
+
+    return file_sha256(Path(path))
 
 
 def _in_hf_cache(repo_id: str, filenames: Sequence[str]) -> bool:

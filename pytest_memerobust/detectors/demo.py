@@ -16,6 +16,8 @@ from ..errors import CheckpointError
 from .base import ModeView, is_multilabel, probabilities
 from .registry import register_architecture
 
+FEATURES_VERSION = 1  # bump when `hashed_trigrams` or `thumbnails` compute something else
+
 
 def hashed_trigrams(texts: Sequence[str], dim: int) -> np.ndarray:
     """L2-normalised counts of character trigrams of each word (with boundary marks), hashed into `dim` bins."""
@@ -78,6 +80,11 @@ class DemoDetector:
         self.text_dim, self.thumbnail_side, self.device = text_dim, thumbnail_side, device
         self.head_module = build_head(thumbnail_side * thumbnail_side * 3, text_dim, map_dim, len(classes), dropout)
         self.head_module.to(device).eval()
+
+    def encoder_fingerprints(self) -> dict[str, str]:
+        """The feature maps are fixed functions of their sizes, trained or not: any head of these sizes shares them."""
+        return {"image": f"demo-thumbnails/{FEATURES_VERSION}:side={self.thumbnail_side}",
+                "text": f"demo-trigrams/{FEATURES_VERSION}:dim={self.text_dim}"}
 
     def encode_images(self, images: Sequence) -> np.ndarray:
         return thumbnails(images, self.thumbnail_side)

@@ -78,6 +78,15 @@ class MemeDetector:
         self.head_module.classifier.apply_weight(weights)
         return True
 
+    def encoder_fingerprints(self) -> dict[str, str]:
+        """Per modality read, the fingerprint of the frozen backbone whose output `encode_images` / `encode_texts`
+        return: the head (projections, adapters, TDA, classifier) comes after, so every head on the same backbone
+        shares these features."""
+        out = {"text": self.text_backbone.fingerprint()}
+        if "image" in self.modalities:
+            out["image"] = self.backbone.fingerprint()
+        return out
+
     @torch.no_grad()
     def encode_images(self, images: Sequence[np.ndarray]) -> np.ndarray:
         if self.backbone is None or not self.head_module.has_image:

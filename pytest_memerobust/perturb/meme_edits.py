@@ -1,27 +1,26 @@
 """What people do to memes to slip past moderation or simply by sharing them: scribbles over the picture, covering
-part of it (the caption band included), stickers on top, repeated re-upload compression, screenshot framing, and
-re-rendering the caption into the picture.
+part of it (the caption included), stickers on top, repeated re-upload compression, screenshot framing, and the
+typographic edits of the text the picture shows (typography.py: re-rendering the caption, counter-text).
 
 Every edit keeps the picture's size and mode (RGB uint8 in, the same shape out), draws all its randomness from the
 explicit `rng`, and starts with its severity table. The registered edits run on picture tensors on their device
 (meme_edits_tensor.py; PIL draws only the masks of strokes and stickers); the numpy versions here are the reference
-they are tested against, pixel for pixel. Re-rendering the caption draws text with PIL, on the CPU, for that step.
+they are tested against, pixel for pixel.
 """
 from __future__ import annotations
 
 from io import BytesIO
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-from ..data.render import draw_caption_band, wrap
-
-from . import meme_edits_tensor
+from . import meme_edits_tensor, typography
 from .image import _check_image
 from .meme_edits_tensor import _random_colour
 from .registry import register
 
 _TAGS = ("meme_edit",)
+_TYPOGRAPHIC = (*_TAGS, "typographic")  # edits of the text the picture shows
 
 
 def scribble(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
@@ -112,39 +111,36 @@ def screenshot(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.nda
     return np.asarray(frame, dtype=np.uint8)
 
 
-def _render_caption(x: np.ndarray, caption: str) -> np.ndarray:
-    """Cover the bottom band with the caption, wrapped, in a font scaled to the picture (up to three lines)."""
-    img = Image.fromarray(_check_image(x).copy())
-    draw, (w, h) = ImageDraw.Draw(img), img.size
-    size = max(6, round(h / 16))
-    font = ImageFont.load_default(size=size)
-    line_height = round(size * 1.2)
-    lines = min(3, len(wrap(caption, draw, font, w - 4)))
-    draw_caption_band(draw, caption, (w, h), band=min(h, line_height * lines + 3), line_height=line_height,
-                      font=font, max_lines=3)
-    return np.asarray(img, dtype=np.uint8)
+@register("rendered_caption", modality="image", family="meme_edit", severities=None, tags=_TYPOGRAPHIC,
+          caption_source="condition", reads_text_boxes=True, takes="tensor")
+def rendered_caption(x, severity, rng: np.random.Generator, caption: str, text_boxes=None):
+    """Show the caption the text channel gets (perturbed, in a combined condition) in the picture: the picture's
+    own caption erased from its text boxes and this one drawn into them, so pixels and caption agree, as when an
+    attacker edits the meme's own text (a band at the bottom when the boxes are unknown)."""
+    return typography.render_caption(x, caption, text_boxes)
 
 
-@register("rendered_caption", modality="image", family="meme_edit", severities=None, tags=_TAGS,
-          caption_source="condition")
-def rendered_caption(x: np.ndarray, severity, rng: np.random.Generator, caption: str) -> np.ndarray:
-    """Draw the caption the text channel gets (perturbed, in a combined condition) into the picture's bottom band,
-    so pixels and caption agree, as when an attacker edits the meme's own text."""
-    return _render_caption(x, caption)
+@register("rendered_clean_caption", modality="image", family="meme_edit", severities=None, tags=_TYPOGRAPHIC,
+          caption_source="clean", reads_text_boxes=True, takes="tensor")
+def rendered_clean_caption(x, severity, rng: np.random.Generator, caption: str, text_boxes=None):
+    """Show the clean caption in the picture, re-rendered in its text boxes: under a caption attack the pixels keep
+    the original words while the text channel gets the edited ones, a deliberate disagreement between the inputs."""
+    return typography.render_caption(x, caption, text_boxes)
 
 
-@register("rendered_clean_caption", modality="image", family="meme_edit", severities=None, tags=_TAGS,
-          caption_source="clean")
-def rendered_clean_caption(x: np.ndarray, severity, rng: np.random.Generator, caption: str) -> np.ndarray:
-    """Draw the clean caption into the picture's bottom band: under a caption attack the pixels keep the original
-    words while the text channel gets the edited ones, a deliberate disagreement between the two inputs."""
-    return _render_caption(x, caption)
+@register("counter_text", modality="image", family="meme_edit", tags=_TYPOGRAPHIC, reads_text_boxes=True,
+          takes="tensor")
+def counter_text(x, severity: int, rng: np.random.Generator, text_boxes=None):
+    """Type short benign phrases ("just a joke", "love is love") onto the picture, clear of its caption."""
+    return typography.counter_text(x, severity, rng, text_boxes)
 
 
 def _register_device_edits() -> None:
     """The edits as registered perturbations: their tensor versions, which draw from `rng` as the ones above."""
     for name, fn in meme_edits_tensor.EDITS.items():
-        register(name, modality="image", family="meme_edit", tags=_TAGS, takes="tensor")(fn)
+        reads_boxes = name == "caption_cover"  # it covers the text boxes when they are known
+        register(name, modality="image", family="meme_edit", tags=_TYPOGRAPHIC if reads_boxes else _TAGS,
+                 takes="tensor", reads_text_boxes=reads_boxes)(fn)
 
 
 _register_device_edits()

@@ -71,8 +71,14 @@ def occlusion(x: torch.Tensor, severity: int, rng: np.random.Generator) -> torch
     return out
 
 
-def caption_cover(x: torch.Tensor, severity: int, rng: np.random.Generator) -> torch.Tensor:
-    """Paint over a share of the bottom band of the picture, where meme captions sit, so rendered text is hidden."""
+def caption_cover(x: torch.Tensor, severity: int, rng: np.random.Generator, text_boxes=None) -> torch.Tensor:
+    """Paint over the caption so the picture's text is hidden: every text box (grown with the severity), or without
+    boxes a share of the bottom band of the picture, where meme captions sit."""
+    if text_boxes:
+        from .typography import cover_boxes
+
+        pad = [0.1, 0.2, 0.3, 0.45, 0.6][severity - 1]  # growth of each box, as a share of its height
+        return cover_boxes(x, text_boxes, pad, _random_colour(rng))
     share = [0.1, 0.15, 0.2, 0.25, 0.35][severity - 1]  # height of the covered band, as a share of the picture
     out = check_picture(x).clone()
     h = out.shape[1]

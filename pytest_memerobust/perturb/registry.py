@@ -38,6 +38,9 @@ class Perturbation:
     # condition gives the text channel (pixels and text agree), "clean" the clean one (they disagree under a
     # caption attack).
     caption_source: str | None = None
+    # An image edit that acts on the text the picture shows: fn(x, severity, rng, ..., text_boxes=boxes or None)
+    # (data/text_boxes.py: where the caption sits, from an OCR reading or the renderer).
+    reads_text_boxes: bool = False
     tags: frozenset[str] = frozenset()
     doc: str = ""
     # many items at once: fn(items, severity, rngs), or for attacks fn(items, indices, severity, rngs, context);
@@ -63,37 +66,46 @@ class Perturbation:
         self.check_severity(severity)
         return self._one(x, severity, rng, *extra)
 
-    def _one(self, x, severity, rng, *extra):
+    def _one(self, x, severity, rng, *extra, **keywords):
         """`fn` on one item, converting a picture to the kind `fn` takes and the result back to the kind given."""
         if self.modality != "image":
-            return self.fn(x, severity, rng, *extra)
+            return self.fn(x, severity, rng, *extra, **keywords)
         from ..pictures import as_picture, to_array
 
         given_tensor = not isinstance(x, np.ndarray)
         if self.takes == "tensor":
-            out = self.fn(as_picture(x), severity, rng, *extra)
+            out = self.fn(as_picture(x), severity, rng, *extra, **keywords)
             return out if given_tensor else to_array(out)
         if given_tensor:  # a numpy step: the picture leaves its device for this step only
-            return as_picture(self.fn(to_array(x), severity, rng, *extra), x.device)
-        return self.fn(x, severity, rng, *extra)
+            return as_picture(self.fn(to_array(x), severity, rng, *extra, **keywords), x.device)
+        return self.fn(x, severity, rng, *extra, **keywords)
 
     def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int,
-              context=None, captions: Sequence[str] | None = None) -> list:
+              context=None, captions: Sequence[str] | None = None, text_boxes: Sequence | None = None) -> list:
         """Batch in, batch out: each item perturbed with its own deterministic generator. A perturbation that
         `needs_model` (a white-box attack) also receives `context` (an AttackContext) and the item's index; one
-        that has a `caption_source` receives each item's caption."""
+        that has a `caption_source` receives each item's caption; one that `reads_text_boxes`, each picture's text
+        boxes (None for a picture whose boxes are unknown)."""
         self.check_severity(severity)
+        if text_boxes is not None and len(text_boxes) != len(items):
+            raise ValueError(f"perturbation {self.name!r}: {len(text_boxes)} sets of text boxes for {len(items)} "
+                             f"pictures")
+        boxes = list(text_boxes) if text_boxes is not None else [None] * len(items)
+
+        def keywords(k: int) -> dict:
+            return {"text_boxes": boxes[k]} if self.reads_text_boxes else {}
+
         if self.caption_source:
             if captions is None or len(captions) != len(items):
                 raise ValueError(f"perturbation {self.name!r} draws the caption onto the picture: it needs one "
                                  f"caption per picture")
-            return [self._one(x, severity, self.rng(seed, mid, severity), caption)
-                    for x, mid, caption in zip(items, meme_ids, captions)]
+            return [self._one(x, severity, self.rng(seed, mid, severity), caption, **keywords(k))
+                    for k, (x, mid, caption) in enumerate(zip(items, meme_ids, captions))]
         if not self.needs_model:
             rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
             if self.batch is not None:  # batched on the pictures' device; same result per item
                 return self.batch(list(items), severity, rngs)
-            return [self._one(x, severity, rng) for x, rng in zip(items, rngs)]
+            return [self._one(x, severity, rng, **keywords(k)) for k, (x, rng) in enumerate(zip(items, rngs))]
         if context is None:
             raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
         rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
@@ -115,6 +127,7 @@ def register(
     label_preserving: bool = True,
     needs_model: bool = False,
     caption_source: str | None = None,
+    reads_text_boxes: bool = False,
     tags: Iterable[str] = (),
     batch: Callable | None = None,
     takes: str = "array",
@@ -142,6 +155,7 @@ def register(
             label_preserving=label_preserving,
             needs_model=needs_model,
             caption_source=caption_source,
+            reads_text_boxes=reads_text_boxes,
             tags=frozenset(tags) | {modality},
             doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
             batch=batch,

@@ -11,9 +11,10 @@ from ..errors import BackendMissing
 
 
 def gallery(image: np.ndarray, meme_id: str, names: list[str], seed: int = 0, tile: int = 128,
-            caption: str = "") -> Image.Image:
+            caption: str = "", text_boxes=None) -> Image.Image:
     """Tiles of `image` perturbed by each name at each of its severities, each captioned `name@severity`; the
-    first column is the clean picture. `caption` is what the caption-drawing edits draw."""
+    first column is the clean picture. `caption` is what the caption-drawing edits draw; `text_boxes` where the
+    picture shows its text (data/text_boxes.py), for the typographic edits."""
     from ..perturb import get
 
     rows = []
@@ -24,7 +25,8 @@ def gallery(image: np.ndarray, meme_id: str, names: list[str], seed: int = 0, ti
             try:
                 cells.append((f"{name}@{severity}" if severity else name,
                               p.apply([image], [meme_id], severity, seed,
-                                      captions=[caption] if p.caption_source else None)[0]))
+                                      captions=[caption] if p.caption_source else None,
+                                      text_boxes=[text_boxes] if p.reads_text_boxes else None)[0]))
             except BackendMissing:
                 break
         rows.append(cells)
