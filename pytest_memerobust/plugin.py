@@ -30,6 +30,9 @@ _OPTIONS = [
     ("captions", conv.captions, False,
      "dataset (default): the dataset's captions; ocr: every condition's captions read off its (perturbed) pictures, "
      "end to end"),
+    ("ocr-view", conv.positive_int, False,
+     "OCR-robustness view: read the first N memes' pictures under every image condition with OCR (rapidocr, the "
+     "[ocr] extra) and report how much of the caption it still reads next to the detector's drop"),
     ("seed", conv.seed, False, "seed of every perturbation and bootstrap (default 0)"),
     ("limit", conv.positive_int, False, "use only the first N memes, for quick runs"),
     ("task", None, False, "label task to evaluate (default: the model card's, e.g. hate)"),
@@ -92,7 +95,7 @@ def build_options(config):
         reports=tuple(v["report"] or ()), stats=stats, group=v["group"],
         cache_dir=v["cache_dir"] or (config.cache.mkdir("memerobust") if getattr(config, "cache", None) else None),
         feature_cache=not v["no_cache"], precision=v["precision"] or "auto", ocr=v["ocr"],
-        captions=v["captions"] or "dataset",
+        captions=v["captions"] or "dataset", ocr_view=v["ocr_view"] or 0,
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
         baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),

@@ -15,6 +15,7 @@ from .data import Dataset, load_dataset
 from .detectors import find_card, load_detector
 from .detectors.base import is_multilabel
 from .engine import Condition, Engine
+from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError
 from .features import FeatureStore, detector_feature_store
 from .results import ConditionResult, StatsConfig
@@ -80,6 +81,7 @@ class Options:
     precision: str = "auto"  # encoders in fp32 or bf16; auto: bf16 on a GPU
     ocr: str | None = None  # OCR backend that reads the captions a dataset lacks (data/ocr.py)
     captions: str = "dataset"  # or "ocr": every condition's captions read off its (perturbed) pictures
+    ocr_view: int = 0  # memes per image condition whose pictures OCR reads for the OCR-robustness view (0: none)
     fuzz_examples: int = 50  # Hypothesis examples per caption-fuzzing test
     fuzz_deadline_ms: int | None = None  # Hypothesis deadline per example (None: no deadline)
     fuzz_confidence: float = 0.9  # only predictions at least this confident are fuzzed
@@ -115,6 +117,7 @@ class RobustnessSession:
         self._feature_stores: dict[str, FeatureStore] = {}
         self._precisions: dict[str, str] = {}
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
+        self._ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
         self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
@@ -192,6 +195,36 @@ class RobustnessSession:
             directory = self.options.cache_dir if self.options.feature_cache else None
             self._feature_stores[model] = detector_feature_store(self.detector(model), self.precision(model), directory)
         return self._feature_stores[model]
+
+    def ocr_view(self, model: str, spec: str) -> list[dict]:
+        """The OCR-robustness view of one (model, dataset) group (ocr_view.py): its image conditions' pictures read
+        by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off."""
+        from .ocr_view import ocr_view_rows
+
+        if not self.options.ocr_view:
+            return []
+        engine = self.engine(model, spec)
+        memes = engine.dataset.memes
+        indices = [i for i, m in enumerate(memes) if m.image_path is not None or m.image_array is not None]
+        indices = indices[: self.options.ocr_view]
+        results = [r for (m, s, _), r in self.results.items() if m == model and s == spec
+                   and r.condition.kind == "image"]
+        if not indices or not results:
+            return []
+        reader = self.ocr(required=True)
+
+        def read(condition: Condition) -> list[str]:
+            attack = condition.image is not None and get_perturbation(condition.image).needs_model
+            key = ("ocr-view", spec.removesuffix(CAPTIONS_BY_OCR), condition.image, condition.image_severity,
+                   model if attack else None)
+            if key not in self._ocr_readings:
+                self._ocr_readings[key] = [reader.read(engine.picture(condition, i)) for i in indices]
+            return self._ocr_readings[key]
+
+        readings = {r.condition.id: read(r.condition) for r in results}
+        stats = self.options.stats
+        return ocr_view_rows(readings, read(Condition()), [r.as_dict() for r in results],
+                             stats.n_resamples, stats.confidence, stats.seed)
 
     def run_notes(self) -> list[str]:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
@@ -301,7 +334,12 @@ class RobustnessSession:
         if self._ocr is None:
             from .data.ocr import ocr_backend
 
-            self._ocr = ocr_backend(name, self.options.cache_dir)
+            device = self.options.device
+            if device == "auto":
+                import torch
+
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._ocr = ocr_backend(name, self.options.cache_dir, device)
         return self._ocr
 
     def engine(self, model: str, spec: str, task: str | None = None) -> Engine:

@@ -150,3 +150,42 @@ def test_a_suite_can_read_its_captions_off_the_pictures(tmp_path):
     engine = session.engine("demo", "demo" + CAPTIONS_BY_OCR)
     assert engine.ocr is session._ocr and session.engine("demo", "demo").ocr is None
     assert engine.inputs(*engine.text_side(Condition(image="contrast", image_severity=5)))[0].endswith("meme caption")
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_every_loader_leaves_missing_captions_to_ocr_when_asked(tmp_path, kind):
+    from PIL import Image
+
+    from pytest_memerobust.data import load_dataset
+    from pytest_memerobust.errors import DataError
+
+    for name, level in (("a.png", 200), ("b.png", 60)):
+        Image.new("RGB", (8, 8), (level,) * 3).save(tmp_path / name)
+    rows = [{"id": "a", "image": "a.png", "text": "has words", "label": 0},
+            {"id": "b", "image": "b.png", "text": "  ", "label": 1}]
+    path = tmp_path / f"memes.{kind}"
+    if kind == "csv":
+        path.write_text("id,image,text,label\n" + "".join(f"{r['id']},{r['image']},{r['text']},{r['label']}\n"
+                                                          for r in rows))
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"row 2.*empty caption in column 'text' for meme 'b'.*--memerobust-ocr"):
+        load_dataset(f"{kind}:{path}")
+    loaded = load_dataset(f"{kind}:{path}", require_captions=False)
+    assert [m.text for m in loaded.memes] == ["has words", ""]
+    filled = fill_missing_captions(loaded, FakeOcr())
+    assert [m.text for m in filled.memes] == ["has words", "bright meme caption"]
+
+
+def test_a_meme_with_neither_caption_nor_picture_is_named(monkeypatch):
+    from pytest_memerobust import session as session_module
+    from pytest_memerobust.errors import DataError
+    from pytest_memerobust.session import Options, RobustnessSession
+
+    memes = [Meme("m0", "a", {"hate": 0}, image_array=np.zeros((8, 8, 3), np.uint8)), Meme("m1", "", {"hate": 1})]
+    monkeypatch.setattr(session_module, "load_dataset",
+                        lambda spec, **options: Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}))
+    session = RobustnessSession(Options(ocr="rapidocr"))
+    session._ocr = FakeOcr()
+    with pytest.raises(DataError, match=r"1 memes of 'toy-spec' have neither a caption nor a picture.*m1"):
+        session.dataset("toy-spec")

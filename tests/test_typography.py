@@ -236,3 +236,23 @@ def test_ocr_reads_the_re_rendered_caption_once_and_the_counter_text(meme, ocr):
     assert _cer(shown, edited) < 0.15, shown
     countered = ocr.read(_apply("counter_text", picture, boxes, 3)).lower()
     assert any(phrase in countered for phrase in COUNTER_PHRASES), countered
+
+
+def test_a_long_caption_is_drawn_smaller_and_every_box_stays_on_the_picture():
+    caption = " ".join(["pride"] * 60)
+    picture, boxes = draw_meme(caption, 256, seed=1)
+    assert " ".join(b.text for b in boxes) == caption.upper()
+    assert all(0 <= b.bounds[1] and b.bounds[3] <= 256 + 2 for b in boxes)
+    tops = [b for b in boxes if b.bounds[1] < 128]
+    assert tops and max(b.bounds[3] for b in tops) < min(b.bounds[1] for b in boxes if b not in tops)
+
+
+def test_boxes_off_the_picture_are_left_out_and_none_left_means_the_band(meme):
+    picture, boxes, _ = meme
+    stale = (TextBox.from_rect(400, 400, 500, 430, "GONE"), TextBox.from_rect(-50, -40, -10, -5, "GONE"))
+    assert np.array_equal(_apply("rendered_caption", picture, stale, caption="hi"),
+                          _apply("rendered_caption", picture, None, caption="hi"))
+    mixed = _apply("rendered_caption", picture, (*boxes, *stale), caption=CAPTION)
+    assert np.array_equal(mixed, _apply("rendered_caption", picture, boxes, caption=CAPTION))
+    with pytest.raises(ValueError, match=r"lies outside the 320 x 320 picture"):
+        box_colours(torch.from_numpy(picture.copy()).permute(2, 0, 1), stale[0])

@@ -39,12 +39,16 @@ class RapidOcr:
 
     name = "rapidocr"
 
-    def __init__(self, cache_dir: Path | None = None):
+    def __init__(self, cache_dir: Path | None = None, use_cuda: bool = False):
+        """`use_cuda`: run detection, orientation and recognition on onnxruntime's CUDA provider (needs
+        onnxruntime-gpu; see `gpu_available`)."""
         try:
             from rapidocr_onnxruntime import RapidOCR
         except ImportError:
             raise BackendMissing("OCR needs rapidocr-onnxruntime: pip install \"pytest-memerobust[ocr]\"") from None
-        self._engine = RapidOCR()
+        self.use_cuda = use_cuda
+        self._engine = (RapidOCR(det_use_cuda=True, cls_use_cuda=True, rec_use_cuda=True) if use_cuda
+                        else RapidOCR())
         self.cache_dir = Path(cache_dir) / "ocr" if cache_dir is not None else None
         self._memory: dict[str, tuple[TextBox, ...]] = {}
 
@@ -104,10 +108,20 @@ def _upscaled(image: np.ndarray) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize((round(w * scale), round(h * scale)), Image.BICUBIC))
 
 
-def ocr_backend(name: str, cache_dir: Path | None = None) -> OcrBackend:
+def gpu_available() -> bool:
+    """Whether onnxruntime can run the OCR models on a GPU (onnxruntime-gpu with CUDA present)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return False
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+def ocr_backend(name: str, cache_dir: Path | None = None, device: str = "cpu") -> OcrBackend:
+    """The backend by name; on a CUDA `device` it runs there when onnxruntime can (else on the CPU, as it must)."""
     if name != "rapidocr":
         raise ValueError(f"unknown OCR backend {name!r}; known: {', '.join(OCR_BACKENDS)}")
-    return RapidOcr(cache_dir)
+    return RapidOcr(cache_dir, use_cuda=str(device).startswith("cuda") and gpu_available())
 
 
 def fill_missing_captions(dataset: Dataset, ocr: OcrBackend) -> Dataset:

@@ -48,8 +48,9 @@ def meme_font(size: int):
 
 
 def draw_outlined_lines(draw: ImageDraw.ImageDraw, lines: list[str], centre_x: float, top: float, font,
-                        fill, outline, stroke: int) -> list[TextBox]:
-    """Centred lines from `top` down, each outlined (`stroke` pixels of `outline`); the boxes of the lines."""
+                        fill, outline, stroke: int, line_height: float) -> list[TextBox]:
+    """Centred lines from `top` down, `line_height` apart, each outlined (`stroke` pixels of `outline`); the boxes
+    of the lines."""
     boxes = []
     y = top
     for text in lines:
@@ -57,7 +58,7 @@ def draw_outlined_lines(draw: ImageDraw.ImageDraw, lines: list[str], centre_x: f
         at = (centre_x - (right - left) / 2 - left, y - t)
         draw.text(at, text, fill=fill, font=font, stroke_width=stroke, stroke_fill=outline)
         boxes.append(TextBox.from_rect(*draw.textbbox(at, text, font=font, stroke_width=stroke), text=text))
-        y += (bottom - t) * 1.15
+        y += line_height
     return boxes
 
 
@@ -83,16 +84,22 @@ def draw_meme(caption: str, size: int = 512, seed: int = 0) -> tuple[np.ndarray,
     img = Image.fromarray((np.asarray(img, dtype=np.float64) + grain).clip(0, 255).astype(np.uint8))
 
     draw = ImageDraw.Draw(img)
-    font = meme_font(size / 11)
-    stroke = max(1, round(size / 170))
     words = caption.upper().split()
-    top_words, bottom_words = words[: (len(words) + 1) // 2], words[(len(words) + 1) // 2:]
+    halves = [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[(len(words) + 1) // 2:])]
     margin = size / 24
-    boxes = draw_outlined_lines(draw, wrap(" ".join(top_words), draw, font, size - 2 * margin), size / 2, margin,
-                                font, (255, 255, 255), (0, 0, 0), stroke)
-    if bottom_words:
-        lines = wrap(" ".join(bottom_words), draw, font, size - 2 * margin)
-        line_height = (font.getbbox("HG")[3] - font.getbbox("HG")[1]) * 1.15
-        boxes += draw_outlined_lines(draw, lines, size / 2, size - margin - line_height * len(lines), font,
-                                     (255, 255, 255), (0, 0, 0), stroke)
+    font_size = size / 11
+    while True:  # a long caption gets a smaller font, so each half fits in 45% of the picture's height
+        font = meme_font(font_size)
+        stroke = max(1, round(font_size / 15))
+        probe = draw.textbbox((0, 0), "HGQ", font=font, stroke_width=stroke)
+        line_height = (probe[3] - probe[1]) * 1.1
+        blocks = [wrap(half, draw, font, size - 2 * margin) if half else [] for half in halves]
+        if max(len(lines) for lines in blocks) * line_height <= 0.45 * size or font_size <= 8:
+            break
+        font_size *= 0.85
+    white, black = (255, 255, 255), (0, 0, 0)
+    boxes = draw_outlined_lines(draw, blocks[0], size / 2, margin, font, white, black, stroke, line_height)
+    if blocks[1]:
+        boxes += draw_outlined_lines(draw, blocks[1], size / 2, size - margin - line_height * len(blocks[1]), font,
+                                     white, black, stroke, line_height)
     return np.asarray(img, dtype=np.uint8), tuple(b for b in boxes if b.text)

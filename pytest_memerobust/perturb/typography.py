@@ -40,6 +40,16 @@ def _eroded(mask: torch.Tensor, by: int) -> torch.Tensor:
     return -F.max_pool2d(-mask.float()[None, None], 2 * by + 1, stride=1, padding=by)[0, 0] > 0
 
 
+def visible(boxes: Sequence[TextBox], h: int, w: int) -> list[TextBox]:
+    """The boxes that show on an h x w picture (a box may lie partly or, from a stale reading, wholly off it)."""
+    out = []
+    for box in boxes:
+        left, top, right, bottom = _clipped(box, 0.0, h, w)
+        if right > left and bottom > top:
+            out.append(box)
+    return out
+
+
 def box_colours(x: torch.Tensor, box: TextBox, others: Sequence[TextBox] = ()):
     """(background, ink, outline) of the text in one box, colours as float tensors of 3; outline is None for text
     without one. The background is the median colour of a ring around the box (less the `others`: the lines above
@@ -50,6 +60,8 @@ def box_colours(x: torch.Tensor, box: TextBox, others: Sequence[TextBox] = ()):
     h, w = x.shape[1:]
     L, T, R, B = _clipped(box, RING, h, w)
     l, t, r, b = _clipped(box, 0.0, h, w)
+    if r <= l or b <= t:
+        raise ValueError(f"text box {box.bounds} lies outside the {w} x {h} picture")
     region = x[:, T:B, L:R].float()
     inside = torch.zeros(B - T, R - L, dtype=torch.bool, device=x.device)
     inside[t - T : b - T, l - L : r - L] = True
@@ -77,41 +89,52 @@ def box_colours(x: torch.Tensor, box: TextBox, others: Sequence[TextBox] = ()):
     return background, region[:, furthest].median(dim=1).values, None
 
 
+def _window_sum(t: torch.Tensor, radius: int) -> torch.Tensor:
+    """Sums of `t` (1 x C x h x w) over the (2 radius + 1)-wide square around each pixel (zeros beyond the edges),
+    from an integral image: the same cost for any window."""
+    side = 2 * radius + 1
+    table = F.pad(t, (radius + 1, radius, radius + 1, radius)).cumsum(-1).cumsum(-2)
+    return table[..., side:, side:] - table[..., :-side, side:] - table[..., side:, :-side] + table[..., :-side, :-side]
+
+
 def _inpaint(region: torch.Tensor, hole: torch.Tensor) -> torch.Tensor:
-    """`region` (3 x h x w float) with the `hole` pixels filled from their known neighbours, ring by ring inwards
-    (each new pixel the mean of its known 3 x 3 neighbours), then smoothed inside the hole."""
+    """`region` (3 x h x w float) with the `hole` pixels filled from the known pixels around them: the mean of the
+    known pixels in a window around each (normalised box filtering), the window doubling until every hole pixel has
+    known neighbours, then smoothed inside the hole. A few pooling passes, whatever the hole's size."""
     known = (~hole).float()[None, None]
-    values = (region * known[0])[None]
-    ones = torch.ones(1, 1, 3, 3, device=region.device)
-    for _ in range(max(region.shape[1:])):
-        if bool(known.all()):
-            break
-        total = F.conv2d(values, ones.expand(3, 1, 3, 3), padding=1, groups=3)
-        count = F.conv2d(known, ones, padding=1)
-        grow = (count > 0) & (known == 0)
-        values = torch.where(grow, total / count.clamp(min=1), values)
-        known = known + grow.float()
-    for _ in range(3):  # soften the seams the rings leave
-        smooth = F.avg_pool2d(F.pad(values, (1, 1, 1, 1), mode="replicate"), 3, stride=1)
-        values = torch.where(hole[None, None], smooth, values)
-    return values[0]
+    values = region[None] * known
+    filled = values
+    reached = known > 0
+    side = 3
+    while not bool(reached.all()) and side < 4 * max(region.shape[1:]):
+        total, count = _window_sum(values, side // 2), _window_sum(known, side // 2)
+        new = (count > 0) & ~reached
+        filled = torch.where(new, total / count.clamp(min=1e-6), filled)
+        reached = reached | new
+        side = 2 * side + 1
+    for _ in range(2):  # soften the seams between windows of different sizes
+        smooth = F.avg_pool2d(F.pad(filled, (1, 1, 1, 1), mode="replicate"), 3, stride=1)
+        filled = torch.where(hole[None, None], smooth, filled)
+    return filled[0]
 
 
-def erase_text(x: torch.Tensor, boxes: Sequence[TextBox]) -> torch.Tensor:
+def erase_text(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence | None = None) -> torch.Tensor:
     """The picture with the ink of every box removed: pixels far from the box's background colour (grown by a
-    tenth of the box height, to take anti-aliasing and outlines along) are filled in from what surrounds them."""
+    tenth of the box height, to take anti-aliasing and outlines along) are filled in from what surrounds them.
+    `styles`: each box's `box_colours`, when already measured."""
     out = check_picture(x).float()
     h, w = out.shape[1:]
-    for box in boxes:
+    if styles is None:
+        boxes = visible(boxes, h, w)
+        styles = [box_colours(x, box, [other for other in boxes if other is not box]) for box in boxes]
+    for box, (background, ink, _) in zip(boxes, styles):
         L, T, R, B = _clipped(box, RING, h, w)
-        l, t, r, b = _clipped(box, 0.0, h, w)
-        if r <= l or b <= t:
-            continue
-        background, ink, _ = box_colours(x, box, [b for b in boxes if b is not box])
+        left, top, right, bottom = _clipped(box, 0.0, h, w)
         region = out[:, T:B, L:R]
-        far = (region - background[:, None, None]).norm(dim=0) > max(INK_LEVEL, 0.4 * float((ink - background).norm()))
+        level = max(INK_LEVEL, 0.4 * float((ink - background).norm()))
+        far = (region - background[:, None, None]).norm(dim=0) > level
         inside = torch.zeros_like(far)
-        inside[t - T : b - T, l - L : r - L] = True
+        inside[top - T : bottom - T, left - L : right - L] = True
         grow = max(1, round(box.height / 10))
         hole = F.max_pool2d((far & inside).float()[None, None], 2 * grow + 1, stride=1, padding=grow)[0, 0] > 0
         if hole.any():
@@ -151,10 +174,18 @@ def _alpha(canvas: Image.Image, device) -> torch.Tensor:
     return torch.from_numpy(np.asarray(canvas, dtype=np.uint8).copy()).to(device).float().div_(255)
 
 
-def _over(picture: torch.Tensor, coverage: torch.Tensor, colour) -> torch.Tensor:
-    """`colour` laid over a float picture with the given coverage (anti-aliased edges blend)."""
+def _over(picture: torch.Tensor, canvas: Image.Image, colour) -> torch.Tensor:
+    """`colour` laid over a float picture where the "L" canvas covers it (anti-aliased edges blend), in place on
+    the canvas's inked rectangle only."""
+    inked = canvas.getbbox()
+    if inked is None:
+        return picture
+    left, top, right, bottom = inked
+    coverage = _alpha(canvas.crop(inked), picture.device)
     colour = torch.as_tensor(colour, dtype=torch.float32, device=picture.device)[:, None, None]
-    return picture * (1 - coverage) + colour * coverage
+    region = picture[:, top:bottom, left:right]
+    picture[:, top:bottom, left:right] = region * (1 - coverage) + colour * coverage
+    return picture
 
 
 def draw_text(x: torch.Tensor, lines: Sequence[tuple[str, TextBox]], inks, outlines=None,
@@ -183,9 +214,9 @@ def draw_text(x: torch.Tensor, lines: Sequence[tuple[str, TextBox]], inks, outli
         at = (cx - (right - left) / 2 - left, (bt + bb) / 2 - (bottom - top) / 2 - top)
         if stroke:
             ImageDraw.Draw(rim).text(at, text, fill=255, font=font, stroke_width=stroke, stroke_fill=255)
-            out = _over(out, _alpha(rim, x.device), outline)
+            out = _over(out, rim, outline)
         draw.text(at, text, fill=255, font=font)
-        out = _over(out, _alpha(glyphs, x.device), ink)
+        out = _over(out, glyphs, ink)
     return out.round().clamp(0, 255).to(torch.uint8)
 
 
@@ -203,18 +234,18 @@ def _band_caption(x: torch.Tensor, caption: str) -> torch.Tensor:
     out[:, h - band :] = 255.0
     for i, text in enumerate(lines):
         draw.text((2, h - band + 1 + line_height * i), text, fill=255, font=font)
-    return _over(out, _alpha(glyphs, x.device), (0, 0, 0)).round().clamp(0, 255).to(torch.uint8)
+    return _over(out, glyphs, (0, 0, 0)).round().clamp(0, 255).to(torch.uint8)
 
 
 def render_caption(x: torch.Tensor, caption: str, text_boxes: Sequence[TextBox] | None) -> torch.Tensor:
     """The picture showing `caption` instead of the text it shows: erased from its boxes and drawn back into them
     in the colours measured there; without boxes, in a band at the bottom."""
     x = check_picture(x)
-    if not text_boxes:
+    boxes = visible(reading_order(text_boxes or ()), *x.shape[1:])
+    if not boxes:
         return _band_caption(x, caption)
-    boxes = reading_order(text_boxes)
-    styles = [box_colours(x, box, [b for b in boxes if b is not box]) for box in boxes]
-    erased = erase_text(x, boxes)
+    styles = [box_colours(x, box, [other for other in boxes if other is not box]) for box in boxes]
+    erased = erase_text(x, boxes, styles)
     lines = list(zip(_share_words(caption, boxes), boxes))
     inks = [tuple(ink.round().tolist()) for _, ink, _ in styles]
     outlines = [None if outline is None else tuple(outline.round().tolist()) for _, _, outline in styles]

@@ -90,6 +90,9 @@ def build_report(session) -> dict:
         if combined:
             group["grid_summary"] = grid_summary(clean["metrics"], combined)
         group["worst_examples"] = worst_examples(session, model, spec)
+        view = session.ocr_view(model, spec)
+        if view:
+            group["ocr_view"] = {"backend": session.ocr(required=True).name, "memes": session.options.ocr_view, "rows": view}
         groups.append(group)
     models = {}
     for model in dict.fromkeys(r["model"] for r in results):
@@ -105,7 +108,8 @@ def build_report(session) -> dict:
         "tool": "pytest-memerobust", "format": 1, "seed": o.seed,
         "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
                     "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
-                    "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr},
+                    "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
+                    "ocr_view": o.ocr_view},
         "versions": versions(), "models": models, "datasets": datasets, "groups": groups,
         "reliance": [{"model": model, "dataset": spec, **value}
                      for (model, spec), value in session.reliance_results.items()],

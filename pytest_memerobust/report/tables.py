@@ -72,6 +72,24 @@ def group_table(group: dict, tablefmt: str) -> str | None:
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+def ocr_view_table(group: dict, tablefmt: str) -> str | None:
+    """Per image condition: how much of the caption OCR still reads (character error rate against its clean reading,
+    with the interval; the share of its words still read; the share of memes it reads nothing of) next to the
+    detector's accuracy drop and flip rate."""
+    view = group.get("ocr_view")
+    if not view or not view["rows"]:
+        return None
+    body = []
+    for r in view["rows"]:
+        lo, hi = r["cer_ci"]
+        body.append([r["condition"].replace("image=", ""), str(r["memes"]), _fmt(r["cer"]),
+                     f"{_fmt(lo)}..{_fmt(hi)}", _fmt(r["words_kept"]), _fmt(r["unread"]), _fmt(r["accuracy_drop"]),
+                     _fmt(r["flip_rate"])])
+    headers = ["Image perturbation", "Memes read", "OCR CER", "CER CI", "Words kept", "Read nothing",
+               "Detector Δ Acc", "Flip"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}\n") -> str:
     """Every table of every (model, dataset) group, each under a heading."""
     parts = []
@@ -80,7 +98,9 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
         for label, table in (("text-only perturbations", single_channel_table(group, "text", tablefmt)),
                              ("image-only perturbations", single_channel_table(group, "image", tablefmt)),
                              ("combined text x image perturbations", grid_table(group, tablefmt)),
-                             ("relative robustness of accuracy per group", group_table(group, tablefmt))):
+                             ("relative robustness of accuracy per group", group_table(group, tablefmt)),
+                             (f"what OCR ({group.get('ocr_view', {}).get('backend')}) still reads of the caption, "
+                              f"next to the detector's drop", ocr_view_table(group, tablefmt))):
             if table:
                 parts.append(heading(f"{title}: {label}") + table)
         if len(parts) == 0 or not any(r["kind"] != "clean" for r in group["results"]):
