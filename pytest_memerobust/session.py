@@ -360,6 +360,7 @@ class RobustnessSession:
     def training_memes(self, spec: str, task: str):
         """(captions, labels, memes) of the training split that goes with `spec`, for attacks fitted once per
         detector (universal triggers); the evaluated memes themselves when the dataset has no training split."""
+        spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the training memes keep their own captions
         key = ("training", training_spec(spec) or spec)
         if key not in self._datasets:
             self._datasets[key] = load_dataset(key[1], require_images=self.reads_pictures())

@@ -94,3 +94,23 @@ def test_a_task_only_some_memes_have_is_scored_on_those_memes():
     result = session.evaluate("t3", "text=typos@2", data="partial")
     assert len(result.y_true) == 30
     assert [m.id for m in session.engine("t3", "partial").dataset.memes] == [m.id for m in data.labelled("target").memes]
+
+
+def test_a_multi_label_run_writes_its_report_with_its_worst_examples(trained, tmp_path, monkeypatch):
+    from pytest_memerobust.report import true_probability, write_report
+
+    detector, _ = trained
+    monkeypatch.setattr(detector, "checkpoint", None, raising=False)  # as a loaded card without weights has
+    session = RobustnessSession(Options(task="figurative"))
+    session._detectors["figtoy"] = detector
+    session._datasets["figtoy-test"] = _figurative(60, 5)
+    session.evaluate("figtoy", "text=typos@5", data="figtoy-test")
+    report = session.report()
+    worst = report["groups"][0]["worst_examples"]
+    assert worst and all(w["p_true_perturbed"] < w["p_true_clean"] for w in worst)
+    assert all(set(w["label"].split(", ")) <= {*LABELS, "none"} for w in worst)
+    write_report(tmp_path / "r.html", report)
+    assert "figtoy" in (tmp_path / "r.html").read_text()
+    y = np.array([[1, 0], [0, 0]])
+    assert np.allclose(true_probability(np.array([[0.9, 0.2], [0.4, 0.1]]), y), [0.85, 0.75])
+    assert np.allclose(true_probability(np.array([[0.3, 0.7], [0.6, 0.4]]), np.array([1, 0])), [0.7, 0.6])

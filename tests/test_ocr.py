@@ -189,3 +189,12 @@ def test_a_meme_with_neither_caption_nor_picture_is_named(monkeypatch):
     session._ocr = FakeOcr()
     with pytest.raises(DataError, match=r"1 memes of 'toy-spec' have neither a caption nor a picture.*m1"):
         session.dataset("toy-spec")
+
+
+def test_attacks_fitted_on_training_memes_find_them_when_captions_are_read_by_ocr():
+    from pytest_memerobust.session import CAPTIONS_BY_OCR, Options, RobustnessSession
+
+    session = RobustnessSession(Options(models=("demo",), captions="ocr"))
+    captions, labels, memes = session.training_memes("demo" + CAPTIONS_BY_OCR, "hate")
+    assert len(captions) == len(labels) == len(memes) == 480  # the demo train split, its own captions
+    assert all(m.meta["split"] == "train" for m in memes)

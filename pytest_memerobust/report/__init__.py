@@ -48,6 +48,15 @@ def _thumbnail(image, side: int = 72) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def true_probability(proba: np.ndarray, y_true: np.ndarray) -> np.ndarray:
+    """Per meme, the probability the detector gives its true label: of the true class, or for a multi-label task
+    ([N, K] labels and probabilities) the mean over labels of the probability of each label's true value."""
+    proba, y_true = np.asarray(proba), np.asarray(y_true)
+    if y_true.ndim == 1:
+        return proba[np.arange(len(y_true)), y_true]
+    return np.where(y_true == 1, proba, 1 - proba).mean(axis=1)
+
+
 def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
     """The (meme, condition) pairs whose probability of the true class fell the most, with what a person needs to
     see them: a thumbnail of the picture, the caption before and after, and both probabilities."""
@@ -56,8 +65,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
     for (m, s, _), result in session.results.items():
         if m != model or s != spec or result.condition.kind == "clean":
             continue
-        rows = np.arange(len(result.y_true))
-        drop = result.proba_clean[rows, result.y_true] - result.proba[rows, result.y_true]
+        drop = true_probability(result.proba_clean, result.y_true) - true_probability(result.proba, result.y_true)
         candidates += [(float(drop[i]), int(i), result) for i in np.argsort(-drop)[:n] if drop[i] > 0]
     out = []
     engine = session.engine(model, spec)
@@ -66,10 +74,14 @@ def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
         meme, c = dataset.memes[i], result.condition
         has_picture = meme.image_path is not None or meme.image_array is not None  # caption-only data has none
         caption = engine.inputs(*engine.text_side(c))[i] if c.text or engine.ocr else meme.text
-        label = int(result.y_true[i])
+        classes, truth = session.detector(model).classes, np.asarray(result.y_true[i])
+        label = (classes[int(truth)] if truth.ndim == 0
+                 else ", ".join(name for name, on in zip(classes, truth) if on) or "none")
+        p_clean, p_perturbed = (float(true_probability(p[i : i + 1], result.y_true[i : i + 1])[0])
+                                for p in (result.proba_clean, result.proba))
         out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
-                    "label": session.detector(model).classes[label], "p_true_clean": float(result.proba_clean[i, label]),
-                    "p_true_perturbed": float(result.proba[i, label]), "thumbnail": _thumbnail(engine.picture(c, i)) if has_picture else None})
+                    "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed,
+                    "thumbnail": _thumbnail(engine.picture(c, i)) if has_picture else None})
     return out
 
 
