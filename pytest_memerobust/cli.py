@@ -23,10 +23,12 @@ def _train(args) -> int:
         card = card.with_demo()
     out = Path(args.out) if args.out else (card.checkpoint_path() if args.demo else None)
     if out is None:
-        raise MemeRobustError("pass --out PATH for the checkpoint (only --demo writes the card's own file)")
+        raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's shipped demo "
+                              "weights (on the demo memes unless --data says otherwise)")
     train_spec, val_spec = args.train, args.val
-    if args.data is not None:
-        train_spec, val_spec = f"{args.data}:train", f"{args.data}:val"
+    data = args.data if args.data is not None or train_spec or val_spec or not args.demo else "demo"
+    if data is not None:  # --demo rebuilds the shipped weights, which are trained on the demo memes
+        train_spec, val_spec = f"{data}:train", f"{data}:val"
     if not (train_spec and val_spec):
         raise MemeRobustError("name the data: --data demo|NAME:PATH (its train/val splits), or --train and --val")
     hyper = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16, **card.training}

@@ -37,6 +37,20 @@ def test_cli_errors_name_the_culprit(capsys):
     assert "unknown model 'no-such-card'; known: demo" in capsys.readouterr().err
 
 
+def test_train_demo_rebuilds_the_shipped_weights_on_the_demo_memes(tmp_path, capsys):
+    import shutil
+
+    from pytest_memerobust.detectors import find_card
+
+    assert cli_main(["train", "demo"]) == 2  # where would the checkpoint go?
+    assert "--out PATH for the checkpoint, or --demo" in capsys.readouterr().err
+    card = tmp_path / "demo.toml"  # a copy, so the shipped checkpoint is left alone
+    shutil.copy(find_card("demo").path, card)
+    assert cli_main(["train", str(card), "--demo", "--epochs", "1", "--no-cache", "--quiet"]) == 0
+    assert (tmp_path / "demo.safetensors").is_file() and (tmp_path / "demo.metrics.json").is_file()
+    assert "best epoch 1" in capsys.readouterr().out
+
+
 def test_network_is_cut_during_the_tests():
     with pytest.raises(RuntimeError, match="network access attempted"):
         socket.create_connection(("127.0.0.1", 9), timeout=1)
