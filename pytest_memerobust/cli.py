@@ -209,6 +209,8 @@ def main(argv=None) -> int:
     report.add_argument("json")
     report.add_argument("--md", help="also write the tables to this .md file")
     report.set_defaults(run=_report)
+    from .data.ocr import OCR_BACKENDS
+
     preview = sub.add_parser("preview", help="a PNG gallery of one meme under every image perturbation and severity")
     preview.add_argument("--data", default="demo", help="dataset spec to take the meme from (default: demo)")
     preview.add_argument("--index", type=int, default=0, help="which meme of the dataset (default 0)")
@@ -218,7 +220,7 @@ def main(argv=None) -> int:
     preview.add_argument("--render", type=int, metavar="SIZE", help="draw the meme's caption as meme text (white "
                          "capitals, black outline, top and bottom) on a SIZE px picture and preview that: for "
                          "caption-only data, or to see the typographic edits at real size")
-    preview.add_argument("--ocr", choices=["rapidocr"], help="find where the picture shows its text with this OCR "
+    preview.add_argument("--ocr", choices=OCR_BACKENDS, help="find where the picture shows its text with this OCR "
                          "backend, when the dataset does not say (the typographic edits act there)")
     preview.add_argument("--perturbations", nargs="+", help="names (default: every model-free image perturbation)")
     preview.add_argument("--seed", type=int, default=0)

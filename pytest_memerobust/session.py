@@ -13,6 +13,7 @@ import numpy as np
 
 from .data import Dataset, load_dataset
 from .detectors import find_card, load_detector
+from .detectors.registry import resolve_device
 from .detectors.base import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
@@ -205,7 +206,7 @@ class RobustnessSession:
             return []
         engine = self.engine(model, spec)
         memes = engine.dataset.memes
-        indices = [i for i, m in enumerate(memes) if m.image_path is not None or m.image_array is not None]
+        indices = [i for i, m in enumerate(memes) if m.has_picture]
         indices = indices[: self.options.ocr_view]
         results = [r for (m, s, _), r in self.results.items() if m == model and s == spec
                    and r.condition.kind == "image"]
@@ -299,7 +300,7 @@ class RobustnessSession:
             # With an OCR backend a loader lets a caption be empty: OCR reads it off the picture below.
             dataset = load_dataset(spec, require_images=reads_pictures,
                                    require_captions=self.ocr() is None).head(self.options.limit)
-            without = sum(m.image_path is None and m.image_array is None for m in dataset.memes)
+            without = sum(not m.has_picture for m in dataset.memes)
             if without:
                 self.notes.append(f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this "
                                   f"run read only captions, so none is needed")
@@ -309,8 +310,7 @@ class RobustnessSession:
                     raise ConfigError(
                         f"{len(missing)} memes of {spec!r} have no caption (e.g. {', '.join(missing[:3])}): read them "
                         f"off the pictures with --memerobust-ocr=rapidocr (pip install \"pytest-memerobust[ocr]\")")
-                unreadable = [m.id for m in dataset.memes if not m.text.strip()
-                              and m.image_path is None and m.image_array is None]
+                unreadable = [m.id for m in dataset.memes if not m.text.strip() and not m.has_picture]
                 if unreadable:
                     raise DataError(f"{len(unreadable)} memes of {spec!r} have neither a caption nor a picture to read "
                                     f"it from (e.g. {', '.join(unreadable[:3])})")
@@ -334,12 +334,7 @@ class RobustnessSession:
         if self._ocr is None:
             from .data.ocr import ocr_backend
 
-            device = self.options.device
-            if device == "auto":
-                import torch
-
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-            self._ocr = ocr_backend(name, self.options.cache_dir, device)
+            self._ocr = ocr_backend(name, self.options.cache_dir, resolve_device(self.options.device))
         return self._ocr
 
     def engine(self, model: str, spec: str, task: str | None = None) -> Engine:

@@ -39,6 +39,11 @@ class Meme:
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
+    def has_picture(self) -> bool:
+        """Whether the meme comes with a picture (caption-only data has none)."""
+        return self.image_path is not None or self.image_array is not None
+
+    @property
     def image(self) -> np.ndarray:
         """The picture as an H x W x 3 array (the edges: OCR, thumbnails, fingerprints)."""
         if self.image_array is not None:
@@ -96,7 +101,7 @@ class Dataset:
         for m in self.memes:
             h.update(m.id.encode() + b"\0" + m.text.encode() + b"\0")
             h.update(repr(sorted(m.labels.items())).encode())
-            if m.image_path is None and m.image_array is None:  # caption-only data
+            if not m.has_picture:  # caption-only data
                 h.update(b"no picture")
                 continue
             img = m.image

@@ -206,7 +206,7 @@ def draw_text(x: torch.Tensor, lines: Sequence[tuple[str, TextBox]], inks, outli
         glyphs, rim = Image.new("L", (w, h), 0), Image.new("L", (w, h), 0)
         draw = ImageDraw.Draw(glyphs)
         stroke = max(1, round(box.height / 14)) if outline is not None else 0
-        room = min(w - 2, max(box.width, 1.5 * box.width))
+        room = min(w - 2, 1.5 * box.width)
         font = _fitted_font(draw, text, box.height, room, stroke)
         left, top, right, bottom = draw.textbbox((0, 0), text, font=font, stroke_width=stroke)
         bl, bt, br, bb = box.bounds

@@ -72,7 +72,6 @@ def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
     dataset = engine.dataset  # the memes labelled for the model's task, in the results' order
     for drop, i, result in sorted(candidates, key=lambda t: -t[0])[:n]:
         meme, c = dataset.memes[i], result.condition
-        has_picture = meme.image_path is not None or meme.image_array is not None  # caption-only data has none
         caption = engine.inputs(*engine.text_side(c))[i] if c.text or engine.ocr else meme.text
         classes, truth = session.detector(model).classes, np.asarray(result.y_true[i])
         label = (classes[int(truth)] if truth.ndim == 0
@@ -81,7 +80,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
                                 for p in (result.proba_clean, result.proba))
         out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
                     "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed,
-                    "thumbnail": _thumbnail(engine.picture(c, i)) if has_picture else None})
+                    "thumbnail": _thumbnail(engine.picture(c, i)) if meme.has_picture else None})
     return out
 
 
