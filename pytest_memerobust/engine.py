@@ -51,6 +51,14 @@ class Condition:
                              self._side("image", self.image, self.image_severity)) if s]
         return "+".join(sides) or "clean"
 
+    @property
+    def test_name(self) -> str:
+        """The case's pytest name, e.g. `typos-3+uap-3`: a whole `-k` expression (pytest's `-k` grammar has no `@`
+        or `=`), and unambiguous because a perturbation's name belongs to one modality."""
+        sides = [f"{name}-{severity}" if severity is not None else name
+                 for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity)) if name]
+        return "+".join(sides) or "clean"
+
     @classmethod
     def parse(cls, condition_id: str) -> "Condition":
         if condition_id == "clean":

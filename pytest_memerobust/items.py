@@ -18,12 +18,21 @@ class RobustnessFailure(Exception):
 
 
 def junit_properties(result) -> list[tuple[str, str]]:
-    """A case's numbers as JUnit XML properties (what `record_property` would add)."""
-    props = [(f"memerobust.{m}", f"{v:.6f}") for m, v in result.values.items()]
+    """A case's numbers as JUnit XML properties (what `record_property` would add): each value with its interval,
+    and McNemar's p-value of the change in accuracy."""
+    def interval(name, ci):
+        return [(f"{name}.ci_low", f"{ci[0]:.6f}"), (f"{name}.ci_high", f"{ci[1]:.6f}")]
+
+    props = []
+    for m, v in result.values.items():
+        props += [(f"memerobust.{m}", f"{v:.6f}"), *interval(f"memerobust.{m}", result.ci(m, "metric"))]
     if result.condition.kind != "clean":
-        props += [(f"memerobust.relative_robustness.{m}", f"{result.relative_robustness(m):.6f}")
-                  for m in result.values]
-        props.append(("memerobust.flip_rate", f"{result.flip_rate:.6f}"))
+        for m in result.values:
+            props += [(f"memerobust.relative_robustness.{m}", f"{result.relative_robustness(m):.6f}"),
+                      *interval(f"memerobust.relative_robustness.{m}", result.ci(m, "relative"))]
+        props += [("memerobust.flip_rate", f"{result.flip_rate:.6f}"),
+                  *interval("memerobust.flip_rate", result.ci("flip_rate", "flip_rate")),
+                  ("memerobust.mcnemar_p", f"{result.mcnemar_p:.6g}")]
     return props
 
 
@@ -38,7 +47,7 @@ class SuiteFile(pytest.File):
             yield SkippedSuite.from_parent(self, name="suites-disabled")
             return
         for model in suite.model_specs(session.options.models):
-            yield ModelNode.from_parent(self, name=model, suite=suite)
+            yield ModelNode.from_parent(self, name=session.model_label(model), model=model, suite=suite)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, MemeRobustError):
@@ -47,13 +56,15 @@ class SuiteFile(pytest.File):
 
 
 class ModelNode(pytest.Collector):
-    def __init__(self, *, suite, **kwargs):
+    """One model's cases of a suite; named by the model's label (the card's name, not its path)."""
+
+    def __init__(self, *, model, suite, **kwargs):
         super().__init__(**kwargs)
-        self.suite = suite
+        self.model, self.suite = model, suite
 
     def collect(self):
         for condition in self.suite.conditions:
-            yield CaseItem.from_parent(self, name=condition.id, model=self.name, suite=self.suite,
+            yield CaseItem.from_parent(self, name=condition.test_name, model=self.model, suite=self.suite,
                                        condition=condition)
 
 
@@ -75,9 +86,10 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         from .plugin import _session
-        from .thresholds import check
+        from .thresholds import assess, verdict
 
         session = _session(self.config)
+        self.user_properties.append(("memerobust.model", session.model_label(self.model)))
         try:
             unread = session.unread_modalities(self.model, self.condition)
         except ModeNotRead as exc:  # the channel ablation's `:image` of a caption-only detector
@@ -85,18 +97,29 @@ class CaseItem(pytest.Item):
         if unread:
             pytest.skip(f"{self.model} does not read the {' or '.join(unread)}")
         suite = self.suite
-        session.declare_grid(self.model, suite.dataset, suite.grid_text, suite.grid_image, suite.captions)
+        session.declare_grid(self.model, suite.dataset, suite.grid_text, suite.grid_image, suite.captions,
+                             suite=suite.name, conditions=[c.id for c in suite.conditions])
         try:
             result = session.evaluate(self.model, self.condition, data=suite.dataset, task=suite.task,
                                       group=suite.group, captions=suite.captions)
         except BackendMissing as exc:
             pytest.skip(str(exc))
         self.user_properties += junit_properties(result)  # CI systems that read JUnit XML show these
-        violations = check(result, self.suite.thresholds_for(self.condition))
+        thresholds = suite.thresholds_for(self.condition)
+        violations = assess(result, thresholds)
         regressions = session.regressions(self.model, self.condition, result, data=suite.dataset,
                                           captions=suite.captions)
-        if violations or regressions:
-            raise RobustnessFailure(violations, result, regressions)
+        failing = [v for v in violations if thresholds.decision == "estimate" or v.sure]
+        status = verdict(violations)
+        if regressions:
+            status = "fail for sure"
+        # What the run's verdict summary reads back from the test reports (also on a pytest-xdist controller).
+        self.user_properties += [
+            ("memerobust.verdict", status),
+            ("memerobust.shortfall", max((v.shortfall for v in violations), default=0.0)),
+            ("memerobust.line", compact_line(violations, regressions, result))]
+        if failing or regressions:
+            raise RobustnessFailure(failing, result, regressions)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, RobustnessFailure):
@@ -110,4 +133,16 @@ class CaseItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, None, f"{self.suite.name}::{self.model}::{self.condition.id}"
+        return self.path, None, self.nodeid
+
+
+def compact_line(violations, regressions, result) -> str:
+    """The one line a failing case prints by default: its worst violation (value, limit, interval) and
+    McNemar's p-value of the change in accuracy; `-v` prints the whole table."""
+    from .report.tables import p_value
+
+    worst = sorted(violations, key=lambda v: (not v.sure, -v.shortfall))
+    clauses = [v.short() for v in worst[:1]] + ([f"+{len(worst) - 1} more"] if len(worst) > 1 else [])
+    clauses += [str(r) for r in regressions[:1]]
+    mcnemar = "" if result.condition.kind == "clean" else f"; McNemar p {p_value(result.mcnemar_p)}"
+    return "; ".join(clauses) + mcnemar

@@ -11,6 +11,7 @@ from . import options as conv
 from .errors import MemeRobustError
 
 SESSION_KEY = pytest.StashKey["object"]()
+OUTCOMES_KEY = pytest.StashKey[list]()  # the robustness tests' outcomes, read once all have run
 DISABLED_HINT = "memerobust: robustness suites are skipped; run them with --memerobust-model=NAME (try: demo)"
 
 # name, converter (None: plain string), repeatable, help
@@ -104,7 +105,7 @@ def build_options(config):
 
 def pytest_configure(config):
     from .session import RobustnessSession, share_cpu_threads, worker_device
-    from .suite import builtin_suite_paths
+    from .suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
 
     try:
         options = build_options(config)
@@ -117,9 +118,16 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
     config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
-    # With a model and no paths on the command line, the built-in suites run too, even outside a checkout.
-    if session.options.models and config.args_source != pytest.Config.ArgsSource.ARGS:
-        config.args.extend(str(p) for p in builtin_suite_paths())
+    if not session.options.models:
+        return
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        # A pasted node id of a built-in suite re-runs from any directory.
+        config.args[:] = [builtin_suite_arg(arg) for arg in config.args]
+    else:
+        # A model and no paths: the robustness job. The built-in suites and the user's memerobust-*.toml suites
+        # under the test paths run, not the rest of the test tree (a project's unit tests are not robustness cases;
+        # name their paths to run them too).
+        config.args[:] = [*map(str, builtin_suite_paths()), *map(str, find_suite_files(config.args))]
 
 
 def _session(config):
@@ -135,15 +143,30 @@ def pytest_report_header(config):
             f"device {o.device}" + (f"; first {o.limit} memes" if o.limit else "")]
 
 
+def _builtin_nodeid(file_path: Path) -> str | None:
+    """Built-in suites are named by their name wherever they are installed: `rainbow-noise`, `test_caption_fuzz.py`
+    (outside the rootdir pytest would give them an empty file part)."""
+    from .suite import builtin_suite_dir
+
+    if file_path.resolve().parent != builtin_suite_dir().resolve():
+        return None
+    return file_path.stem if file_path.suffix == ".toml" else file_path.name
+
+
 def pytest_collect_file(file_path: Path, parent):
     from .suite import is_suite_file
 
     if is_suite_file(file_path):
         from .items import SuiteFile
 
-        # A built-in suite outside the rootdir (an installed package) is still named by its file name.
-        outside = not file_path.resolve().is_relative_to(parent.config.rootpath.resolve())
-        return SuiteFile.from_parent(parent, path=file_path, nodeid=file_path.name if outside else None)
+        return SuiteFile.from_parent(parent, path=file_path, nodeid=_builtin_nodeid(file_path))
+    return None
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent):
+    nodeid = _builtin_nodeid(module_path)
+    if nodeid is not None:
+        return pytest.Module.from_parent(parent, path=module_path, nodeid=nodeid)
     return None
 
 
@@ -173,9 +196,83 @@ def memerobust_dataset(memerobust):
     return memerobust.dataset
 
 
+def _is_robustness_test(report) -> bool:
+    """A suite case (it carries a verdict) or a test of a built-in Python suite."""
+    from .suite import builtin_suite_paths
+
+    head = report.nodeid.split("::", 1)[0]
+    return (any(name == "memerobust.model" for name, _ in report.user_properties)
+            or head in {p.name for p in builtin_suite_paths()})
+
+
+def _outcomes(terminalreporter) -> list:
+    """The robustness tests' outcomes as the verdict reads them, in the order they ran."""
+    from .verdict import CaseOutcome
+
+    reports = [r for key in ("passed", "failed", "skipped") for r in terminalreporter.stats.get(key, [])
+               if getattr(r, "nodeid", None) is not None and (r.when == "call" or r.outcome != "passed")
+               and _is_robustness_test(r)]
+    order = _session(terminalreporter.config).positions
+    reports.sort(key=lambda r: order.get(r.nodeid, 0))
+    return [CaseOutcome.from_properties(r.nodeid, r.outcome, r.user_properties) for r in reports]
+
+
+@pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
+def pytest_terminal_summary_compact(terminalreporter, config):
+    """By default (no -v) a failing robustness test prints one line here instead of a section in pytest's
+    failures and short summary, which are left to every other test; `-v` gives the long form."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and session.options.models:
+        config.stash[OUTCOMES_KEY] = _outcomes(terminalreporter)
+    failed = terminalreporter.stats.get("failed", [])
+    ours = [r for r in failed if _is_robustness_test(r)] if session is not None and config.get_verbosity() <= 0 else []
+    if ours:
+        from .verdict import failure_lines
+
+        terminalreporter.stats["failed"] = [r for r in failed if r not in ours]
+        terminalreporter.write_sep("=", f"memerobust: {len(ours)} failing robustness tests (-v for details)")
+        for line in failure_lines(_outcomes_of(ours)):
+            terminalreporter.write_line(line)
+    try:
+        return (yield)
+    finally:
+        if ours:
+            terminalreporter.stats["failed"] = failed
+
+
+def _outcomes_of(reports) -> list:
+    from .verdict import CaseOutcome
+
+    return [CaseOutcome.from_properties(r.nodeid, r.outcome, r.user_properties) for r in reports]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test of a built-in Python suite (caption fuzzing, reliance) keeps its failure's message and
+    Hypothesis' falsifying example as its compact line, without the traceback."""
+    report = yield
+    if report.failed and call.excinfo is not None and _builtin_nodeid(Path(str(item.path))) is not None \
+            and not any(name == "memerobust.line" for name, _ in report.user_properties):
+        exc = call.excinfo.value
+        lines = [f"{type(exc).__name__}: {line}" if i == 0 else line
+                 for i, line in enumerate(str(exc).strip().splitlines()[:3] or [""])]
+        lines += [note for note in getattr(exc, "__notes__", []) if note.startswith("Falsifying")][:1]
+        report.user_properties.append(("memerobust.line", "\n".join(lines)))
+    return report
+
+
 def pytest_terminal_summary(terminalreporter, config):
     session = config.stash.get(SESSION_KEY, None)
-    if session is None or not (session.results or session.reliance_results):
+    if session is None or not session.options.models:
+        return
+    from .verdict import verdict_lines
+
+    outcomes = config.stash.get(OUTCOMES_KEY, [])
+    if outcomes:
+        terminalreporter.write_sep("=", "memerobust verdict")
+        for line in verdict_lines(outcomes):
+            terminalreporter.write_line(line)
+    if not (session.results or session.reliance_results):
         return
     from .report import render
 
@@ -204,9 +301,22 @@ def pytest_collection_modifyitems(session, config, items):
 
     rs = _session(config)
     rs.positions = {item.nodeid: i for i, item in enumerate(items)}
+    cases = {}
     for item in items:
         if isinstance(item, CaseItem):
             rs.plan(item.model, item.suite.dataset, item.condition, item.suite.captions)
+            s = item.suite
+            cases.setdefault((item.model, s.dataset, s.task, s.captions, s.group), item.nodeid)
+    if any(not isinstance(item, CaseItem) and _builtin_nodeid(Path(str(item.path))) for item in items):
+        cases.setdefault((rs.options.models[0], None, None, None, None), "")  # the Python suites' model and data
+    # Options, cards, checkpoints, modes and dataset rows checked once, before any case runs: a problem is one
+    # usage error naming the culprit, not the same failure in every case.
+    for (model, data, task, captions, group), nodeid in cases.items():
+        try:
+            rs.check_case(model, data, task, captions, group)
+        except MemeRobustError as exc:
+            where = f" (the dataset a suite names, first used by {nodeid})" if data and not rs.options.data else ""
+            raise pytest.UsageError(f"memerobust: {exc}{where}") from None
 
 
 def pytest_runtest_setup(item):

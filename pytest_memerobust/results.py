@@ -111,6 +111,14 @@ class ConditionResult:
     def flip_rate(self) -> float:
         return metrics.flip_rate(predicted_labels(self.y_true, self.proba_clean), self.predictions)
 
+    @cached_property
+    def mcnemar_p(self) -> float:
+        """Exact McNemar p-value of clean vs perturbed correctness on the same memes: is the change in accuracy
+        more than chance? (1.0 when no meme changed from right to wrong or back.)"""
+        clean = predicted_labels(self.y_true, self.proba_clean)
+        truth = predicted_labels(self.y_true, self.y_true) if np.ndim(self.y_true) == 2 else self.y_true
+        return metrics.mcnemar_p_value(clean == truth, self.predictions == truth)
+
     def _bootstrap(self) -> dict:
         s = self.stats
         return {"n_resamples": s.n_resamples, "confidence": s.confidence, "seed": s.seed}
@@ -158,6 +166,7 @@ class ConditionResult:
             out["absolute_robustness"] = {m: self.absolute_robustness(m) for m in METRIC_NAMES}
             out["absolute_robustness_paper_scale"] = {m: self.absolute_robustness(m, "paper") for m in METRIC_NAMES}
             out["relative_robustness_ci"] = {m: list(self.ci(m, "relative")) for m in METRIC_NAMES}
+            out["mcnemar_p"] = self.mcnemar_p
         out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
         if self.groups is not None and c.kind != "clean":
             out["groups"] = {m: self.group_scores(m) for m in METRIC_NAMES}

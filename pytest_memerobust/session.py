@@ -130,7 +130,9 @@ class RobustnessSession:
         self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
         self.results: dict[tuple[str, str, str], ConditionResult] = {}
         self._fingerprints: dict[str, str] = {}
-        self.grids: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        # (model, data spec, suite name or None) -> (text sides, image sides, condition ids) of the suite's grid and
+        # cases: each suite gets its own tables and heat map; results no suite declared are grouped under None
+        self.grids: dict[tuple[str, str, str | None], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
         self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
         self._check_checkpoints()
         self.baseline = None
@@ -244,7 +246,7 @@ class RobustnessSession:
         """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts."""
         return {"results": [r.to_wire() for r in self.results.values()],
                 "order": [self.order.get(key, float("inf")) for key in self.results],
-                "grids": [[list(key), [list(t), list(i)]] for key, (t, i) in self.grids.items()],
+                "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in self.grids.items()],
                 "notes": self.run_notes(), "cache": self.cache_stats(),
                 "reliance": [[list(key), value] for key, value in self.reliance_results.items()]}
 
@@ -258,8 +260,8 @@ class RobustnessSession:
             self.order[key] = min(self.order.get(key, position), position)
         keys = sorted(self.results, key=lambda k: self.order.get(k, float("inf")))  # stable: ties keep their order
         self.results = {k: self.results[k] for k in keys}
-        for (model, data), (text_sides, image_sides) in wire["grids"]:
-            self.declare_grid(model, data, text_sides, image_sides)
+        for (model, spec, suite), (text_sides, image_sides, conditions) in wire["grids"]:
+            self._declare(model, spec, suite, text_sides, image_sides, conditions)
         self.notes.extend(n for n in wire["notes"] if n not in self.notes)
         for (model, spec), value in wire.get("reliance", []):
             self.reliance_results.setdefault((model, spec), value)
@@ -386,20 +388,7 @@ class RobustnessSession:
         if key in self.results:
             return self.results[key]
         task = self.task(model, task)
-        dataset = self.dataset(spec)
-        if task not in dataset.classes:
-            raise ConfigError(f"dataset {spec!r} has no task {task!r}; tasks: {sorted(dataset.classes)}")
-        dataset = dataset.labelled(task)  # memes without a label for this task are not scored on it
-        if not dataset.memes:
-            raise ConfigError(f"no meme of {spec!r} has a label for task {task!r}")
-        n_classes, detector = len(dataset.classes[task]), self.detector(model)
-        if (task in dataset.multilabel) != is_multilabel(detector):
-            kind = lambda yes: "multi-label" if yes else "single-label"  # noqa: E731
-            raise ConfigError(f"task {task!r} of {spec!r} is {kind(task in dataset.multilabel)} but model {model!r} "
-                              f"is {kind(is_multilabel(detector))} (model card: multilabel = ...)")
-        if n_classes != len(detector.classes):
-            raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
-                              f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
+        dataset = self._scored_dataset(model, spec, task)
         engine = self.engine(model, spec, task)
         groups = self.groups(spec, self.options.group or group, task)
         clean_key = (model, spec, "clean")
@@ -414,6 +403,40 @@ class RobustnessSession:
             self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba,
                                                 engine.predict(condition), self.options.stats, groups)
         return self.results[key]
+
+    def check_case(self, model: str, data: str | None = None, task: str | None = None,
+                   captions: str | None = None, group: str | None = None) -> None:
+        """Load what a case of `model` on `data` needs and check that it fits (card, checkpoint, mode, dataset
+        rows, task, classes, group field), raising the one error that names the culprit: the plugin calls this
+        once per (model, dataset) before any case runs, so a wrong option is one message, not one per case."""
+        from .errors import ModeNotRead
+
+        spec = self.data_spec(data, captions)
+        try:
+            self.detector(model)
+        except ModeNotRead:  # the channel ablation's `:image` of a caption-only detector: its cases skip
+            return
+        task = self.task(model, task)
+        self._scored_dataset(model, spec, task)
+        self.groups(spec, self.options.group or group, task)
+
+    def _scored_dataset(self, model: str, spec: str, task: str) -> Dataset:
+        """The memes of `spec` labelled for `task`, after checking that `model` can be scored on them."""
+        dataset = self.dataset(spec)
+        if task not in dataset.classes:
+            raise ConfigError(f"dataset {spec!r} has no task {task!r}; tasks: {sorted(dataset.classes)}")
+        dataset = dataset.labelled(task)  # memes without a label for this task are not scored on it
+        if not dataset.memes:
+            raise ConfigError(f"no meme of {spec!r} has a label for task {task!r}")
+        n_classes, detector = len(dataset.classes[task]), self.detector(model)
+        if (task in dataset.multilabel) != is_multilabel(detector):
+            kind = lambda yes: "multi-label" if yes else "single-label"  # noqa: E731
+            raise ConfigError(f"task {task!r} of {spec!r} is {kind(task in dataset.multilabel)} but model {model!r} "
+                              f"is {kind(is_multilabel(detector))} (model card: multilabel = ...)")
+        if n_classes != len(detector.classes):
+            raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
+                              f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
+        return dataset
 
     def reliance(self, model: str, data: str | None = None) -> dict:
         """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (see reliance.py),
@@ -479,9 +502,29 @@ class RobustnessSession:
         modalities = getattr(self.detector(model), "modalities", ("image", "text"))
         return [m for m, name in (("image", condition.image), ("text", condition.text)) if name and m not in modalities]
 
-    def declare_grid(self, model: str, data: str | None, text_sides, image_sides, captions: str | None = None) -> None:
-        """Remember a suite's text x image ordering so the grid table numbers rows as the suite lists them."""
-        key = (model, self.data_spec(data, captions))
-        old_text, old_image = self.grids.get(key, ((), ()))
+    def declare_grid(self, model: str, data: str | None, text_sides, image_sides, captions: str | None = None,
+                     suite: str | None = None, conditions=()) -> None:
+        """Remember a suite's text x image ordering (so the grid table numbers rows as the suite lists them) and
+        its condition ids (so each suite gets its own tables)."""
+        self._declare(model, self.data_spec(data, captions), suite, text_sides, image_sides, conditions)
+
+    def _declare(self, model: str, spec: str, suite: str | None, text_sides, image_sides, conditions) -> None:
+        key = (model, spec, suite)
+        old_text, old_image, old_conditions = self.grids.get(key, ((), (), ()))
         self.grids[key] = (tuple(dict.fromkeys(old_text + tuple(text_sides))),
-                           tuple(dict.fromkeys(old_image + tuple(image_sides))))
+                           tuple(dict.fromkeys(old_image + tuple(image_sides))),
+                           tuple(dict.fromkeys(old_conditions + tuple(conditions))))
+
+    def model_label(self, model: str) -> str:
+        """How ids and titles name a model: the card's name for a card given by path (unless two cards of the run
+        share it), with the fusion mode, e.g. `memeclip:text`."""
+        name, mode = split_model(model)
+        label = self._card_label(name)
+        if name.endswith(".toml") and [self._card_label(split_model(m)[0]) for m in
+                                       dict.fromkeys(split_model(m)[0] for m in self.options.models)].count(label) > 1:
+            label = name
+        return f"{label}:{mode}" if mode else label
+
+    def _card_label(self, name: str) -> str:
+        card = self.cards.get(name)
+        return card.name if card is not None and name.endswith(".toml") else name

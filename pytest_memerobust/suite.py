@@ -191,6 +191,40 @@ def builtin_suite_paths() -> list[Path]:
     return sorted([*folder.glob("*.toml"), *folder.glob("test_*.py")])
 
 
+def builtin_suite_arg(arg: str) -> str:
+    """A pasted node id of a built-in suite (`rainbow-noise::demo::typos-1`, `rainbow-noise.toml::...` or
+    `test_caption_fuzz.py::...`) with its file part made the suite's real path, so it re-runs from any directory;
+    any other argument as it is."""
+    head, sep, rest = arg.partition("::")
+    if not head or Path(head).exists():
+        return arg
+    for path in builtin_suite_paths():
+        if head in (path.name, path.stem) and (path.suffix == ".toml" or head == path.name):
+            return str(path) + sep + rest
+    return arg
+
+
+_SKIP_DIRS = {"node_modules", "site-packages", "__pycache__", "venv", "build", "dist"}
+
+
+def find_suite_files(roots) -> list[Path]:
+    """The user's `memerobust-*.toml` suites under `roots` (files or folders), skipping hidden folders,
+    virtual environments and build output: what a run with a model and no paths collects besides the built-in
+    suites."""
+    import os
+
+    found = []
+    for root in map(Path, roots):
+        if root.is_file():
+            found += [root] if fnmatch.fnmatch(root.name, SUITE_FILE_PATTERN) else []
+            continue
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
+                             and not (Path(folder) / d / "pyvenv.cfg").exists())
+            found += [Path(folder) / f for f in sorted(files) if fnmatch.fnmatch(f, SUITE_FILE_PATTERN)]
+    return list(dict.fromkeys(found))
+
+
 def is_suite_file(path: Path) -> bool:
     """A user's `memerobust-*.toml` anywhere in the test tree, or any TOML among the built-in suites."""
     path = Path(path)

@@ -70,6 +70,32 @@ class Violation:
     ci: tuple[float, float]
     confidence: float
 
+    @property
+    def sure(self) -> bool:
+        """The whole interval is past the limit (or the value is undefined): another seed would fail it too. A
+        violation that is not sure fails within noise: its interval straddles the limit."""
+        if math.isnan(self.value):
+            return True
+        lo, hi = self.ci
+        return hi < self.limit if self.comparison == ">=" else lo > self.limit
+
+    @property
+    def shortfall(self) -> float:
+        """How far the value is on the wrong side of the limit, in the metric's own units (nan counts as 1)."""
+        if math.isnan(self.value):
+            return 1.0
+        return self.limit - self.value if self.comparison == ">=" else self.value - self.limit
+
+    def short(self) -> str:
+        """One clause for the compact failure line: `flip rate 0.175 > 0.100 (CI 0.119..0.238)`,
+        `rel. accuracy 0.801 < 0.900 (CI ...)`."""
+        what = self.what.replace("relative robustness of ", "rel. ").replace("absolute robustness of ", "abs. ")
+        if math.isnan(self.value):
+            return f"{what} undefined (nan)"
+        lo, hi = self.ci
+        wrong = "<" if self.comparison == ">=" else ">"
+        return f"{what} {self.value:.3f} {wrong} {self.limit:.3f} (CI {lo:.3f}..{hi:.3f})"
+
     def __str__(self) -> str:
         lo, hi = self.ci
         if math.isnan(self.value):
@@ -80,14 +106,30 @@ class Violation:
 
 
 def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
-    """Every threshold `result` violates (empty when it passes)."""
-    confident = thresholds.decision == "confident"
+    """Every threshold `result` violates under the suite's decision (empty when it passes): with "estimate" every
+    point estimate past its limit, with "confident" only the violations whose whole interval is past it."""
+    return [v for v in assess(result, thresholds) if thresholds.decision == "estimate" or v.sure]
+
+
+VERDICTS = ("pass", "fail for sure", "fail within noise")
+
+
+def verdict(violations: list[Violation]) -> str:
+    """A case's verdict from `assess`: it passes, fails for sure (some interval wholly past its limit) or fails
+    within noise (its point estimates fail, but each interval straddles the limit)."""
+    if not violations:
+        return "pass"
+    return "fail for sure" if any(v.sure for v in violations) else "fail within noise"
+
+
+def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
+    """Every threshold `result` violates by its point estimate or by its whole interval, whatever the decision;
+    `Violation.sure` tells which are beyond noise."""
     conf = result.stats.confidence
     out = []
 
     def floor(what, value, limit, ci):
-        judged = ci[1] if confident else value
-        if not judged >= limit:  # also true for nan: an undefined metric cannot be shown to meet its floor
+        if not (value >= limit and ci[1] >= limit):  # also true for nan: an undefined metric cannot meet a floor
             out.append(Violation(what, value, limit, ">=", ci, conf))
 
     if result.condition.kind == "clean":
@@ -103,7 +145,7 @@ def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     if result.groups is not None:
         for metric, limit in thresholds.max_group_gap.items():
             gap, ci = result.group_gap(metric), result.ci(metric, "group_gap")
-            if gap == gap and (ci[0] if confident else gap) > limit:  # no gap (one group) is not a failure
+            if gap == gap and (gap > limit or ci[0] > limit):  # no gap (one group) is not a failure
                 scores = result.group_scores(metric)
                 worst = min(scores, key=lambda g: scores[g]["relative_robustness"])
                 best = max(scores, key=lambda g: scores[g]["relative_robustness"])
@@ -111,6 +153,6 @@ def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
                                      gap, limit, "<=", ci, conf))
     if thresholds.max_flip_rate is not None:
         ci = result.ci("flip_rate", "flip_rate")
-        if not (ci[0] if confident else result.flip_rate) <= thresholds.max_flip_rate:
+        if not (result.flip_rate <= thresholds.max_flip_rate and ci[0] <= thresholds.max_flip_rate):
             out.append(Violation("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ci, conf))
     return out

@@ -38,7 +38,8 @@ def test_terminal_tables_have_the_papers_rows_and_columns(report):
     lines = text.splitlines()
     assert "demo on demo (n=48, task=hate): text-only perturbations" in lines
     header = next(l for l in lines if l.startswith("Perturbation"))
-    for column in ("Accuracy", "AUROC", "F1", "Abs. Robust.", "Rel. Robust.", "Rel. CI", "Flip"):
+    for column in ("Accuracy", "AUROC", "F1", "Abs. Rob. Acc.", "Rel. Rob. Acc.", "Rel. Rob. Acc. CI", "Flip",
+                   "McNemar p"):
         assert column in header
     group = report["groups"][0]
     clean = group["clean"]["metrics"]

@@ -57,17 +57,21 @@ def true_probability(proba: np.ndarray, y_true: np.ndarray) -> np.ndarray:
     return np.where(y_true == 1, proba, 1 - proba).mean(axis=1)
 
 
-def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
+def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) -> list[dict]:
     """The (meme, condition) pairs whose probability of the true class fell the most, with what a person needs to
-    see them: a thumbnail of the picture, the caption before and after, and both probabilities."""
+    see them: a thumbnail of the picture, the caption before and after, and both probabilities. `conditions`:
+    only these condition ids (one suite's)."""
 
     candidates = []
-    for (m, s, _), result in session.results.items():
-        if m != model or s != spec or result.condition.kind == "clean":
+    for (m, s, cid), result in session.results.items():
+        if m != model or s != spec or result.condition.kind == "clean" or (conditions is not None
+                                                                          and cid not in conditions):
             continue
         drop = true_probability(result.proba_clean, result.y_true) - true_probability(result.proba, result.y_true)
         candidates += [(float(drop[i]), int(i), result) for i in np.argsort(-drop)[:n] if drop[i] > 0]
     out = []
+    if not candidates:
+        return out
     engine = session.engine(model, spec)
     dataset = engine.dataset  # the memes labelled for the model's task, in the results' order
     for drop, i, result in sorted(candidates, key=lambda t: -t[0])[:n]:
@@ -84,27 +88,54 @@ def worst_examples(session, model: str, spec: str, n: int = 6) -> list[dict]:
     return out
 
 
+def suite_groups(session, model: str, spec: str, rows: list[dict]) -> list[tuple[str | None, list[dict]]]:
+    """The results of one (model, dataset) split by the suite that asked for them, in the order the suites ran;
+    a condition two suites share is in both. Results no suite declared (a hand-written test's) form one more group."""
+    suites = [(suite, conditions) for (m, s, suite), (_, _, conditions) in session.grids.items()
+              if m == model and s == spec and suite is not None]
+    out, claimed = [], set()
+    for suite, conditions in suites:
+        wanted = set(conditions)
+        mine = [r for r in rows if r["condition"] in wanted]
+        claimed |= {r["condition"] for r in mine}
+        if mine:
+            out.append((suite, mine))
+    rest = [r for r in rows if r["condition"] not in claimed]
+    if rest or not out:
+        out.append((None, rest))
+    return out
+
+
 def build_report(session) -> dict:
-    """Everything needed to trust and reproduce the numbers: results, seed, versions, cards, data fingerprints."""
+    """Everything needed to trust and reproduce the numbers: results, seed, versions, cards, data fingerprints.
+    One group per (model, dataset, suite): each suite has its own tables, grid and heat map."""
     results = [r.as_dict() for r in session.results.values()]
     groups = []  # a run with only reliance tests has no condition results
     for model, spec in dict.fromkeys((r["model"], r["dataset"]) for r in results):
         rows = [r for r in results if r["model"] == model and r["dataset"] == spec]
         clean = next(r for r in rows if r["kind"] == "clean")
-        combined = [r for r in rows if r["kind"] == "combined"]
-        declared_text, declared_image = session.grids.get((model, spec), ((), ()))
-        grid_text = list(dict.fromkeys([*declared_text, *(r["condition"].split("+")[0] for r in combined)]))
-        grid_image = list(dict.fromkeys([*declared_image, *(r["condition"].split("+")[1] for r in combined)]))
-        group = {"model": model, "dataset": spec, "task": session.task(model), "clean": clean,
-                 "results": [r for r in rows if r["kind"] != "clean"], "grid_text": grid_text,
-                 "grid_image": grid_image}
-        if combined:
-            group["grid_summary"] = grid_summary(clean["metrics"], combined)
-        group["worst_examples"] = worst_examples(session, model, spec)
         view = session.ocr_view(model, spec)
-        if view:
-            group["ocr_view"] = {"backend": session.ocr(required=True).name, "memes": session.options.ocr_view, "rows": view}
-        groups.append(group)
+        for suite, mine in suite_groups(session, model, spec, [r for r in rows if r["kind"] != "clean"]):
+            combined = [r for r in mine if r["kind"] == "combined"]
+            declared_text, declared_image, _ = session.grids.get((model, spec, suite), ((), (), ()))
+            cells = {r["condition"] for r in combined}
+            grid_text = [t for t in dict.fromkeys([*declared_text, *(c.split("+")[0] for c in cells)])
+                         if any(c.startswith(t + "+") for c in cells)]
+            grid_image = [i for i in dict.fromkeys([*declared_image, *(c.split("+")[1] for c in cells)])
+                          if any(c.endswith("+" + i) for c in cells)]
+            group = {"model": model, "label": session.model_label(model), "dataset": spec, "suite": suite,
+                     "task": session.task(model), "clean": clean, "results": mine, "grid_text": grid_text,
+                     "grid_image": grid_image}
+            if combined:
+                group["grid_summary"] = grid_summary(clean["metrics"], combined)
+            group["worst_examples"] = worst_examples(session, model, spec,
+                                                     conditions={r["condition"] for r in mine})
+            ids = {r["condition"] for r in mine}
+            rows_of_view = [row for row in view if row["condition"] in ids]
+            if rows_of_view:
+                group["ocr_view"] = {"backend": session.ocr(required=True).name, "memes": session.options.ocr_view,
+                                     "rows": rows_of_view}
+            groups.append(group)
     models = {}
     for model in dict.fromkeys(r["model"] for r in results):
         detector = session.detector(model)

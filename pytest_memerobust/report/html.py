@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from .tables import render
+from .tables import group_title, p_value, render, reliance_table
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -58,7 +58,7 @@ def _bars(group: dict) -> str:
     lo_axis, hi_axis = 0.0, 1.2
     x = lambda v: left + (min(max(v, lo_axis), hi_axis) - lo_axis) / (hi_axis - lo_axis) * scale
     height = row_h * len(rows) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + scale + 60}" height="{height}" font-size="11">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + scale + 120}" height="{height}" font-size="11">',
              f'<line x1="{x(1.0)}" y1="0" x2="{x(1.0)}" y2="{height - 20}" stroke="#888" stroke-dasharray="3"/>']
     for k, r in enumerate(rows):
         y = k * row_h + 4
@@ -68,11 +68,11 @@ def _bars(group: dict) -> str:
         parts.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{html.escape(r["condition"])}</text>'
                      f'<rect x="{x(lo_axis)}" y="{y + 3}" width="{x(value) - x(lo_axis)}" height="10" fill="{color}" '
                      f'opacity=".6"/><line x1="{x(lo)}" y1="{y + 8}" x2="{x(hi)}" y2="{y + 8}" stroke="#222"/>'
-                     f'<text x="{left + scale + 6}" y="{y + 11}">{value:.3f}</text>')
+                     f'<text x="{left + scale + 6}" y="{y + 11}">{value:.3f} (p {p_value(r.get("mcnemar_p"))})</text>')
     for tick in (0.0, 0.5, 1.0):
         parts.append(f'<text x="{x(tick)}" y="{height - 6}" text-anchor="middle">{tick}</text>')
     parts.append("</svg>")
-    return "<p>Relative robustness of accuracy (bar) with its 95% interval (line); red: the interval is below 1</p>" \
+    return "<p>Relative robustness of accuracy (bar) with its interval (line) and McNemar's p; red: the interval is below 1</p>" \
         + "".join(parts)
 
 
@@ -85,7 +85,7 @@ def _worst(group: dict) -> str:
          if e.get("thumbnail") else "<tr><td><small>no picture</small></td>")
         + f'<td>{html.escape(e["condition"])}<br><small>{html.escape(e["id"])}</small></td>'
         f'<td>{html.escape(e["caption"])}</td><td>{html.escape(e["perturbed_caption"])}</td>'
-        f'<td>{e["label"]}: {e["p_true_clean"]:.3f} &rarr; {e["p_true_perturbed"]:.3f}</td></tr>'
+        f'<td>{html.escape(e["label"])}: {e["p_true_clean"]:.3f} &rarr; {e["p_true_perturbed"]:.3f}</td></tr>'
         for e in rows)
     return ('<p>Worst examples: the largest drops in the probability of the true class</p><table class="worst">'
             "<tr><th>picture</th><th>condition</th><th>caption</th><th>perturbed caption</th>"
@@ -99,9 +99,12 @@ def to_html(report: dict) -> str:
             + "; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
     sections = []
     for group in report["groups"]:
-        title = f"{group['model']} on {group['dataset']}"
-        tables = render({**report, "groups": [group]}, "html", heading=lambda t: f"<h3>{html.escape(t)}</h3>")
-        sections.append(f"<h2>{html.escape(title)}</h2>{tables}{_heatmap(group)}{_bars(group)}{_worst(group)}")
+        tables = render({**report, "groups": [group], "reliance": []}, "html",
+                        heading=lambda t: f"<h3>{html.escape(t.split(': ', 1)[-1] if group.get('suite') else t)}</h3>")
+        sections.append(f"<h2>{html.escape(group_title(group))}</h2>{tables}{_heatmap(group)}{_bars(group)}"
+                        f"{_worst(group)}")
+    if report.get("reliance"):
+        sections.append(f"<h2>modality reliance: which channel decides</h2>{reliance_table(report['reliance'], 'html')}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Robustness report</title>"
             f"<style>{_STYLE}</style></head><body><h1>Robustness report</h1><p class='meta'>{html.escape(meta)}</p>"
             + "".join(sections) + "</body></html>\n")

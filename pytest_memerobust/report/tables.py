@@ -10,20 +10,37 @@ def _fmt(value, digits=3) -> str:
     return "nan" if value is None or value != value else f"{value:.{digits}f}"
 
 
+def p_value(p) -> str:
+    """A p-value as people read them: 3 significant digits, and `<0.001` below that."""
+    if p is None or p != p:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def group_title(group: dict) -> str:
+    """`rainbow-noise: memeblip2-tda on demo (n=160, task=hate)`: the suite, the model's name and the data."""
+    suite = f"{group['suite']}: " if group.get("suite") else ""
+    return (f"{suite}{group.get('label', group['model'])} on {group['dataset']} (n={group['clean']['n']}, "
+            f"task={group['task']})")
+
+
 def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:
     """Tables 2-4 shape: a clean row, then one row per perturbation, robustness of accuracy as the paper prints."""
     rows = [r for r in group["results"] if r["kind"] == kind]
     if not rows:
         return None
     clean = group["clean"]
-    body = [["Clean", *(_fmt(clean["metrics"][m]) for m, _ in METRIC_COLUMNS), "–", "–", "–", "–"]]
+    body = [["Clean", *(_fmt(clean["metrics"][m]) for m, _ in METRIC_COLUMNS), "–", "–", "–", "–", "–"]]
     for r in rows:
         side = r["condition"].split("=", 1)[1]
         lo, hi = r["relative_robustness_ci"]["accuracy"]
         body.append([side, *(_fmt(r["metrics"][m]) for m, _ in METRIC_COLUMNS),
                      _fmt(r["absolute_robustness"]["accuracy"], 5), _fmt(r["relative_robustness"]["accuracy"], 5),
-                     f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3)])
-    headers = ["Perturbation", *(h for _, h in METRIC_COLUMNS), "Abs. Robust.", "Rel. Robust.", "Rel. CI", "Flip"]
+                     f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3), p_value(r.get("mcnemar_p"))])
+    # Robustness columns are of accuracy, as the paper prints them; McNemar's exact test asks whether accuracy
+    # changed more than chance would (same memes, clean vs perturbed).
+    headers = ["Perturbation", *(h for _, h in METRIC_COLUMNS), "Abs. Rob. Acc.", "Rel. Rob. Acc.",
+               "Rel. Rob. Acc. CI", "Flip", "McNemar p"]
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
@@ -94,7 +111,7 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
     """Every table of every (model, dataset) group, each under a heading."""
     parts = []
     for group in report["groups"]:
-        title = f"{group['model']} on {group['dataset']} (n={group['clean']['n']}, task={group['task']})"
+        title = group_title(group)
         for label, table in (("text-only perturbations", single_channel_table(group, "text", tablefmt)),
                              ("image-only perturbations", single_channel_table(group, "image", tablefmt)),
                              ("combined text x image perturbations", grid_table(group, tablefmt)),
@@ -142,5 +159,7 @@ def failure_table(model: str, condition: str, violations, result, regressions=()
     if regressions:
         parts.append(f"{model} under {condition} regressed against the baseline:\n"
                      + "\n".join(f"  {r}" for r in regressions))
-    parts.append(f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)})")
+    mcnemar = ("" if result.condition.kind == "clean"
+               else f"; McNemar p {p_value(result.mcnemar_p)} (did accuracy change more than chance?)")
+    parts.append(f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)}){mcnemar}")
     return "\n".join(parts)
