@@ -89,7 +89,6 @@ class CaseItem(pytest.Item):
         from .thresholds import assess, verdict
 
         session = _session(self.config)
-        self.user_properties.append(("memerobust.model", session.model_label(self.model)))
         try:
             unread = session.unread_modalities(self.model, self.condition)
         except ModeNotRead as exc:  # the channel ablation's `:image` of a caption-only detector

@@ -197,12 +197,22 @@ def memerobust_dataset(memerobust):
 
 
 def _is_robustness_test(report) -> bool:
-    """A suite case (it carries a verdict) or a test of a built-in Python suite."""
+    """A suite case or a test of a built-in Python suite: collection marked both (`_mark_robustness_tests`)."""
+    return any(name in ("memerobust.model", "memerobust.suite") for name, _ in report.user_properties)
+
+
+def _mark_robustness_tests(items, session) -> None:
+    """Properties every report of a robustness test carries (also to a pytest-xdist controller): a case's model
+    label, or the built-in Python suite a test comes from."""
+    from .items import CaseItem
     from .suite import builtin_suite_paths
 
-    head = report.nodeid.split("::", 1)[0]
-    return (any(name == "memerobust.model" for name, _ in report.user_properties)
-            or head in {p.name for p in builtin_suite_paths()})
+    builtin = {p.name for p in builtin_suite_paths() if p.suffix == ".py"}
+    for item in items:
+        if isinstance(item, CaseItem):
+            item.user_properties.append(("memerobust.model", session.model_label(item.model)))
+        elif Path(str(item.path)).name in builtin:
+            item.user_properties.append(("memerobust.suite", Path(str(item.path)).name))
 
 
 def _outcomes(terminalreporter) -> list:
@@ -251,12 +261,14 @@ def pytest_runtest_makereport(item, call):
     """A failing test of a built-in Python suite (caption fuzzing, reliance) keeps its failure's message and
     Hypothesis' falsifying example as its compact line, without the traceback."""
     report = yield
-    if report.failed and call.excinfo is not None and _builtin_nodeid(Path(str(item.path))) is not None \
+    if report.failed and call.excinfo is not None and _is_robustness_test(report) \
             and not any(name == "memerobust.line" for name, _ in report.user_properties):
         exc = call.excinfo.value
         lines = [f"{type(exc).__name__}: {line}" if i == 0 else line
-                 for i, line in enumerate(str(exc).strip().splitlines()[:3] or [""])]
-        lines += [note for note in getattr(exc, "__notes__", []) if note.startswith("Falsifying")][:1]
+                 for i, line in enumerate(str(exc).strip().splitlines()[:6] or [""])]
+        # Hypothesis' note with the failing example ("Falsifying example:" or, lately, "Failing test case:")
+        lines += [note for note in getattr(exc, "__notes__", [])
+                  if note.startswith(("Falsifying", "Failing test case"))][:1]
         report.user_properties.append(("memerobust.line", "\n".join(lines)))
     return report
 
@@ -301,6 +313,8 @@ def pytest_collection_modifyitems(session, config, items):
 
     rs = _session(config)
     rs.positions = {item.nodeid: i for i, item in enumerate(items)}
+    if rs.options.models:
+        _mark_robustness_tests(items, rs)
     cases = {}
     for item in items:
         if isinstance(item, CaseItem):

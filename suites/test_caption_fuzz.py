@@ -19,16 +19,25 @@ def test_label_preserving_edits_do_not_flip_confident_predictions(memerobust):
     if not fuzzer.confident:
         pytest.skip(f"{memerobust.model} classifies no meme correctly with probability >= {options.fuzz_confidence}")
 
-    # Seeded by --memerobust-seed, so a gate passes or fails the same way on every run and every pytest-xdist worker.
+    # Seeded by --memerobust-seed, so with a fresh database a gate passes or fails the same way on every run and every
+    # pytest-xdist worker. @seed alone also sets database=None (Hypothesis would never save a failure), so @settings
+    # goes outside it and puts back the active profile's database (.hypothesis/examples unless a profile says
+    # otherwise): a failure is saved, and the reuse phase replays it first on the next run.
     # No "explain" phase: it traces every line executed, which makes each model call many times slower.
-    @seed(options.seed)
-    @settings(max_examples=options.fuzz_examples, deadline=options.fuzz_deadline_ms,
+    @settings(database=settings.default.database, max_examples=options.fuzz_examples,
+              deadline=options.fuzz_deadline_ms,
               phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @seed(options.seed)
     @given(index=st.sampled_from(fuzzer.confident), edits=caption_edits(max_edits=3))
     def fuzz(index, edits):
         check = fuzzer.check(index, edits)
         if check.flipped:
             raise AssertionError(str(check))
 
+    # One database key per model, dataset and task: replay deletes saved examples that no longer fail, so a shared
+    # key would let a passing model's run erase another model's saved failure. Hypothesis' own pytest plugin keys
+    # parametrized tests the same way.
+    key = f"{memerobust.model}\0{memerobust.session.data_spec(memerobust.data)}\0{memerobust.task}"
+    fuzz.hypothesis.inner_test._hypothesis_internal_add_digest = key.encode()
     fuzz()

@@ -22,14 +22,14 @@ CARD = "tiny.card.toml"  # the card `memerobust train --out tiny.safetensors` wr
 
 
 def _cases() -> list[str]:
-    """Each TOML suite case as `suite.toml[:mode]::condition` (`[:mode]` for the channel ablation's modes)."""
+    """Each TOML suite case as `suite[:mode]::case` (`[:mode]` for the channel ablation's modes)."""
     cases = []
     for path in builtin_suite_paths():
         if path.suffix != ".toml":
             continue
         suite = load_suite(path)
         for spec in suite.model_specs([CARD]):
-            cases += [f"{path.name}{spec[len(CARD):]}::{condition.id}" for condition in suite.conditions]
+            cases += [f"{path.stem}{spec[len(CARD):]}::{condition.test_name}" for condition in suite.conditions]
     return cases
 
 
@@ -79,10 +79,12 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_suite_case_ends_with_a_verdict_on_every_backbone_kind(runs, kind, case):
     run = runs(kind)
-    suite_and_mode, condition = case.split("::", 1)
-    suite_file, mode = suite_and_mode.split(".toml", 1)
-    matches = {name: outcome for name, outcome in run["outcomes"].items()
-               if name.startswith(f"{suite_file}.toml.") and name.endswith(f"{CARD}{mode}::{condition}")}
+    suite_and_mode, name = case.split("::", 1)
+    suite, _, mode = suite_and_mode.partition(":")
+    # JUnit's classname is `suite.model` (the model named by its card's name); its name the case's name
+    matches = {test: outcome for test, outcome in run["outcomes"].items()
+               if test.startswith(f"{suite}.") and test.endswith(f"::{name}")
+               and test.split("::")[0].partition(".")[2].partition(":")[2] == mode}
     assert len(matches) == 1, f"{case} on {kind}: expected one result, found {sorted(matches)}"
     (verdict, message), = matches.values()
     assert verdict in VERDICTS, f"{case} on {kind} ended with an error:\n{message}"

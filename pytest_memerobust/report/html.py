@@ -23,8 +23,11 @@ def _heatmap(group: dict) -> str:
     texts, images = group["grid_text"], group["grid_image"]
     clean = group["clean"]["metrics"]["accuracy"]
     size, left, top = 64, 170, 120
-    width, height = left + size * len(images) + 10, top + size * len(texts) + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="11">']
+    # column labels lean right at -40 degrees: leave room for the longest beyond the last column
+    longest = max(len(i.split("=", 1)[1]) for i in images)
+    width, height = left + size * len(images) + max(10, int(5.5 * longest)), top + size * len(texts) + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="11" '
+             f'overflow="visible">']
     for j, image in enumerate(images):
         x = left + j * size + size / 2
         parts.append(f'<text x="{x}" y="{top - 6}" transform="rotate(-40 {x} {top - 6})">'
@@ -42,7 +45,7 @@ def _heatmap(group: dict) -> str:
             drop = clean - r["metrics"]["accuracy"]
             shade = max(0.0, min(1.0, drop / max(clean, 1e-9) / 0.5))  # 50% relative drop = full red
             fill = f"rgb(255,{int(255 * (1 - shade))},{int(255 * (1 - shade))})"
-            parts.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="{fill}" stroke="#fff">'
+            parts.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="{fill}" stroke="#ccc">'
                          f'<title>{html.escape(r["condition"])}: accuracy {r["metrics"]["accuracy"]:.3f}</title></rect>'
                          f'<text x="{x + size / 2}" y="{y + size / 2 + 4}" text-anchor="middle">{drop:+.3f}</text>')
     parts.append("</svg>")

@@ -68,7 +68,7 @@ def grid_table(group: dict, tablefmt: str) -> str | None:
                                                  enumerate(group["grid_text"], 1)) +
               "\nImage-noise indices: " + "; ".join(f"{i} = {t.split('=', 1)[1]}" for i, t in
                                                     enumerate(group["grid_image"], 1)))
-    return f"{table}\n{legend}"
+    return f"{table}\n{legend}" if tablefmt != "html" else f"{table}<p>{legend.replace(chr(10), '<br>')}</p>"
 
 
 def group_table(group: dict, tablefmt: str) -> str | None:
