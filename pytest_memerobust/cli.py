@@ -2,21 +2,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .errors import MemeRobustError
+from .errors import ConfigError, MemeRobustError
 
 
 def _train(args) -> int:
-    import torch
-    from tqdm import tqdm
+    from .detectors.cards import allow_downloads
 
-    from .data import load_dataset
-    from .detectors import find_card, load_detector
-    from .training import check_training_data, save_trained, train_head, training_task
+    with allow_downloads(args.download):
+        return _train_allowed(args)
+
+
+def _train_allowed(args) -> int:
+    from .detectors import find_card
+    from .detectors.cards import WeightsNotHere, check_local_weights
 
     card = find_card(args.card)
     if args.demo:
@@ -31,6 +33,19 @@ def _train(args) -> int:
         train_spec, val_spec = f"{data}:train", f"{data}:val"
     if not (train_spec and val_spec):
         raise MemeRobustError("name the data: --data demo|NAME:PATH (its train/val splits), or --train and --val")
+    if args.init is None:  # before torch loads: weights missing here are said at once, nothing waits on the hub
+        try:
+            check_local_weights(card)
+        except WeightsNotHere as exc:
+            demo = "; or --demo to train on the card's small demo backbone" if card.demo and not args.demo else ""
+            raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
+    import torch
+    from tqdm import tqdm
+
+    from .data import load_dataset
+    from .detectors import load_detector
+    from .training import check_training_data, save_trained, train_head, training_task
+
     hyper = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16, **card.training}
     hyper.update({k: getattr(args, k) for k in hyper if getattr(args, k, None) is not None})
     torch.manual_seed(args.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
@@ -119,12 +134,28 @@ def model_lines(cards: dict) -> list[str]:
 
 
 def _report(args) -> int:
+    from .gate import FORMAT as BASELINE_FORMAT, read_json
     from .report import render, write_report
 
-    report = json.loads(Path(args.json).read_text(encoding="utf-8"))
-    print(render(report))
+    path = Path(args.json)
+    report = read_json(path, "report")
+    if isinstance(report, dict) and report.get("format") == BASELINE_FORMAT:
+        raise ConfigError(f"{path} is a baseline, not a report: compare two baselines with `memerobust compare A B`")
+    if not (isinstance(report, dict) and report.get("tool") == "pytest-memerobust"
+            and isinstance(report.get("groups"), list)):
+        found = f"a JSON {type(report).__name__}" if not isinstance(report, dict) else "another JSON object"
+        raise ConfigError(f"{path} is not a pytest-memerobust report (as --memerobust-report=FILE.json writes); "
+                          f"it holds {found}")
+    try:
+        text = render(report)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ConfigError(f"{path}: damaged pytest-memerobust report ({type(exc).__name__}: {exc})") from None
+    print(text)
     if args.md:
-        write_report(Path(args.md), report)
+        try:
+            write_report(Path(args.md), report)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.md}: {exc.strerror or exc}") from None
     return 0
 
 
@@ -168,13 +199,22 @@ def _preview(args) -> int:
 def _compare(args) -> int:
     from tabulate import tabulate
 
-    from .gate import DEFAULT_CHECKS, RegressionCheck, compare_rows, load_baseline
+    from .gate import DEFAULT_CHECKS, RegressionCheck, compare_headers, compare_rows, load_baseline
 
+    try:
+        check = RegressionCheck.parse(args.metric) if args.metric else DEFAULT_CHECKS[0]
+    except ValueError as exc:
+        raise ConfigError(f"--metric: {exc}") from None
+    if not 0 < args.confidence < 1:
+        raise ConfigError(f"--confidence {args.confidence}: must lie strictly between 0 and 1, e.g. 0.95")
+    if args.bootstrap < 1:
+        raise ConfigError(f"--bootstrap {args.bootstrap}: at least 1 resample")
     before, after = load_baseline(Path(args.before)), load_baseline(Path(args.after))
-    check = RegressionCheck.parse(args.metric) if args.metric else DEFAULT_CHECKS[0]
-    rows = compare_rows(before, after, check, confidence=args.confidence, n_resamples=args.bootstrap)
-    headers = ["model", "data", "condition", f"{check.label()} (A)", "(B)", "B - A", "verdict"]
-    print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    rows = compare_rows(before, after, check, names=(args.before, args.after), confidence=args.confidence,
+                        n_resamples=args.bootstrap)
+    print(f"{check.label()}: A = {args.before}, B = {args.after}; paired bootstrap interval of B - A over the same "
+          f"memes ({args.bootstrap} resamples); McNemar: exact test on the memes one gets right and the other wrong")
+    print(tabulate(rows, headers=compare_headers(check, args.confidence), tablefmt="simple", disable_numparse=True))
     return 1 if any(r[-1] == "REGRESSED" for r in rows) else 0
 
 
@@ -203,6 +243,8 @@ def main(argv=None) -> int:
                             "the plugin's, .pytest_cache/d/memerobust)")
     train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
+                       "machine download (into the Hugging Face cache); without it such a backbone is an error")
     train.set_defaults(run=_train)
     sub.add_parser("list", help="models, datasets, perturbations and suites").set_defaults(run=_list)
     report = sub.add_parser("report", help="print the tables of a saved JSON report (and write Markdown)")

@@ -361,6 +361,6 @@ def pytest_sessionfinish(session, exitstatus):
     for path in rs.options.reports:
         write_report(path, rs.report())
     if rs.options.save_baseline is not None:
-        from .gate import save_baseline
+        from .gate import save_baseline, terminal_line
 
-        save_baseline(rs, rs.options.save_baseline)
+        save_baseline(rs, rs.options.save_baseline, write=terminal_line(session.config))

@@ -7,7 +7,8 @@ import torch  # noqa: F401  (imported once, before pytester runs: see tests/test
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.gate import DEFAULT_CHECKS, RegressionCheck, comparable, load_baseline
+from pytest_memerobust.gate import (DEFAULT_CHECKS, RegressionCheck, baseline_saved_line, comparable, load_baseline,
+                                    save_baseline)
 
 QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
 SUITE = """
@@ -76,10 +77,62 @@ def test_comparisons_that_would_be_meaningless_are_refused():
         comparable(baseline, **{**facts, "versions": {"pytest-memerobust": "0.2.0"}})
 
 
+def test_saving_a_baseline_says_where_and_what(tmp_path):
+    """Saving used to print nothing: the run's last line now names the file, its conditions and models."""
+    from types import SimpleNamespace
+
+    def result(n, flip_share):
+        r = _results(n, flip_share)
+        return SimpleNamespace(y_true=r["y"], proba_clean=r["clean"], proba=r["perturbed"])
+
+    results = {("demo", "demo", "clean"): result(50, 0.0), ("demo", "demo", "text=typos@5"): result(50, 0.1),
+               ("memeclip", "demo", "clean"): result(50, 0.0)}
+    report = {"seed": 7, "versions": {"pytest-memerobust": "0.1.0", "numpy": "2"},
+              "datasets": {"demo": {"fingerprint": "f" * 64}},
+              "models": {"demo": {"checkpoint_sha256": "a" * 64}, "memeclip": {"checkpoint_sha256": "b" * 64}}}
+    session = SimpleNamespace(results=results, report=lambda: report)
+    lines = []
+    saved = save_baseline(session, tmp_path / "base.json", write=lines.append)
+    assert saved == {"path": tmp_path / "base.json", "conditions": 3, "models": ["demo", "memeclip"],
+                     "datasets": ["demo"], "seed": 7}
+    assert lines == [f"memerobust: baseline saved to {tmp_path / 'base.json'}: 3 conditions of 2 models "
+                     f"(demo, memeclip) on demo (50 memes), seed 7"]
+    data = load_baseline(tmp_path / "base.json")
+    assert data["versions"] == {"pytest-memerobust": "0.1.0", "imagecorruptions": None, "textattack": None}
+    assert data["results"]["demo"]["demo"]["text=typos@5"]["perturbed"] == results[
+        ("demo", "demo", "text=typos@5")].proba.tolist()
+    assert save_baseline(session, tmp_path / "quiet.json")["conditions"] == 3  # no writer: nothing said
+
+
+def test_the_saved_line_starts_a_line_of_its_own_on_the_terminal():
+    """In pytest_sessionfinish the terminal may still be on -q's progress line."""
+    import io
+    from types import SimpleNamespace
+
+    from _pytest._io import TerminalWriter
+
+    from pytest_memerobust.gate import terminal_line
+
+    out = io.StringIO()
+    writer = TerminalWriter(out)
+    writer.write("....  [100%]")
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: object()),
+                             get_terminal_writer=lambda: writer)
+    write = terminal_line(config)
+    write("memerobust: baseline saved to b.json")
+    write("second")
+    assert out.getvalue() == "....  [100%]\nmemerobust: baseline saved to b.json\nsecond\n"
+    no_terminal = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
+    assert terminal_line(no_terminal) is print
+
+
 def test_a_file_that_is_not_a_baseline_is_refused(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps({"tool": "pytest-memerobust"}))
-    with pytest.raises(ConfigError, match="not a pytest-memerobust baseline"):
+    with pytest.raises(ConfigError, match="is a pytest-memerobust report, not a baseline"):
+        load_baseline(path)
+    path.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(ConfigError, match="not a pytest-memerobust baseline.*format 'something else'"):
         load_baseline(path)
 
 
@@ -90,6 +143,8 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     first.assert_outcomes(passed=4)
     saved = json.loads(base.read_text())
     assert set(saved["results"]["demo"]["demo"]) == {"clean", "text=typos@2", "text=typos@5", "image=contrast@3"}
+    assert baseline_saved_line(base, saved) == (f"memerobust: baseline saved to {base}: 4 conditions of 1 model "
+                                                f"(demo) on demo (60 memes), seed 0")
     assert len(saved["results"]["demo"]["demo"]["text=typos@2"]["perturbed"]) == 60
 
     again = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}", ".")
@@ -102,7 +157,7 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
     assert result.parseoutcomes().get("failed", 0) >= 1
-    result.stdout.fnmatch_lines(["*regressed against the baseline:*", "*accuracy regressed: baseline *-> now *CI*"])
+    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *CI*"])
 
     refused = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                  "--memerobust-seed=3", ".")
@@ -131,9 +186,16 @@ def test_metrics_go_into_junit_xml_as_properties(pytester, tmp_path):
     pytester.makefile(".toml", **{"memerobust-gate": SUITE})
     xml = tmp_path / "junit.xml"
     pytester.runpytest("--memerobust-model=demo", *QUICK, f"--junitxml={xml}", ".").assert_outcomes(passed=4)
-    cases = {case.get("name"): {p.get("name"): float(p.get("value")) for p in case.iter("property")}
+    def number(value):
+        try:
+            return float(value)
+        except ValueError:
+            return value  # the model's name, the verdict
+
+    cases = {case.get("name"): {p.get("name"): number(p.get("value")) for p in case.iter("property")}
              for case in ET.parse(xml).getroot().iter("testcase")}
-    typos = cases["text=typos@5"]
+    assert cases["typos-5"]["memerobust.model"] == cases["clean"]["memerobust.model"] == "demo"
+    typos = cases["typos-5"]
     assert set(typos) >= {"memerobust.accuracy", "memerobust.auroc", "memerobust.macro_f1", "memerobust.flip_rate",
                           "memerobust.relative_robustness.accuracy"}
     assert typos["memerobust.relative_robustness.accuracy"] == pytest.approx(

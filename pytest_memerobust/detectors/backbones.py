@@ -11,8 +11,10 @@
         a small architecture built from an inline config (random weights, which a checkpoint then supplies);
         this is how the shipped demo checkpoints carry their tiny backbones.
 
-Every backbone encodes a batch of RGB uint8 picture tensors (pictures.py) and a batch of captions into feature tensors. Loading by name
-may download on a machine that can; nothing here downloads at import.
+Every backbone encodes a batch of RGB uint8 picture tensors (pictures.py) and a batch of captions into feature tensors. A hub id
+(or an open_clip tag) is read from a folder or the local Hugging Face cache; one that is not there is an error at once
+(cards.WeightsNotHere) unless downloading was asked for (MEMEROBUST_DOWNLOAD=1, `memerobust train --download`).
+Nothing here downloads at import.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import json
 import os
 import posixpath
 import re
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,6 +34,8 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError
 from ..pictures import as_picture, fit_to_encoder
+from .cards import (TOKENIZER_FILES, WeightsNotHere, downloads_allowed, hf_cache_dir, hub_load_options, in_hf_cache,
+                    not_here_message)
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -46,14 +51,59 @@ def minilm_path():
 
 
 def _tokenizer(spec: dict, default_path):
-    from transformers import AutoTokenizer
-
     source = spec.get("tokenizer", default_path)
     if source == "minilm":
         source = minilm_path()
     if source is None:
         raise ConfigError(f"backbone {spec}: needs a 'tokenizer' (a folder, hub id, or 'minilm')")
-    return AutoTokenizer.from_pretrained(str(source))
+    options = hub_load_options(str(source), "tokenizer", TOKENIZER_FILES + ("config.json",))
+    from transformers import AutoTokenizer
+
+    return _from_pretrained(AutoTokenizer, str(source), "tokenizer", options)
+
+
+@contextmanager
+def _hub_offline(offline: bool = True):
+    """huggingface_hub offline within (it reads the flag at each call): a cached file is used as it is, with no
+    request to the hub first, which on a machine without network is retried for half a minute."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        yield
+        return
+    before = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = before or offline
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = before
+
+
+def _from_pretrained(cls, name: str, what: str, options: dict):
+    """`cls.from_pretrained(name)` with `options` (hub_load_options), its failure one ConfigError line."""
+    try:
+        with _hub_offline(options.get("local_files_only", False)):
+            return cls.from_pretrained(name, **options)
+    except OSError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if options.get("local_files_only"):
+            raise ConfigError(f"{what} {name!r} is only partly in the Hugging Face cache {hf_cache_dir()} "
+                              f"({reason}): fetch it again with `hf download {name}`") from None
+        raise ConfigError(f"{what} {name!r} could not be loaded: {reason}") from None
+
+
+def _hub_options(spec: dict) -> dict | None:
+    """hub_load_options of the spec's `name` (None for an inline config), called before transformers is imported
+    (seconds): weights that are not here are said at once."""
+    return None if "config" in spec else hub_load_options(str(spec["name"]), f"{spec['kind']} backbone")
+
+
+def _hf_model(cls, config_cls, spec: dict, options: dict | None):
+    """A transformers model from the spec's inline config (random weights), or its `name`: a folder, or a hub id
+    read from the local cache (downloaded only when asked)."""
+    if options is None:
+        return cls(config_cls(**spec["config"]))
+    return _from_pretrained(cls, str(spec["name"]), f"{spec['kind']} backbone", options)
 
 
 class Backbone(torch.nn.Module):
@@ -161,12 +211,10 @@ class HFClipBackbone(Backbone):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
+        options = _hub_options(spec)
         from transformers import CLIPConfig, CLIPModel
 
-        if "config" in spec:
-            self.model = CLIPModel(CLIPConfig(**spec["config"]))
-        else:
-            self.model = CLIPModel.from_pretrained(str(spec["name"]))
+        self.model = _hf_model(CLIPModel, CLIPConfig, spec, options)
         self.tokenizer = _tokenizer(spec, spec.get("name"))
         cfg = self.model.config
         self.image_size = cfg.vision_config.image_size
@@ -240,9 +288,12 @@ class OpenClipBackbone(Backbone):
             name = str(spec["name"])
             if Path(name).expanduser().is_dir():  # a folder holding open_clip_config.json and its weights
                 name = f"local-dir:{Path(name).expanduser()}"
+            else:
+                _open_clip_weights_here(spec)
             try:
-                self.model = open_clip.create_model(name, pretrained=spec.get("pretrained"))
-                self.tokenizer_fn = open_clip.get_tokenizer(name)
+                with _hub_offline(not downloads_allowed()):
+                    self.model = open_clip.create_model(name, pretrained=spec.get("pretrained"))
+                    self.tokenizer_fn = open_clip.get_tokenizer(name)
             except (RuntimeError, ValueError, OSError) as exc:
                 raise ConfigError(
                     f"backbone {spec}: open_clip could not build it: {exc}. Pretrained tags are downloaded on "
@@ -305,12 +356,10 @@ class HFBlip2Backbone(Backbone):
 
     def __init__(self, spec: dict):
         super().__init__(spec)
+        options = _hub_options(spec)
         from transformers import Blip2Config, Blip2ForImageTextRetrieval
 
-        if "config" in spec:
-            self.model = Blip2ForImageTextRetrieval(Blip2Config(**spec["config"]))
-        else:
-            self.model = Blip2ForImageTextRetrieval.from_pretrained(str(spec["name"]))
+        self.model = _hf_model(Blip2ForImageTextRetrieval, Blip2Config, spec, options)
         self.tokenizer = _tokenizer(spec, spec.get("name"))
         cfg = self.model.config
         self.image_size = cfg.vision_config.image_size
@@ -420,13 +469,29 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     return file_sha256(Path(path))
 
 
-def _in_hf_cache(repo_id: str, filenames: Sequence[str]) -> bool:
-    """Whether one of `filenames` of hub repository `repo_id` is in the local Hugging Face cache (no network)."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return False
-    return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in filenames)
+def _open_clip_weights_here(spec: dict) -> None:
+    """An open_clip pretrained tag or `hf-hub:` name whose weights are not in the local cache is WeightsNotHere at
+    once, unless downloading was asked for; a weights file, a folder or random weights pass."""
+    if downloads_allowed():
+        return
+    name, pretrained = str(spec.get("name", "")), spec.get("pretrained")
+    if name.startswith("hf-hub:"):
+        repo = name[len("hf-hub:"):]
+        if not in_hf_cache(repo, ["open_clip_config.json"]):
+            raise WeightsNotHere(not_here_message(repo, "open_clip model"))
+        return
+    if pretrained is None or "/" in str(pretrained) or Path(str(pretrained)).expanduser().is_file():
+        return  # random weights, or a weights file (open_clip says if it is missing)
+    import open_clip
+
+    hub = (open_clip.get_pretrained_cfg(name, str(pretrained)) or {}).get("hf_hub", "")
+    if not hub:
+        raise ConfigError(f"backbone {spec}: open_clip knows no pretrained tag {pretrained!r} for {name!r} "
+                          f"(open_clip.list_pretrained() lists them); or give `pretrained` a weights file")
+    if not backbone_weights(spec)[1]:
+        repo = posixpath.split(hub)[0]
+        raise WeightsNotHere(not_here_message(repo, f"open_clip {name} / {pretrained} weights") +
+                             "; or give `pretrained` a weights file")
 
 
 def backbone_weights(spec: dict) -> tuple[str, bool | None]:
@@ -456,8 +521,8 @@ def backbone_weights(spec: dict) -> tuple[str, bool | None]:
         hub = (open_clip.get_pretrained_cfg(name, str(pretrained)) or {}).get("hf_hub", "")
         repo, filename = posixpath.split(hub)  # open_clip's form: "org/model/" or "org/model/file.bin"
         files = [f for f in (filename, "open_clip_model.safetensors", "open_clip_pytorch_model.bin") if f]
-        return label, bool(repo) and _in_hf_cache(repo, files)
-    return f"{kind} {name}", _in_hf_cache(name, ["config.json"])
+        return label, bool(repo) and in_hf_cache(repo, files)
+    return f"{kind} {name}", in_hf_cache(name, ["config.json"])
 
 
 BACKBONES = {"hf-clip": HFClipBackbone, "open_clip": OpenClipBackbone, "hf-blip2": HFBlip2Backbone,

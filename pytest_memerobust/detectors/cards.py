@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import ConfigError, UnknownNameError
 from ..tomlfile import read_toml
@@ -105,3 +107,93 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+# --- weights named by Hugging Face hub id ---------------------------------------------------------------------------
+# Here, not in backbones.py: the check runs before torch and transformers are imported, so a missing backbone is
+# said at once. Without leave to download, nothing reaches the hub: a hub id is read from the local cache only.
+
+DOWNLOAD_ENV = "MEMEROBUST_DOWNLOAD"  # 1: a hub id not on this machine may download
+HF_KINDS = ("hf-clip", "hf-blip2")
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt", "vocab.json")
+_allowed: list[bool] = []
+
+
+class WeightsNotHere(ConfigError):
+    """Weights named by hub id are neither a folder here nor in the local Hugging Face cache, and downloading
+    was not asked for."""
+
+
+@contextmanager
+def allow_downloads(allowed: bool = True):
+    """Within: hub ids not on this machine may download (as with MEMEROBUST_DOWNLOAD=1)."""
+    _allowed.append(allowed)
+    try:
+        yield
+    finally:
+        _allowed.pop()
+
+
+def downloads_allowed() -> bool:
+    return any(_allowed) or os.environ.get(DOWNLOAD_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hf_cache_dir() -> str:
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return "~/.cache/huggingface/hub"
+    return str(constants.HF_HUB_CACHE)
+
+
+def in_hf_cache(repo_id: str, filenames: Sequence[str]) -> bool:
+    """Whether one of `filenames` of hub repository `repo_id` is in the local Hugging Face cache (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in filenames)
+    except ValueError:  # not a valid repo id (huggingface_hub's HFValidationError)
+        return False
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1 or name.endswith("/")
+
+
+def not_here_message(name: str, what: str, cache: str | None = None) -> str:
+    cache = cache or hf_cache_dir()
+    return (f"{what} {name!r} is not on this machine (no folder of that name, not in the Hugging Face cache {cache}) "
+            f"and downloading is off: on a machine with network run `hf download {name}` (older huggingface_hub: "
+            f"`huggingface-cli download {name}`) and copy that cache here, or add `--local-dir DIR` and name the "
+            f"folder DIR instead of the id; or let it download here with {DOWNLOAD_ENV}=1")
+
+
+def hub_load_options(name: str, what: str, files: Sequence[str] = ("config.json",)) -> dict:
+    """The `from_pretrained` keyword arguments that read `name` (a folder or a hub id) without reaching the hub
+    unasked: none for a folder; `local_files_only` for a hub id in the local cache; none for a hub id allowed to
+    download; anything else raises at once (WeightsNotHere) instead of retrying the network, then a traceback."""
+    if Path(name).expanduser().is_dir():
+        return {}
+    if Path(name).expanduser().exists():
+        raise ConfigError(f"{what} {name!r} is a file: name the folder save_pretrained wrote, or a hub id")
+    if _looks_like_path(name):
+        raise ConfigError(f"{what} {name!r}: no such folder")
+    if downloads_allowed():
+        return {}
+    if in_hf_cache(name, files):
+        return {"local_files_only": True}
+    raise WeightsNotHere(not_here_message(name, what))
+
+
+def check_local_weights(card: ModelCard) -> None:
+    """Before building anything: every hub id the card's backbones and tokenizers name is here (or may download)."""
+    for role, spec in (("backbone", card.backbone), ("text backbone", card.text_backbone)):
+        if spec.get("kind") not in HF_KINDS:
+            continue
+        if "config" not in spec and spec.get("name"):
+            hub_load_options(str(spec["name"]), f"card {card.name!r}: {spec['kind']} {role}")
+        tokenizer = spec.get("tokenizer", None if "config" in spec else spec.get("name"))
+        if tokenizer and tokenizer != "minilm":
+            hub_load_options(str(tokenizer), f"card {card.name!r}: tokenizer", TOKENIZER_FILES + ("config.json",))

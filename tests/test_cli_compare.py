@@ -1,0 +1,162 @@
+"""`memerobust compare` and `report`: the gate's refusals, the interval and McNemar columns, bad files as one line."""
+import json
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.cli import main as cli_main
+from pytest_memerobust.gate import DEFAULT_CHECKS, FORMAT, compare_headers, compare_rows, correct
+
+N = 400
+VERSIONS = {"pytest-memerobust": "0.1.0", "imagecorruptions": "1.1.2", "textattack": None}
+
+
+def _cell(y, wrong):
+    """A confident detector, right on every clean meme; its perturbed predictions are wrong on `wrong`."""
+    clean = np.where(y[:, None] == np.arange(2), 0.9, 0.1)
+    perturbed = clean.copy()
+    perturbed[wrong] = perturbed[wrong][:, ::-1]
+    return {"y": y.tolist(), "clean": clean.tolist(), "perturbed": perturbed.tolist()}
+
+
+def _baseline(wrong, seed=0, fingerprint="a" * 64, versions=VERSIONS):
+    y = np.random.default_rng(0).integers(0, 2, N)
+    return {"format": FORMAT, "seed": seed, "versions": dict(versions), "datasets": {"demo": fingerprint},
+            "models": {"demo": "c" * 64},
+            "results": {"demo": {"demo": {"clean": _cell(y, []), "text=typos@5": _cell(y, list(wrong))}}}}
+
+
+def _write(path, data):
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return str(path)
+
+
+def _one_error_line(capsys):
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memerobust: error: "), captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"seed": 3}, "a.json was made with seed 0, b.json uses 3: perturbations differ"),
+    ({"fingerprint": "b" * 64}, "a.json was made on other data for 'demo' (dataset fingerprint aaaaaaaaaaaa, "
+                                "b.json bbbbbbbbbbbb)"),
+    ({"versions": {**VERSIONS, "imagecorruptions": "1.1.3"}}, "a.json was made with imagecorruptions 1.1.2, b.json "
+                                                              "has 1.1.3: perturbation definitions may differ"),
+])
+def test_compare_refuses_what_the_gate_refuses(tmp_path, monkeypatch, capsys, change, says):
+    """It used to print a table and exit 0 for baselines of another seed, other data or other perturbations."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    _write(tmp_path / "b.json", _baseline(range(20), **change))
+    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "50"]) == 2
+    line = _one_error_line(capsys)
+    assert says in line and line.endswith("the comparison is refused")
+
+
+def test_compare_refuses_baselines_over_other_memes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    other = _baseline(range(20))
+    cell = other["results"]["demo"]["demo"]["text=typos@5"]
+    cell["y"][0] = 1 - cell["y"][0]
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    _write(tmp_path / "b.json", other)
+    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "50"]) == 2
+    assert "other memes or labels for demo on 'demo' (text=typos@5)" in _one_error_line(capsys)
+
+
+def test_compare_shows_the_interval_of_the_difference_and_mcnemar(tmp_path, monkeypatch, capsys):
+    """A is wrong on memes 0-19 perturbed, B on 0-59: 40 discordant memes, all against B."""
+    monkeypatch.chdir(tmp_path)
+    a, b = _baseline(range(20)), _baseline(range(60))
+    _write(tmp_path / "a.json", a)
+    _write(tmp_path / "b.json", b)
+    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "300"]) == 1
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("model"))
+    assert "Δ rel. acc. 95% CI" in header and "McNemar p (B vs A)" in header
+    row = next(line for line in out.splitlines() if "text=typos@5" in line).split()
+    expected = DEFAULT_CHECKS[0].difference(b["results"]["demo"]["demo"]["text=typos@5"],
+                                            a["results"]["demo"]["demo"]["text=typos@5"], n_resamples=300)
+    assert expected.high < 0
+    # relative robustness of accuracy (clean accuracy 1): 380/400 before, 340/400 after
+    assert row[3:6] == ["0.9500", "0.8500", "-0.1000"]
+    assert " ".join(row[6:8]) == f"[{expected.low:+.4f}, {expected.high:+.4f}]"
+    assert row[8] == f"{2 / 2 ** 40:.3g}" == "1.82e-12"  # exact two-sided: 2 * P(X <= 0), X ~ Bin(40, 1/2)
+    assert row[9] == "REGRESSED"
+
+
+def test_compare_of_a_baseline_with_itself_has_a_zero_interval_and_p_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    assert cli_main(["compare", "a.json", "a.json", "--bootstrap", "100"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "text=typos@5" in line).split()
+    assert row[3:] == ["0.9500", "0.9500", "+0.0000", "[+0.0000,", "+0.0000]", "1", "ok"]
+
+
+def test_compare_rows_columns_follow_the_checked_metric():
+    a, b = _baseline(range(20)), _baseline(range(60))
+    check = DEFAULT_CHECKS[1]  # relative robustness of AUROC
+    headers = compare_headers(check, 0.9)
+    assert headers[3:8] == ["rel. AUROC A", "rel. AUROC B", "Δ rel. AUROC (B - A)", "Δ rel. AUROC 90% CI",
+                            "McNemar p (B vs A)"]
+    (row,) = compare_rows(a, b, check, confidence=0.9, n_resamples=100)
+    assert len(row) == len(headers) and row[:3] == ["demo", "demo", "text=typos@5"]
+
+
+def test_correct_reads_argmax_and_multilabel_exact_match():
+    assert correct([0, 1, 1], [[0.7, 0.3], [0.6, 0.4], [0.2, 0.8]]).tolist() == [True, False, True]
+    assert correct([[1, 0], [1, 1]], [[0.9, 0.2], [0.9, 0.4]]).tolist() == [True, False]
+
+
+@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("content, says", [
+    (None, "no such file"),
+    ('{"format": "pytest-memerobust-baseline/1", "seed": 0, "resu', "is not valid JSON (truncated?)"),
+    ("", "is empty"),
+    ("[1, 2]", "it holds a JSON list"),
+])
+def test_unreadable_files_are_one_line_naming_the_file(tmp_path, monkeypatch, capsys, command, content, says):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    if content is not None:
+        _write(tmp_path / "bad.json", content)
+    args = ["compare", "a.json", "bad.json"] if command == "compare" else ["report", "bad.json"]
+    assert cli_main(args) == 2
+    line = _one_error_line(capsys)
+    assert "bad.json" in line and says in line
+
+
+def test_a_report_is_not_a_baseline_and_a_baseline_is_not_a_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    _write(tmp_path / "report.json", {"tool": "pytest-memerobust", "format": 1, "groups": []})
+    assert cli_main(["compare", "a.json", "report.json"]) == 2
+    assert "report.json is a pytest-memerobust report, not a baseline" in _one_error_line(capsys)
+    assert cli_main(["report", "a.json"]) == 2
+    assert "a.json is a baseline, not a report" in _one_error_line(capsys)
+
+
+def test_a_damaged_baseline_names_the_entry(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    damaged = _baseline(range(20))
+    del damaged["results"]["demo"]["demo"]["text=typos@5"]["perturbed"]
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    _write(tmp_path / "b.json", damaged)
+    assert cli_main(["compare", "a.json", "b.json"]) == 2
+    assert "baseline b.json: results/demo/demo/text=typos@5 is not a condition entry" in _one_error_line(capsys)
+    no_seed = {k: v for k, v in _baseline(range(20)).items() if k != "seed"}
+    _write(tmp_path / "b.json", no_seed)
+    assert cli_main(["compare", "a.json", "b.json"]) == 2
+    assert "baseline b.json: 'seed' is missing or not a JSON integer" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("flag, says", [(["--metric", "rel_accuracy"], "--metric: bad regression spec"),
+                                        (["--confidence", "95"], "--confidence 95.0: must lie strictly between")])
+def test_bad_compare_options_are_one_line(tmp_path, monkeypatch, capsys, flag, says):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    assert cli_main(["compare", "a.json", "a.json", *flag]) == 2
+    assert says in _one_error_line(capsys)
