@@ -412,3 +412,17 @@ def test_multilabel_robustness_interval_and_flips():
     low, high = result.ci("accuracy")
     assert low <= result.relative_robustness("accuracy") <= high < 1
     assert set(result.as_dict()["metrics"]) >= {"accuracy", "auroc", "macro_f1"}
+
+
+def test_intervals_from_shared_resamples_equal_the_direct_paired_bootstrap():
+    """The memoised per-resample metrics (clean side once per run) give exactly the paired bootstrap's interval."""
+    from pytest_memerobust.metrics import METRICS_OF_RESAMPLES, metric_ci
+
+    y, clean, perturbed = _noisy_classifier(1, noise=1.0)
+    for metric, of_resamples in METRICS_OF_RESAMPLES.items():
+        direct = paired_bootstrap_ci(lambda a, c, p: of_resamples(a, p) / of_resamples(a, c), y, clean, perturbed,
+                                     n_resamples=300, seed=5, vectorized=True)
+        assert robustness_ci(metric, y, clean, perturbed, n_resamples=300, seed=5) == direct
+        assert robustness_ci(metric, y, clean, perturbed, n_resamples=300, seed=5) == direct  # from the memo
+        assert metric_ci(metric, y, perturbed, n_resamples=300, seed=5) == paired_bootstrap_ci(
+            of_resamples, y, perturbed, n_resamples=300, seed=5, vectorized=True)
