@@ -70,13 +70,16 @@ def torchvision_io():
 def decode(path: Path, device: torch.device | str = "cpu") -> torch.Tensor:
     """Read an image file as an RGB picture tensor on `device`: JPEGs on a GPU through nvjpeg, everything else by
     PIL (so a CPU run decodes the same pixels whether torchvision is installed or not), naming the file when it is
-    missing or unreadable."""
+    missing, unreadable or too large to decode."""
     device = torch.device(device)
     path = Path(path)
     if not path.is_file():
         raise DataError(f"image file not found: {path}")
     io = torchvision_io() if device.type == "cuda" and path.suffix.lower() in (".jpg", ".jpeg") else None
     if io is not None:
+        from .data.meme import check_picture_size
+
+        check_picture_size(path)  # nvjpeg has no decompression-bomb limit: PIL reads the header first
         try:
             with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders in favour of TorchCodec
                 warnings.simplefilter("ignore", DeprecationWarning)

@@ -145,7 +145,7 @@ def test_csv_unknown_split_lists_present(generic_csv: Path):
 
 def test_csv_split_without_split_column(tmp_path: Path):
     png(tmp_path / "a.png", (0, 0, 0))
-    f = write_csv(tmp_path / "m.csv", ["id", "img", "text", "label"], [["a", "a.png", "t", 0]])
+    f = write_csv(tmp_path / "m.csv", ["id", "img", "text", "label"], [["a", "a.png", "t", 1]])
     assert load_csv(f).memes[0].meta == {}
     with pytest.raises(DataError, match=r"m\.csv: has no split column, cannot select split 'test'"):
         load_csv(f, "test")
@@ -215,7 +215,7 @@ def test_non_utf8_caption_names_line(generic_csv: Path):
 def test_utf8_bom_and_non_ascii_text(tmp_path: Path):
     png(tmp_path / "a.png", (0, 0, 0))
     f = tmp_path / "m.csv"
-    f.write_bytes("\ufeffid,image,text,label\na,a.png,café ✓,0\n".encode("utf-8"))
+    f.write_bytes("\ufeffid,image,text,label\na,a.png,café ✓,1\n".encode("utf-8"))
     assert load_csv(f).memes[0].text == "café ✓"
 
 
@@ -298,7 +298,7 @@ def test_jsonl_malformed_line(generic_jsonl: Path):
 def test_jsonl_line_separator_inside_text(tmp_path: Path):
     png(tmp_path / "a.png", (0, 0, 0))
     f = tmp_path / "m.jsonl"
-    f.write_text(json.dumps({"id": 1, "img": "a.png", "text": "a\u2028b", "label": 0}, ensure_ascii=False) + "\r\n",
+    f.write_text(json.dumps({"id": 1, "img": "a.png", "text": "a\u2028b", "label": 1}, ensure_ascii=False) + "\r\n",
                  encoding="utf-8")
     assert load_jsonl(f).memes[0].text == "a\u2028b"
 

@@ -2,7 +2,7 @@
 
 Each reads the files as their authors distribute them (the docstring of each loader names the layout and where it
 was checked) and follows the rules of `loaders.py`: strict UTF-8, every problem a `DataError` naming the file, the
-row and what is wrong, images only stat-ed, nothing written to disk.
+row and what is wrong, images only stat-ed and kept inside the dataset's folder, nothing written to disk.
 
 Multi-label tasks (FigMemes' figurative devices, MAMI's misogyny types, the protected categories and attack types of
 fine-grained Hateful Memes) are named in `Dataset.multilabel`, and each of their classes is also a binary task of its
@@ -24,13 +24,16 @@ from .loaders import (
     _check_unique,
     _image_path,
     _label,
+    _listed,
     _meme_id,
+    _quoted,
     _read_csv,
     _read_jsonl,
     _require_keys,
     _require_rows,
     _select_split,
     _string,
+    has_visible_text,
     loader,
 )
 from .meme import Dataset, Meme
@@ -65,7 +68,7 @@ def _index_rows(rows: Sequence[_Row], column: str) -> dict[str, _Row]:
     for row in rows:
         key = _meme_id(row, column)
         if key in index:
-            raise DataError(f"{row.where}: duplicate id {key!r} (first at row {index[key].number})")
+            raise DataError(f"{row.where}: duplicate id {_quoted(key)} (first at row {index[key].number})")
         index[key] = row
     return index
 
@@ -74,13 +77,13 @@ def _class_index(row: _Row, column: str, value: Any, classes: Sequence[str]) -> 
     """Index of a label written as its class name."""
     if isinstance(value, str) and value.strip() in classes:
         return list(classes).index(value.strip())
-    raise DataError(f"{row.where}: column {column!r} has {value!r}; allowed: {', '.join(classes)}")
+    raise DataError(f"{row.where}: column {column!r} has {_quoted(value)}; allowed: {_listed(classes)}")
 
 
 def _string_list(row: _Row, column: str) -> list[str]:
     value = row.values[column]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise DataError(f"{row.where}: column {column!r} must be a list of strings, got {value!r}")
+        raise DataError(f"{row.where}: column {column!r} must be a list of strings, got {_quoted(value)}")
     return value
 
 
@@ -110,7 +113,8 @@ def _flags_from_names(row: _Row, column: str, names: Sequence[str], none: str) -
         return [0] * len(names)
     for name in present:
         if name not in names:
-            raise DataError(f"{row.where}: column {column!r} has {name!r}; allowed: {', '.join(names)}, or [{none!r}]")
+            raise DataError(f"{row.where}: column {column!r} has {_quoted(name)}; allowed: {_listed(names)}, or "
+                            f"[{none!r}]")
     return [int(name in present) for name in names]
 
 
@@ -134,14 +138,15 @@ FIGMEMES_STYLES = ("arts", "real", "infograph", "mixed")  # one-hot visual style
 
 
 def _figmemes_caption(ocr: _Row | None) -> str:
-    """OCR text, or "" when the meme has none: 8.5% of FigMemes memes carry no text (an OCR step fills them later), so
-    here, and only here, an empty caption is not an error."""
-    return "" if ocr is None else _string(ocr, "text").strip()
+    """OCR text, or "" when the meme has none (or only invisible characters): 8.5% of FigMemes memes carry no text (an
+    OCR step fills them later), so here, and only here, an empty caption is not an error."""
+    text = "" if ocr is None else _string(ocr, "text").strip()
+    return text if has_visible_text(text) else ""
 
 
 @loader("figmemes", splits=FIGMEMES_SPLITS)
 def load_figmemes(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """FigMemes (EMNLP 2022), as the UKPLab/emnlp2022-figmemes baselines read it: PATH is the folder with
     figmemes_annotations.tsv (img_name, the six 0/1 label columns, style one-hot), figmemes_ocrs.tsv (img_name, text;
     read unquoted), standard_split.tsv (img_name, split: train/validation/test) and images/. PATH may instead name
@@ -167,13 +172,14 @@ def load_figmemes(path: Path, split: str | None = None, *, require_images: bool 
     for row in kept:
         name = _meme_id(row, "img_name")
         if name not in annotations:
-            raise DataError(f"{row.where}: meme {name!r} has no row in {annotations_file}")
+            raise DataError(f"{row.where}: meme {_quoted(name)} has no row in {annotations_file}")
         annotation = annotations[name]
         labels = _multilabel_labels("figurative", FIGMEMES_LABELS, _flag_columns(annotation, FIGMEMES_LABEL_COLUMNS))
         text = _figmemes_caption(ocrs.get(name))
         style = next((s for s in FIGMEMES_STYLES if str(annotation.values.get(s, "")).strip() == "1"), None)
         meta = {"split": str(row.values["split"]).strip(), "caption_missing": not text, "style": style}
-        image = _image_path(row, [root / "images" / name], require_images)
+        image = _image_path(row, [root / "images" / name], require_images, root=root,
+                            allow_outside=allow_outside_paths)
         memes.append(Meme(name, text, labels, image, meta=meta))
     _check_unique(memes, kept)
     classes = _multilabel_classes("figurative", FIGMEMES_LABELS)
@@ -203,13 +209,13 @@ def _tags(row: _Row, column: str) -> list[str]:
     except (ValueError, SyntaxError):
         tags = None
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise DataError(f"{row.where}: column {column!r} must be a list of strings, got {text!r}")
+        raise DataError(f"{row.where}: column {column!r} must be a list of strings, got {_quoted(text)}")
     return [t.strip() for t in tags if t.strip()]
 
 
 @loader("toxictags", splits=TOXICTAGS_SPLITS)
 def load_toxictags(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """ToxicTags (Swain et al. 2025; huggingface.co/datasets/swainsubhankar/ToxicTags): PATH is the folder with
     <split>.csv (train, test; default test) and the images in images/ or beside the csv. Columns, as the authors'
     hate-alert/STEMTOX code reads them: img (file name, also the id), ocr (caption), title, tags (list), stage2_label
@@ -227,11 +233,12 @@ def load_toxictags(path: Path, split: str | None = None, *, require_images: bool
         stage2 = str(row.values["stage2_label"]).strip()
         if stage2 not in TOXICTAGS_STAGE2:
             allowed = ", ".join(TOXICTAGS_STAGE2)
-            raise DataError(f"{row.where}: column 'stage2_label' has {stage2!r}; allowed: {allowed}")
+            raise DataError(f"{row.where}: column 'stage2_label' has {_quoted(stage2)}; allowed: {allowed}")
         toxic, toxicity = TOXICTAGS_STAGE2[stage2]
         labels = {"toxic": toxic} if toxicity is None else {"toxic": toxic, "toxicity": toxicity}
         meta = {"split": split, "tags": _tags(row, "tags"), "title": str(row.values.get("title", "")).strip()}
-        image = _image_path(row, [root / "images" / name, root / name], require_images)
+        image = _image_path(row, [root / "images" / name, root / name], require_images, root=root,
+                            allow_outside=allow_outside_paths)
         memes.append(Meme(name, _caption(row, "ocr", name, require_captions), labels, image, meta=meta))
     _check_unique(memes, rows)
     classes = {task: list(names) for task, names in TOXICTAGS_CLASSES.items()}
@@ -250,7 +257,7 @@ MAMI_TEXT = "Text Transcription"
 
 @loader("mami", splits=MAMI_SPLITS)
 def load_mami(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """MAMI (SemEval-2022 Task 5), as released (MIND-Lab; the zip layout the task's baselines and participants read):
     PATH is the folder with TRAINING/training.csv and test/Test.csv, tab-separated, images beside each csv. Columns:
     file_name, misogynous, shaming, stereotype, objectification, violence, Text Transcription. Test.csv came without
@@ -273,12 +280,12 @@ def load_mami(path: Path, split: str | None = None, *, require_images: bool = Tr
     for row in rows:
         name = _meme_id(row, "file_name")
         if name not in label_rows:
-            raise DataError(f"{row.where}: meme {name!r} has no labels in {labels_file}")
+            raise DataError(f"{row.where}: meme {_quoted(name)} has no labels in {labels_file}")
         label_row = label_rows[name]
         labels = {"misogynous": _label(label_row, "misogynous", MAMI_CLASSES["misogynous"])}
         types = _flag_columns(label_row, {name: name for name in MAMI_TYPES})
         labels.update(_multilabel_labels("misogyny_type", MAMI_TYPES, types))
-        image = _image_path(row, [file.parent / name], require_images)
+        image = _image_path(row, [file.parent / name], require_images, root=root, allow_outside=allow_outside_paths)
         memes.append(Meme(name, _caption(row, MAMI_TEXT, name, require_captions), labels, image, meta={"split": split}))
     _check_unique(memes, rows)
     classes = {**MAMI_CLASSES, **_multilabel_classes("misogyny_type", MAMI_TYPES)}
@@ -298,7 +305,7 @@ HARMEME_CLASSES = {
 
 @loader("harmeme", splits=HARMEME_SPLITS)
 def load_harmeme(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """HarMeme (Pramanick et al. 2021; LCS2-IIITD/MOMENTA HarMeme_V1/Annotations, read by di-dimitrov/mmf's `memes`
     dataset): PATH is the folder with <split>.jsonl (train, val, test; default test) directly or in annotations/, and
     the images in images/ (mmf) or beside the jsonl. Each line: id, image, text, labels = [intensity] or [intensity,
@@ -314,13 +321,15 @@ def load_harmeme(path: Path, split: str | None = None, *, require_images: bool =
         meme_id = _meme_id(row, "id")
         names = _string_list(row, "labels")
         if not 1 <= len(names) <= 2:
-            raise DataError(f"{row.where}: column 'labels' must be [intensity] or [intensity, target], got {names!r}")
+            raise DataError(f"{row.where}: column 'labels' must be [intensity] or [intensity, target], got "
+                            f"{_quoted(names)}")
         harmful = _class_index(row, "labels", names[0], HARMEME_CLASSES["harmful"])
         labels = {"harmful": harmful, "harmful_binary": int(harmful > 0)}
         if len(names) == 2:
             labels["target"] = _class_index(row, "labels", names[1], HARMEME_CLASSES["target"])
         image_name = _string(row, "image").strip()
-        image = _image_path(row, [root / "images" / image_name, file.parent / image_name], require_images)
+        image = _image_path(row, [root / "images" / image_name, file.parent / image_name], require_images,
+                            root=root, allow_outside=allow_outside_paths)
         meta = {"split": split, "target": names[1] if len(names) == 2 else None}
         memes.append(Meme(meme_id, _caption(row, "text", meme_id, require_captions), labels, image, meta=meta))
     _check_unique(memes, rows)
@@ -339,7 +348,7 @@ ATTACK_TYPES = ("contempt", "mocking", "inferiority", "slurs", "exclusion", "deh
 
 @loader("hateful_memes_fine_grained", splits=FINE_GRAINED_SPLITS)
 def load_hateful_memes_fine_grained(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """Fine-grained Hateful Memes (WOAH 2021 shared task; facebookresearch/fine_grained_hateful_memes
     data/annotations/<split>.json, one JSON object per line): PATH is the Hateful Memes folder (its img/ holds the
     images) with the <split>.json files in it or in annotations/. Splits train, dev_seen, dev_unseen (the only ones
@@ -356,13 +365,14 @@ def load_hateful_memes_fine_grained(path: Path, split: str | None = None, *, req
         meme_id = _meme_id(row, "id")
         hate = _string_list(row, "gold_hate")
         if len(hate) != 1:
-            raise DataError(f"{row.where}: column 'gold_hate' must hold one label, got {hate!r}")
+            raise DataError(f"{row.where}: column 'gold_hate' must hold one label, got {_quoted(hate)}")
         labels = {"hate": _class_index(row, "gold_hate", hate[0], FINE_GRAINED_HATE)}
         categories = _flags_from_names(row, "gold_pc", PROTECTED_CATEGORIES, "pc_empty")
         attacks = _flags_from_names(row, "gold_attack", ATTACK_TYPES, "attack_empty")
         labels.update(_multilabel_labels("protected_category", PROTECTED_CATEGORIES, categories))
         labels.update(_multilabel_labels("attack_type", ATTACK_TYPES, attacks))
-        image = _image_path(row, [root / _string(row, "img").strip()], require_images)
+        image = _image_path(row, [root / _string(row, "img").strip()], require_images, root=root,
+                            allow_outside=allow_outside_paths)
         caption = _caption(row, "text", meme_id, require_captions)
         memes.append(Meme(meme_id, caption, labels, image, meta={"split": split}))
     _check_unique(memes, rows)

@@ -1,12 +1,14 @@
 """Dataset loaders by name: each turns a file layout (PrideMM, Hateful Memes, generic csv/jsonl) into a `Dataset`.
 
-Loaders validate everything they can without decoding pictures: text is strict UTF-8, captions are non-empty,
-labels fit the declared classes, ids are unique and image files exist (stat only; `Meme.image` decodes lazily).
+Loaders validate everything they can without decoding pictures: text is strict UTF-8 (no lone surrogates from JSON
+escapes either), captions have visible content, labels fit the declared classes (or a bound, for files that declare
+none), ids are unique and image files exist inside the dataset's folder (stat only; `Meme.image` decodes lazily).
 Every problem raises `DataError` naming the file, the 1-based data row (and the line) and what is wrong, so a
-user can fix the file without a traceback. Loaders never write to disk.
+user can fix the file without a traceback; values and lists quoted in messages are clipped, so a hostile file
+cannot make a message megabytes long. Loaders never write to disk.
 
-A loader is `fn(path, split, *, require_images=True) -> Dataset`; `load_dataset` resolves a spec string
-`NAME:PATH[:SPLIT]` to one of them.
+A loader is `fn(path, split, *, require_images=True, require_captions=True, allow_outside_paths=False) -> Dataset`;
+`load_dataset` resolves a spec string `NAME:PATH[:SPLIT]` to one of them.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import inspect
 import io
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -28,6 +31,12 @@ LOADERS: dict[str, Callable[[Path, str | None], Dataset]] = {}
 LOADER_SPLITS: dict[str, tuple[str, ...]] = {}  # the split words a loader knows, used to read a spec's :SPLIT
 
 GENERIC_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl"}
+# A csv/jsonl file declares no classes: they are 0..its highest label. Meme tasks have a handful of classes; the
+# bound keeps a typo (label 1000000000) from building a billion class names.
+MAX_GENERIC_CLASSES = 100
+MESSAGE_ITEMS = 10  # names a message lists before "... (N more)"
+MESSAGE_CHARS = 80  # characters of a value a message quotes
+MESSAGE_PATH_CHARS = 300  # characters of a path a message names
 
 
 # --------------------------------------------------------------------------------------------------- registry
@@ -87,17 +96,22 @@ def parse_spec(spec: str) -> tuple[str, Path, str | None]:
     return name, Path(rest), None
 
 
-def load_dataset(spec: str, *, require_images: bool = True, require_captions: bool = True) -> Dataset:
+def load_dataset(spec: str, *, require_images: bool = True, require_captions: bool = True,
+                 allow_outside_paths: bool = False) -> Dataset:
     """Load the dataset a spec names (see `parse_spec`). With `require_images` (the default) every picture must
     exist; without it (a detector that reads only captions) a meme may have none. Without `require_captions` (an OCR
-    backend will read them off the pictures) a meme's caption may be empty. Loaders registered without a keyword are
-    called without it, and so keep requiring what it would relax."""
+    backend will read them off the pictures) a meme's caption may be empty. With `allow_outside_paths` an image path
+    may lead outside the dataset's folder (absolute, `..`, a symlink); by default that is an error, as a dataset
+    from elsewhere could otherwise make the report embed any picture file it names. Loaders registered without a
+    keyword are called without it, and so keep requiring what it would relax."""
     name, path, split = parse_spec(spec)
     fn = LOADERS[name]
     accepted = inspect.signature(fn).parameters
-    relaxed = {key: False for key, required in (("require_images", require_images),
-                                                ("require_captions", require_captions))
-               if not required and (key in accepted or any(p.kind is p.VAR_KEYWORD for p in accepted.values()))}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    relaxed = {key: value for key, value, strict in (("require_images", require_images, True),
+                                                     ("require_captions", require_captions, True),
+                                                     ("allow_outside_paths", allow_outside_paths, False))
+               if value != strict and (key in accepted or takes_any)}
     return fn(path, split, **relaxed)
 
 
@@ -136,9 +150,32 @@ def _read_text(path: Path) -> str:
     return text[1:] if text.startswith("\ufeff") else text  # a BOM from spreadsheet exports is not data
 
 
+def _clip(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how long it was; control characters escaped (no terminal codes)."""
+    text = text if text.isprintable() else repr(text)[1:-1]
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _quoted(value: Any) -> str:
+    """repr of a value for a message (quotes and escapes it), clipped: a 1 MB cell is not echoed whole."""
+    return _clip(repr(value))
+
+
+def _path(path: Any) -> str:
+    """A path for a message: whole, unless a cell made it absurdly long."""
+    return _clip(str(path), MESSAGE_PATH_CHARS)
+
+
+def _listed(items: Iterable[Any], limit: int = MESSAGE_ITEMS) -> str:
+    """Items joined for a message: the first `limit`, each clipped, then how many more."""
+    items = list(items)
+    shown = ", ".join(_clip(str(i)) for i in items[:limit])
+    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
 def _missing_columns(where: str, missing: Sequence[str], found: Iterable[Any]) -> DataError:
-    names = ", ".join(f"{c!r} (or 'img')" if c == "image" else repr(c) for c in missing)
-    return DataError(f"{where}: missing column {names}; columns found: {', '.join(map(str, found)) or '(none)'}")
+    names = ", ".join(f"{_quoted(c)} (or 'img')" if c == "image" else _quoted(c) for c in missing)
+    return DataError(f"{where}: missing column {names}; columns found: {_listed(found) or '(none)'}")
 
 
 def _read_csv(path: Path, delimiter: str = ",", header: Sequence[str] | None = None,
@@ -184,16 +221,49 @@ def _read_jsonl(path: Path) -> list[_Row]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
+        except ValueError as exc:  # an integer of over 4300 digits (sys.get_int_max_str_digits)
+            raise DataError(f"{where}: unreadable JSON: {_clip(str(exc).split(':')[0], 120)}") from None
+        except RecursionError:
+            raise DataError(f"{where}: unreadable JSON: nested too deeply") from None
         if not isinstance(obj, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        for key, value in obj.items():
+            _refuse_surrogates(where, key, value)
         rows.append(_Row(path, len(rows) + 1, line_no, obj))
     return rows
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_surrogates(where: str, column: str, value: Any) -> None:
+    """JSON can escape half a UTF-16 pair (`"\\ud800"`): a string no UTF-8 writer, tokenizer or report accepts, so
+    it is refused here, naming the row and column, rather than failing later in every case."""
+    stack: list[Any] = [value]  # every string in the value, keys of nested objects included; no recursion
+    found = _SURROGATE.search(column)
+    while stack and not found:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            found = _SURROGATE.search(item)
+    if found:
+        raise DataError(f"{where}: column {_quoted(column)} holds a lone surrogate (U+{ord(found.group()):04X} at "
+                        f"character {found.start() + 1}), which is not text: a JSON escape like \\ud83d needs its "
+                        f"pair (\\ud83d\\ude00); write the character itself or remove it")
 
 
 def _check_columns(path: Path, header: Sequence[str], required: Sequence[str]) -> None:
     missing = [c for c in required if c not in header]
     if missing:
         raise _missing_columns(str(path), missing, header)
+    twice = [c for c in required if header.count(c) > 1]
+    if twice:  # a row would keep only the last of them, silently
+        raise DataError(f"{path}, line 1: column {_quoted(twice[0])} appears {header.count(twice[0])} times in the "
+                        f"header; keep one")
 
 
 def _require_keys(row: _Row, keys: Sequence[str]) -> None:
@@ -207,7 +277,7 @@ def _string(row: _Row, column: str) -> str:
     """A text field: strings as they are, JSON numbers (ids) as their text; anything else is an error."""
     value = row.values[column]
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list, float)):
-        raise DataError(f"{row.where}: column {column!r} must be a string, got {value!r}")
+        raise DataError(f"{row.where}: column {column!r} must be a string, got {_quoted(value)}")
     return str(value)
 
 
@@ -218,42 +288,85 @@ def _meme_id(row: _Row, column: str) -> str:
     return meme_id
 
 
+# Characters that draw nothing on their own: controls, format characters (zero-width space and joiners, U+2060,
+# U+FEFF, bidi controls), combining marks without a base, separators, and the fillers drawn as blank.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Mn", "Me", "Zs", "Zl", "Zp"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether `text` shows anything: a caption of zero-width and format characters is as empty as ""."""
+    return any(c not in _BLANK_LETTERS and unicodedata.category(c) not in _INVISIBLE_CATEGORIES for c in text)
+
+
 def _caption(row: _Row, column: str, meme_id: str, required: bool = True) -> str:
-    """Captions are stripped; an empty one is an error because text models would see nothing, unless not
-    `required` (an OCR backend reads it off the picture later: data/ocr.py)."""
+    """Captions are stripped; one with nothing visible is an error because text models would see nothing, unless
+    not `required` (an OCR backend reads it off the picture later: data/ocr.py), when it becomes ""."""
     text = _string(row, column).strip()
-    if not text and required:
-        raise DataError(f"{row.where}: empty caption in column {column!r} for meme {meme_id!r} (an OCR backend can "
-                        f"read missing captions off the pictures: --memerobust-ocr=rapidocr)")
-    return text
+    if has_visible_text(text):
+        return text
+    if required:
+        shown = " ".join(f"U+{ord(c):04X}" for c in text[:MESSAGE_ITEMS]) + (" ..." * (len(text) > MESSAGE_ITEMS))
+        holds = f" (it holds only invisible characters: {shown})" if text else ""
+        raise DataError(f"{row.where}: empty caption in column {column!r} for meme {_quoted(meme_id)}{holds} (an OCR "
+                        f"backend can read missing captions off the pictures: --memerobust-ocr=rapidocr)")
+    return ""
 
 
 def _label(row: _Row, column: str, classes: Sequence[str] | None) -> int:
-    """A class index: an integer within `classes` (any non-negative integer when `classes` is None)."""
+    """A class index: an integer within `classes` (below MAX_GENERIC_CLASSES when `classes` is None: the file's
+    classes are then 0..its highest label)."""
     value = row.values[column]
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+    elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,18}", value.strip()):  # int() refuses 4300+ digits
         number = int(value)
     if classes is None:
-        if number is None or number < 0:
-            raise DataError(f"{row.where}: column {column!r} has {value!r}; allowed: a non-negative integer")
+        if number is None or not 0 <= number < MAX_GENERIC_CLASSES:
+            raise DataError(f"{row.where}: column {column!r} has {_quoted(value)}; allowed: a non-negative integer "
+                            f"below {MAX_GENERIC_CLASSES} (a csv/jsonl file's classes are 0..its highest label)")
         return number
     if number is None or not 0 <= number < len(classes):
-        allowed = ", ".join(f"{i} ({c})" for i, c in enumerate(classes))
-        raise DataError(f"{row.where}: column {column!r} has {value!r}; allowed: {allowed}")
+        allowed = _listed(f"{i} ({c})" for i, c in enumerate(classes))
+        raise DataError(f"{row.where}: column {column!r} has {_quoted(value)}; allowed: {allowed}")
     return number
 
 
-def _image_path(row: _Row, candidates: Sequence[Path], require: bool) -> Path | None:
-    """The first candidate file that exists; missing is an error unless images are optional (text-only use)."""
+def _inside(row: _Row, candidate: Path, root: Path) -> None:
+    """Refuse an image path that leads out of the dataset's folder once resolved (absolute, `..`, a symlink)."""
+    try:
+        if "\0" in str(candidate):
+            raise ValueError("it contains a NUL character")
+        resolved, home = candidate.resolve(), root.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise DataError(f"{row.where}: unusable image path {_path(repr(str(candidate)))}: {_clip(str(exc))}") from None
+    if not resolved.is_relative_to(home):
+        raise DataError(f"{row.where}: image path {_path(candidate)} leads outside the dataset folder {home} "
+                        f"(to {_path(resolved)}); move the picture into that folder, or allow paths outside it "
+                        f"(load_dataset(..., allow_outside_paths=True))")
+
+
+def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: Path,
+                allow_outside: bool = False) -> Path | None:
+    """The first candidate file that exists; missing is an error unless images are optional (text-only use). Every
+    candidate must lie in `root`, the dataset's folder, unless `allow_outside`: the report embeds what it reads."""
+    if not allow_outside:
+        for candidate in candidates:
+            _inside(row, candidate, root)
     for candidate in candidates:
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError as exc:  # a name too long for the file system
+            raise DataError(f"{row.where}: unusable image path {_path(repr(str(candidate)))}: "
+                            f"{_clip(exc.strerror or str(exc))}") from None
     if not require:
         return None
-    tried = " or ".join(str(c) for c in candidates)
+    folders = [c for c in candidates if c.is_dir()]
+    if folders:
+        raise DataError(f"{row.where}: image path {_path(folders[0])} is a folder, not a picture file")
+    tried = " or ".join(_path(c) for c in candidates)
     raise DataError(f"{row.where}: image file not found: {tried}")
 
 
@@ -267,7 +380,7 @@ def _select_split(rows: list[_Row], column: str | None, split: str | None, known
     present = sorted({str(r.values.get(column, "")).strip() for r in rows})
     if split not in present:
         also = f" (this loader knows: {', '.join(known)})" if known else ""
-        raise DataError(f"{file}: unknown split {split!r}; splits present: {', '.join(present) or '(none)'}{also}")
+        raise DataError(f"{file}: unknown split {_quoted(split)}; splits present: {_listed(present) or '(none)'}{also}")
     return [r for r in rows if str(r.values.get(column, "")).strip() == split]
 
 
@@ -276,7 +389,7 @@ def _check_unique(memes: Sequence[Meme], rows: Sequence[_Row]) -> None:
     seen: dict[str, _Row] = {}
     for meme, row in zip(memes, rows):
         if meme.id in seen:
-            raise DataError(f"{row.where}: duplicate id {meme.id!r} (first at row {seen[meme.id].number})")
+            raise DataError(f"{row.where}: duplicate id {_quoted(meme.id)} (first at row {seen[meme.id].number})")
         seen[meme.id] = row
 
 
@@ -289,7 +402,7 @@ def _require_rows(rows: list[_Row], path: Path) -> None:
 
 
 def _generic(rows: list[_Row], path: Path, name: str, split: str | None, has_split: bool, require_images: bool,
-             require_captions: bool):
+             require_captions: bool, allow_outside_paths: bool):
     """Shared body of the csv and jsonl loaders once rows are read and their columns checked."""
     _require_rows(rows, path)
     # Classes come from every row of the file, so each split of one file shares one label schema.
@@ -302,9 +415,10 @@ def _generic(rows: list[_Row], path: Path, name: str, split: str | None, has_spl
         image_column = "image" if "image" in row.values else "img" if "img" in row.values else None
         image = None
         if image_column is not None and _string(row, image_column).strip():
-            image = _image_path(row, [path.parent / _string(row, image_column).strip()], require_images)
+            image = _image_path(row, [path.parent / _string(row, image_column).strip()], require_images,
+                                root=path.parent, allow_outside=allow_outside_paths)
         elif require_images:
-            raise DataError(f"{row.where}: empty image path for meme {meme_id!r}")
+            raise DataError(f"{row.where}: empty image path for meme {_quoted(meme_id)}")
         meta = {"split": str(row.values["split"]).strip()} if has_split else {}
         memes.append(
             Meme(
@@ -316,7 +430,17 @@ def _generic(rows: list[_Row], path: Path, name: str, split: str | None, has_spl
             )
         )
     _check_unique(memes, kept)
+    if len(classes) < 2:
+        _refuse_one_class(path, split, len(rows), len(kept))
     return Dataset(f"{name}:{split}" if split else name, memes, {"label": classes}, str(path))
+
+
+def _refuse_one_class(path: Path, split: str | None, n_file: int, n_kept: int) -> None:
+    """Every label of a generic file is 0: its one class makes a task no detector has, and AUROC needs two."""
+    rows = f"all {n_file} rows" + (f"; split {split!r}: {n_kept}" if split else "")
+    raise DataError(f"{path}: task 'label' has only one class present: every meme is labelled 0 ({rows}). A csv/jsonl "
+                    f"file's classes are 0..its highest label, so this one declares a single class, and AUROC is "
+                    f"undefined with one class; add memes of the other class(es) to the file")
 
 
 def _generic_columns(columns: Sequence[str], require_images: bool) -> list[str]:
@@ -329,17 +453,17 @@ def _generic_columns(columns: Sequence[str], require_images: bool) -> list[str]:
 
 @loader("csv")
 def load_csv(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """Generic csv: columns id, image (or img), text, label, optional split; images relative to the file."""
     path = Path(path)
     header, rows = _read_csv(path)
     _check_columns(path, header, _generic_columns(header, require_images))
-    return _generic(rows, path, "csv", split, "split" in header, require_images, require_captions)
+    return _generic(rows, path, "csv", split, "split" in header, require_images, require_captions, allow_outside_paths)
 
 
 @loader("jsonl")
 def load_jsonl(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """Generic jsonl: one object per line with keys id, image (or img), text, label, optional split."""
     path = Path(path)
     rows = _read_jsonl(path)
@@ -349,7 +473,7 @@ def load_jsonl(path: Path, split: str | None = None, *, require_images: bool = T
     if has_split:
         for row in rows:
             _require_keys(row, ["split"])  # a split column present on some rows must be on all
-    return _generic(rows, path, "jsonl", split, has_split, require_images, require_captions)
+    return _generic(rows, path, "jsonl", split, has_split, require_images, require_captions, allow_outside_paths)
 
 
 # ---------------------------------------------------------------------------------------------------- PrideMM
@@ -367,7 +491,7 @@ PRIDEMM_NO_TARGET = "NA"  # benign memes have no target: kept out of labels, met
 
 @loader("pridemm", splits=PRIDEMM_SPLITS)
 def load_pridemm(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """PrideMM (LGBTQ+ memes): PATH is the folder with PrideMM.csv and Images/, or the csv itself."""
     path = Path(path)
     csv_path, root = (path / PRIDEMM_FILE, path) if path.is_dir() else (path, path.parent)
@@ -388,7 +512,8 @@ def load_pridemm(path: Path, split: str | None = None, *, require_images: bool =
             except DataError as exc:
                 raise DataError(f"{exc} or {PRIDEMM_NO_TARGET} (no target)") from None
             labels["target"] = target
-        image = _image_path(row, [root / "Images" / name, root / name], require_images)
+        image = _image_path(row, [root / "Images" / name, root / name], require_images, root=root,
+                            allow_outside=allow_outside_paths)
         meta = {"split": str(row.values["split"]).strip(), "target": target}
         memes.append(Meme(name, _caption(row, "text", name, require_captions), labels, image, meta=meta))
     _check_unique(memes, kept)
@@ -405,7 +530,7 @@ HATEFUL_MEMES_CLASSES = {"hate": ["non-hateful", "hateful"]}
 
 @loader("hateful_memes", splits=HATEFUL_MEMES_SPLITS)
 def load_hateful_memes(path: Path, split: str | None = None, *, require_images: bool = True,
-                require_captions: bool = True) -> Dataset:
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
     """Facebook Hateful Memes: PATH is the folder with <split>.jsonl files and img/; default split dev_seen."""
     root = Path(path)
     split = split or HATEFUL_MEMES_DEFAULT_SPLIT
@@ -420,7 +545,8 @@ def load_hateful_memes(path: Path, split: str | None = None, *, require_images: 
             raise DataError(f"{row.where}: split {split!r} has no labels (no 'label' field), so it cannot be scored")
         _require_keys(row, ["id", "img", "text"])
         meme_id = _meme_id(row, "id")
-        image = _image_path(row, [root / _string(row, "img").strip()], require_images)
+        image = _image_path(row, [root / _string(row, "img").strip()], require_images, root=root,
+                            allow_outside=allow_outside_paths)
         labels = {"hate": _label(row, "label", HATEFUL_MEMES_CLASSES["hate"])}
         caption = _caption(row, "text", meme_id, require_captions)
         memes.append(Meme(meme_id, caption, labels, image, meta={"split": split}))

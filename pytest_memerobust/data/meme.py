@@ -12,16 +12,42 @@ from ..errors import DataError
 
 
 def load_rgb(path: Path) -> np.ndarray:
-    """Read an image file as an RGB uint8 array, naming the file when it is missing or unreadable."""
+    """Read an image file as an RGB uint8 array, naming the file when it is missing, unreadable or too large to
+    decode (PIL's decompression-bomb limit); 16-bit pictures are scaled to 8 bits, not clipped."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as img:
-            return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
+            return _rgb8(img)
     except FileNotFoundError:
         raise DataError(f"image file not found: {path}") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # the warning under -W error
+        raise DataError(f"image {path} is too large to decode: {exc}") from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise DataError(f"unreadable image {path}: {exc}") from None
+
+
+def check_picture_size(path: Path) -> None:
+    """Refuse a picture whose header declares more pixels than PIL's decompression-bomb limit, reading only the
+    header: for decoders (nvjpeg) that would otherwise allocate it. Other problems are left to the decoder."""
+    from PIL import Image
+
+    try:
+        with Image.open(path):
+            pass
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise DataError(f"image {path} is too large to decode: {exc}") from None
+    except Exception:  # noqa: BLE001  (unreadable here: the decoder, then PIL, name the problem)
+        pass
+
+
+def _rgb8(img) -> np.ndarray:
+    """An H x W x 3 uint8 array of a PIL image. PIL's convert("RGB") clips 16-bit greys (modes I;16*, and I as PNG
+    reads them) to 255; they are scaled instead, keeping the high byte, as PIL itself reads 16-bit colour PNGs."""
+    if img.mode.startswith("I;16") or (img.mode == "I" and img.format == "PNG"):
+        grey = (np.clip(np.asarray(img, dtype=np.int64), 0, 65535) >> 8).astype(np.uint8)
+        return np.repeat(grey[:, :, None], 3, axis=2)
+    return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
 
 
 @dataclass(frozen=True)
