@@ -52,7 +52,8 @@ def _train_allowed(args) -> int:
     fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
     detector = load_detector(fresh, checkpoint=args.init, device=args.device)
     reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))
-    train, val = (load_dataset(spec, require_images=reads_pictures) for spec in (train_spec, val_spec))
+    train, val = (load_dataset(spec, require_images=reads_pictures, allow_outside_paths=args.allow_outside_paths)
+                  for spec in (train_spec, val_spec))
     task = training_task(args.task or card.task, train, val, explicit=args.task is not None)
     if task != card.task:
         print(f"training task {task!r} (the card's is {card.task!r}); the card written says {task!r}")
@@ -243,6 +244,8 @@ def main(argv=None) -> int:
                             "the plugin's, .pytest_cache/d/memerobust)")
     train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--allow-outside-paths", dest="allow_outside_paths", action="store_true",
+                       help="let the data's image paths lead outside its folder")
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
                        "machine download (into the Hugging Face cache); without it such a backbone is an error")
     train.set_defaults(run=_train)

@@ -231,7 +231,8 @@ class Engine:
         if modality == "text":
             return [m.text for m in self.dataset.memes]
         if not self._clean_pictures:
-            self._clean_pictures.extend(m.picture(self.device) for m in self.dataset.memes)
+            pictures = [m.picture(self.device) for m in self.dataset.memes]  # all or none: a picture that fails
+            self._clean_pictures.extend(pictures)  # to decode must not leave a half-built list for the next case
         return self._clean_pictures
 
     def plan(self, conditions: Sequence[Condition]) -> None:

@@ -40,6 +40,22 @@ def report_path(text: str) -> Path:
     path = Path(text)
     if path.suffix not in REPORT_SUFFIXES:
         raise argparse.ArgumentTypeError(f"report {text!r}: expected a file ending in {' or '.join(REPORT_SUFFIXES)}")
+    return writable_file(path, "report")
+
+
+def writable_file(path: Path, what: str) -> Path:
+    """A file the run can write at its end, checked at its start: not a folder, in a folder that exists and that
+    this user may write (found only after the whole run, a bad path lost the tables)."""
+    import os
+
+    path = path.expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{what} {str(path)!r} is a folder; name a file in it")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{what} {str(path)!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{what} {str(path)!r}: not writable by this user")
     return path
 
 
@@ -80,6 +96,11 @@ def json_path(text: str) -> Path:
     return Path(text)
 
 
+def output_json_path(text: str) -> Path:
+    """A .json file the run writes at its end, checked at its start."""
+    return writable_file(json_path(text), "output")
+
+
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
@@ -100,7 +121,10 @@ def flag(text: str) -> bool:
 
 
 def directory(text: str) -> Path:
-    return Path(text).expanduser()
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: name a folder (it is created if missing)")
+    return path
 
 
 def ocr(text: str) -> str:

@@ -12,6 +12,7 @@ from .errors import MemeRobustError
 
 SESSION_KEY = pytest.StashKey["object"]()
 OUTCOMES_KEY = pytest.StashKey[list]()  # the robustness tests' outcomes, read once all have run
+REPORT_LINES_KEY = pytest.StashKey[list]()  # what pytest_sessionfinish wrote (and could not), for the summary
 DISABLED_HINT = "memerobust: robustness suites are skipped; run them with --memerobust-model=NAME (try: demo)"
 
 # name, converter (None: plain string), repeatable, help
@@ -45,10 +46,13 @@ _OPTIONS = [
     ("fuzz-deadline", conv.positive_int, False, "Hypothesis deadline per example in ms (default: none)"),
     ("fuzz-confidence", conv.confidence, False, "fuzz only predictions at least this confident (default 0.9)"),
     ("baseline", conv.json_path, False, "compare against this saved baseline and fail cases that regressed"),
-    ("save-baseline", conv.json_path, False, "save this run's results (with per-meme predictions) as a baseline"),
+    ("save-baseline", conv.output_json_path, False, "save this run's results (with per-meme predictions) as a baseline"),
     ("fail-on", conv.regression_check, True,
      "regression rule, e.g. rel_acc:1% (relative robustness of accuracy may not drop by more than 1 point, "
      "significantly); repeatable; default: any significant drop of rel_acc, rel_auroc, rel_f1"),
+    ("allow-outside-paths", conv.flag, False,
+     "let a dataset's image paths lead outside its folder (absolute paths, '..', links); off by default, so a "
+     "dataset file cannot make the run read, or the HTML report show, other files"),
     ("robustness-scale", conv.robustness_scale, False,
      "absolute robustness scale: percent (the definition, default) or paper (the numbers Rainbow Noise prints)"),
 ]
@@ -100,6 +104,7 @@ def build_options(config):
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
         baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),
+        allow_outside_paths=bool(v["allow_outside_paths"]),
     )
 
 
@@ -297,12 +302,15 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(
                 f"note: {model!r} runs with demo weights trained on generated memes; pass "
                 f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real memes")
-    terminalreporter.write_line(render(session.report()))
+    try:
+        terminalreporter.write_line(render(session.report()))
+    except Exception as exc:  # the hooks never crash: say what failed, keep the rest of the summary
+        terminalreporter.write_line(f"memerobust: the tables could not be built ({type(exc).__name__}: {exc})")
     for note in session.run_notes():
         terminalreporter.write_line(f"memerobust: {note}")
     terminalreporter.write_line(f"memerobust: {session.cache_summary()}")
-    for path in session.options.reports:
-        terminalreporter.write_line(f"memerobust: report written to {path}")
+    for line in config.stash.get(REPORT_LINES_KEY, []):
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(trylast=True)
@@ -356,11 +364,35 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if not (rs.results or rs.reliance_results):
         return
+    session.config.stash[REPORT_LINES_KEY] = write_outputs(rs, exitstatus, session.config)
+
+
+def write_outputs(rs, exitstatus, config) -> list[str]:
+    """Write the report files and the baseline; the lines that say what was written, and what could not be.
+    An interrupted run writes none: a partial report in the report's place would pass for the whole run. A
+    failure while building or writing one file never loses the others, nor the tables."""
+    from .gate import save_baseline, terminal_line
     from .report import write_report
 
+    outputs = [*rs.options.reports, *([rs.options.save_baseline] if rs.options.save_baseline is not None else [])]
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return [f"memerobust: interrupted: {path} not written (it would hold only the cases that ran)"
+                for path in outputs]
+    lines = []
+    try:
+        report = rs.report() if rs.options.reports else None
+    except Exception as exc:
+        return [f"memerobust: the report could not be built ({type(exc).__name__}: {exc}); no report file written"]
     for path in rs.options.reports:
-        write_report(path, rs.report())
+        try:
+            write_report(path, report)
+            lines.append(f"memerobust: report written to {path}")
+        except Exception as exc:
+            lines.append(f"memerobust: could not write {path} ({type(exc).__name__}: {exc})")
     if rs.options.save_baseline is not None:
-        from .gate import save_baseline, terminal_line
-
-        save_baseline(rs, rs.options.save_baseline, write=terminal_line(session.config))
+        try:
+            save_baseline(rs, rs.options.save_baseline, write=terminal_line(config))
+        except Exception as exc:
+            lines.append(f"memerobust: could not save the baseline {rs.options.save_baseline} "
+                         f"({type(exc).__name__}: {exc})")
+    return lines

@@ -43,6 +43,7 @@ class ConditionResult:
     stats: StatsConfig = field(default_factory=StatsConfig)
     groups: np.ndarray | None = None  # per-meme group name (e.g. PrideMM's target; "" = none) for per-group robustness
     min_group_size: int = 10  # smaller groups are left out of the gap: their metrics are too noisy
+    task: str | None = None  # the label task scored (a suite's may differ from the model card's)
 
     def to_wire(self) -> dict:
         """Plain values (arrays as exact bytes) that pytest-xdist can carry from a worker to the controller."""
@@ -52,7 +53,7 @@ class ConditionResult:
         groups = None if self.groups is None else [str(g) for g in self.groups.tolist()]
         return {"model": self.model, "dataset": self.dataset, "condition": self.condition.id,
                 "y_true": array(np.asarray(self.y_true)), "proba_clean": array(np.asarray(self.proba_clean)),
-                "proba": array(np.asarray(self.proba)), "groups": groups}
+                "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task}
 
     @classmethod
     def from_wire(cls, wire: dict, stats: StatsConfig) -> "ConditionResult":
@@ -61,7 +62,7 @@ class ConditionResult:
 
         groups = None if wire["groups"] is None else np.array(wire["groups"])
         return cls(wire["model"], wire["dataset"], Condition.parse(wire["condition"]), array(wire["y_true"]),
-                   array(wire["proba_clean"]), array(wire["proba"]), stats, groups)
+                   array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"))
 
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
@@ -154,7 +155,7 @@ class ConditionResult:
     def as_dict(self) -> dict:
         c = self.condition
         out = {
-            "model": self.model, "dataset": self.dataset, "condition": c.id, "kind": c.kind,
+            "model": self.model, "dataset": self.dataset, "task": self.task, "condition": c.id, "kind": c.kind,
             "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
             "n": int(len(self.y_true)), "metrics": self.values, "clean_metrics": self.clean_values,
             "predictions_sha256": self.predictions_digest,

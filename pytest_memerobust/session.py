@@ -13,7 +13,7 @@ import numpy as np
 
 from .data import Dataset, load_dataset
 from .detectors import find_card, load_detector
-from .detectors.registry import resolve_device
+from .detectors.registry import check_device, resolve_device
 from .detectors.base import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
@@ -90,6 +90,7 @@ class Options:
     baseline: Path | None = None  # compare against this saved baseline
     save_baseline: Path | None = None  # write this run's baseline here
     regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
+    allow_outside_paths: bool = False  # a dataset's image paths may lead outside its folder
     stats: StatsConfig = field(default_factory=StatsConfig)
 
 
@@ -134,6 +135,8 @@ class RobustnessSession:
         # cases: each suite gets its own tables and heat map; results no suite declared are grouped under None
         self.grids: dict[tuple[str, str, str | None], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
         self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
+        if options.models:
+            check_device(options.device)
         self._check_checkpoints()
         self.baseline = None
         if options.baseline is not None:
@@ -301,6 +304,7 @@ class RobustnessSession:
             reads_pictures = self.reads_pictures()
             # With an OCR backend a loader lets a caption be empty: OCR reads it off the picture below.
             dataset = load_dataset(spec, require_images=reads_pictures,
+                                   allow_outside_paths=self.options.allow_outside_paths,
                                    require_captions=self.ocr() is None).head(self.options.limit)
             without = sum(not m.has_picture for m in dataset.memes)
             if without:
@@ -360,7 +364,8 @@ class RobustnessSession:
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the training memes keep their own captions
         key = ("training", training_spec(spec) or spec)
         if key not in self._datasets:
-            self._datasets[key] = load_dataset(key[1], require_images=self.reads_pictures())
+            self._datasets[key] = load_dataset(key[1], require_images=self.reads_pictures(),
+                                               allow_outside_paths=self.options.allow_outside_paths)
         ds = self._datasets[key].labelled(task)
         return [m.text for m in ds.memes], ds.labels(task), ds.memes
 
@@ -397,11 +402,11 @@ class RobustnessSession:
         if clean_key not in self.results:
             proba = engine.predict(Condition())
             self.results[clean_key] = ConditionResult(model, spec, Condition(), dataset.labels(task), proba, proba,
-                                                      self.options.stats, groups)
+                                                      self.options.stats, groups, task=task)
         clean = self.results[clean_key]
         if condition.kind != "clean":
             self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba,
-                                                engine.predict(condition), self.options.stats, groups)
+                                                engine.predict(condition), self.options.stats, groups, task=task)
         return self.results[key]
 
     def check_case(self, model: str, data: str | None = None, task: str | None = None,

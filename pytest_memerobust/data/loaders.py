@@ -344,7 +344,7 @@ def _inside(row: _Row, candidate: Path, root: Path) -> None:
     if not resolved.is_relative_to(home):
         raise DataError(f"{row.where}: image path {_path(candidate)} leads outside the dataset folder {home} "
                         f"(to {_path(resolved)}); move the picture into that folder, or allow paths outside it "
-                        f"(load_dataset(..., allow_outside_paths=True))")
+                        f"(--memerobust-allow-outside-paths, or load_dataset(..., allow_outside_paths=True))")
 
 
 def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: Path,

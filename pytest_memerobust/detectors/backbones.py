@@ -63,7 +63,7 @@ def _tokenizer(spec: dict, default_path):
 
 
 @contextmanager
-def _hub_offline(offline: bool = True):
+def hub_offline(offline: bool = True):
     """huggingface_hub offline within (it reads the flag at each call): a cached file is used as it is, with no
     request to the hub first, which on a machine without network is retried for half a minute."""
     try:
@@ -82,7 +82,7 @@ def _hub_offline(offline: bool = True):
 def _from_pretrained(cls, name: str, what: str, options: dict):
     """`cls.from_pretrained(name)` with `options` (hub_load_options), its failure one ConfigError line."""
     try:
-        with _hub_offline(options.get("local_files_only", False)):
+        with hub_offline(options.get("local_files_only", False)):
             return cls.from_pretrained(name, **options)
     except OSError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -291,7 +291,7 @@ class OpenClipBackbone(Backbone):
             else:
                 _open_clip_weights_here(spec)
             try:
-                with _hub_offline(not downloads_allowed()):
+                with hub_offline(not downloads_allowed()):
                     self.model = open_clip.create_model(name, pretrained=spec.get("pretrained"))
                     self.tokenizer_fn = open_clip.get_tokenizer(name)
             except (RuntimeError, ValueError, OSError) as exc:

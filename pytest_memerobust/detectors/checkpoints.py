@@ -47,6 +47,26 @@ def load_state_dict(path: Path) -> tuple[dict, dict]:
     )
 
 
+def check_weights(state: dict, expected: dict, source: str) -> None:
+    """Weights that fit in kind, not only in shape: a floating parameter given as integers (silently cast, it is
+    not the trained model) or holding NaN or infinity (every prediction would be NaN, every case would fail with a
+    traceback) is refused here, naming the checkpoint and the tensor."""
+    import torch
+
+    for key in sorted(set(state) & set(expected)):
+        value, want = state[key], expected[key]
+        if not want.is_floating_point():
+            continue
+        if not value.is_floating_point():
+            raise CheckpointError(f"{source}: tensor {key!r} is {str(value.dtype).removeprefix('torch.')}, the model "
+                                  f"expects {str(want.dtype).removeprefix('torch.')} weights: not a checkpoint of "
+                                  "this model (or a damaged one)")
+        bad = int((~torch.isfinite(value)).sum())
+        if bad:
+            raise CheckpointError(f"{source}: tensor {key!r} holds {bad} NaN or infinite values of {value.numel()}: "
+                                  "a diverged or damaged training run; use an earlier checkpoint")
+
+
 def save_state_dict(tensors: dict, path: Path, metadata: dict | None = None) -> None:
     """Write safetensors atomically: a reader never sees a half-written file."""
     from safetensors.torch import save_file

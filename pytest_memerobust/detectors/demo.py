@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from .base import ModeView, is_multilabel, probabilities
+from .checkpoints import check_weights
 from .registry import register_architecture
 
 FEATURES_VERSION = 1  # bump when `hashed_trigrams` or `thumbnails` compute something else
@@ -125,6 +126,7 @@ class DemoDetector:
                 f"{source} does not fit the demo detector: missing {sorted(missing)}, "
                 f"unexpected {sorted(unexpected)}, wrong shape {sorted(bad_shape)}"
             )
+        check_weights(state, expected, source)
         self.head_module.load_state_dict(state)
         self.head_module.to(self.device).eval()
 

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import CheckpointError, ConfigError
 from .backbones import Backbone, build_backbone
-from .checkpoints import load_state_dict
+from .checkpoints import check_weights, load_state_dict
 from .base import ModeView, classification_loss, is_multilabel, probabilities
 from .components import MemeHead
 from .registry import register_architecture
@@ -40,6 +40,39 @@ DEFAULTS = {
 TRAINING_DEFAULTS = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16}
 
 
+def check_head_params(params: dict) -> None:
+    """A card's head parameters of the kind MemeHead's defaults have (`map_dim = "big"` was a raw torch TypeError
+    deep in the build): positive integers, numbers, flags, the classifier's name, dropout as three rates."""
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(MemeHead).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    for key, value in params.items():
+        if key not in defaults:
+            continue
+        default, where = defaults[key], f"model card [params] {key} = {value!r}"
+        if isinstance(default, bool):
+            ok, want = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            least = 0 if key.startswith("num_") else 1  # a count of layers may be 0; a width may not
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= least
+            want = "a whole number >= 0" if least == 0 else "a positive whole number"
+        elif isinstance(default, float):
+            ok, want = number(value) and (key != "ratio" or 0 <= value <= 1), "a number" + (
+                " in [0, 1]" if key == "ratio" else "")
+        elif isinstance(default, tuple):
+            ok = (isinstance(value, (list, tuple)) and len(value) == len(default)
+                  and all(number(v) and 0 <= v < 1 for v in value))
+            want = f"{len(default)} rates in [0, 1)"
+        elif key == "classifier":
+            ok, want = value in ("cosine", "linear"), '"cosine" or "linear"'
+        else:
+            ok, want = True, ""
+        if not ok:
+            raise ConfigError(f"{where}: expected {want} (default {default!r})")
+
+
 class MemeDetector:
     """Split interface (encode_images, encode_texts, head) for the engine's feature cache, `logits` for training and
     white-box attacks, and `mode` for the channel ablation."""
@@ -53,6 +86,7 @@ class MemeDetector:
         self.params = dict(params)
         self.device = device
         image_dim = backbone.image_dim if backbone is not None else 0
+        check_head_params(params)
         self.head_module = MemeHead(image_dim, self.text_backbone.text_dim, len(self.classes),
                                     **{k: v for k, v in params.items() if k in HEAD_PARAMS})
         for module in self._backbones():
@@ -233,6 +267,7 @@ def _load_into(module: torch.nn.Module, state: dict, source: str, dtype_cast: bo
     if missing or unexpected or wrong:
         raise CheckpointError(f"{source} does not fit: missing {missing[:5]}, unexpected {unexpected[:5]}, "
                               f"wrong shape {wrong[:5]}" + (" (and more)" if max(map(len, (missing, unexpected, wrong))) > 5 else ""))
+    check_weights(state, expected, source)
     if dtype_cast:
         state = {k: v.to(expected[k].dtype) for k, v in state.items()}
     module.load_state_dict(state)

@@ -37,6 +37,29 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(device: str) -> None:
+    """A device this torch build has, said once before any work (a missing one failed every case with ~1,000
+    lines of traceback): `cuda` on a CPU-only torch, `cuda:N` past the GPUs present, `mps` off Apple silicon."""
+    from ..errors import ConfigError
+
+    if device in ("auto", "cpu"):
+        return
+    import torch
+
+    flag = f"--memerobust-device={device}"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            build = "a CPU-only torch build" if torch.version.cuda is None else "no usable GPU (torch.cuda.is_available() is False)"
+            raise ConfigError(f"{flag}: this machine has {build}; use --memerobust-device=cpu or auto")
+        index = device.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise ConfigError(f"{flag}: there are {torch.cuda.device_count()} GPUs (cuda:0..cuda:"
+                              f"{torch.cuda.device_count() - 1})")
+    elif device == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ConfigError(f"{flag}: MPS (Apple silicon) is not available here; use --memerobust-device=cpu or auto")
+
+
 def load_detector(model: str | ModelCard, checkpoint: str | Path | None = None, device: str = "cpu"):
     """A ready detector from a card name/path (or a card) and an optional checkpoint that overrides the card's."""
     card = model if isinstance(model, ModelCard) else find_card(model)

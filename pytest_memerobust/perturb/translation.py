@@ -34,12 +34,20 @@ def _model_source(name: str) -> str:
 
 @lru_cache(maxsize=4)
 def _translator(name: str):
+    from ..detectors.cards import in_hf_cache
+
+    source = _model_source(name)
+    if not Path(source).is_dir() and not in_hf_cache(source, ("config.json",)):
+        # not here: said without asking transformers, whose loaders look the hub up even with local_files_only
+        raise BackendMissing(_HOW.format(names=name, first=name) + " (not in MEMEROBUST_MARIAN_DIR or the cache)")
     try:
         from transformers import AutoTokenizer, MarianMTModel
 
-        source = _model_source(name)
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-        model = MarianMTModel.from_pretrained(source, local_files_only=True).eval()
+        from ..detectors.backbones import hub_offline
+
+        with hub_offline():
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+            model = MarianMTModel.from_pretrained(source, local_files_only=True).eval()
     except (OSError, ValueError, ImportError) as exc:
         raise BackendMissing(_HOW.format(names=name, first=name) + f" ({type(exc).__name__})") from None
     return tokenizer, model

@@ -72,7 +72,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
     out = []
     if not candidates:
         return out
-    engine = session.engine(model, spec)
+    engine = session.engine(model, spec, candidates[0][2].task)  # the task scored (a suite's, not the card's)
     dataset = engine.dataset  # the memes labelled for the model's task, in the results' order
     for drop, i, result in sorted(candidates, key=lambda t: -t[0])[:n]:
         meme, c = dataset.memes[i], result.condition
@@ -124,7 +124,7 @@ def build_report(session) -> dict:
             grid_image = [i for i in dict.fromkeys([*declared_image, *(c.split("+")[1] for c in cells)])
                           if any(c.endswith("+" + i) for c in cells)]
             group = {"model": model, "label": session.model_label(model), "dataset": spec, "suite": suite,
-                     "task": session.task(model), "clean": clean, "results": mine, "grid_text": grid_text,
+                     "task": clean.get("task") or session.task(model), "clean": clean, "results": mine, "grid_text": grid_text,
                      "grid_image": grid_image}
             if combined:
                 group["grid_summary"] = grid_summary(clean["metrics"], combined)
