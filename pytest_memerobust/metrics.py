@@ -439,13 +439,7 @@ def paired_bootstrap_ci(
             for row, indices in enumerate(block):
                 values[filled + row] = statistic(*[a[indices] for a in data])
         filled += block.shape[0]
-
-    defined = values[~np.isnan(values)]
-    if defined.size == 0:
-        return float("nan"), float("nan")
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(defined, [tail, 1.0 - tail])
-    return float(low), float(high)
+    return _percentile_interval(values, confidence)
 
 
 _RESAMPLED_CACHE: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
