@@ -86,7 +86,7 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         from .plugin import _session
-        from .thresholds import assess, verdict
+        from .thresholds import assess, failing, verdict
 
         session = _session(self.config)
         try:
@@ -108,7 +108,7 @@ class CaseItem(pytest.Item):
         violations = assess(result, thresholds)
         regressions = session.regressions(self.model, self.condition, result, data=suite.dataset,
                                           captions=suite.captions)
-        failing = [v for v in violations if thresholds.decision == "estimate" or v.sure]
+        failed = failing(violations, thresholds.decision)
         status = verdict(violations)
         if regressions:
             status = "fail for sure"
@@ -117,8 +117,8 @@ class CaseItem(pytest.Item):
             ("memerobust.verdict", status),
             ("memerobust.shortfall", max((v.shortfall for v in violations), default=0.0)),
             ("memerobust.line", compact_line(violations, regressions, result))]
-        if failing or regressions:
-            raise RobustnessFailure(failing, result, regressions)
+        if failed or regressions:
+            raise RobustnessFailure(failed, result, regressions)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, RobustnessFailure):

@@ -222,14 +222,12 @@ def _mark_robustness_tests(items, session) -> None:
 
 def _outcomes(terminalreporter) -> list:
     """The robustness tests' outcomes as the verdict reads them, in the order they ran."""
-    from .verdict import CaseOutcome
-
     reports = [r for key in ("passed", "failed", "skipped") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "nodeid", None) is not None and (r.when == "call" or r.outcome != "passed")
                and _is_robustness_test(r)]
     order = _session(terminalreporter.config).positions
     reports.sort(key=lambda r: order.get(r.nodeid, 0))
-    return [CaseOutcome.from_properties(r.nodeid, r.outcome, r.user_properties) for r in reports]
+    return _outcomes_of(reports)
 
 
 @pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
@@ -329,7 +327,7 @@ def pytest_collection_modifyitems(session, config, items):
             rs.plan(item.model, item.suite.dataset, item.condition, item.suite.captions)
             s = item.suite
             cases.setdefault((item.model, s.dataset, s.task, s.captions, s.group), item.nodeid)
-    if any(not isinstance(item, CaseItem) and _builtin_nodeid(Path(str(item.path))) for item in items):
+    if any(("memerobust.suite", Path(str(item.path)).name) in item.user_properties for item in items):
         cases.setdefault((rs.options.models[0], None, None, None, None), "")  # the Python suites' model and data
     # Options, cards, checkpoints, modes and dataset rows checked once, before any case runs: a problem is one
     # usage error naming the culprit, not the same failure in every case.

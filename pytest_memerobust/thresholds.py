@@ -108,7 +108,13 @@ class Violation:
 def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     """Every threshold `result` violates under the suite's decision (empty when it passes): with "estimate" every
     point estimate past its limit, with "confident" only the violations whose whole interval is past it."""
-    return [v for v in assess(result, thresholds) if thresholds.decision == "estimate" or v.sure]
+    return failing(assess(result, thresholds), thresholds.decision)
+
+
+def failing(violations: list[Violation], decision: str) -> list[Violation]:
+    """The violations that fail a case under `decision`: all of them with "estimate", the sure ones with
+    "confident"."""
+    return [v for v in violations if decision == "estimate" or v.sure]
 
 
 VERDICTS = ("pass", "fail for sure", "fail within noise")

@@ -128,9 +128,8 @@ def build_report(session) -> dict:
                      "grid_image": grid_image}
             if combined:
                 group["grid_summary"] = grid_summary(clean["metrics"], combined)
-            group["worst_examples"] = worst_examples(session, model, spec,
-                                                     conditions={r["condition"] for r in mine})
             ids = {r["condition"] for r in mine}
+            group["worst_examples"] = worst_examples(session, model, spec, conditions=ids)
             rows_of_view = [row for row in view if row["condition"] in ids]
             if rows_of_view:
                 group["ocr_view"] = {"backend": session.ocr(required=True).name, "memes": session.options.ocr_view,
