@@ -21,7 +21,7 @@ from .detectors.base import is_split
 from .features import FeatureStore
 from .perturb import get as get_perturbation
 
-_SIDE = re.compile(r"^(text|image)=([A-Za-z0-9_.\-]+)(?:@(\d+))?$")
+_SIDE = re.compile(r"^(text|image)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
 
 
 @dataclass(frozen=True)
@@ -307,6 +307,22 @@ class Engine:
         if perturbation.needs_model:
             return to_array(self.inputs(*side)[i])
         return to_array(self._apply(perturbation, [clean[i]], [i], condition.image_severity, side[3:])[0])
+
+    def caption_edit(self, condition: Condition) -> dict | None:
+        """How much the condition's caption edit changed the captions (mean share of words changed, distance.py)
+        and, for an attack that measures itself (TextAttack's recipes), its own measures; None without a caption
+        edit or when OCR reads the captions."""
+        if not condition.text or self.ocr is not None:
+            return None
+        from .perturb.distance import words_changed
+
+        clean, edited = self._clean("text"), self.inputs("text", condition.text, condition.text_severity)
+        out = {"words_changed": float(np.mean([words_changed(a, b) for a, b in zip(clean, edited)]))}
+        measured = (self._attack_context.outcomes.get((condition.text, condition.text_severity))
+                    if self._attack_context is not None else None)
+        if measured:
+            out["textattack"] = dict(measured)
+        return out
 
     def attack_context(self):
         """Detector, true labels and clean image features for the attacks that query the detector."""

@@ -378,6 +378,17 @@ def flip_rate(pred_clean: ArrayLike, pred_perturbed: ArrayLike) -> float:
     return float(np.mean(before != after))
 
 
+def attack_success_rate(truth: ArrayLike, pred_clean: ArrayLike, pred_perturbed: ArrayLike) -> float:
+    """Share of the items predicted right when clean that are predicted wrong when perturbed: TextAttack's attack
+    success rate (items already wrong are skipped, not counted), here for any perturbation. nan when none was right."""
+    truth = np.asarray(truth)
+    before, after = _paired_labels(pred_clean, pred_perturbed, "pred_clean", "pred_perturbed")
+    if truth.shape != before.shape:
+        raise ValueError(f"truth has shape {truth.shape} but the predictions {before.shape}")
+    right = before == truth
+    return float(np.mean(after[right] != truth[right])) if right.any() else float("nan")
+
+
 # --------------------------------------------------------------------------------------------------------
 # paired bootstrap
 

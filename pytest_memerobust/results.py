@@ -44,6 +44,9 @@ class ConditionResult:
     groups: np.ndarray | None = None  # per-meme group name (e.g. PrideMM's target; "" = none) for per-group robustness
     min_group_size: int = 10  # smaller groups are left out of the gap: their metrics are too noisy
     task: str | None = None  # the label task scored (a suite's may differ from the model card's)
+    # the caption edit's size ("words_changed": mean share of words changed) and an attack's own measures
+    # ("textattack": TextAttack's success rate, queries and words changed); None without a caption edit
+    caption_edit: dict | None = None
 
     def to_wire(self) -> dict:
         """Plain values (arrays as exact bytes) that pytest-xdist can carry from a worker to the controller."""
@@ -53,7 +56,8 @@ class ConditionResult:
         groups = None if self.groups is None else [str(g) for g in self.groups.tolist()]
         return {"model": self.model, "dataset": self.dataset, "condition": self.condition.id,
                 "y_true": array(np.asarray(self.y_true)), "proba_clean": array(np.asarray(self.proba_clean)),
-                "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task}
+                "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task,
+                "caption_edit": self.caption_edit}
 
     @classmethod
     def from_wire(cls, wire: dict, stats: StatsConfig) -> "ConditionResult":
@@ -62,7 +66,8 @@ class ConditionResult:
 
         groups = None if wire["groups"] is None else np.array(wire["groups"])
         return cls(wire["model"], wire["dataset"], Condition.parse(wire["condition"]), array(wire["y_true"]),
-                   array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"))
+                   array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"),
+                   caption_edit=wire.get("caption_edit"))
 
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
@@ -111,6 +116,12 @@ class ConditionResult:
     @cached_property
     def flip_rate(self) -> float:
         return metrics.flip_rate(predicted_labels(self.y_true, self.proba_clean), self.predictions)
+
+    @cached_property
+    def attack_success_rate(self) -> float:
+        """Of the memes predicted right when clean, the share predicted wrong now (TextAttack's definition)."""
+        truth = predicted_labels(self.y_true, self.y_true) if np.ndim(self.y_true) == 2 else self.y_true
+        return metrics.attack_success_rate(truth, predicted_labels(self.y_true, self.proba_clean), self.predictions)
 
     @cached_property
     def mcnemar_p(self) -> float:
@@ -168,6 +179,9 @@ class ConditionResult:
             out["absolute_robustness_paper_scale"] = {m: self.absolute_robustness(m, "paper") for m in METRIC_NAMES}
             out["relative_robustness_ci"] = {m: list(self.ci(m, "relative")) for m in METRIC_NAMES}
             out["mcnemar_p"] = self.mcnemar_p
+            out["attack_success_rate"] = self.attack_success_rate
+        if self.caption_edit is not None:
+            out["caption_edit"] = self.caption_edit
         out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
         if self.groups is not None and c.kind != "clean":
             out["groups"] = {m: self.group_scores(m) for m in METRIC_NAMES}

@@ -405,8 +405,10 @@ class RobustnessSession:
                                                       self.options.stats, groups, task=task)
         clean = self.results[clean_key]
         if condition.kind != "clean":
-            self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba,
-                                                engine.predict(condition), self.options.stats, groups, task=task)
+            proba = engine.predict(condition)
+            self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba, proba,
+                                                self.options.stats, groups, task=task,
+                                                caption_edit=engine.caption_edit(condition))
         return self.results[key]
 
     def check_case(self, model: str, data: str | None = None, task: str | None = None,

@@ -35,6 +35,7 @@ class AttackContext:
     trigger_target: int = 0  # the class a universal trigger pushes towards (0: make hateful memes pass as benign)
     cache_dir: Path | None = None
     memo: dict = field(default_factory=dict)
+    outcomes: dict = field(default_factory=dict)  # (perturbation, severity) -> an attack's own measures (textattack)
 
     def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int = 256) -> np.ndarray:
         """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`."""

@@ -1,7 +1,12 @@
 """Edit distance between a caption and its perturbed version: how big an edit a perturbation makes."""
 from __future__ import annotations
 
+import re
+from difflib import SequenceMatcher
+
 import numpy as np
+
+_WORDS = re.compile(r"\w+(?:['’-]\w+)*")
 
 
 def _codes(text: str) -> np.ndarray:
@@ -35,3 +40,14 @@ def levenshtein(a: str, b: str) -> int:
         cur[1:] = np.minimum(prev[1:] + 1, sub)
         prev = np.minimum.accumulate(cur - cols) + cols
     return int(prev[-1])
+
+
+def words_changed(clean: str, perturbed: str) -> float:
+    """Share of the clean caption's words an edit changed: word edits (substituted, deleted or inserted words, by
+    the longest common word subsequence) over the clean word count, at most 1. The size of an edit in the unit
+    TextAttack budgets and reports, measured the same way for every perturbation."""
+    before, after = _WORDS.findall(clean), _WORDS.findall(perturbed)
+    if not before:
+        return 0.0 if not after else 1.0
+    kept = sum(block.size for block in SequenceMatcher(None, before, after, autojunk=False).get_matching_blocks())
+    return min(1.0, (max(len(before), len(after)) - kept) / len(before))

@@ -170,7 +170,7 @@ def _ensure_loaded() -> None:
     """Import the built-in catalogue and, once, every third-party entry point."""
     global _entry_points_loaded
     from . import (  # noqa: F401  (each module registers its perturbations on import)
-        attacks, augmix, catalogue, evasion, image, imagenet_c, meme_edits, text, translation, uap,
+        attacks, augmix, catalogue, evasion, image, imagenet_c, meme_edits, text, textattack_recipes, translation, uap,
     )
 
     if not _entry_points_loaded:

@@ -107,6 +107,29 @@ def ocr_view_table(group: dict, tablefmt: str) -> str | None:
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+def caption_attack_table(group: dict, tablefmt: str) -> str | None:
+    """When a group has TextAttack cases: every caption-only case's attack measures side by side, TextAttack's own
+    (success rate, queries, words changed in its successful attacks) next to ours for every perturbation (success
+    rate from the predictions, share of words changed over all memes), accuracy, robustness and flips."""
+    rows = [r for r in group["results"] if r["kind"] == "text"]
+    if not any((r.get("caption_edit") or {}).get("textattack") for r in rows):
+        return None
+    body = []
+    for r in rows:
+        edit = r.get("caption_edit") or {}
+        measured = edit.get("textattack") or {}
+        lo, hi = r["relative_robustness_ci"]["accuracy"]
+        body.append([r["condition"].split("=", 1)[1], _fmt(r.get("attack_success_rate")),
+                     _fmt(measured.get("success_rate")) if measured else "–",
+                     f"{measured['avg_queries']:.1f}" if measured.get("avg_queries") is not None else "–",
+                     _fmt(edit.get("words_changed")), _fmt(measured.get("words_changed")) if measured else "–",
+                     _fmt(r["metrics"]["accuracy"]), _fmt(r["relative_robustness"]["accuracy"]),
+                     f"{_fmt(lo)}..{_fmt(hi)}", _fmt(r["flip_rate"])])
+    headers = ["Caption edit", "Success", "Success (TA)", "Queries (TA)", "Words changed", "Words changed (TA)",
+               "Accuracy", "Rel. Rob. Acc.", "Rel. Rob. Acc. CI", "Flip"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}\n") -> str:
     """Every table of every (model, dataset) group, each under a heading."""
     parts = []
@@ -115,6 +138,9 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
         for label, table in (("text-only perturbations", single_channel_table(group, "text", tablefmt)),
                              ("image-only perturbations", single_channel_table(group, "image", tablefmt)),
                              ("combined text x image perturbations", grid_table(group, tablefmt)),
+                             ("caption attacks: success, queries and words changed (TA: TextAttack's own measures; "
+                              "words changed: all memes, TA: its successful attacks)",
+                              caption_attack_table(group, tablefmt)),
                              ("relative robustness of accuracy per group", group_table(group, tablefmt)),
                              (f"what OCR ({group.get('ocr_view', {}).get('backend')}) still reads of the caption, "
                               f"next to the detector's drop", ocr_view_table(group, tablefmt))):
