@@ -94,6 +94,8 @@ def _list(args) -> int:
     from .data import LOADERS
     from .detectors import architectures, available_cards
     from .perturb import get, names
+    from .perturb.textattack_recipes import (INSTALL_HINT, PREFIX, RECIPES, WORD_BUDGET, installed, recipe_status,
+                                             textattack_home)
     from .suite import builtin_suite_paths
 
     print("models:")
@@ -105,7 +107,15 @@ def _list(args) -> int:
         print(f"{modality} perturbations:")
         for name in names(modality):
             p = get(name)
-            print(f"  {name:22s} severities {list(p.severities) or '-'}  {p.doc}")
+            if "textattack" not in p.tags:
+                print(f"  {name:22s} severities {list(p.severities) or '-'}  {p.doc}")
+    print(f"textattack recipes (text perturbations; severity s changes at most {list(WORD_BUDGET)}[s-1] words):")
+    home = textattack_home(args.cache_dir)
+    if not installed():
+        print(f"  (textattack is not installed: {INSTALL_HINT})")
+    for recipe in RECIPES.values():
+        name = PREFIX + recipe.name
+        print(f"  {name:29s} {recipe_status(recipe, home)}")
     print("built-in suites:", ", ".join(p.name for p in builtin_suite_paths()))
     return 0
 
@@ -249,7 +259,11 @@ def main(argv=None) -> int:
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
                        "machine download (into the Hugging Face cache); without it such a backbone is an error")
     train.set_defaults(run=_train)
-    sub.add_parser("list", help="models, datasets, perturbations and suites").set_defaults(run=_list)
+    listing = sub.add_parser("list", help="models, datasets, perturbations (textattack's recipes with what each "
+                                          "lacks here) and suites")
+    listing.add_argument("--cache-dir", dest="cache_dir", default=str(Path(".pytest_cache") / "d" / "memerobust"),
+                         help="the test runs' cache folder, where textattack's cache lives (its textattack/ folder)")
+    listing.set_defaults(run=_list)
     report = sub.add_parser("report", help="print the tables of a saved JSON report (and write Markdown)")
     report.add_argument("json")
     report.add_argument("--md", help="also write the tables to this .md file")

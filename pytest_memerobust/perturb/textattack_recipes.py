@@ -212,13 +212,15 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 
 
 def installed() -> bool:
-    return importlib.util.find_spec("textattack") is not None
+    """Whether textattack is installed (found, not imported: importing it is slow and, unprepared, downloads)."""
+    spec = importlib.util.find_spec("textattack")
+    return spec is not None and spec.origin is not None  # not a namespace package: a folder that happens to be named so
 
 
 def lacking(recipe: Recipe, home: Path) -> list[str]:
-    """The resources `recipe` needs that are not on this machine (checked on disk; nothing is fetched)."""
-    missing = [] if installed() else [f"textattack itself ({INSTALL_HINT})"]
-    return missing + [r.name for r in recipe.needs if not r.present(home)]
+    """The resources `recipe` needs, besides textattack, that are not on this machine (checked on disk; nothing is
+    fetched)."""
+    return [r.name for r in recipe.needs if not r.present(home)]
 
 
 def recipe_status(recipe: Recipe, home: Path) -> str:
@@ -226,7 +228,9 @@ def recipe_status(recipe: Recipe, home: Path) -> str:
     if recipe.not_an_evasion:
         return f"not a caption attack here: {recipe.not_an_evasion}"
     missing = lacking(recipe, home)
-    return "runs offline here" if not missing else "skipped, lacks " + "; ".join(missing)
+    if missing:
+        return "skipped, lacks " + "; ".join(missing)
+    return "runs offline here" if installed() else "runs offline once textattack is installed"
 
 
 # --- offline NLTK data and the import of textattack --------------------------------------------------------------
@@ -424,7 +428,7 @@ def attack_captions(recipe: Recipe, texts: Sequence[str], rows: Sequence[int], s
 
     name = PREFIX + recipe.name
     home = textattack_home(context.cache_dir)
-    missing = lacking(recipe, home)
+    missing = lacking(recipe, home) if installed() else [f"textattack ({INSTALL_HINT})"]
     if missing:
         raise BackendMissing(f"{name} needs what is not on this machine: {'; '.join(missing)} "
                              f"(nothing is downloaded)")
