@@ -150,3 +150,15 @@ def test_a_suite_runs_recipes_alone_and_in_the_grid_and_reports_textattacks_meas
     assert "text=textattack:pruthi@1+image=gaussian_noise@2" in rows
     assert not (env_home / ".cache" / "textattack").exists()  # textattack's cache is the project's, not ~/.cache
     assert (pytester.path / "cache" / "textattack" / "post_install_check_3").is_file()
+
+
+def test_every_recipe_textattack_ships_is_listed(attacked):  # (textattack imported by `attacked`, offline)
+    import inspect
+
+    from pytest_memerobust.perturb.textattack_recipes import import_textattack
+
+    textattack = import_textattack(textattack_home(attacked["cache"]))
+    shipped = {name for name, cls in inspect.getmembers(textattack.attack_recipes, inspect.isclass)
+               if issubclass(cls, textattack.attack_recipes.AttackRecipe)
+               and cls is not textattack.attack_recipes.AttackRecipe}
+    assert shipped == {recipe.textattack_class for recipe in RECIPES.values()}
