@@ -317,7 +317,8 @@ def import_textattack(home: Path):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    logging.getLogger("textattack").setLevel(logging.ERROR)  # "unknown model class" warnings on every build
+    # textattack's own logger (propagation off, level INFO) warns "unknown model class" on every build
+    textattack.shared.utils.logger.setLevel(logging.ERROR)
     return textattack
 
 
