@@ -166,3 +166,25 @@ def test_image_paths_outside_the_dataset_need_the_option(pytester, tmp_path):
             "rainbow and clean", *QUICK]
     _usage_error(pytester.runpytest(*args), "leads outside the dataset folder")
     pytester.runpytest(*args, "--memerobust-allow-outside-paths").assert_outcomes(passed=1)
+
+
+def test_reports_are_byte_identical_cold_warm_and_after_the_cache_is_damaged(pytester, tmp_path):
+    """The same run three times: cold cache, warm cache, and with every cached feature file damaged (truncated or
+    overwritten with garbage). A damaged entry is recomputed, never trusted, so the report is the same bytes."""
+    cache = tmp_path / "cache"
+    args = [*QUICK, "--memerobust-model=demo", "-p", "no:randomly", f"--memerobust-cache-dir={cache}",
+            "-k", "rainbow and (typos or gaussian_noise or hotflip or clean)"]
+    reports = []
+    for run in ("cold", "warm", "damaged"):
+        if run == "damaged":
+            files = sorted(p for p in (cache / "features").rglob("*") if p.is_file())
+            assert files
+            for k, path in enumerate(files):
+                data = path.read_bytes()
+                path.write_bytes(data[: len(data) // 2] if k % 2 else b"\x00garbage" * 8)
+        result = pytester.runpytest_subprocess(*args, f"--memerobust-report={tmp_path / run}.json")
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
+        if run == "warm":
+            result.stdout.fnmatch_lines(["*read [1-9]* from the feature cache*"])
+        reports.append((tmp_path / f"{run}.json").read_bytes())
+    assert reports[0] == reports[1] == reports[2]
