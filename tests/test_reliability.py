@@ -11,7 +11,7 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 
 from pytest_memerobust.detectors import find_card, load_detector
-from pytest_memerobust.detectors.cards import available_cards
+from pytest_memerobust.detectors.cards import DOWNLOAD_ENV, available_cards
 from pytest_memerobust.errors import BackendMissing, CheckpointError, ConfigError
 
 QUICK = ["--memerobust-limit=24", "--memerobust-bootstrap=50", "-p", "no:cacheprovider"]
@@ -188,3 +188,52 @@ def test_reports_are_byte_identical_cold_warm_and_after_the_cache_is_damaged(pyt
             result.stdout.fnmatch_lines(["*read [1-9]* from the feature cache*"])
         reports.append((tmp_path / f"{run}.json").read_bytes())
     assert reports[0] == reports[1] == reports[2]
+
+
+NO_NETWORK_PLUGIN = '''
+"""Loaded with -p: every connection and every name lookup of the run is written down, then refused."""
+import os
+import socket
+
+LOG = os.environ["MEMEROBUST_NETWORK_LOG"]
+
+
+def _attempt(what):
+    with open(LOG, "a", encoding="utf-8") as log:
+        log.write(f"{what}\\n")
+    raise OSError(f"network refused by the test: {what}")
+
+
+def _connect(self, address, *args, **kwargs):
+    if self.family == getattr(socket, "AF_UNIX", None):
+        return _real_connect(self, address, *args, **kwargs)
+    return _attempt(f"connect {address!r}")
+
+
+_real_connect = socket.socket.connect
+socket.socket.connect = _connect
+socket.socket.connect_ex = _connect
+socket.getaddrinfo = lambda host, *args, **kwargs: _attempt(f"getaddrinfo {host!r}")
+socket.gethostbyname = lambda host: _attempt(f"gethostbyname {host!r}")
+socket.create_connection = lambda address, *args, **kwargs: _attempt(f"create_connection {address!r}")
+open(LOG + ".armed", "w").close()  # the guard is in place for this run
+'''
+
+
+def test_the_main_job_neither_connects_nor_looks_up_a_name(pytester, tmp_path):
+    """The README's main job (every built-in suite on memeblip2-tda; a few cases of each, on 24 memes) with every
+    socket connection and DNS lookup recorded and refused, in a fresh process: none is attempted."""
+    pytester.makepyfile(nonet=NO_NETWORK_PLUGIN)
+    log = tmp_path / "network.log"
+    pytester._monkeypatch.setenv("MEMEROBUST_NETWORK_LOG", str(log))
+    pytester._monkeypatch.delenv(DOWNLOAD_ENV, raising=False)
+    result = pytester.runpytest_subprocess(
+        "-p", "nonet", *QUICK, "--memerobust-model=memeblip2-tda", "--memerobust-fuzz-examples=5",
+        f"--memerobust-cache-dir={tmp_path / 'cache'}",
+        "-k", "clean or typos-1 or hotflip-1 or universal_trigger-1 or back_translation_fr-1 or gaussian_noise-1 "
+              "or uap-1 or scribble-1 or rendered_caption or fuzz or reliance")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) >= 10, result.stdout.str()[-3000:]
+    assert "error" not in outcomes, result.stdout.str()[-3000:]
+    assert (tmp_path / "network.log.armed").is_file()  # the guard was loaded in the run's process
+    assert not log.exists(), log.read_text()
