@@ -221,19 +221,17 @@ open(LOG + ".armed", "w").close()  # the guard is in place for this run
 
 
 def test_the_main_job_neither_connects_nor_looks_up_a_name(pytester, tmp_path):
-    """The README's main job (every built-in suite on memeblip2-tda; a few cases of each, on 24 memes) with every
-    socket connection and DNS lookup recorded and refused, in a fresh process: none is attempted."""
+    """The README's whole main job (every case of every built-in suite on memeblip2-tda, on 24 memes: about 40 s)
+    with every socket connection and DNS lookup recorded and refused, in a fresh process: none is attempted."""
     pytester.makepyfile(nonet=NO_NETWORK_PLUGIN)
     log = tmp_path / "network.log"
     pytester._monkeypatch.setenv("MEMEROBUST_NETWORK_LOG", str(log))
     pytester._monkeypatch.delenv(DOWNLOAD_ENV, raising=False)
     result = pytester.runpytest_subprocess(
         "-p", "nonet", *QUICK, "--memerobust-model=memeblip2-tda", "--memerobust-fuzz-examples=5",
-        f"--memerobust-cache-dir={tmp_path / 'cache'}",
-        "-k", "clean or typos-1 or hotflip-1 or universal_trigger-1 or back_translation_fr-1 or gaussian_noise-1 "
-              "or uap-1 or scribble-1 or rendered_caption or fuzz or reliance")
+        f"--memerobust-cache-dir={tmp_path / 'cache'}")
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) >= 10, result.stdout.str()[-3000:]
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) >= 150, result.stdout.str()[-3000:]
     assert "error" not in outcomes, result.stdout.str()[-3000:]
     assert (tmp_path / "network.log.armed").is_file()  # the guard was loaded in the run's process
     assert not log.exists(), log.read_text()
