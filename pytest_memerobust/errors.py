@@ -16,9 +16,19 @@ class SuiteError(MemeRobustError):
 class UnknownNameError(MemeRobustError, KeyError):
     """A registry lookup failed; the message lists the names that exist."""
 
-    def __init__(self, kind: str, name: str, known):
+    LIST_LIMIT = 24  # longer lists give the closest names and where to see them all, not a page of names
+
+    def __init__(self, kind: str, name: str, known, hint: str = ""):
+        from difflib import get_close_matches
+
         self.kind, self.name, self.known = kind, name, sorted(known)
-        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(self.known) or '(none)'}")
+        if len(self.known) <= self.LIST_LIMIT:
+            listed = f"known: {', '.join(self.known) or '(none)'}"
+        else:
+            close = get_close_matches(str(name), self.known, n=3, cutoff=0.6)
+            listed = (f"did you mean {' or '.join(map(repr, close))}? " if close else "") + \
+                f"{len(self.known)} known: `memerobust list` shows them"
+        super().__init__(f"unknown {kind} {name!r}; {hint + '; ' if hint else ''}{listed}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return self.args[0]

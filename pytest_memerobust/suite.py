@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .engine import Condition
@@ -130,7 +130,11 @@ def parse_suite(data: dict, path: Path) -> Suite:
         raise SuiteError(f"{where}: unknown table(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
     meta = _table(data, "suite", where)
     if set(meta) - _SUITE_KEYS:
-        raise SuiteError(f"{where}: [suite] unknown key(s) {sorted(set(meta) - _SUITE_KEYS)}; valid: {sorted(_SUITE_KEYS)}")
+        raise SuiteError(f"{where}: [suite] unknown key(s) {sorted(set(meta) - _SUITE_KEYS)}; "
+                         f"valid: {sorted(_SUITE_KEYS)}")
+    for key in ("name", "description", "task", "dataset", "group"):
+        if key in meta and not (isinstance(meta[key], str) and meta[key].strip()):
+            raise SuiteError(f"{where}: [suite].{key} must be a non-empty string, got {meta[key]!r}")
     captions = meta.get("captions", "dataset")
     if captions not in ("dataset", "ocr"):
         raise SuiteError(f"{where}: [suite].captions must be \"dataset\" or \"ocr\" (read off the pictures), "

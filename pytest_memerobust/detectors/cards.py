@@ -70,8 +70,30 @@ def load_card(path: Path) -> ModelCard:
     missing = {"name", "architecture", "classes"} - set(data)
     if missing:
         raise ConfigError(f"model card {path}: missing key(s) {sorted(missing)}")
+    _check_card_values(data, path)
     data["classes"] = tuple(data["classes"])
     return ModelCard(**data, path=path)
+
+
+_CARD_KINDS = {"name": str, "architecture": str, "task": str, "description": str, "checkpoint": str,
+               "checkpoint_sha256": str, "multilabel": bool, "demo_weights": bool, "params": dict, "backbone": dict,
+               "text_backbone": dict, "training": dict, "demo": dict, "thresholds": dict}
+
+
+def _check_card_values(data: dict, path: Path) -> None:
+    """Each key of a card holds the kind of value it needs (a string, a flag, a table), and `classes` is a list of
+    at least two distinct class names: a wrong kind is one error naming the key, not a failure deep in a model."""
+    for key, kind in _CARD_KINDS.items():
+        if key in data and not isinstance(data[key], kind):
+            what = {bool: "true or false", dict: "a table", str: "a string"}[kind]
+            raise ConfigError(f"model card {path}: {key} must be {what}, got {data[key]!r}")
+        if kind is str and key in ("name", "architecture", "task") and key in data and not data[key].strip():
+            raise ConfigError(f"model card {path}: {key} is empty")
+    classes = data["classes"]
+    if (not isinstance(classes, list) or len(classes) < 2
+            or not all(isinstance(c, str) and c.strip() for c in classes) or len(set(classes)) != len(classes)):
+        raise ConfigError(f"model card {path}: classes must be a list of at least two distinct class names, "
+                          f"got {classes!r}")
 
 
 def builtin_card_dir() -> Path:

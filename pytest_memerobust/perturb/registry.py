@@ -184,7 +184,9 @@ def get(name: str) -> Perturbation:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise UnknownNameError("perturbation", name, _REGISTRY) from None
+        from .textattack_recipes import unregistered_reason
+
+        raise UnknownNameError("perturbation", name, _REGISTRY, unregistered_reason(name)) from None
 
 
 def names(modality: str | None = None, tag: str | None = None) -> list[str]:

@@ -211,6 +211,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 )}
 
 
+def unregistered_reason(name: str) -> str:
+    """Why a textattack recipe that `memerobust list` shows is not a perturbation ("" for any other name)."""
+    recipe = RECIPES.get(name[len(PREFIX):]) if name.startswith(PREFIX) else None
+    return f"textattack's recipe is not a caption attack here: {recipe.not_an_evasion}" \
+        if recipe is not None and recipe.not_an_evasion else ""
+
+
 def installed() -> bool:
     """Whether textattack is installed (found, not imported: importing it is slow and, unprepared, downloads)."""
     spec = importlib.util.find_spec("textattack")
@@ -421,7 +428,8 @@ def textattack_measures(results: Sequence) -> dict:
     }
 
 
-def attack_captions(recipe: Recipe, texts: Sequence[str], rows: Sequence[int], severity: int, rngs, context) -> list[str]:
+def attack_captions(recipe: Recipe, texts: Sequence[str], rows: Sequence[int], severity: int, rngs,
+                    context) -> list[str]:
     """Attack each caption with `recipe` against the detector, its meme's picture held fixed; the measures go to
     `context.outcomes`."""
     from ..detectors.base import is_multilabel
