@@ -224,14 +224,15 @@ def test_unknown_suite_key(write):
     raises_naming(write("[suite]\nname = 'x'\nmodel = 'demo'\n"), "[suite]", "model")
 
 
-def test_unknown_perturbation_lists_known_names(write):
-    error = raises_naming(write("[text]\ntypoz = [1]\n"), "[text]", "typoz")
-    for known in names():
-        assert known in str(error)
+def test_unknown_perturbation_gives_the_closest_names_and_where_all_are_listed(write):
+    error = raises_naming(write("[text]\ntypoz = [1]\n"), "[text]", "typoz", "did you mean 'typos'",
+                          f"{len(names())} known: `memerobust list`")
+    assert len(str(error)) < 400  # not a page of names
 
 
 def test_unknown_perturbation_in_the_grid(write):
-    raises_naming(write('[grid]\ntext = ["typos@1"]\nimage = ["blur@1"]\n'), "[grid].image", "blur", "contrast")
+    raises_naming(write('[grid]\ntext = ["typos@1"]\nimage = ["blur@1"]\n'), "[grid].image", "'blur'",
+                  "did you mean", "_blur'")
 
 
 @pytest.mark.parametrize("text, fragments", [
