@@ -148,6 +148,7 @@ class Engine:
         self.labels, self.training, self.cache_dir, self.ocr = labels, training, cache_dir, ocr
         self.text_reader = text_reader
         self._attack_context = None
+        self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.ids = [m.id for m in dataset.memes]
         self._plan: list[tuple] = []
         # pictures live where the detector computes, from decode to encoder
@@ -314,15 +315,17 @@ class Engine:
         edit or when OCR reads the captions."""
         if not condition.text or self.ocr is not None:
             return None
-        from .perturb.distance import words_changed
+        side = (condition.text, condition.text_severity)
+        if side not in self._caption_edits:  # a grid pairs one text side with many image sides
+            from .perturb.distance import words_changed
 
-        clean, edited = self._clean("text"), self.inputs("text", condition.text, condition.text_severity)
-        out = {"words_changed": float(np.mean([words_changed(a, b) for a, b in zip(clean, edited)]))}
-        measured = (self._attack_context.outcomes.get((condition.text, condition.text_severity))
-                    if self._attack_context is not None else None)
-        if measured:
-            out["textattack"] = dict(measured)
-        return out
+            clean, edited = self._clean("text"), self.inputs("text", *side)
+            out = {"words_changed": float(np.mean([words_changed(a, b) for a, b in zip(clean, edited)]))}
+            measured = self._attack_context.outcomes.get(side) if self._attack_context is not None else None
+            if measured:
+                out["textattack"] = dict(measured)
+            self._caption_edits[side] = out
+        return dict(self._caption_edits[side])
 
     def attack_context(self):
         """Detector, true labels and clean image features for the attacks that query the detector."""

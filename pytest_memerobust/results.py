@@ -118,17 +118,21 @@ class ConditionResult:
         return metrics.flip_rate(predicted_labels(self.y_true, self.proba_clean), self.predictions)
 
     @cached_property
+    def _true_labels(self) -> np.ndarray:
+        """The truth in the form `predictions` take (a multi-label row as one integer), to compare with them."""
+        return predicted_labels(self.y_true, self.y_true) if np.ndim(self.y_true) == 2 else self.y_true
+
+    @cached_property
     def attack_success_rate(self) -> float:
         """Of the memes predicted right when clean, the share predicted wrong now (TextAttack's definition)."""
-        truth = predicted_labels(self.y_true, self.y_true) if np.ndim(self.y_true) == 2 else self.y_true
-        return metrics.attack_success_rate(truth, predicted_labels(self.y_true, self.proba_clean), self.predictions)
+        return metrics.attack_success_rate(self._true_labels, predicted_labels(self.y_true, self.proba_clean),
+                                           self.predictions)
 
     @cached_property
     def mcnemar_p(self) -> float:
         """Exact McNemar p-value of clean vs perturbed correctness on the same memes: is the change in accuracy
         more than chance? (1.0 when no meme changed from right to wrong or back.)"""
-        clean = predicted_labels(self.y_true, self.proba_clean)
-        truth = predicted_labels(self.y_true, self.y_true) if np.ndim(self.y_true) == 2 else self.y_true
+        clean, truth = predicted_labels(self.y_true, self.proba_clean), self._true_labels
         return metrics.mcnemar_p_value(clean == truth, self.predictions == truth)
 
     def _bootstrap(self) -> dict:

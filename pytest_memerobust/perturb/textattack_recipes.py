@@ -28,7 +28,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -362,26 +362,26 @@ def _seeded(rng: np.random.Generator):
         np.random.set_state(numpy_state)
 
 
-_WRAPPER_CLASS = None
+@lru_cache(maxsize=None)
+def _caption_model_class():
+    """The ModelWrapper subclass, made once textattack is imported (it cannot be defined before)."""
+    from textattack.models.wrappers import ModelWrapper
+
+    class CaptionModel(ModelWrapper):
+        def __init__(self, context):
+            self.context, self.model, self.row = context, context.detector, 0
+
+        def __call__(self, text_input_list, **kwargs):
+            texts = list(text_input_list)
+            proba = np.asarray(self.context.probabilities(texts, [self.row] * len(texts)), dtype=np.float64)
+            return proba / proba.sum(axis=1, keepdims=True)  # textattack checks that scores sum to 1
+
+    return CaptionModel
 
 
 def caption_model(context):
     """The detector as a textattack ModelWrapper over captions: `row` picks the meme whose picture stays fixed."""
-    global _WRAPPER_CLASS
-    if _WRAPPER_CLASS is None:
-        from textattack.models.wrappers import ModelWrapper
-
-        class CaptionModel(ModelWrapper):
-            def __init__(self, context):
-                self.context, self.model, self.row = context, context.detector, 0
-
-            def __call__(self, text_input_list, **kwargs):
-                texts = list(text_input_list)
-                proba = np.asarray(self.context.probabilities(texts, [self.row] * len(texts)), dtype=np.float64)
-                return proba / proba.sum(axis=1, keepdims=True)  # textattack checks that scores sum to 1
-
-        _WRAPPER_CLASS = CaptionModel
-    return _WRAPPER_CLASS(context)
+    return _caption_model_class()(context)
 
 
 def build_attack(recipe: Recipe, wrapper, severity: int):
@@ -453,9 +453,7 @@ def attack_captions(recipe: Recipe, texts: Sequence[str], rows: Sequence[int], s
             warnings.simplefilter("ignore")
             results.append(attack.attack(text, int(context.labels[row])))
         attack.clear_cache()
-    out = [result.perturbed_result.attacked_text.text for result in results]
-    # a recipe with nothing to change in a caption (no word it may touch) hands the caption back as is
-    out = [attacked if isinstance(attacked, str) else text for attacked, text in zip(out, texts)]
+    out = [result.perturbed_result.attacked_text.text for result in results]  # skipped or failed: the caption
     context.outcomes[(name, severity)] = {"recipe": recipe.textattack_class, "max_words": WORD_BUDGET[severity - 1],
                                           "query_budget": QUERY_BUDGET, **textattack_measures(results)}
     return out
