@@ -18,7 +18,7 @@ import numpy as np
 from .data.meme import Dataset
 from .data.text_boxes import TEXT_BOXES
 from .detectors.base import is_split
-from .features import FeatureStore
+from .features import FeatureStore, HeldArrays, input_digests, pack_digests, unpack_digests
 from .perturb import get as get_perturbation
 
 _SIDE = re.compile(r"^(text|image)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
@@ -132,7 +132,7 @@ class Engine:
 
     def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
-                 precision: str = "fp32", ocr=None, text_reader=None):
+                 precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
         (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
@@ -140,7 +140,8 @@ class Engine:
         for this engine only). `precision`: "bf16" runs the encoders under bfloat16 autocast. `ocr`: an OCR backend
         (data/ocr.py) that reads every condition's captions off its pictures, end to end. `text_reader`: an OCR
         backend that finds where a clean picture shows its text, for the typographic edits, when the dataset does not
-        say (meta[TEXT_BOXES])."""
+        say (meta[TEXT_BOXES]). `side_memory_limit`: bytes of condition sides' features held at most (None: no
+        bound); a side dropped is found again in `features` by its inputs' digests."""
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.precision = precision
@@ -155,6 +156,7 @@ class Engine:
         self.device = str(getattr(detector, "device", "cpu"))
         if shares is not None:
             self._inputs, self._features, self.encoder_calls = shares._inputs, shares._features, shares.encoder_calls
+            self._side_digests = shares._side_digests
             self.features, self._pending = shares.features, shares._pending
             self._clean_pictures = shares._clean_pictures
             self._text_boxes, self.boxless = shares._text_boxes, shares.boxless
@@ -164,7 +166,8 @@ class Engine:
             self._clean_pictures: list = []  # decoded once, on the detector's device
             self._pending: dict[tuple, Future] = {}  # sides being perturbed in the background
             self._inputs: dict[tuple, list] = {}
-            self._features: dict[tuple, np.ndarray] = {}  # per condition side, so a side is digested once
+            self._features = HeldArrays(side_memory_limit)  # per condition side, so a side is digested once
+            self._side_digests: dict[tuple, np.ndarray] = {}  # per side encoded: its inputs' digests, packed
             self.encoder_calls = {"image": 0, "text": 0}  # inputs this engine actually encoded
             self.features = features or FeatureStore(namespace=f"memory:{id(detector)}")
 
@@ -347,8 +350,12 @@ class Engine:
 
     def _encode(self, modality: str, name: str | None, severity: int | None, *caption_side) -> np.ndarray:
         key = self._key(modality, name, severity, *caption_side)
-        if key not in self._features:
+        held = self._features.get(key)
+        if held is None and key in self._side_digests:  # encoded before, dropped from memory since
+            held = self.features.cached(modality, unpack_digests(self._side_digests[key]))
+        if held is None:
             items = self.inputs(modality, name, severity, *caption_side)
+            digests = input_digests(items)
             encode = self._fitting(self.detector.encode_texts if modality == "text"
                                    else self._as_the_detector_takes(self.detector.encode_images))
 
@@ -365,13 +372,15 @@ class Engine:
             self._prefetch_after(key)  # the next sides are perturbed while the detector encodes this one
             try:
                 with self._precision():
-                    self._features[key] = self.features.features(modality, items, encode, self.batch_size, encoded)
+                    held = self.features.features(modality, items, encode, self.batch_size, encoded, digests)
             finally:
                 if bar is not None:
                     bar.close()
+            self._side_digests[key] = pack_digests(digests)
             if modality == "image" and name is not None:
                 del self._inputs[key]  # perturbed pictures are large and no longer needed once encoded
-        return self._features[key]
+        self._features.put(key, held)
+        return held
 
     def predict_pairs(self, image_of: Sequence[int], text_of: Sequence[int]) -> np.ndarray:
         """Class probabilities of clean pictures and captions re-paired: row k shows meme `image_of[k]`'s picture

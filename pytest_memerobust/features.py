@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -27,6 +28,46 @@ from .atomic import atomic_path
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 MODALITIES = ("image", "text")
+FEATURE_MEMORY_MIB = 2048  # features a run holds in memory by default: per input and per condition side, half each
+
+
+class HeldArrays:
+    """Arrays by key; past `limit` bytes (None: no limit) the least recently used are dropped. What is dropped is on
+    disk or is computed again, so the bound keeps a 50,000-meme run's memory flat and never changes its results."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit, self.nbytes, self.dropped = limit, 0, 0
+        self._arrays: OrderedDict = OrderedDict()
+
+    def __contains__(self, key) -> bool:
+        return key in self._arrays
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def get(self, key):
+        array = self._arrays.get(key)
+        if array is not None:
+            self._arrays.move_to_end(key)
+        return array
+
+    def put(self, key, array: np.ndarray) -> None:
+        old = self._arrays.pop(key, None)
+        self.nbytes += array.nbytes - (0 if old is None else old.nbytes)
+        self._arrays[key] = array
+        while self.limit is not None and self.nbytes > self.limit and len(self._arrays) > 1:
+            _, dropped = self._arrays.popitem(last=False)
+            self.nbytes -= dropped.nbytes
+            self.dropped += 1
+
+
+def pack_digests(digests: Sequence[str]) -> np.ndarray:
+    """Hex digests (16 bytes each) as one compact array: a dropped side is found again by them, at 16 bytes a meme."""
+    return np.frombuffer(bytes.fromhex("".join(digests)), dtype="S16").copy()
+
+
+def unpack_digests(packed: np.ndarray) -> list[str]:
+    return [bytes(d).ljust(16, b"\0").hex() for d in packed]
 
 
 def input_digest(item) -> str:
@@ -56,6 +97,7 @@ class CacheStats:
     disk_hits: dict = field(default_factory=lambda: {"image": 0, "text": 0})
     encoded: dict = field(default_factory=lambda: {"image": 0, "text": 0})
     rejected_files: int = 0  # corrupt, truncated or foreign files found and replaced
+    dropped: int = 0  # inputs' features dropped from memory to stay within the bound (read again from disk)
 
 
 def encoder_namespaces(detector, precision: str) -> tuple[dict[str, str], bool]:
@@ -78,11 +120,13 @@ def encoder_namespaces(detector, precision: str) -> tuple[dict[str, str], bool]:
     return dict.fromkeys(MODALITIES, namespace), bool(checkpoint) and not checkpoint.startswith("untrained:")
 
 
-def detector_feature_store(detector, precision: str, directory: Path | None) -> FeatureStore:
-    """The store of `detector`'s encoded inputs, on disk under `directory` where that is safe (None: memory only).
-    The pytest session and `memerobust train` both take theirs from here, so they share entries."""
+def detector_feature_store(detector, precision: str, directory: Path | None,
+                           memory_limit: int | None = None) -> FeatureStore:
+    """The store of `detector`'s encoded inputs, on disk under `directory` where that is safe (None: memory only),
+    holding at most `memory_limit` bytes of them in memory (None: no bound). The pytest session and `memerobust
+    train` both take theirs from here, so they share entries."""
     namespaces, reproducible = encoder_namespaces(detector, precision)
-    return FeatureStore(namespaces, directory if reproducible else None)
+    return FeatureStore(namespaces, directory if reproducible else None, memory_limit)
 
 
 class FeatureStore:
@@ -90,29 +134,28 @@ class FeatureStore:
     modalities, or one per modality (`encoder_namespaces`).
 
     `directory=None` keeps features in memory only (`--memerobust-no-cache`, or encoders whose weights a later run
-    would not reproduce)."""
+    would not reproduce). `memory_limit`: bytes of features held in memory at most (None: no bound); beyond it the
+    least recently used are dropped, to be read again from their side's file (or encoded again without one)."""
 
-    def __init__(self, namespace: str | Mapping[str, str], directory: Path | None = None):
+    def __init__(self, namespace: str | Mapping[str, str], directory: Path | None = None,
+                 memory_limit: int | None = None):
         self.namespaces = (dict(namespace) if isinstance(namespace, Mapping)
                            else dict.fromkeys(MODALITIES, namespace))
         self.directory = Path(directory) if directory is not None else None
-        self._memory: dict[tuple[str, str], np.ndarray] = {}
+        self._memory = HeldArrays(memory_limit)  # (modality, digest) -> one input's features
         self.stats = CacheStats()
 
     # --- lookup and encoding -------------------------------------------------------------------------------
 
     def features(self, modality: str, items: Sequence, encode: Callable[[list], np.ndarray],
-                 batch_size: int, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+                 batch_size: int, progress: Callable[[int, int], None] | None = None,
+                 digests: Sequence[str] | None = None) -> np.ndarray:
         """Features of `items` [N, D]: from memory, else from this side's file, else encoded (each distinct missing
-        input once, in batches of `batch_size`; after each batch `progress(encoded in it, to encode in all)`)."""
-        digests = input_digests(items)
-        distinct = list(dict.fromkeys(digests))
-        missing = [d for d in distinct if (modality, d) not in self._memory]
-        self.stats.memory_hits[modality] += len(distinct) - len(missing)
-        path = self.path(modality, digests) if self.directory is not None else None
-        if missing and path is not None and self._read(path, modality, digests):
-            self.stats.disk_hits[modality] += len(missing)
-            missing = []
+        input once, in batches of `batch_size`; after each batch `progress(encoded in it, to encode in all)`).
+        `digests`: the items' `input_digests`, where the caller has them already."""
+        digests = list(digests) if digests is not None else input_digests(items)
+        found = self._found(modality, digests)
+        missing = [d for d in dict.fromkeys(digests) if d not in found]
         if missing:
             first = {}
             for i, d in enumerate(digests):
@@ -121,14 +164,45 @@ class FeatureStore:
             for start in range(0, len(todo), batch_size):
                 rows = np.asarray(encode(todo[start : start + batch_size]))
                 for d, row in zip(missing[start : start + batch_size], rows):
-                    self._memory[(modality, d)] = row
+                    found[d] = row
+                    self._remember(modality, d, row)
                 if progress is not None:
                     progress(len(rows), len(todo))
             self.stats.encoded[modality] += len(missing)
-        out = np.stack([self._memory[(modality, d)] for d in digests])
+        out = np.stack([found[d] for d in digests])
+        path = self.path(modality, digests) if self.directory is not None else None
         if path is not None and not path.is_file():
             self._write(path, modality, digests, out)
         return out
+
+    def cached(self, modality: str, digests: Sequence[str]) -> np.ndarray | None:
+        """Features of inputs known by their digests alone (a side the engine dropped from memory), from memory or
+        their side's file; None when some are in neither."""
+        digests = list(digests)
+        found = self._found(modality, digests)
+        if len(found) < len(set(digests)):
+            return None
+        return np.stack([found[d] for d in digests])
+
+    def _found(self, modality: str, digests: list[str]) -> dict[str, np.ndarray]:
+        """The features of `digests` held in memory, or, when some are not, all of them from the side's file."""
+        distinct = list(dict.fromkeys(digests))
+        found = {d: row for d in distinct if (row := self._memory.get((modality, d))) is not None}
+        self.stats.memory_hits[modality] += len(found)
+        if len(found) < len(distinct) and self.directory is not None:
+            rows = self._read(self.path(modality, digests), modality, digests)
+            if rows is not None:
+                self.stats.disk_hits[modality] += len(distinct) - len(found)
+                for d, row in zip(digests, rows):
+                    if d not in found:
+                        found[d] = row
+                        self._remember(modality, d, row)
+        return found
+
+    def _remember(self, modality: str, digest: str, row: np.ndarray) -> None:
+        before = self._memory.dropped
+        self._memory.put((modality, digest), row)
+        self.stats.dropped += self._memory.dropped - before
 
     # --- disk ----------------------------------------------------------------------------------------------
 
@@ -139,10 +213,10 @@ class FeatureStore:
         key = h.hexdigest()
         return self.directory / "features" / key[:2] / f"{key}.npz"
 
-    def _read(self, path: Path, modality: str, digests: list[str]) -> bool:
-        """Load a side's file into memory; False when it is absent or not to be trusted."""
+    def _read(self, path: Path, modality: str, digests: list[str]) -> np.ndarray | None:
+        """A side's features from its file; None when it is absent or not to be trusted."""
         if not path.is_file():
-            return False
+            return None
         try:
             with np.load(path, allow_pickle=False) as archive:
                 header = json.loads(bytes(archive["header"]).decode())
@@ -156,10 +230,8 @@ class FeatureStore:
         if not valid:
             self.stats.rejected_files += 1
             path.unlink(missing_ok=True)  # rewritten below with what this run encodes
-            return False
-        for d, row in zip(digests, features):
-            self._memory[(modality, d)] = row
-        return True
+            return None
+        return features
 
     def _write(self, path: Path, modality: str, digests: list[str], features: np.ndarray) -> None:
         header = {"format": FORMAT, "namespace": self.namespaces[modality], "modality": modality, "digests": digests,

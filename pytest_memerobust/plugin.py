@@ -28,6 +28,9 @@ _OPTIONS = [
      "where encoded features, fitted attacks and translations are kept between runs (default: pytest's cache, "
      ".pytest_cache/d/memerobust)"),
     ("no-cache", conv.flag, False, "keep encoded features in memory only, for this run"),
+    ("feature-memory", conv.positive_int, False,
+     "MiB of encoded features held in memory at most (default 2048); beyond it the least recently used are read "
+     "again from the cache, so a run over many memes and conditions stays within it"),
     ("ocr", conv.ocr, False, "read the captions a dataset lacks off the pictures: rapidocr (the [ocr] extra)"),
     ("captions", conv.captions, False,
      "dataset (default): the dataset's captions; ocr: every condition's captions read off its (perturbed) pictures, "
@@ -87,6 +90,7 @@ def _value(config, name: str, convert, repeatable: bool):
 
 
 def build_options(config):
+    from .features import FEATURE_MEMORY_MIB
     from .results import StatsConfig
     from .session import Options
 
@@ -99,7 +103,8 @@ def build_options(config):
         batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], task=v["task"],
         reports=tuple(v["report"] or ()), stats=stats, group=v["group"],
         cache_dir=v["cache_dir"] or (config.cache.mkdir("memerobust") if getattr(config, "cache", None) else None),
-        feature_cache=not v["no_cache"], precision=v["precision"] or "auto", ocr=v["ocr"],
+        feature_cache=not v["no_cache"], feature_memory_mib=v["feature_memory"] or FEATURE_MEMORY_MIB,
+        precision=v["precision"] or "auto", ocr=v["ocr"],
         captions=v["captions"] or "dataset", ocr_view=v["ocr_view"] or 0,
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,

@@ -18,7 +18,7 @@ from .detectors.base import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError
-from .features import FeatureStore, detector_feature_store
+from .features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
 from .results import ConditionResult, StatsConfig
 
 DEFAULT_DATA = "demo"
@@ -79,6 +79,7 @@ class Options:
     reports: tuple[Path, ...] = ()
     cache_dir: Path | None = None  # where features, fitted attacks (universal triggers, UAPs) are kept between runs
     feature_cache: bool = True  # keep encoded features under cache_dir (False: in memory, this run only)
+    feature_memory_mib: int = FEATURE_MEMORY_MIB  # features held in memory at most; beyond, read again from cache_dir
     precision: str = "auto"  # encoders in fp32 or bf16; auto: bf16 on a GPU
     ocr: str | None = None  # OCR backend that reads the captions a dataset lacks (data/ocr.py)
     captions: str = "dataset"  # or "ocr": every condition's captions read off its (perturbed) pictures
@@ -199,8 +200,14 @@ class RobustnessSession:
         `features.encoder_namespaces`)."""
         if model not in self._feature_stores:
             directory = self.options.cache_dir if self.options.feature_cache else None
-            self._feature_stores[model] = detector_feature_store(self.detector(model), self.precision(model), directory)
+            self._feature_stores[model] = detector_feature_store(self.detector(model), self.precision(model), directory,
+                                                                 self.held_features_limit())
         return self._feature_stores[model]
+
+    def held_features_limit(self) -> int:
+        """Bytes of features held in memory by each of a model's two holders (its store of inputs, its engine's
+        condition sides): half of --memerobust-feature-memory each."""
+        return self.options.feature_memory_mib * 2**20 // 2
 
     def ocr_view(self, model: str, spec: str) -> list[dict]:
         """The OCR-robustness view of one (model, dataset) group (ocr_view.py): its image conditions' pictures read
@@ -281,6 +288,7 @@ class RobustnessSession:
                 for modality, n in count[kind].items():
                     per_modality[modality] += n
         total["rejected_files"] = sum(count["rejected_files"] for count in counts)
+        total["dropped"] = sum(count.get("dropped", 0) for count in counts)
         return total
 
     def cache_summary(self) -> str:
@@ -290,6 +298,9 @@ class RobustnessSession:
         line = (f"encoded {t['encoded']['image']} pictures and {t['encoded']['text']} captions; reused "
                 f"{sum(t['memory_hits'].values())} from this run and read {sum(t['disk_hits'].values())} from the "
                 f"feature cache ({where})")
+        if t["dropped"]:
+            line += (f"; {t['dropped']} inputs' features left memory to stay within --memerobust-feature-memory="
+                     f"{self.options.feature_memory_mib}")
         return line + (f"; {t['rejected_files']} damaged cache files recomputed" if t["rejected_files"] else "")
 
     def data_spec(self, suite_default: str | None = None, captions: str | None = None) -> str:
@@ -354,7 +365,8 @@ class RobustnessSession:
                 labels=self.dataset(spec).labelled(task).labels(task),
                 training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir,
                 features=None if mode else self.feature_store(name), precision=self.precision(name),
-                ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr())
+                ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr(),
+                side_memory_limit=self.held_features_limit())
             self._engines[key].plan(self._planned.get((model, spec), []))
         return self._engines[key]
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from pytest_memerobust.engine import Condition, Engine
-from pytest_memerobust.features import FeatureStore, input_digest, input_digests
+from pytest_memerobust.features import (FeatureStore, HeldArrays, input_digest, input_digests, pack_digests,
+                                       unpack_digests)
 
 from test_engine import CountingSplit, make_dataset
 
@@ -230,3 +231,55 @@ def test_attacks_are_never_perturbed_in_the_background():
     engine.plan([Condition(text="hotflip", text_severity=1), Condition(image="uap", image_severity=1),
                  Condition(text="typos", text_severity=1, image="rendered_caption")])
     assert engine._plan == [("text", "typos", 1)]
+
+
+def test_held_arrays_drop_the_least_recently_used_past_their_bound():
+    held = HeldArrays(limit=3 * 8)  # three float64 scalars
+    for key in "abc":
+        held.put(key, np.zeros(1))
+    held.get("a")  # used again: now the most recent
+    held.put("d", np.zeros(1))
+    assert "b" not in held and all(k in held for k in "acd") and held.nbytes == 24 and held.dropped == 1
+    held.put("big", np.zeros(10))  # larger than the bound alone: kept, everything older dropped
+    assert len(held) == 1 and "big" in held
+
+
+def test_digests_pack_to_sixteen_bytes_and_back():
+    digests = input_digests(["a", "", "x" * 100]) + [bytes(16).hex(), ("00" * 15) + "01"]
+    packed = pack_digests(digests)
+    assert packed.nbytes == 16 * len(digests) and unpack_digests(packed) == digests
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_a_bounded_run_gives_the_unbounded_predictions(tmp_path, on_disk):
+    """With room for about one side, every side is dropped and found again (read from its file, or encoded again
+    from its recomputed inputs without one): the same probabilities as with no bound."""
+    conditions = [Condition(), Condition(text="typos", text_severity=2), Condition(image="contrast", image_severity=3),
+                  Condition(text="typos", text_severity=2, image="contrast", image_severity=3), Condition()]
+    data = make_dataset()
+    free = Engine(CountingSplit(), data)
+    expected = [free.predict(c) for c in conditions]
+    store = FeatureStore("ns", tmp_path if on_disk else None, memory_limit=64)
+    bounded = Engine(CountingSplit(), data, features=store, side_memory_limit=64)
+    for condition, want in zip(conditions, expected):
+        np.testing.assert_array_equal(bounded.predict(condition), want)
+    assert len(bounded._features) <= 2 and store._memory.nbytes <= 64 + 16 and store.stats.dropped > 0
+    if on_disk:  # every side found again on disk: nothing encoded twice
+        assert bounded.encoder_calls == free.encoder_calls and store.stats.disk_hits["image"] > 0
+    else:
+        assert bounded.encoder_calls["image"] > free.encoder_calls["image"]
+
+
+def test_a_run_held_to_one_mib_of_features_reports_the_same_numbers(pytester, tmp_path):
+    """--memerobust-feature-memory bounds what a run holds; the report is byte for byte the unbounded one's."""
+    reports = []
+    for bound in ([], ["--memerobust-feature-memory=1"]):
+        report = tmp_path / f"r{len(reports)}.json"
+        result = pytester.runpytest("--memerobust-model=demo", "-k", "rainbow and (typos or contrast)",
+                                    "--memerobust-limit=40", "--memerobust-bootstrap=50", "-p", "no:cacheprovider",
+                                    f"--memerobust-cache-dir={tmp_path / 'cache'}", f"--memerobust-report={report}",
+                                    *bound)
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        reports.append(report.read_bytes())
+    assert reports[0] == reports[1]
+    assert "left memory to stay within --memerobust-feature-memory=1" in result.stdout.str()
