@@ -140,6 +140,9 @@ def model_lines(cards: dict) -> list[str]:
         checkpoint = card.checkpoint_path()
         head = ("head: none shipped (train one; pass --memerobust-checkpoint)" if checkpoint is None
                 else f"head: {checkpoint.name}" + ("" if checkpoint.is_file() else " (missing)"))
+        if card.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
+            weights = f"vision-language model {card.backbone.get('name')}"
+            head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
         lines.append(f"{name:22s} {card.architecture:10s} backbone: {weights}, {here[present]}; {head}")
     return lines
 

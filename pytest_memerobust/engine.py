@@ -150,6 +150,7 @@ class Engine:
         self.text_reader = text_reader
         self._attack_context = None
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
+        self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
         self.ids = [m.id for m in dataset.memes]
         self._plan: list[tuple] = []
         # pictures live where the detector computes, from decode to encoder
@@ -404,10 +405,21 @@ class Engine:
 
     def _black_box(self, images: list, texts: list) -> np.ndarray:
         """A detector without the split interface on paired pictures and captions, in batches."""
-        predict = self._as_the_detector_takes(self.detector.predict_proba)
+        return self._answers(images, texts)[0]
+
+    def _answers(self, images: list, texts: list) -> tuple[np.ndarray, np.ndarray | None]:
+        """(class probabilities, abstained or None) of a black-box detector, in batches; a detector that can decline
+        to answer (a prompted vision-language model) says which memes it declined through
+        `predict_with_abstentions`."""
+        abstains = callable(getattr(self.detector, "predict_with_abstentions", None))
+        predict = self._as_the_detector_takes(self.detector.predict_with_abstentions if abstains
+                                              else self.detector.predict_proba)
         with self._precision():
-            return np.concatenate([predict(images[i : i + self.batch_size], texts[i : i + self.batch_size])
-                                   for i in range(0, len(images), self.batch_size)])
+            batches = [predict(images[i : i + self.batch_size], texts[i : i + self.batch_size])
+                       for i in range(0, len(images), self.batch_size)]
+        if not abstains:
+            return np.concatenate(batches), None
+        return np.concatenate([b[0] for b in batches]), np.concatenate([np.asarray(b[1], bool) for b in batches])
 
     def _as_the_detector_takes(self, method):
         """`method` fed pictures as the detector takes them: tensors on its device (the contract), or H x W x 3
@@ -469,4 +481,7 @@ class Engine:
                          for side in (image_side, text_side))
         for modality in modalities:
             self.encoder_calls[modality] += len(self.ids)
-        return self._black_box(images, texts)
+        proba, abstained = self._answers(images, texts)
+        if abstained is not None:
+            self.abstentions[condition.id] = abstained
+        return proba

@@ -200,8 +200,10 @@ class FeatureStore:
         return found
 
     def _remember(self, modality: str, digest: str, row: np.ndarray) -> None:
+        """Hold one input's features: a copy, so that a row held does not keep its whole side's array alive past
+        the bound."""
         before = self._memory.dropped
-        self._memory.put((modality, digest), row)
+        self._memory.put((modality, digest), np.array(row))
         self.stats.dropped += self._memory.dropped - before
 
     # --- disk ----------------------------------------------------------------------------------------------

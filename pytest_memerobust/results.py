@@ -47,6 +47,10 @@ class ConditionResult:
     # the caption edit's size ("words_changed": mean share of words changed) and an attack's own measures
     # ("textattack": TextAttack's success rate, queries and words changed); None without a caption edit
     caption_edit: dict | None = None
+    # the memes a detector that can decline (a prompted vision-language model) declined to classify, clean and under
+    # this condition; None for detectors that always answer
+    abstained_clean: np.ndarray | None = None
+    abstained: np.ndarray | None = None
 
     def to_wire(self) -> dict:
         """Plain values (arrays as exact bytes) that pytest-xdist can carry from a worker to the controller."""
@@ -57,17 +61,21 @@ class ConditionResult:
         return {"model": self.model, "dataset": self.dataset, "condition": self.condition.id,
                 "y_true": array(np.asarray(self.y_true)), "proba_clean": array(np.asarray(self.proba_clean)),
                 "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task,
-                "caption_edit": self.caption_edit}
+                "caption_edit": self.caption_edit, "abstained_clean": array(self.abstained_clean),
+                "abstained": array(self.abstained)}
 
     @classmethod
     def from_wire(cls, wire: dict, stats: StatsConfig) -> "ConditionResult":
         def array(a):
+            if a is None:
+                return None
             return np.frombuffer(a["data"], dtype=np.dtype(a["dtype"])).reshape(a["shape"]).copy()
 
         groups = None if wire["groups"] is None else np.array(wire["groups"])
         return cls(wire["model"], wire["dataset"], Condition.parse(wire["condition"]), array(wire["y_true"]),
                    array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"),
-                   caption_edit=wire.get("caption_edit"))
+                   caption_edit=wire.get("caption_edit"), abstained_clean=array(wire.get("abstained_clean")),
+                   abstained=array(wire.get("abstained")))
 
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
@@ -135,6 +143,18 @@ class ConditionResult:
         clean, truth = predicted_labels(self.y_true, self.proba_clean), self._true_labels
         return metrics.mcnemar_p_value(clean == truth, self.predictions == truth)
 
+    @property
+    def abstention_rate(self) -> float | None:
+        """The share of memes the detector declined to classify under this condition (None: it always answers)."""
+        return None if self.abstained is None else float(np.mean(self.abstained))
+
+    @property
+    def abstention_increase(self) -> float | None:
+        """How much more often it declines than on the clean memes (negative: less often)."""
+        if self.abstained is None or self.abstained_clean is None:
+            return None
+        return float(np.mean(self.abstained) - np.mean(self.abstained_clean))
+
     def _bootstrap(self) -> dict:
         s = self.stats
         return {"n_resamples": s.n_resamples, "confidence": s.confidence, "seed": s.seed}
@@ -149,6 +169,10 @@ class ConditionResult:
             elif kind == "flip_rate":
                 cache[key] = metrics.flip_rate_ci(predicted_labels(self.y_true, self.proba_clean), self.predictions,
                                                   **self._bootstrap())
+            elif kind == "abstention_increase":
+                cache[key] = metrics.paired_bootstrap_ci(lambda clean, now: float(np.mean(now) - np.mean(clean)),
+                                                         self.abstained_clean.astype(float),
+                                                         self.abstained.astype(float), **self._bootstrap())
             elif kind == "group_gap":
                 def gap(y, clean, perturbed, groups):
                     view = ConditionResult(self.model, self.dataset, self.condition, y, clean, perturbed, self.stats,
@@ -186,6 +210,11 @@ class ConditionResult:
             out["attack_success_rate"] = self.attack_success_rate
         if self.caption_edit is not None:
             out["caption_edit"] = self.caption_edit
+        if self.abstained is not None:
+            out["abstention_rate"] = self.abstention_rate
+            if c.kind != "clean" and self.abstained_clean is not None:
+                out["abstention_increase"] = self.abstention_increase
+                out["abstention_increase_ci"] = list(self.ci("abstention", "abstention_increase"))
         out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
         if self.groups is not None and c.kind != "clean":
             out["groups"] = {m: self.group_scores(m) for m in METRIC_NAMES}

@@ -413,14 +413,18 @@ class RobustnessSession:
         self.order.setdefault(key, self.position)
         if clean_key not in self.results:
             proba = engine.predict(Condition())
+            abstained = engine.abstentions.get("clean")
             self.results[clean_key] = ConditionResult(model, spec, Condition(), dataset.labels(task), proba, proba,
-                                                      self.options.stats, groups, task=task)
+                                                      self.options.stats, groups, task=task,
+                                                      abstained_clean=abstained, abstained=abstained)
         clean = self.results[clean_key]
         if condition.kind != "clean":
             proba = engine.predict(condition)
             self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba, proba,
                                                 self.options.stats, groups, task=task,
-                                                caption_edit=engine.caption_edit(condition))
+                                                caption_edit=engine.caption_edit(condition),
+                                                abstained_clean=clean.abstained,
+                                                abstained=engine.abstentions.get(condition.id))
         return self.results[key]
 
     def check_case(self, model: str, data: str | None = None, task: str | None = None,

@@ -1,0 +1,197 @@
+"""Vision-language models as detectors: any transformers image-text-to-text model (Qwen2/2.5/3-VL, LLaVA,
+Idefics3/SmolVLM, Gemma 3), prompted with the meme's picture and caption.
+
+The class probabilities come from one forward pass, never from sampling: the next-token distribution after the
+prompt, read at the first token of each class's label word ("No" / "Yes") and renormalised over them, so AUROC,
+intervals and the gate work as for every other detector. The share of the next-token mass that falls on no label word
+says how much the model wanted to answer something else ("I can't help with that"): below `abstain_below` the answer
+is an abstention (`predict_with_abstentions`), which is neither class.
+
+A card names the model in `[backbone]` (`kind = "vlm"`, `name` = a hub id or a folder save_pretrained wrote) and the
+prompt in `[params]`:
+
+    [backbone]
+    kind = "vlm"
+    name = "HuggingFaceTB/SmolVLM-256M-Instruct"
+    [params]
+    prompt = 'The caption of this meme reads: "{caption}". Is the meme hateful? Answer {options}.'
+    system = "You are a content moderator."      # optional
+    label_words = ["No", "Yes"]                   # one per class, in the order of `classes`
+    adapter = "/path/to/lora"                     # optional: a peft LoRA adapter folder
+    abstain_below = 0.5                           # label-word mass below which the answer is an abstention
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from .cards import ModelCard, hub_load_options
+from .registry import register_architecture
+
+DEFAULT_PROMPT = 'The caption of this meme reads: "{caption}". Is the meme hateful? Answer {options}.'
+DEFAULT_LABEL_WORDS = ("No", "Yes")
+DEFAULT_ABSTAIN_BELOW = 0.5
+PARAMS = ("prompt", "system", "label_words", "adapter", "abstain_below", "max_caption_chars")
+MAX_CAPTION_CHARS = 2000  # a caption longer than this is cut: a prompt must not outgrow the model's context
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """How a meme is asked about: the instruction (with `{caption}`, and `{options}`: the label words joined by
+    " or "), an optional system message, and one label word per class."""
+
+    instruction: str = DEFAULT_PROMPT
+    system: str | None = None
+    label_words: tuple[str, ...] = DEFAULT_LABEL_WORDS
+
+    def text(self, caption: str) -> str:
+        options = " or ".join(self.label_words)
+        return self.instruction.replace("{options}", options).replace("{caption}", caption)
+
+    def conversation(self, caption: str) -> list[dict]:
+        """One chat: the system message, then the picture and the instruction as the user's turn."""
+        user = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": self.text(caption)}]}
+        if not self.system:
+            return [user]
+        return [{"role": "system", "content": [{"type": "text", "text": self.system}]}, user]
+
+
+def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
+    """The card's prompt and the rest of its `[params]`, each value checked: a wrong one names its key."""
+    params = dict(card.params)
+    where = f"model card {card.path or card.name!r}: [params]"
+    unknown = set(params) - set(PARAMS)
+    if unknown:
+        raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}; a vlm card takes {', '.join(PARAMS)}")
+    instruction = params.pop("prompt", DEFAULT_PROMPT)
+    if not isinstance(instruction, str) or "{caption}" not in instruction:
+        raise ConfigError(f"{where} prompt must be a string with {{caption}} where the caption goes, got "
+                          f"{instruction!r}")
+    system = params.pop("system", None)
+    if system is not None and not isinstance(system, str):
+        raise ConfigError(f"{where} system must be a string, got {system!r}")
+    words = params.pop("label_words", list(DEFAULT_LABEL_WORDS))
+    if (not isinstance(words, list) or len(words) != len(card.classes)
+            or not all(isinstance(w, str) and w.strip() for w in words) or len(set(words)) != len(words)):
+        raise ConfigError(f"{where} label_words must be {len(card.classes)} distinct words, one per class "
+                          f"({', '.join(card.classes)}), got {words!r}")
+    abstain = params.setdefault("abstain_below", DEFAULT_ABSTAIN_BELOW)
+    if isinstance(abstain, bool) or not isinstance(abstain, (int, float)) or not 0 <= abstain < 1:
+        raise ConfigError(f"{where} abstain_below must be a number in [0, 1), got {abstain!r}")
+    adapter = params.get("adapter")
+    if adapter is not None and not (isinstance(adapter, str) and Path(adapter).expanduser().is_dir()):
+        raise ConfigError(f"{where} adapter {adapter!r}: no such folder (a peft adapter folder: "
+                          f"adapter_config.json and its weights)")
+    return Prompt(instruction, system, tuple(words)), params
+
+
+def label_token_ids(tokenizer, words) -> list[list[int]]:
+    """Per label word, the ids of the tokens an answer may start it with: the word alone and after a space, each
+    only where the tokenizer makes it one token's start. Two classes sharing a first token cannot be told apart."""
+    ids = []
+    for word in words:
+        starts = []
+        for variant in (word, " " + word):
+            tokens = tokenizer.encode(variant, add_special_tokens=False)
+            if tokens and tokens[0] not in starts:
+                starts.append(tokens[0])
+        ids.append(starts)
+    first = [i for starts in ids for i in starts]
+    if len(set(first)) != len(first):
+        raise ConfigError(f"label words {list(words)} start with the same token for this tokenizer: choose words "
+                          f"whose first tokens differ")
+    return ids
+
+
+class VlmDetector:
+    """A prompted vision-language model as a black-box detector of the card's classes."""
+
+    takes_pictures = "tensor"
+    modalities = ("image", "text")
+
+    def __init__(self, card: ModelCard, device: str = "cpu"):
+        self.card, self.classes, self.device = card, tuple(card.classes), device
+        self.prompt, params = card_prompt(card)
+        self.abstain_below = float(params["abstain_below"])
+        self.max_caption_chars = int(params.get("max_caption_chars", MAX_CAPTION_CHARS))
+        name = str(card.backbone.get("name", ""))
+        if not name:
+            raise ConfigError(f"model card {card.path or card.name!r}: [backbone] name must name the model (a hub "
+                              f"id or a folder)")
+        # before torch and transformers load (seconds): a model that is not here is said at once
+        options = hub_load_options(name, f"card {card.name!r}: vision-language model")
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        from .backbones import _from_pretrained
+
+        self.processor = _from_pretrained(AutoProcessor, name, "vision-language model processor", options)
+        self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        self.tokenizer.padding_side = "left"  # every prompt ends at the last position, where its answer starts
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+        model = _from_pretrained(AutoModelForImageTextToText, name, "vision-language model",
+                                 {**options, "dtype": dtype})
+        if params.get("adapter"):
+            model = _with_adapter(model, str(params["adapter"]))
+        self.model = model.to(device).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.label_ids = label_token_ids(self.tokenizer, self.prompt.label_words)
+
+    def prompts(self, texts) -> list[str]:
+        """The chat-formatted prompt of each caption, ending where the model's answer starts."""
+        return [self.processor.apply_chat_template(self.prompt.conversation(t[: self.max_caption_chars]),
+                                                   add_generation_prompt=True, tokenize=False) for t in texts]
+
+    def next_token_logits(self, images, texts):
+        """The logits of the token after each prompt [N, vocab], in one forward pass over the batch."""
+        import torch
+
+        batch = self.processor(images=[[picture] for picture in images], text=self.prompts(texts), padding=True,
+                               return_tensors="pt")
+        batch = {k: (v.to(self.device, self.model.dtype) if torch.is_floating_point(v) else v.to(self.device))
+                 for k, v in batch.items()}
+        with torch.inference_mode():
+            try:
+                out = self.model(**batch, logits_to_keep=1)
+            except TypeError:  # an architecture without logits_to_keep computes every position
+                out = self.model(**batch)
+        return out.logits[:, -1, :].float()
+
+    def predict_with_abstentions(self, images, texts) -> tuple[np.ndarray, np.ndarray]:
+        """(class probabilities [N, C], abstained [N]): the label words' next-token probabilities renormalised, and
+        whether their mass fell below `abstain_below` (the model meant to say something else)."""
+        import torch
+
+        probs = torch.softmax(self.next_token_logits(images, texts), dim=-1)
+        per_class = torch.stack([probs[:, ids].sum(dim=1) for ids in self.label_ids], dim=1)
+        mass = per_class.sum(dim=1, keepdim=True)
+        proba = (per_class / mass.clamp_min(torch.finfo(per_class.dtype).tiny)).cpu().numpy()
+        return proba, (mass[:, 0] < self.abstain_below).cpu().numpy()
+
+    def predict_proba(self, images, texts) -> np.ndarray:
+        return self.predict_with_abstentions(images, texts)[0]
+
+
+def _with_adapter(model, folder: str):
+    """`model` with the peft LoRA adapter in `folder` merged in (inference only, so merging costs nothing later)."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ConfigError(f"adapter {folder!r} needs peft: pip install peft") from None
+    return PeftModel.from_pretrained(model, folder).merge_and_unload()
+
+
+@register_architecture("vlm")
+def build_vlm(card: ModelCard, checkpoint, device: str) -> VlmDetector:
+    if checkpoint is not None:
+        raise ConfigError(f"model card {card.name!r}: a vision-language model takes its weights from [backbone] "
+                          f"name (and a LoRA from [params] adapter), not a checkpoint file ({checkpoint})")
+    if card.backbone.get("kind") != "vlm":
+        raise ConfigError(f"model card {card.name!r}: architecture 'vlm' needs [backbone] kind = \"vlm\"")
+    return VlmDetector(card, device)
