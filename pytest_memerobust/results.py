@@ -9,8 +9,13 @@ import numpy as np
 
 from . import metrics
 from .engine import Condition
+from .errors import MemeRobustError
 
 METRIC_NAMES = ("accuracy", "auroc", "macro_f1")
+
+
+class AbstainedTooOften(MemeRobustError):
+    """A detector declined so many memes that too few are left to score."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,26 @@ class ConditionResult:
     abstained_clean: np.ndarray | None = None
     abstained: np.ndarray | None = None
 
+    @cached_property
+    def answered(self) -> np.ndarray | None:
+        """The memes answered both clean and under this condition: the only ones scored, since a meme the detector
+        declined is neither class (None: every meme is scored)."""
+        declined = [np.asarray(a, bool) for a in (self.abstained_clean, self.abstained) if a is not None]
+        if not declined or not np.logical_or.reduce(declined).any():
+            return None
+        answered = ~np.logical_or.reduce(declined)
+        if answered.sum() < 2:
+            raise AbstainedTooOften(f"{self.model} declined {int((~answered).sum())} of {len(answered)} memes clean "
+                                    f"or under {self.condition.id}: too few answers left to score")
+        return answered
+
+    @cached_property
+    def _scored(self) -> tuple:
+        """(truth, clean probabilities, probabilities, groups) of the memes scored."""
+        rows = self.answered
+        arrays = (self.y_true, self.proba_clean, self.proba, self.groups)
+        return arrays if rows is None else tuple(None if a is None else np.asarray(a)[rows] for a in arrays)
+
     def to_wire(self) -> dict:
         """Plain values (arrays as exact bytes) that pytest-xdist can carry from a worker to the controller."""
         def array(a):
@@ -79,15 +104,16 @@ class ConditionResult:
 
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
-        if self.groups is None:
+        y, proba_clean, proba, groups = self._scored
+        if groups is None:
             return {}
         out = {}
-        for group in sorted(set(self.groups.tolist()) - {""}):  # "": memes without a group
-            rows = np.flatnonzero(self.groups == group)
+        for group in sorted(set(groups.tolist()) - {""}):  # "": memes without a group
+            rows = np.flatnonzero(groups == group)
             if len(rows) < self.min_group_size:
                 continue
-            clean = metrics.METRICS[metric](self.y_true[rows], self.proba_clean[rows])
-            now = metrics.METRICS[metric](self.y_true[rows], self.proba[rows])
+            clean = metrics.METRICS[metric](y[rows], proba_clean[rows])
+            now = metrics.METRICS[metric](y[rows], proba[rows])
             out[str(group)] = {"n": int(len(rows)), "clean": clean, "perturbed": now,
                                "relative_robustness": metrics.relative_robustness(clean, now)}
         return out
@@ -99,11 +125,11 @@ class ConditionResult:
 
     @cached_property
     def values(self) -> dict[str, float]:
-        return metrics.compute_all(self.y_true, self.proba)
+        return metrics.compute_all(self._scored[0], self._scored[2])
 
     @cached_property
     def clean_values(self) -> dict[str, float]:
-        return metrics.compute_all(self.y_true, self.proba_clean)
+        return metrics.compute_all(self._scored[0], self._scored[1])
 
     def metric(self, name: str) -> float:
         return self.values[name]
@@ -122,26 +148,28 @@ class ConditionResult:
         return predicted_labels(self.y_true, self.proba)
 
     @cached_property
-    def flip_rate(self) -> float:
-        return metrics.flip_rate(predicted_labels(self.y_true, self.proba_clean), self.predictions)
+    def _scored_labels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(truth, clean prediction, prediction) of the memes scored, each as one integer per meme (a multi-label
+        row as one integer), so that they compare."""
+        y, proba_clean, proba, _ = self._scored
+        truth = predicted_labels(y, y) if np.ndim(y) == 2 else y
+        return truth, predicted_labels(y, proba_clean), predicted_labels(y, proba)
 
     @cached_property
-    def _true_labels(self) -> np.ndarray:
-        """The truth in the form `predictions` take (a multi-label row as one integer), to compare with them."""
-        return predicted_labels(self.y_true, self.y_true) if np.ndim(self.y_true) == 2 else self.y_true
+    def flip_rate(self) -> float:
+        return metrics.flip_rate(*self._scored_labels[1:])
 
     @cached_property
     def attack_success_rate(self) -> float:
         """Of the memes predicted right when clean, the share predicted wrong now (TextAttack's definition)."""
-        return metrics.attack_success_rate(self._true_labels, predicted_labels(self.y_true, self.proba_clean),
-                                           self.predictions)
+        return metrics.attack_success_rate(*self._scored_labels)
 
     @cached_property
     def mcnemar_p(self) -> float:
         """Exact McNemar p-value of clean vs perturbed correctness on the same memes: is the change in accuracy
         more than chance? (1.0 when no meme changed from right to wrong or back.)"""
-        clean, truth = predicted_labels(self.y_true, self.proba_clean), self._true_labels
-        return metrics.mcnemar_p_value(clean == truth, self.predictions == truth)
+        truth, clean, now = self._scored_labels
+        return metrics.mcnemar_p_value(clean == truth, now == truth)
 
     @property
     def abstention_rate(self) -> float | None:
@@ -164,11 +192,11 @@ class ConditionResult:
         key = (name, kind)
         cache = self.__dict__.setdefault("_ci_cache", {})
         if key not in cache:
+            y, proba_clean, proba, groups = self._scored
             if kind == "metric":
-                cache[key] = metrics.metric_ci(name, self.y_true, self.proba, **self._bootstrap())
+                cache[key] = metrics.metric_ci(name, y, proba, **self._bootstrap())
             elif kind == "flip_rate":
-                cache[key] = metrics.flip_rate_ci(predicted_labels(self.y_true, self.proba_clean), self.predictions,
-                                                  **self._bootstrap())
+                cache[key] = metrics.flip_rate_ci(*self._scored_labels[1:], **self._bootstrap())
             elif kind == "abstention_increase":
                 cache[key] = metrics.paired_bootstrap_ci(lambda clean, now: float(np.mean(now) - np.mean(clean)),
                                                          self.abstained_clean.astype(float),
@@ -179,11 +207,10 @@ class ConditionResult:
                                            groups, self.min_group_size)
                     return view.group_gap(name)
 
-                cache[key] = metrics.paired_bootstrap_ci(gap, self.y_true, self.proba_clean, self.proba, self.groups,
-                                                         **self._bootstrap())
+                cache[key] = metrics.paired_bootstrap_ci(gap, y, proba_clean, proba, groups, **self._bootstrap())
             else:
-                cache[key] = metrics.robustness_ci(name, self.y_true, self.proba_clean, self.proba, kind=kind,
-                                                   scale=self.stats.scale, **self._bootstrap())
+                cache[key] = metrics.robustness_ci(name, y, proba_clean, proba, kind=kind, scale=self.stats.scale,
+                                                   **self._bootstrap())
         return cache[key]
 
     @cached_property
@@ -196,7 +223,7 @@ class ConditionResult:
         out = {
             "model": self.model, "dataset": self.dataset, "task": self.task, "condition": c.id, "kind": c.kind,
             "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
-            "n": int(len(self.y_true)), "metrics": self.values, "clean_metrics": self.clean_values,
+            "n": int(len(self._scored[0])), "metrics": self.values, "clean_metrics": self.clean_values,
             "predictions_sha256": self.predictions_digest,
         }
         if c.kind != "clean":
@@ -212,6 +239,7 @@ class ConditionResult:
             out["caption_edit"] = self.caption_edit
         if self.abstained is not None:
             out["abstention_rate"] = self.abstention_rate
+            out["n_declined"] = int(len(self.y_true) - len(self._scored[0]))  # clean or here: left out of the metrics
             if c.kind != "clean" and self.abstained_clean is not None:
                 out["abstention_increase"] = self.abstention_increase
                 out["abstention_increase_ci"] = list(self.ci("abstention", "abstention_increase"))

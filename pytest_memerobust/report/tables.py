@@ -130,6 +130,22 @@ def caption_attack_table(group: dict, tablefmt: str) -> str | None:
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+def abstention_table(group: dict, tablefmt: str) -> str | None:
+    """When the detector can decline (a prompted vision-language model): per condition, how often it declined, the
+    change from clean with its interval, and how many memes were left out of the metrics (declined clean or there)."""
+    rows = [r for r in group["results"] if "abstention_rate" in r]
+    if not rows:
+        return None
+    body = []
+    for r in rows:
+        lo, hi = r.get("abstention_increase_ci", (None, None))
+        change = "–" if "abstention_increase" not in r else f"{r['abstention_increase']:+.3f}"
+        body.append([r["condition"], _fmt(r["abstention_rate"]), change,
+                     "–" if lo is None else f"{lo:+.3f}..{hi:+.3f}", str(r.get("n_declined", 0)), str(r["n"])])
+    headers = ["Condition", "Declined", "Δ from clean", "Δ CI", "Left out", "Scored"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}\n") -> str:
     """Every table of every (model, dataset) group, each under a heading."""
     parts = []
@@ -142,6 +158,8 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                               "words changed: all memes, TA: its successful attacks)",
                               caption_attack_table(group, tablefmt)),
                              ("relative robustness of accuracy per group", group_table(group, tablefmt)),
+                             ("abstentions: memes the detector declined to classify (left out of the metrics)",
+                              abstention_table(group, tablefmt)),
                              (f"what OCR ({group.get('ocr_view', {}).get('backend')}) still reads of the caption, "
                               f"next to the detector's drop", ocr_view_table(group, tablefmt))):
             if table:
