@@ -17,7 +17,7 @@ from .detectors.registry import check_device, resolve_device
 from .detectors.base import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, ModeNotRead
 from .features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
 from .results import ConditionResult, StatsConfig
 
@@ -162,8 +162,9 @@ class RobustnessSession:
             name, mode = split_model(model)
             if mode:
                 base = self.detector(name)
-                if not hasattr(base, "with_mode"):
-                    raise ConfigError(f"model {name!r} has no channel-ablation modes (asked for {model!r})")
+                if not hasattr(base, "with_mode"):  # the channel ablation skips its cases with this message
+                    raise ModeNotRead(f"model {name!r} has no channel-ablation modes (asked for {model!r}): it has no "
+                                      f"head that fuses the two channels")
                 self._detectors[model] = base.with_mode(mode)
             else:
                 checkpoint = self.options.checkpoints.get(name) or self.options.checkpoints.get("")

@@ -65,7 +65,7 @@ def test_the_tables_show_the_abstentions_only_for_a_detector_that_declines():
     group = {"model": "m", "dataset": "d", "task": "hate", "results": rows, "clean": rows[0]}
     text = render({"groups": [group]})
     assert "abstentions: memes the detector declined" in text
-    line = next(l for l in text.splitlines() if l.startswith("text=typos@3") and "+0.167" in l)
+    line = next(row for row in text.splitlines() if row.startswith("text=typos@3") and "+0.167" in row)
     assert line.split()[1:2] == ["0.167"] and line.split()[-2:] == ["1", "5"]
     for r in rows:
         for key in ("abstention_rate", "abstention_increase", "abstention_increase_ci", "n_declined"):

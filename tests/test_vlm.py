@@ -1,0 +1,174 @@
+"""Vision-language models as detectors (detectors/vlm.py): tiny random models of two families, saved with a tokenizer
+built here and loaded by path through the code a hub id takes; their answers read from the label words' next-token
+logits, abstentions counted apart, and the built-in suites run on them end to end."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pytest_memerobust.detectors import ModelCard, load_card, load_detector
+from pytest_memerobust.detectors.cards import WeightsNotHere
+from pytest_memerobust.detectors.vlm import Prompt, card_prompt, label_token_ids
+from pytest_memerobust.engine import Condition
+from pytest_memerobust.errors import ConfigError
+
+from tiny_vlms import FAMILIES, save_tiny_vlm
+
+CLASSES = ("non-hateful", "hateful")
+
+
+def vlm_card(folder, **params) -> ModelCard:
+    return ModelCard(name="tiny-vlm", architecture="vlm", classes=CLASSES, params={"abstain_below": 0.0, **params},
+                     backbone={"kind": "vlm", "name": str(folder)})
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def tiny_vlm(request, tmp_path_factory):
+    """(family, folder) of a tiny random model saved with its processor."""
+    return request.param, save_tiny_vlm(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def pictures(n: int, size: int = 512) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return [torch.randint(0, 256, (3, size, size), dtype=torch.uint8, generator=g) for _ in range(n)]
+
+
+CAPTIONS = ["nobody wants those people here", "love is love", "when the wifi finally works", "go back home"]
+
+
+# --- the card -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params, culprit", [
+    ({"prompt": "Is this meme hateful?"}, "prompt must be a string with {caption}"),
+    ({"prompt": 3}, "prompt must be a string"),
+    ({"label_words": ["Yes"]}, "label_words must be 2 distinct words"),
+    ({"label_words": ["Yes", "Yes"]}, "label_words must be 2 distinct words"),
+    ({"label_words": "Yes No"}, "label_words must be 2 distinct words"),
+    ({"abstain_below": 1.5}, "abstain_below must be a number in [0, 1)"),
+    ({"abstain_below": True}, "abstain_below must be a number in [0, 1)"),
+    ({"system": ["a"]}, "system must be a string"),
+    ({"adapter": "/nowhere/lora"}, "adapter '/nowhere/lora': no such folder"),
+    ({"temperature": 0.2}, "unknown key(s) ['temperature']"),
+])
+def test_a_bad_prompt_in_a_card_is_one_error_naming_the_key(params, culprit):
+    with pytest.raises(ConfigError) as err:
+        card_prompt(vlm_card("unused", **params))
+    assert culprit in str(err.value) and "[params]" in str(err.value)
+
+
+def test_the_prompt_puts_the_caption_and_the_options_in_place():
+    prompt = Prompt('Caption: "{caption}". Hateful? Answer {options}.', "Be brief.", ("No", "Yes"))
+    assert prompt.text("love wins") == 'Caption: "love wins". Hateful? Answer No or Yes.'
+    system, user = prompt.conversation("love wins")
+    assert system["role"] == "system" and user["content"][0] == {"type": "image"}
+    assert [m["role"] for m in Prompt().conversation("x")] == ["user"]  # no system message unless one is given
+
+
+def test_a_hub_id_that_is_not_here_is_said_before_anything_loads(monkeypatch):
+    monkeypatch.delenv("MEMEROBUST_DOWNLOAD", raising=False)
+    card = vlm_card("")
+    card = ModelCard(**{**card.__dict__, "backbone": {"kind": "vlm", "name": "no-such-org/no-such-vlm"}})
+    with pytest.raises(WeightsNotHere, match="no-such-org/no-such-vlm' is not on this machine"):
+        load_detector(card)
+
+
+def test_the_shipped_vlm_cards_load_and_name_their_models():
+    from pytest_memerobust.detectors.cards import available_cards
+
+    for name in ("smolvlm-prompted", "qwen2-vl-7b-lmm-rgcl"):
+        card = load_card(available_cards()[name])
+        prompt, params = card_prompt(card)
+        assert card.architecture == "vlm" and card.backbone["kind"] == "vlm" and "/" in card.backbone["name"]
+        assert prompt.label_words == ("No", "Yes") and "{caption}" in prompt.instruction
+
+
+# --- tiny models ------------------------------------------------------------------------------------------------------
+
+
+def test_label_words_that_share_a_first_token_are_refused(tiny_vlm):
+    from transformers import AutoProcessor
+
+    tokenizer = AutoProcessor.from_pretrained(tiny_vlm[1]).tokenizer
+    assert len(label_token_ids(tokenizer, ["No", "Yes"])) == 2
+    with pytest.raises(ConfigError, match="start with the same token"):
+        label_token_ids(tokenizer, ["Yes", "Yes please"])
+
+
+def test_a_tiny_model_gives_probabilities_from_its_label_words_at_512_px(tiny_vlm):
+    family, folder = tiny_vlm
+    detector = load_detector(vlm_card(folder))
+    images = pictures(4)
+    proba, abstained = detector.predict_with_abstentions(images, CAPTIONS)
+    assert proba.shape == (4, 2) and np.allclose(proba.sum(1), 1, atol=1e-5) and not abstained.any()
+    # the same answer alone as in a batch (left padding), and the same on a second call
+    alone = np.concatenate([detector.predict_proba(images[i : i + 1], CAPTIONS[i : i + 1]) for i in range(4)])
+    np.testing.assert_allclose(alone, proba, atol=1e-4)
+    np.testing.assert_array_equal(detector.predict_proba(images, CAPTIONS), proba)
+    # the picture and the caption both reach the model
+    assert not np.allclose(detector.predict_proba(images[::-1], CAPTIONS), proba, atol=1e-6)
+    assert not np.allclose(detector.predict_proba(images, CAPTIONS[::-1]), proba, atol=1e-6)
+    # the probabilities are the label words' next-token probabilities, renormalised
+    logits = detector.next_token_logits(images, CAPTIONS)
+    p = torch.softmax(logits, -1)
+    per_class = torch.stack([p[:, ids].sum(1) for ids in detector.label_ids], 1)
+    np.testing.assert_allclose(proba, (per_class / per_class.sum(1, keepdim=True)).numpy(), atol=1e-6)
+
+
+def test_an_answer_whose_mass_is_elsewhere_is_an_abstention(tiny_vlm):
+    """A random model puts almost no mass on two words of its vocabulary: with a bound above that, it declines
+    every meme; the session counts the abstentions apart and reports their rate and change from clean."""
+    from pytest_memerobust.data.demo import demo_dataset
+    from pytest_memerobust.engine import Engine
+
+    detector = load_detector(vlm_card(tiny_vlm[1], abstain_below=0.9))
+    engine = Engine(detector, demo_dataset("test").head(6), batch_size=4)
+    engine.predict(Condition())
+    engine.predict(Condition(text="typos", text_severity=3))
+    assert engine.abstentions["clean"].all() and engine.abstentions["text=typos@3"].all()
+
+
+def _card_file(tmp_path, family: str, folder) -> str:
+    card = tmp_path / f"tiny-{family}.toml"
+    card.write_text(f'name = "tiny-{family}"\narchitecture = "vlm"\nclasses = ["non-hateful", "hateful"]\n'
+                    f'[backbone]\nkind = "vlm"\nname = "{folder}"\n[params]\nabstain_below = 0.0\n')
+    return str(card)
+
+
+QUICK = ["--memerobust-limit=8", "--memerobust-bootstrap=20", "--memerobust-batch-size=8", "-p", "no:cacheprovider"]
+
+
+def test_rainbow_noise_cases_run_on_each_tiny_family_with_abstention_rates(pytester, tiny_vlm, tmp_path):
+    family, folder = tiny_vlm
+    report = tmp_path / "r.json"
+    result = pytester.runpytest(f"--memerobust-model={_card_file(tmp_path, family, folder)}", *QUICK,
+                                f"--memerobust-report={report}", "-k", "rainbow and (typos-3 or imagenet_c-3)")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) >= 3 and "errors" not in outcomes, outcomes
+    out = result.stdout.str()
+    assert "Traceback" not in out and "abstentions: memes the detector declined" in out
+    (group,) = [g for g in json.loads(report.read_text())["groups"] if g.get("suite") == "rainbow-noise"]
+    rows = {r["condition"]: r for r in group["results"]}
+    assert {"text=typos@3", "image=imagenet_c@3", "text=typos@3+image=imagenet_c@3"} <= set(rows)
+    assert group["clean"]["abstention_rate"] == 0.0 and rows["text=typos@3"]["n_declined"] == 0
+    typos = rows["text=typos@3"]
+    assert typos["abstention_increase"] == 0.0 and len(typos["abstention_increase_ci"]) == 2
+
+
+SKIP_REASONS = ("has no channel-ablation modes", "back-translation needs MarianMT", "classifies no meme correctly",
+                "predicts every swapped pair's two memes alike")
+
+
+def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tmp_path):
+    """The main job (every case of every built-in suite) on a tiny Qwen2-VL: each case passes, fails its thresholds or
+    skips for a reason said in one line (a prompted model has no fusion head to ablate); none errors."""
+    folder = save_tiny_vlm("qwen2_vl", tmp_path / "qwen2_vl")
+    result = pytester.runpytest(f"--memerobust-model={_card_file(tmp_path, 'qwen2_vl', folder)}", *QUICK, "-rs")
+    outcomes = result.parseoutcomes()
+    out = result.stdout.str()
+    assert "errors" not in outcomes and "Traceback" not in out and outcomes.get("passed", 0) > 100, outcomes
+    skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert all(any(reason in line for reason in SKIP_REASONS) for line in skips), skips
