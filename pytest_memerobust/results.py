@@ -197,6 +197,9 @@ class ConditionResult:
                 cache[key] = metrics.metric_ci(name, y, proba, **self._bootstrap())
             elif kind == "flip_rate":
                 cache[key] = metrics.flip_rate_ci(*self._scored_labels[1:], **self._bootstrap())
+            elif kind == "abstention_rate":
+                cache[key] = metrics.paired_bootstrap_ci(lambda now: float(np.mean(now)),
+                                                         self.abstained.astype(float), **self._bootstrap())
             elif kind == "abstention_increase":
                 cache[key] = metrics.paired_bootstrap_ci(lambda clean, now: float(np.mean(now) - np.mean(clean)),
                                                          self.abstained_clean.astype(float),

@@ -23,6 +23,10 @@ class Thresholds:
     max_flip_rate: float | None = None
     min_clean: dict[str, float] = field(default_factory=dict)
     max_group_gap: dict[str, float] = field(default_factory=dict)  # best minus worst group's relative robustness
+    # for detectors that can decline (prompted vision-language models): the share of memes declined, and its rise
+    # from clean; ignored for detectors that always answer
+    max_abstention_rate: float | None = None
+    max_abstention_increase: float | None = None
     decision: str = "estimate"
 
     @classmethod
@@ -42,9 +46,9 @@ class Thresholds:
             for metric, value in floors.items():
                 if not _is_finite_number(value):
                     raise ValueError(f"{where}.{key}.{metric}: expected a number, got {value!r}")
-        if "max_flip_rate" in data and not (_is_finite_number(data["max_flip_rate"])
-                                            and 0 <= data["max_flip_rate"] <= 1):
-            raise ValueError(f"{where}.max_flip_rate: expected a number in [0, 1], got {data['max_flip_rate']!r}")
+        for key, low in (("max_flip_rate", 0), ("max_abstention_rate", 0), ("max_abstention_increase", -1)):
+            if key in data and not (_is_finite_number(data[key]) and low <= data[key] <= 1):
+                raise ValueError(f"{where}.{key}: expected a number in [{low}, 1], got {data[key]!r}")
         if data.get("decision", "estimate") not in DECISIONS:
             raise ValueError(f"{where}.decision: expected one of {DECISIONS}, got {data['decision']!r}")
         return cls(**data)
@@ -138,10 +142,20 @@ def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
         if not (value >= limit and ci[1] >= limit):  # also true for nan: an undefined metric cannot meet a floor
             out.append(Violation(what, value, limit, ">=", ci, conf))
 
+    def ceiling(what, value, limit, ci):
+        if not (value <= limit and ci[0] <= limit):
+            out.append(Violation(what, value, limit, "<=", ci, conf))
+
+    if result.abstained is not None and thresholds.max_abstention_rate is not None:
+        ceiling("abstention rate", result.abstention_rate, thresholds.max_abstention_rate,
+                result.ci("abstention", "abstention_rate"))
     if result.condition.kind == "clean":
         for metric, limit in thresholds.min_clean.items():
             floor(f"clean {metric}", result.metric(metric), limit, result.ci(metric, "metric"))
         return out
+    if result.abstention_increase is not None and thresholds.max_abstention_increase is not None:
+        ceiling("abstention increase", result.abstention_increase, thresholds.max_abstention_increase,
+                result.ci("abstention", "abstention_increase"))
     for metric, limit in thresholds.min_relative_robustness.items():
         floor(f"relative robustness of {metric}", result.relative_robustness(metric), limit,
               result.ci(metric, "relative"))
@@ -158,7 +172,5 @@ def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
                 out.append(Violation(f"group gap in relative robustness of {metric} (worst {worst}, best {best})",
                                      gap, limit, "<=", ci, conf))
     if thresholds.max_flip_rate is not None:
-        ci = result.ci("flip_rate", "flip_rate")
-        if not (result.flip_rate <= thresholds.max_flip_rate and ci[0] <= thresholds.max_flip_rate):
-            out.append(Violation("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ci, conf))
+        ceiling("flip rate", result.flip_rate, thresholds.max_flip_rate, result.ci("flip_rate", "flip_rate"))
     return out

@@ -71,3 +71,17 @@ def test_the_tables_show_the_abstentions_only_for_a_detector_that_declines():
         for key in ("abstention_rate", "abstention_increase", "abstention_increase_ci", "n_declined"):
             r.pop(key, None)
     assert "abstentions" not in render({"groups": [group]})
+
+
+def test_a_suite_can_bound_the_abstention_rate_and_its_rise():
+    from pytest_memerobust.thresholds import Thresholds, assess
+
+    bounds = Thresholds.from_mapping({"max_abstention_rate": 0.1, "max_abstention_increase": 0.05}, "suite")
+    (rate, rise) = assess(result([0] * 6, [0, 1, 0, 0, 0, 0]), bounds)
+    assert (rate.what, rate.value, rate.limit) == ("abstention rate", pytest.approx(1 / 6), 0.1)
+    assert (rise.what, rise.value, rise.limit) == ("abstention increase", pytest.approx(1 / 6), 0.05)
+    assert assess(result([0] * 6, [0] * 6), bounds) == []
+    plain = ConditionResult("m", "d", TYPOS, Y, CLEAN, NOW, StatsConfig(n_resamples=50))
+    assert not [v for v in assess(plain, bounds) if "abstention" in v.what]  # a detector that always answers
+    with pytest.raises(ValueError, match=r"suite.max_abstention_rate: expected a number in \[0, 1\], got 2"):
+        Thresholds.from_mapping({"max_abstention_rate": 2}, "suite")
