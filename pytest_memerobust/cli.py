@@ -140,10 +140,18 @@ def model_lines(cards: dict) -> list[str]:
         checkpoint = card.checkpoint_path()
         head = ("head: none shipped (train one; pass --memerobust-checkpoint)" if checkpoint is None
                 else f"head: {checkpoint.name}" + ("" if checkpoint.is_file() else " (missing)"))
-        if card.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
+        if card.architecture == "hosted":  # an endpoint: whether its key is set is what can be told here
+            import os
+
+            env = str(card.params.get("api_key_env", "OPENAI_API_KEY"))
+            weights = f"endpoint {card.params.get('base_url')} model {card.params.get('model')}"
+            present = f"key {'set' if os.environ.get(env) else 'not set'} in ${env}"
+            head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
+        elif card.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
             weights = f"vision-language model {card.backbone.get('name')}"
             head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
-        lines.append(f"{name:22s} {card.architecture:10s} backbone: {weights}, {here[present]}; {head}")
+        status = present if isinstance(present, str) else here[present]
+        lines.append(f"{name:22s} {card.architecture:10s} backbone: {weights}, {status}; {head}")
     return lines
 
 

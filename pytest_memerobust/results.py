@@ -222,6 +222,30 @@ class ConditionResult:
         return hashlib.sha256(np.round(self.proba.astype(np.float64), 6).astype(np.float32).tobytes()).hexdigest()
 
     def as_dict(self) -> dict:
+        try:
+            return self._as_dict()
+        except AbstainedTooOften:  # the report still shows it: undefined numbers, and how often it declined
+            return self._unscorable_dict()
+
+    def _unscorable_dict(self) -> dict:
+        c, nan = self.condition, float("nan")
+        out = {"model": self.model, "dataset": self.dataset, "task": self.task, "condition": c.id, "kind": c.kind,
+               "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
+               "n": 0, "metrics": dict.fromkeys(METRIC_NAMES, nan), "clean_metrics": dict.fromkeys(METRIC_NAMES, nan),
+               "metrics_ci": {m: [nan, nan] for m in METRIC_NAMES}, "predictions_sha256": self.predictions_digest,
+               "abstention_rate": self.abstention_rate, "n_declined": int(len(self.y_true))}
+        if c.kind != "clean":
+            out.update({"flip_rate": nan, "flip_rate_ci": [nan, nan], "mcnemar_p": nan, "attack_success_rate": nan,
+                        "relative_robustness": dict.fromkeys(METRIC_NAMES, nan),
+                        "absolute_robustness": dict.fromkeys(METRIC_NAMES, nan),
+                        "absolute_robustness_paper_scale": dict.fromkeys(METRIC_NAMES, nan),
+                        "relative_robustness_ci": {m: [nan, nan] for m in METRIC_NAMES}})
+            if self.abstention_increase is not None:
+                out["abstention_increase"] = self.abstention_increase
+                out["abstention_increase_ci"] = list(self.ci("abstention", "abstention_increase"))
+        return out
+
+    def _as_dict(self) -> dict:
         c = self.condition
         out = {
             "model": self.model, "dataset": self.dataset, "task": self.task, "condition": c.id, "kind": c.kind,

@@ -170,6 +170,8 @@ class RobustnessSession:
                 checkpoint = self.options.checkpoints.get(name) or self.options.checkpoints.get("")
                 self._detectors[model] = load_detector(self.cards.get(name) or find_card(name), checkpoint,
                                                        self.options.device)
+                if callable(getattr(self._detectors[model], "use_cache", None)):  # a hosted model's answers
+                    self._detectors[model].use_cache(self.options.cache_dir if self.options.feature_cache else None)
         return self._detectors[model]
 
     def plan(self, model: str, data: str | None, condition: Condition, captions: str | None = None) -> None:
@@ -244,6 +246,9 @@ class RobustnessSession:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
         used the band at the bottom of the picture, where captions usually sit)."""
         lines = list(self.notes)
+        for detector in self._detectors.values():  # a hosted model's requests, tokens and cost
+            if callable(getattr(detector, "run_note", None)):
+                lines.append(detector.run_note())
         for (model, spec, task), engine in self._engines.items():
             for edit, pictures in sorted(engine.boxless.items()):
                 hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"

@@ -1,0 +1,188 @@
+"""A hosted model behind an OpenAI-compatible endpoint (detectors/hosted.py), against a fake server this test starts
+on 127.0.0.1: logprobs read as probabilities, real refusal phrasings and malformed replies as abstentions, HTTP 429
+and timeouts retried, a re-run answered from the response cache with no request, and no socket to anywhere else."""
+from __future__ import annotations
+
+import _socket
+import json
+import math
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.detectors import ModelCard, load_detector
+from pytest_memerobust.detectors.hosted import EndpointError, HostedDetector
+from pytest_memerobust.errors import ConfigError
+
+# Refusals as models phrase them (OpenAI, Anthropic, Google and open models' moderation answers).
+REFUSALS = [
+    "I'm sorry, but I can't help with that.",
+    "I can't assist with that request.",
+    "I’m unable to provide an assessment of this image.",
+    "Sorry, I cannot analyze content that may be hateful.",
+    "As an AI developed by OpenAI, I cannot make judgments about this meme.",
+    "I apologize, but I won't be able to help with classifying this content.",
+    "I cannot determine that.",
+    "This content may violate our usage policies.",
+]
+
+
+class FakeEndpoint(BaseHTTPRequestHandler):
+    """Answers by the caption: "yes ..." -> Yes (0.8), "no ..." -> No (0.9), any other -> Yes and No summing to 0.95
+    by a hash of the caption, "refuse k" -> REFUSALS[k] with no label
+    word among the logprobs, "plain" -> "Yes" without logprobs, "broken" -> not JSON, "busy" -> HTTP 429 on the first
+    try, "slow" -> an answer after the client's timeout on the first try, "badkey" -> HTTP 401."""
+
+    requests: list[str] = []
+    seen: set = set()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][-1]["content"][1]["text"]
+        caption = prompt.split('"')[1]
+        assert body["messages"][-1]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+        first_try = caption not in self.seen
+        self.seen.add(caption)
+        self.requests.append(caption)
+        if caption == "busy" and first_try:
+            return self._send(429, b'{"error": "rate limited"}')
+        if caption == "slow" and first_try:
+            import time
+
+            time.sleep(1.5)
+        if caption == "badkey":
+            return self._send(401, b'{"error": {"message": "Incorrect API key provided"}}')
+        if caption == "broken":
+            return self._send(200, b"<html>502 Bad Gateway</html>")
+        if caption.startswith("refuse"):
+            text = REFUSALS[int(caption.split()[1])]
+            top = [{"token": text.split()[0], "logprob": math.log(0.9)}, {"token": "Yes", "logprob": math.log(0.01)}]
+            return self._send(200, json.dumps(_reply(text, top)).encode())
+        if caption == "plain":
+            return self._send(200, json.dumps(_reply("Yes.", None)).encode())
+        share = int.from_bytes(caption.encode()[:4].ljust(4, b"x"), "big") % 97 / 97  # any other caption: mass 0.95
+        yes = 0.8 if caption.startswith("yes") else 0.05 if caption.startswith("no") else 0.05 + 0.85 * share
+        no = 0.9 if caption.startswith("no") else 0.1 if caption.startswith("yes") else 0.95 - yes
+        top = [{"token": "Yes", "logprob": math.log(yes)}, {"token": "No", "logprob": math.log(no)},
+               {"token": "Maybe", "logprob": math.log(0.01)}]
+        return self._send(200, json.dumps(_reply("Yes" if yes > no else "No", top)).encode())
+
+    def _send(self, status: int, payload: bytes):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def _reply(text: str, top) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+    if top is not None:
+        choice["logprobs"] = {"content": [{"token": text.split()[0], "logprob": top[0]["logprob"],
+                                           "top_logprobs": top}]}
+    return {"choices": [choice], "usage": {"prompt_tokens": 100, "completion_tokens": 1}}
+
+
+@pytest.fixture
+def endpoint(monkeypatch):
+    """The fake server's base URL; every other connection is refused."""
+    FakeEndpoint.requests, FakeEndpoint.seen = [], set()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    def local_only(self, address):  # (tests/conftest.py refuses every connection; this one lets 127.0.0.1 through)
+        if not (isinstance(address, tuple) and address[0] == "127.0.0.1"):
+            raise AssertionError(f"connection to {address!r} attempted")
+        return _socket.socket.connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", local_only)
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def card(url: str, **params) -> ModelCard:
+    return ModelCard(name="fake-hosted", architecture="hosted", classes=("non-hateful", "hateful"),
+                     params={"base_url": url, "model": "fake-vlm", "requests_per_second": 0, "timeout_s": 1.0,
+                             "retries": 2, "abstain_below": 0.5, **params})
+
+
+PICTURE = np.zeros((16, 16, 3), np.uint8)
+
+
+def test_logprobs_become_class_probabilities(endpoint):
+    detector = load_detector(card(endpoint))
+    proba, abstained = detector.predict_with_abstentions([PICTURE] * 2, ["yes they are", "no way"])
+    np.testing.assert_allclose(proba, [[0.1 / 0.9, 0.8 / 0.9], [0.9 / 0.95, 0.05 / 0.95]], atol=1e-9)
+    assert not abstained.any() and detector.usage["input_tokens"] == 200
+
+
+@pytest.mark.parametrize("k", range(len(REFUSALS)))
+def test_each_refusal_phrasing_is_an_abstention(endpoint, k):
+    detector = load_detector(card(endpoint))
+    _, abstained = detector.predict_with_abstentions([PICTURE], [f"refuse {k}"])
+    assert abstained.tolist() == [True]
+
+
+def test_a_reply_that_cannot_be_parsed_is_an_abstention_and_one_without_logprobs_is_read_from_its_word(endpoint):
+    detector = load_detector(card(endpoint))
+    proba, abstained = detector.predict_with_abstentions([PICTURE] * 2, ["broken", "plain"])
+    assert abstained.tolist() == [True, False] and proba[1].tolist() == [0.0, 1.0]
+    assert "1 answers came without logprobs" in detector.run_note()
+
+
+def test_rate_limits_and_timeouts_are_retried(endpoint):
+    detector = load_detector(card(endpoint))
+    proba, abstained = detector.predict_with_abstentions([PICTURE] * 2, ["busy", "slow"])
+    assert not abstained.any() and detector.usage["retries"] == 2
+    assert FakeEndpoint.requests.count("busy") == 2 and FakeEndpoint.requests.count("slow") >= 2
+
+
+def test_a_refused_key_is_one_error_naming_the_endpoint(endpoint, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(EndpointError, match=r"chat/completions \(model 'fake-vlm'\) refused the request: HTTP 401 .*"
+                                            r"Incorrect API key.*no key in \$OPENAI_API_KEY"):
+        load_detector(card(endpoint)).predict_proba([PICTURE], ["badkey"])
+
+
+def test_an_endpoint_that_never_answers_is_one_error_after_the_retries(endpoint):
+    detector = HostedDetector(card("http://127.0.0.1:9/v1", retries=1, timeout_s=0.5))  # the discard port
+    with pytest.raises(EndpointError, match=r"did not answer after 2 tries \(last: URLError"):
+        detector.predict_proba([PICTURE], ["yes"])
+
+
+@pytest.mark.parametrize("params, culprit", [
+    ({"base_url": ""}, "base_url must name"), ({"model": 3}, "model must name"),
+    ({"requests_per_second": -1}, "requests_per_second must be a number >= 0"),
+    ({"timeout_s": "soon"}, "timeout_s must be a number >= 0"),
+    ({"temperature": 0.7}, "unknown key(s) ['temperature']"),
+    ({"label_words": ["Yes"]}, "label_words must be 2 distinct words"),
+])
+def test_a_bad_endpoint_card_is_one_error_naming_the_key(params, culprit):
+    with pytest.raises(ConfigError) as err:
+        HostedDetector(card("http://127.0.0.1:1/v1", **params))
+    assert culprit in str(err.value)
+
+
+def test_the_suites_run_against_the_endpoint_and_a_second_run_sends_nothing(pytester, endpoint, tmp_path):
+    path = tmp_path / "hosted.toml"
+    path.write_text(f'name = "fake-hosted"\narchitecture = "hosted"\nclasses = ["non-hateful", "hateful"]\n'
+                    f'[params]\nbase_url = "{endpoint}"\nmodel = "fake-vlm"\nrequests_per_second = 0\n'
+                    f'price_per_million_input_tokens = 1.0\n')
+    args = [f"--memerobust-model={path}", "--memerobust-limit=6", "--memerobust-bootstrap=20", "-p", "no:cacheprovider",
+            f"--memerobust-cache-dir={tmp_path / 'cache'}",
+            "-k", "rainbow and (typos-3 or imagenet_c-3) and not hotflip and not universal"]
+    first = pytester.runpytest(*args, f"--memerobust-report={tmp_path / 'a.json'}")
+    sent = len(FakeEndpoint.requests)
+    outcomes = first.parseoutcomes()
+    assert sent > 0 and "errors" not in outcomes and outcomes.get("passed", 0) + outcomes.get("failed", 0) >= 3
+    assert f"fake-hosted: {sent} requests to {endpoint}" in first.stdout.str()
+    second = pytester.runpytest(*args, f"--memerobust-report={tmp_path / 'b.json'}")
+    assert len(FakeEndpoint.requests) == sent, "the second run asked the endpoint again"
+    assert "fake-hosted: 0 requests" in second.stdout.str()
+    reports = [json.loads((tmp_path / name).read_text())["groups"] for name in ("a.json", "b.json")]
+    assert reports[0] == reports[1]
