@@ -292,7 +292,7 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_sep("=", "memerobust verdict")
         for line in verdict_lines(outcomes):
             terminalreporter.write_line(line)
-    if not (session.results or session.reliance_results):
+    if not (session.results or session.reliance_results or session.prompt_results):
         return
     from .report import render
 
@@ -365,7 +365,7 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         session.config.workeroutput["memerobust"] = rs.to_wire()
         return
-    if not (rs.results or rs.reliance_results):
+    if not (rs.results or rs.reliance_results or rs.prompt_results):
         return
     session.config.stash[REPORT_LINES_KEY] = write_outputs(rs, exitstatus, session.config)
 

@@ -130,6 +130,7 @@ class RobustnessSession:
         self.order: dict[tuple[str, str, str], float] = {}
         self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
         self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
+        self.prompt_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see prompt_invariance.py
         self.results: dict[tuple[str, str, str], ConditionResult] = {}
         self._fingerprints: dict[str, str] = {}
         # (model, data spec, suite name or None) -> (text sides, image sides, condition ids) of the suite's grid and
@@ -264,7 +265,8 @@ class RobustnessSession:
                 "order": [self.order.get(key, float("inf")) for key in self.results],
                 "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in self.grids.items()],
                 "notes": self.run_notes(), "cache": self.cache_stats(),
-                "reliance": [[list(key), value] for key, value in self.reliance_results.items()]}
+                "reliance": [[list(key), value] for key, value in self.reliance_results.items()],
+                "prompts": [[list(key), value] for key, value in self.prompt_results.items()]}
 
     def merge_wire(self, wire: dict) -> None:
         """Add a worker's `to_wire` to this session: the controller's report then covers the whole grid. A result
@@ -281,6 +283,8 @@ class RobustnessSession:
         self.notes.extend(n for n in wire["notes"] if n not in self.notes)
         for (model, spec), value in wire.get("reliance", []):
             self.reliance_results.setdefault((model, spec), value)
+        for (model, spec), value in wire.get("prompts", []):
+            self.prompt_results.setdefault((model, spec), value)
         self._worker_cache_stats.append(wire["cache"])
 
     def cache_stats(self) -> dict:
@@ -486,6 +490,25 @@ class RobustnessSession:
                 engine, self.dataset(spec).labelled(task).labels(task), self.options.seed, views["text"],
                 views["image"])
         return self.reliance_results[(model, spec)]
+
+    def prompt_invariance(self, model: str, data: str | None = None) -> dict | None:
+        """How `model`'s verdicts on the clean memes change with the wording of its prompt (see
+        prompt_invariance.py), computed once and kept for the report; None for a detector without a prompt."""
+        from .prompt_invariance import evaluate_prompt_invariance, supports_prompts
+
+        spec = self.data_spec(data)
+        if (model, spec) not in self.prompt_results:
+            detector = self.detector(model)
+            if not supports_prompts(detector):
+                return None
+            task = self.task(model)
+            engine = self.engine(model, spec, task)
+            stats = self.options.stats
+            self.prompt_results[(model, spec)] = evaluate_prompt_invariance(
+                detector, engine.inputs("image", None, None), engine.inputs("text", None, None),
+                self.dataset(spec).labelled(task).labels(task), engine.ids, self.options.batch_size,
+                stats.n_resamples, stats.confidence, stats.seed)
+        return self.prompt_results[(model, spec)]
 
     def report(self) -> dict:
         """The report of everything evaluated so far, built once per set of results (the JSON/Markdown writers

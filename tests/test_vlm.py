@@ -172,3 +172,41 @@ def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tm
     assert "errors" not in outcomes and "Traceback" not in out and outcomes.get("passed", 0) > 100, outcomes
     skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert all(any(reason in line for reason in SKIP_REASONS) for line in skips), skips
+    assert "prompt invariance: tiny-qwen2_vl" in out or "prompt invariance: " in out
+    assert "per meme, share of variants that change its verdict" in out
+
+
+def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_the_system_message():
+    from pytest_memerobust.prompt_invariance import PARAPHRASES, prompt_variants
+
+    variants = prompt_variants(Prompt(system="Be brief."))
+    assert len(variants) == len(PARAPHRASES) + 2
+    assert variants["options reversed"].text("x").endswith("Answer Yes or No.")
+    assert variants["system left out"].system is None
+    assert all("{caption}" in v.instruction for v in variants.values())
+    assert "system added" in prompt_variants(Prompt())
+
+
+def test_prompt_invariance_on_a_tiny_model_counts_the_verdicts_each_wording_changes(tiny_vlm):
+    from pytest_memerobust.prompt_invariance import evaluate_prompt_invariance
+
+    detector = load_detector(vlm_card(tiny_vlm[1]))
+    result = evaluate_prompt_invariance(detector, pictures(4, 64), CAPTIONS, [1, 0, 0, 1], ["a", "b", "c", "d"],
+                                        batch_size=4, n_resamples=50)
+    by_name = {r["variant"]: r for r in result["variants"]}
+    assert len(by_name) == 8 and result["n"] == 4
+    # the flip rate of a variant is the share of memes whose verdict differs from the card's prompt's
+    base = detector.predict_proba(pictures(4, 64), CAPTIONS).argmax(1)
+    variant = detector.with_prompt(prompt_variants_of(detector)["paraphrase 2"])
+    changed = variant.predict_proba(pictures(4, 64), CAPTIONS).argmax(1) != base
+    assert by_name["paraphrase 2"]["flip_rate"] == changed.mean()
+    assert 0 <= result["mean_flip_share"] <= result["any_flip_share"] <= 1
+    lo, hi = result["mean_flip_share_ci"]
+    assert lo <= result["mean_flip_share"] <= hi
+    assert detector.prompt.instruction != variant.prompt.instruction  # the view did not change the detector
+
+
+def prompt_variants_of(detector):
+    from pytest_memerobust.prompt_invariance import prompt_variants
+
+    return prompt_variants(detector.prompt)

@@ -87,6 +87,14 @@ class HostedDetector:
         self._last_request = 0.0
         self.fingerprint_text = f"hosted:{self.base_url}:{self.model}"
 
+    def with_prompt(self, prompt) -> "HostedDetector":
+        """This endpoint asked with another prompt (the prompt-invariance view); answers are cached per prompt."""
+        import copy
+
+        view = copy.copy(self)
+        view.prompt = prompt
+        return view
+
     def use_cache(self, directory: Path | None) -> None:
         """Keep answers under `directory`/hosted (None: in this run only)."""
         self.cache_dir = None if directory is None else Path(directory) / "hosted"

@@ -143,6 +143,15 @@ class VlmDetector:
             p.requires_grad_(False)
         self.label_ids = label_token_ids(self.tokenizer, self.prompt.label_words)
 
+    def with_prompt(self, prompt: Prompt) -> "VlmDetector":
+        """This model asked with another prompt (the prompt-invariance view): the weights are shared, not copied."""
+        import copy
+
+        view = copy.copy(self)
+        view.prompt = prompt
+        view.label_ids = label_token_ids(self.tokenizer, prompt.label_words)
+        return view
+
     def prompts(self, texts) -> list[str]:
         """The chat-formatted prompt of each caption, ending where the model's answer starts."""
         return [self.processor.apply_chat_template(self.prompt.conversation(t[: self.max_caption_chars]),

@@ -154,6 +154,8 @@ def build_report(session) -> dict:
         "versions": versions(), "models": models, "datasets": datasets, "groups": groups,
         "reliance": [{"model": model, "dataset": spec, **value}
                      for (model, spec), value in session.reliance_results.items()],
+        "prompt_invariance": [{"model": model, "dataset": spec, **value}
+                              for (model, spec), value in session.prompt_results.items()],
     }
 
 
