@@ -166,14 +166,19 @@ def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tm
     """The main job (every case of every built-in suite) on a tiny Qwen2-VL: each case passes, fails its thresholds or
     skips for a reason said in one line (a prompted model has no fusion head to ablate); none errors."""
     folder = save_tiny_vlm("qwen2_vl", tmp_path / "qwen2_vl")
-    result = pytester.runpytest(f"--memerobust-model={_card_file(tmp_path, 'qwen2_vl', folder)}", *QUICK, "-rs")
+    page, report = tmp_path / "r.html", tmp_path / "r.json"
+    result = pytester.runpytest(f"--memerobust-model={_card_file(tmp_path, 'qwen2_vl', folder)}", *QUICK, "-rs",
+                                f"--memerobust-report={page}", f"--memerobust-report={report}")
     outcomes = result.parseoutcomes()
     out = result.stdout.str()
     assert "errors" not in outcomes and "Traceback" not in out and outcomes.get("passed", 0) > 100, outcomes
     skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert all(any(reason in line for reason in SKIP_REASONS) for line in skips), skips
-    assert "prompt invariance: tiny-qwen2_vl" in out or "prompt invariance: " in out
     assert "per meme, share of variants that change its verdict" in out
+    (entry,) = json.loads(report.read_text())["prompt_invariance"]
+    assert entry["n"] == 8 and len(entry["variants"]) == 8 and len(entry["mean_flip_share_ci"]) == 2
+    html = page.read_text()
+    assert html.count("<h2>prompt invariance: ") == 1 and "abstentions: memes the detector declined" in html
 
 
 def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_the_system_message():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from .tables import group_title, p_value, render, reliance_table
+from .tables import group_title, p_value, prompt_summary, prompt_table, reliance_table, render
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -95,6 +95,11 @@ def _worst(group: dict) -> str:
             f"<th>p(true class) clean &rarr; perturbed</th></tr>{body}</table>")
 
 
+def _prompt_html(entry: dict) -> str:
+    """The prompt-invariance table, then its figures per meme and the memes most sensitive to wording."""
+    return prompt_table(entry, "html") + "".join(f"<p>{html.escape(line)}</p>" for line in prompt_summary(entry))
+
+
 def to_html(report: dict) -> str:
     meta = (f"seed {report['seed']}; " + "; ".join(f"{name}: {info['n']} memes, fingerprint {info['fingerprint'][:12]}"
                                                    for name, info in report["datasets"].items())
@@ -102,12 +107,15 @@ def to_html(report: dict) -> str:
             + "; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
     sections = []
     for group in report["groups"]:
-        tables = render({**report, "groups": [group], "reliance": []}, "html",
+        tables = render({**report, "groups": [group], "reliance": [], "prompt_invariance": []}, "html",
                         heading=lambda t: f"<h3>{html.escape(t.split(': ', 1)[-1] if group.get('suite') else t)}</h3>")
         sections.append(f"<h2>{html.escape(group_title(group))}</h2>{tables}{_heatmap(group)}{_bars(group)}"
                         f"{_worst(group)}")
     if report.get("reliance"):
         sections.append(f"<h2>modality reliance: which channel decides</h2>{reliance_table(report['reliance'], 'html')}")
+    for entry in report.get("prompt_invariance", []):
+        sections.append(f"<h2>prompt invariance: {html.escape(entry['model'])} on {html.escape(entry['dataset'])} "
+                        f"(n={entry['n']})</h2>" + _prompt_html(entry))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Robustness report</title>"
             f"<style>{_STYLE}</style></head><body><h1>Robustness report</h1><p class='meta'>{html.escape(meta)}</p>"
             + "".join(sections) + "</body></html>\n")

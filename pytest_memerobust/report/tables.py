@@ -147,18 +147,20 @@ def abstention_table(group: dict, tablefmt: str) -> str | None:
 
 
 def prompt_table(entry: dict, tablefmt: str) -> str:
-    """Per prompt variant: the share of memes whose verdict it changes, how many it declines, its accuracy; then the
-    mean share per meme and the share of memes that change under some variant, with their intervals."""
+    """Per prompt variant: the share of memes whose verdict it changes, how many it declines, its accuracy."""
     body = [[r["variant"], _fmt(r["flip_rate"]), _fmt(r["declined"]), _fmt(r["accuracy"])] for r in entry["variants"]]
-    table = tabulate(body, headers=["Prompt variant", "Verdicts changed", "Declined", "Accuracy"], tablefmt=tablefmt,
-                     disable_numparse=True)
+    return tabulate(body, headers=["Prompt variant", "Verdicts changed", "Declined", "Accuracy"], tablefmt=tablefmt,
+                    disable_numparse=True)
+
+
+def prompt_summary(entry: dict) -> list[str]:
+    """The prompt-invariance figures per meme, with their intervals, and the memes most sensitive to wording."""
     (lo, hi), (alo, ahi) = entry["mean_flip_share_ci"], entry["any_flip_share_ci"]
     lines = [f"per meme, share of variants that change its verdict: {_fmt(entry['mean_flip_share'])} "
              f"({_fmt(lo)}..{_fmt(hi)}); memes changed by at least one: {_fmt(entry['any_flip_share'])} "
              f"({_fmt(alo)}..{_fmt(ahi)}); accuracy with the card's prompt {_fmt(entry['base_accuracy'])}"]
-    lines += [f"most sensitive: {m['id']} ({_fmt(m['flip_share'])}) {m['caption'][:60]!r}"
-              for m in entry["most_sensitive"]]
-    return table + "\n" + "\n".join(lines)
+    return lines + [f"most sensitive: {m['id']} ({_fmt(m['flip_share'])}) {m['caption'][:60]!r}"
+                     for m in entry["most_sensitive"]]
 
 
 def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}\n") -> str:
@@ -186,7 +188,7 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                 tablefmt=tablefmt, disable_numparse=True))
     for entry in report.get("prompt_invariance", []):
         parts.append(heading(f"prompt invariance: {entry['model']} on {entry['dataset']} (n={entry['n']})")
-                     + prompt_table(entry, tablefmt))
+                     + prompt_table(entry, tablefmt) + "\n" + "\n".join(prompt_summary(entry)))
     if report.get("reliance"):
         parts.append(heading("modality reliance: which channel decides") + reliance_table(report["reliance"], tablefmt))
     return "\n\n".join(parts)
