@@ -61,3 +61,7 @@ PY
 # edits on the GPU. Needs rapidocr-onnxruntime (+ onnxruntime(-gpu), opencv-python-headless, pyclipper, shapely,
 # six, PyYAML) in .whl/, and ../shared/data/pridemm beside the checkout.
 python3 bench/ocr.py --device cuda --memes 40 2>&1 | tail -8 | tee "$OUT/ocr.log"
+
+# 7. a prompted vision-language detector (issue 21): Qwen2-VL-2B's shape with random bf16 weights, the built-in grid's
+# conditions through the engine against the bare forward pass on the same batches, at 512 px
+python3 bench/vlm.py --config 2b --device cuda --memes 256 --size 512 --batch-size 16 2>&1 | tail -4 | tee "$OUT/vlm.log"
