@@ -157,7 +157,7 @@ def model_lines(cards: dict) -> list[str]:
 
 def _report(args) -> int:
     from .gate import FORMAT as BASELINE_FORMAT, read_json
-    from .report import render, write_report
+    from .report import REPORT_FORMAT, render, write_report
 
     path = Path(args.json)
     report = read_json(path, "report")
@@ -168,6 +168,9 @@ def _report(args) -> int:
         found = f"a JSON {type(report).__name__}" if not isinstance(report, dict) else "another JSON object"
         raise ConfigError(f"{path} is not a pytest-memerobust report (as --memerobust-report=FILE.json writes); "
                           f"it holds {found}")
+    if report.get("format") != REPORT_FORMAT:
+        raise ConfigError(f"{path} is a pytest-memerobust report of format {report.get('format')!r}; this version "
+                          f"reads format {REPORT_FORMAT}: render it with the version that wrote it")
     try:
         text = render(report)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:

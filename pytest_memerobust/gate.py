@@ -186,6 +186,8 @@ def read_json(path: Path, what: str):
         raise ConfigError(f"{what} {path} is empty")
     try:
         return json.loads(text)
+    except RecursionError:  # arrays nested thousands deep: no file this tool writes
+        raise ConfigError(f"{what} {path} nests its JSON too deeply to be one this tool wrote") from None
     except ValueError as exc:
         ends = getattr(exc, "pos", -1) >= len(text.rstrip()) or str(exc).startswith("Unterminated")
         hint = " (truncated?)" if ends else ""

@@ -113,6 +113,37 @@ def build_options(config):
     )
 
 
+SIGTERM_KEY = pytest.StashKey()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI system cancelling the job, `kill`): pytest's interrupted path, so the run says it stopped and
+    writes no partial report, instead of dying mid-write."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"terminated by signal {signum}")
+
+
+def _interrupt_on_sigterm(config) -> None:
+    """Turn SIGTERM into an interruption for this run (main thread only; a handler someone else set is kept)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        config.stash[SIGTERM_KEY] = signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def pytest_unconfigure(config):
+    import signal
+
+    previous = config.stash.get(SIGTERM_KEY, None)
+    if previous is not None and signal.getsignal(signal.SIGTERM) is _raise_terminated:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def pytest_configure(config):
     from .session import RobustnessSession, share_cpu_threads, worker_device
     from .suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
@@ -130,6 +161,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
     if not session.options.models:
         return
+    _interrupt_on_sigterm(config)
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         # A pasted node id of a built-in suite re-runs from any directory.
         config.args[:] = [builtin_suite_arg(arg) for arg in config.args]
@@ -293,6 +325,8 @@ def pytest_terminal_summary(terminalreporter, config):
         for line in verdict_lines(outcomes):
             terminalreporter.write_line(line)
     if not (session.results or session.reliance_results or session.prompt_results):
+        for line in config.stash.get(REPORT_LINES_KEY, []):  # an interrupted run still says what it did not write
+            terminalreporter.write_line(line)
         return
     from .report import render
 
@@ -365,7 +399,7 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         session.config.workeroutput["memerobust"] = rs.to_wire()
         return
-    if not (rs.results or rs.reliance_results or rs.prompt_results):
+    if not (rs.results or rs.reliance_results or rs.prompt_results) and exitstatus != pytest.ExitCode.INTERRUPTED:
         return
     session.config.stash[REPORT_LINES_KEY] = write_outputs(rs, exitstatus, session.config)
 

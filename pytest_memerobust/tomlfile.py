@@ -14,5 +14,9 @@ def read_toml(path: Path, what: str, error: type[Exception]) -> dict:
     """The parsed file, or `error("cannot read {what} {path}: ...")` for a missing, non-UTF-8 or invalid file."""
     try:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"cannot read {what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"cannot read {what} {path}: it is a folder") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise error(f"cannot read {what} {path}: {exc}") from None

@@ -418,3 +418,25 @@ def jpeg_bomb(path: Path, side: int = 60000) -> Path:
     data[sof + 5 : sof + 9] = struct.pack(">HH", side, side)  # height, width after length and precision
     path.write_bytes(bytes(data))
     return path
+
+
+def _categories() -> dict[str, str]:
+    """Each kind's category in the issue's terms, for the corpus count (tests/test_bad_run_corpus.py)."""
+    named = {
+        "images": ["decompression_bomb", "image_absolute_path", "image_dotdot_path", "image_is_folder", "image_missing",
+                   "image_name_too_long", "image_not_a_picture", "image_path_nul", "image_path_terminal_codes",
+                   "image_symlink_out", "image_truncated", "image_zero_bytes", "hateful_memes_absolute_img",
+                   "pridemm_dotdot_name"],
+        "captions": ["caption_lone_surrogate", "caption_zero_width", "text_not_a_string"],
+        "labels": ["label_200k", "label_5000_digits", "label_billion", "label_boolean", "label_negative",
+                   "label_not_integer", "one_class"],
+        "rows": ["csv_field_too_large", "duplicate_column", "duplicate_huge_id", "duplicate_id", "empty_file",
+                 "empty_id", "header_only", "json_5000_digit_integer", "json_malformed", "json_nested_deeply",
+                 "json_not_an_object", "missing_column", "non_utf8", "unknown_split", "wrong_field_count"],
+    }
+    out = {kind: category for category, kinds in named.items() for kind in kinds}
+    assert set(out) == set(CASES), sorted(set(out) ^ set(CASES))  # a new kind needs its category
+    return out
+
+
+CATEGORIES = _categories()

@@ -17,6 +17,8 @@ REPORT_SUFFIXES = (".json", ".md", ".html")
 _VERSIONED = ("pytest-memerobust", "numpy", "torch", "pillow", "pytest", "tabulate", "hypothesis",
               "imagecorruptions", "open_clip_torch", "transformers", "textattack")
 
+REPORT_FORMAT = 1  # the JSON report's layout; `memerobust report` reads this one only
+
 
 def versions() -> dict[str, str | None]:
     out = {"python": platform.python_version(), "platform": platform.platform()}
@@ -146,7 +148,7 @@ def build_report(session) -> dict:
         datasets[spec] = {"name": ds.name, "n": len(ds), "fingerprint": session.fingerprint(spec)}
     o = session.options
     return {
-        "tool": "pytest-memerobust", "format": 1, "seed": o.seed,
+        "tool": "pytest-memerobust", "format": REPORT_FORMAT, "seed": o.seed,
         "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
                     "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
                     "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
