@@ -79,3 +79,43 @@ def evaluate_prompt_invariance(detector, pictures, captions, labels, ids, batch_
             "any_flip_share": float((per_meme > 0).mean()), "any_flip_share_ci": list(any_ci),
             "most_sensitive": [{"id": ids[i], "caption": captions[i], "flip_share": float(per_meme[i])}
                                for i in order if per_meme[i] > 0]}
+
+
+# A small grammar of instructions: an opening, where the caption goes, the question, how to answer (4 x 3 x 4 x 3 =
+# 144 wordings); Hypothesis draws from it, and shrinks a failure towards the first choice of each part.
+OPENINGS = ("", "Here is a meme. ", "Look at this meme. ", "You are shown a meme. ")
+CAPTION_FRAMES = ('Its caption reads "{caption}". ', 'The text on it says "{caption}". ', 'Caption: "{caption}". ')
+QUESTIONS = ("Is it hateful?", "Is this meme hateful?", "Does this meme express hate?",
+             "Would a content moderator remove it as hateful?")
+ANSWERS = (" Answer {options}.", " Reply with {options}.", " Answer with one word: {options}.")
+MAX_FUZZED_MEMES = 16  # each drawn wording asks the model about this many memes at most
+
+
+def rewordings():
+    """A Hypothesis strategy of instructions from the grammar above."""
+    from hypothesis import strategies as st
+
+    return st.builds(lambda *parts: "".join(parts), st.sampled_from(OPENINGS), st.sampled_from(CAPTION_FRAMES),
+                     st.sampled_from(QUESTIONS), st.sampled_from(ANSWERS))
+
+
+class PromptFuzzer:
+    """The memes a prompted detector classifies correctly and confidently with its own prompt (at most
+    MAX_FUZZED_MEMES), and which of them a reworded instruction flips."""
+
+    def __init__(self, detector, pictures, captions, labels, ids, confidence: float, batch_size: int = 16):
+        self.detector, self.batch_size = detector, batch_size
+        verdicts, proba = _verdicts(detector, pictures, captions, batch_size)
+        labels = np.asarray(labels)
+        chosen = [i for i in range(len(captions))
+                  if verdicts[i] >= 0 and verdicts[i] == labels[i] and proba[i].max() >= confidence]
+        chosen = chosen[:MAX_FUZZED_MEMES]
+        self.confident = chosen
+        self.pictures, self.captions = [pictures[i] for i in chosen], [captions[i] for i in chosen]
+        self.ids, self.verdicts = [ids[i] for i in chosen], verdicts[chosen]
+
+    def flipped(self, instruction: str) -> list[str]:
+        """The ids of the confident memes whose verdict `instruction` changes (a class, or declining)."""
+        variant = self.detector.with_prompt(replace(self.detector.prompt, instruction=instruction))
+        verdicts, _ = _verdicts(variant, self.pictures, self.captions, self.batch_size)
+        return [meme for meme, before, now in zip(self.ids, self.verdicts, verdicts) if before != now]

@@ -18,3 +18,36 @@ def test_verdicts_do_not_depend_on_the_wording_of_the_prompt(memerobust):
         f"{memerobust.model}: a rewording of its prompt changes {result['mean_flip_share']:.1%} of verdicts on "
         f"average (CI {lo:.1%}..{hi:.1%}, limit {MAX_MEAN_FLIP_SHARE:.0%}); {result['any_flip_share']:.1%} of "
         f"{result['n']} memes change under at least one wording")
+
+
+def test_rewordings_of_the_prompt_keep_confident_verdicts(memerobust):
+    """Hypothesis draws instructions from a small grammar (prompt_invariance.rewordings) and asks the memes the model
+    classifies correctly and confidently with its own prompt; a rewording that changes one of their verdicts fails,
+    shrunk to the plainest wording that still does. Budget: --memerobust-fuzz-examples; confidence:
+    --memerobust-fuzz-confidence; seeded by --memerobust-seed."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
+    from pytest_memerobust.prompt_invariance import PromptFuzzer, rewordings, supports_prompts
+
+    detector = memerobust.detector
+    if not supports_prompts(detector):
+        pytest.skip(f"{memerobust.model} is not prompted: it has no instruction to reword")
+    options, session = memerobust.session.options, memerobust.session
+    engine = session.engine(memerobust.model, session.data_spec(memerobust.data), memerobust.task)
+    fuzzer = PromptFuzzer(detector, engine.inputs("image", None, None), engine.inputs("text", None, None),
+                          memerobust.dataset.labelled(memerobust.task).labels(memerobust.task), engine.ids,
+                          options.fuzz_confidence, options.batch_size)
+    if not fuzzer.confident:
+        pytest.skip(f"{memerobust.model} classifies no meme correctly with probability >= {options.fuzz_confidence}")
+
+    @settings(database=None, max_examples=options.fuzz_examples, deadline=options.fuzz_deadline_ms,
+              phases=[Phase.explicit, Phase.generate, Phase.shrink],
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @seed(options.seed)
+    @given(instruction=rewordings())
+    def fuzz(instruction):
+        flipped = fuzzer.flipped(instruction)
+        assert not flipped, (f"{memerobust.model}: the instruction {instruction!r} changes the verdict of "
+                             f"{len(flipped)} of {len(fuzzer.confident)} confidently right memes (e.g. {flipped[:3]})")
+
+    fuzz()

@@ -215,3 +215,22 @@ def prompt_variants_of(detector):
     from pytest_memerobust.prompt_invariance import prompt_variants
 
     return prompt_variants(detector.prompt)
+
+
+def test_the_grammar_gives_whole_instructions_and_the_fuzzer_finds_no_flip_under_the_cards_own_prompt(tiny_vlm):
+    from hypothesis import given, settings
+
+    from pytest_memerobust.prompt_invariance import PromptFuzzer, rewordings
+
+    @settings(max_examples=20, database=None)
+    @given(rewordings())
+    def whole(instruction):
+        assert "{caption}" in instruction and "{options}" in instruction and instruction.strip() == instruction
+
+    whole()
+    detector = load_detector(vlm_card(tiny_vlm[1]))
+    labels = detector.predict_proba(pictures(4, 64), CAPTIONS).argmax(1)  # "right" = what it says: all confident
+    fuzzer = PromptFuzzer(detector, pictures(4, 64), CAPTIONS, labels, ["a", "b", "c", "d"], confidence=0.0)
+    assert fuzzer.ids == ["a", "b", "c", "d"] and fuzzer.flipped(detector.prompt.instruction) == []
+    flipped = fuzzer.flipped('Caption: "{caption}". Is this meme hateful? Answer {options}.')
+    assert set(flipped) <= {"a", "b", "c", "d"}
