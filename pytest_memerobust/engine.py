@@ -21,20 +21,25 @@ from .detectors.base import is_split
 from .features import FeatureStore, HeldArrays, input_digests, pack_digests, unpack_digests
 from .perturb import get as get_perturbation
 
-_SIDE = re.compile(r"^(text|image)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
+_SIDE = re.compile(r"^(text|image|prompt)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
 
 
 @dataclass(frozen=True)
 class Condition:
-    """Clean, text-only, image-only or combined. Its `id` reads like `text=typos@3+image=gaussian_noise@3`."""
+    """Clean, text-only, image-only or combined; `prompt` rewords a prompted detector's instruction (alone or with
+    the other two). Its `id` reads like `text=typos@3+image=gaussian_noise@3` or `prompt=paraphrase@2+image=...`."""
 
     text: str | None = None
     text_severity: int | None = None
     image: str | None = None
     image_severity: int | None = None
+    prompt: str | None = None  # a prompt edit (prompt_invariance.PROMPT_EDITS)
+    prompt_severity: int | None = None
 
     @property
     def kind(self) -> str:
+        if self.prompt:
+            return "prompt"
         if self.text and self.image:
             return "combined"
         return "text" if self.text else "image" if self.image else "clean"
@@ -48,7 +53,8 @@ class Condition:
     @property
     def id(self) -> str:
         sides = [s for s in (self._side("text", self.text, self.text_severity),
-                             self._side("image", self.image, self.image_severity)) if s]
+                             self._side("image", self.image, self.image_severity),
+                             self._side("prompt", self.prompt, self.prompt_severity)) if s]
         return "+".join(sides) or "clean"
 
     @property
@@ -56,7 +62,8 @@ class Condition:
         """The case's pytest name, e.g. `typos-3+uap-3`: a whole `-k` expression (pytest's `-k` grammar has no `@`
         or `=`), and unambiguous because a perturbation's name belongs to one modality."""
         sides = [f"{name}-{severity}" if severity is not None else name
-                 for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity)) if name]
+                 for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity),
+                                        (self.prompt, self.prompt_severity)) if name]
         return "+".join(sides) or "clean"
 
     @classmethod
@@ -407,13 +414,24 @@ class Engine:
         """A detector without the split interface on paired pictures and captions, in batches."""
         return self._answers(images, texts)[0]
 
-    def _answers(self, images: list, texts: list) -> tuple[np.ndarray, np.ndarray | None]:
-        """(class probabilities, abstained or None) of a black-box detector, in batches; a detector that can decline
-        to answer (a prompted vision-language model) says which memes it declined through
+    def _asked(self, condition: Condition):
+        """The detector as `condition` asks it: itself, or, under a prompt edit, a view with the reworded prompt."""
+        if not condition.prompt:
+            return self.detector
+        from .prompt_invariance import prompt_edit, supports_prompts
+
+        if not supports_prompts(self.detector):
+            raise ValueError(f"condition {condition.id!r} rewords the prompt of a detector that has none")
+        return self.detector.with_prompt(prompt_edit(self.detector.prompt, condition.prompt, condition.prompt_severity))
+
+    def _answers(self, images: list, texts: list, detector=None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(class probabilities, abstained or None) of a black-box detector (default: this engine's), in batches; a
+        detector that can decline to answer (a prompted vision-language model) says which memes it declined through
         `predict_with_abstentions`."""
-        abstains = callable(getattr(self.detector, "predict_with_abstentions", None))
-        predict = self._as_the_detector_takes(self.detector.predict_with_abstentions if abstains
-                                              else self.detector.predict_proba)
+        detector = self.detector if detector is None else detector
+        abstains = callable(getattr(detector, "predict_with_abstentions", None))
+        predict = self._as_the_detector_takes(detector.predict_with_abstentions if abstains
+                                              else detector.predict_proba)
         with self._precision():
             batches = [predict(images[i : i + self.batch_size], texts[i : i + self.batch_size])
                        for i in range(0, len(images), self.batch_size)]
@@ -462,6 +480,7 @@ class Engine:
 
     def predict(self, condition: Condition) -> np.ndarray:
         """Class probabilities [N, C] under `condition`."""
+        asked = self._asked(condition)
         image_side = self.image_side(condition)
         text_side = self.text_side(condition)
         modalities = getattr(self.detector, "modalities", ("image", "text"))
@@ -469,7 +488,7 @@ class Engine:
             if name and modality not in modalities:
                 raise ValueError(f"condition {condition.id!r} perturbs the {modality}, which this detector "
                                  f"does not read (it reads: {', '.join(modalities)})")
-        if is_split(self.detector):
+        if is_split(self.detector) and asked is self.detector:
             # With OCR the captions are read off the pictures: the text side first, while they are at hand.
             features = {side[0]: self._encode(*side) if side[0] in modalities
                         else np.zeros((len(self.ids), 0), dtype=np.float32)
@@ -481,7 +500,7 @@ class Engine:
                          for side in (image_side, text_side))
         for modality in modalities:
             self.encoder_calls[modality] += len(self.ids)
-        proba, abstained = self._answers(images, texts)
+        proba, abstained = self._answers(images, texts, asked)
         if abstained is not None:
             self.abstentions[condition.id] = abstained
         return proba

@@ -26,14 +26,37 @@ ALTERNATIVE_SYSTEM = "You are a content moderator. You judge whether memes are h
 MOST_SENSITIVE = 5
 
 
+# prompt edits by name -> their severities (() = none): the `prompt` side of a condition (`prompt=paraphrase@2`)
+PROMPT_EDITS = {"paraphrase": tuple(range(1, len(PARAPHRASES) + 1)), "options_reversed": (), "system": ()}
+
+
+def check_prompt_edit(name: str, severity: int | None) -> None:
+    """A ValueError naming what is wrong with a prompt edit: an unknown name, or a severity it does not have."""
+    if name not in PROMPT_EDITS:
+        raise ValueError(f"unknown prompt edit {name!r}; known: {', '.join(PROMPT_EDITS)}")
+    if (severity is None) != (not PROMPT_EDITS[name]) or (severity is not None and severity not in PROMPT_EDITS[name]):
+        valid = list(PROMPT_EDITS[name]) or "none"
+        raise ValueError(f"prompt edit {name!r} has no severity {severity!r}; valid: {valid}")
+
+
+def prompt_edit(prompt, name: str, severity: int | None = None):
+    """`prompt` (a detectors.vlm.Prompt) under one edit: the severity-th paraphrase of its instruction, its options
+    in the other order, or its system message left out (added, where it has none)."""
+    check_prompt_edit(name, severity)
+    if name == "paraphrase":
+        return replace(prompt, instruction=PARAPHRASES[severity - 1])
+    if name == "options_reversed":
+        reordered = " or ".join(reversed(prompt.label_words))
+        return replace(prompt, instruction=prompt.instruction.replace("{options}", reordered))
+    return replace(prompt, system=None if prompt.system else ALTERNATIVE_SYSTEM)
+
+
 def prompt_variants(prompt) -> dict[str, object]:
-    """Name -> a variant of `prompt` (a detectors.vlm.Prompt): the paraphrases, the options in the other order,
+    """Name -> every prompt edit of `prompt` that changes it: the paraphrases, the options in the other order,
     and the system message left out (or added where the card has none)."""
-    variants = {f"paraphrase {k + 1}": replace(prompt, instruction=text) for k, text in enumerate(PARAPHRASES)}
-    reordered = " or ".join(reversed(prompt.label_words))
-    variants["options reversed"] = replace(prompt, instruction=prompt.instruction.replace("{options}", reordered))
-    variants["system left out" if prompt.system else "system added"] = replace(
-        prompt, system=None if prompt.system else ALTERNATIVE_SYSTEM)
+    variants = {f"paraphrase {k}": prompt_edit(prompt, "paraphrase", k) for k in PROMPT_EDITS["paraphrase"]}
+    variants["options reversed"] = prompt_edit(prompt, "options_reversed")
+    variants["system left out" if prompt.system else "system added"] = prompt_edit(prompt, "system")
     return {name: variant for name, variant in variants.items() if variant != prompt}
 
 

@@ -551,8 +551,15 @@ class RobustnessSession:
 
     def unread_modalities(self, model: str, condition: Condition) -> list[str]:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""
-        modalities = getattr(self.detector(model), "modalities", ("image", "text"))
-        return [m for m, name in (("image", condition.image), ("text", condition.text)) if name and m not in modalities]
+        from .prompt_invariance import supports_prompts
+
+        detector = self.detector(model)
+        modalities = getattr(detector, "modalities", ("image", "text"))
+        unread = [m for m, name in (("image", condition.image), ("text", condition.text))
+                  if name and m not in modalities]
+        if condition.prompt and not supports_prompts(detector):
+            unread.append("prompt (it is not prompted)")
+        return unread
 
     def declare_grid(self, model: str, data: str | None, text_sides, image_sides, captions: str | None = None,
                      suite: str | None = None, conditions=()) -> None:

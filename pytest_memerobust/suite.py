@@ -5,8 +5,11 @@
     [thresholds]  defaults for every condition (see Thresholds)
     [text]        perturbation = [severities] | "all" | true (no severities): text-only conditions
     [image]       the same for image-only conditions
+    [prompt]      prompt edit = [severities] | true: a prompted detector's instruction reworded
+                  (`paraphrase = [1, 2]`, `options_reversed = true`, `system = true`; prompt_invariance.PROMPT_EDITS)
     [grid]        text = ["typos@3", ...], image = ["gaussian_noise@3", ...]: every text x image pair, numbered
-                  1.. in the order given, as in the Rainbow Noise tables 5-6
+                  1.. in the order given, as in the Rainbow Noise tables 5-6; prompt = ["paraphrase@2", ...]: each
+                  prompt edit with each text and each image side (`prompt=paraphrase@2+image=jpeg_compression@3`)
     [[override]]  match = "glob on condition ids", plus threshold keys that replace the defaults there
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ from .perturb import get as get_perturbation
 from .thresholds import Thresholds
 from .tomlfile import read_toml
 
-_TOP_KEYS = {"suite", "thresholds", "text", "image", "grid", "override"}
+_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "override"}
 _SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions"}
 MODES = ("multimodal", "text", "image")
 
@@ -67,6 +70,31 @@ def _side(modality: str, spec: str, where: str) -> tuple[str, int | None]:
     except ValueError:
         raise SuiteError(f"{where}: bad entry {spec!r}; expected 'name@severity'") from None
     return _known(modality, name, [sev] if sev is not None else True, where)[0]
+
+
+def _prompt_edits(name: str, severities, where: str) -> list[tuple[str, int | None]]:
+    """(name, severity) pairs of a prompt edit after checking prompt_invariance.PROMPT_EDITS."""
+    from .prompt_invariance import PROMPT_EDITS, check_prompt_edit
+
+    if severities == "all":
+        severities = list(PROMPT_EDITS.get(name, ())) or True
+    if severities is not True and not (isinstance(severities, list) and severities and all(
+            isinstance(s, int) and not isinstance(s, bool) for s in severities)):
+        raise SuiteError(f"{where}: {name!r}: expected a non-empty list of severities, \"all\" or true")
+    pairs = [(name, None)] if severities is True else [(name, s) for s in severities]
+    for pname, sev in pairs:
+        try:
+            check_prompt_edit(pname, sev)
+        except ValueError as exc:
+            raise SuiteError(f"{where}: {exc}") from None
+    return pairs
+
+
+def _prompt_side(spec: str, where: str) -> tuple[str, int | None]:
+    name, _, severity = spec.partition("@")
+    if severity and not severity.isdigit():
+        raise SuiteError(f"{where}: bad entry {spec!r}; expected 'name@severity'")
+    return _prompt_edits(name, [int(severity)] if severity else True, where)[0]
 
 
 def _known(modality: str, name: str, severities, where: str) -> list[tuple[str, int | None]]:
@@ -153,16 +181,23 @@ def parse_suite(data: dict, path: Path) -> Suite:
         for name, severities in _table(data, modality, where).items():
             for pname, sev in _known(modality, name, severities, f"{where}: [{modality}]"):
                 conditions.append(Condition(**{modality: pname, f"{modality}_severity": sev}))
+    for name, severities in _table(data, "prompt", where).items():
+        for pname, sev in _prompt_edits(name, severities, f"{where}: [prompt]"):
+            conditions.append(Condition(prompt=pname, prompt_severity=sev))
     grid = _table(data, "grid", where)
-    if set(grid) - {"text", "image"}:
-        raise SuiteError(f"{where}: [grid] takes only 'text' and 'image' lists")
+    if set(grid) - {"text", "image", "prompt"}:
+        raise SuiteError(f"{where}: [grid] takes only 'text', 'image' and 'prompt' lists")
     grid_text = [_side("text", s, f"{where}: [grid].text") for s in _strings(grid, "text", where)]
     grid_image = [_side("image", s, f"{where}: [grid].image") for s in _strings(grid, "image", where)]
-    if bool(grid_text) != bool(grid_image):
+    grid_prompt = [_prompt_side(s, f"{where}: [grid].prompt") for s in _strings(grid, "prompt", where)]
+    if not grid_prompt and bool(grid_text) != bool(grid_image):
         raise SuiteError(f"{where}: [grid] needs both a 'text' and an 'image' list")
     for t, ts in grid_text:
         for i, is_ in grid_image:
             conditions.append(Condition(text=t, text_severity=ts, image=i, image_severity=is_))
+    for p, ps in grid_prompt:
+        conditions += [Condition(text=t, text_severity=ts, prompt=p, prompt_severity=ps) for t, ts in grid_text]
+        conditions += [Condition(image=i, image_severity=is_, prompt=p, prompt_severity=ps) for i, is_ in grid_image]
     unique = list({c.id: c for c in reversed(conditions)}.values())[::-1]  # first occurrence wins
     return Suite(
         name=meta.get("name", path.stem), path=path, conditions=tuple(unique), thresholds=thresholds,

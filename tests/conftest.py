@@ -7,6 +7,12 @@ import pytest
 # an optimizer step) registers C++ operator libraries that cannot be registered twice, so a second in-process run
 # that imports it again fails. Imported once here, it stays for the whole session.
 import torch._dynamo  # noqa: F401
+# Likewise transformers' model modules: re-imported after a pytester run dropped them, a model loaded with
+# from_pretrained is left with CLIP's `position_ids` buffer uninitialised (its weight initialisation looks the
+# module's classes up by identity), and the tiny LLaVA then indexes past its position embeddings.
+import transformers.models.clip.modeling_clip  # noqa: F401,E402
+import transformers.models.llava.modeling_llava  # noqa: F401,E402
+import transformers.models.qwen2_vl.modeling_qwen2_vl  # noqa: F401,E402
 
 _real_connect = socket.socket.connect
 

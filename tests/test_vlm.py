@@ -234,3 +234,54 @@ def test_the_grammar_gives_whole_instructions_and_the_fuzzer_finds_no_flip_under
     assert fuzzer.ids == ["a", "b", "c", "d"] and fuzzer.flipped(detector.prompt.instruction) == []
     flipped = fuzzer.flipped('Caption: "{caption}". Is this meme hateful? Answer {options}.')
     assert set(flipped) <= {"a", "b", "c", "d"}
+
+
+PROMPT_SUITE = """
+[suite]
+name = "prompt-grid"
+[thresholds]
+max_flip_rate = 1.0
+[prompt]
+paraphrase = [1, 2]
+options_reversed = true
+[grid]
+text = ["typos@3"]
+image = ["jpeg_compression@3"]
+prompt = ["paraphrase@2"]
+"""
+
+
+def test_prompt_edits_are_conditions_alone_and_with_text_or_image_sides(pytester, tmp_path):
+    from pytest_memerobust.suite import load_suite
+
+    pytester.makefile(".toml", **{"memerobust-prompts": PROMPT_SUITE})
+    suite = load_suite(pytester.path / "memerobust-prompts.toml")
+    ids = [c.id for c in suite.conditions]
+    assert ids == ["clean", "prompt=paraphrase@1", "prompt=paraphrase@2", "prompt=options_reversed",
+                   "text=typos@3+image=jpeg_compression@3", "text=typos@3+prompt=paraphrase@2",
+                   "image=jpeg_compression@3+prompt=paraphrase@2"]
+    assert Condition.parse("prompt=paraphrase@2+image=jpeg_compression@3").id == ids[-1]
+    folder = save_tiny_vlm("qwen2_vl", tmp_path / "qwen2_vl")
+    report = tmp_path / "r.json"
+    result = pytester.runpytest(f"--memerobust-model={_card_file(tmp_path, 'qwen2_vl', folder)}", *QUICK,
+                                f"--memerobust-report={report}", "memerobust-prompts.toml")
+    result.assert_outcomes(passed=7)
+    assert "prompt edits, alone and with text or image perturbations" in result.stdout.str()
+    (group,) = json.loads(report.read_text())["groups"]
+    rows = {r["condition"]: r for r in group["results"]}
+    assert rows["image=jpeg_compression@3+prompt=paraphrase@2"]["kind"] == "prompt"
+    # the engine asks the reworded prompt: the same as the detector asked with it directly
+    detector = load_detector(vlm_card(folder))
+    from pytest_memerobust.data.demo import demo_dataset
+    from pytest_memerobust.engine import Engine
+    from pytest_memerobust.prompt_invariance import prompt_edit
+
+    memes = demo_dataset("test").head(4)
+    engine = Engine(detector, memes, batch_size=4)
+    view = detector.with_prompt(prompt_edit(detector.prompt, "paraphrase", 2))
+    asked = view.predict_proba(engine.inputs("image", None, None), engine.inputs("text", None, None))
+    np.testing.assert_allclose(engine.predict(Condition(prompt="paraphrase", prompt_severity=2)), asked, atol=1e-6)
+    # a detector with a trained head has no prompt: those cases skip, saying so
+    skipped = pytester.runpytest("--memerobust-model=demo", *QUICK, "memerobust-prompts.toml", "-rs")
+    skipped.assert_outcomes(passed=2, skipped=5)
+    assert "demo does not read the prompt (it is not prompted)" in skipped.stdout.str()

@@ -54,6 +54,11 @@ def tokenizer(family: str):
     return fast
 
 
+def vocab_size(tok) -> int:
+    """One past the largest id the tokenizer can give (special tokens included, wherever they were numbered)."""
+    return max(tok.get_vocab().values()) + 1
+
+
 def save_tiny_vlm(family: str, folder: Path) -> Path:
     """Builds, seeds and saves a tiny random model of `family` with its processor into `folder`; returns it."""
     import torch
@@ -78,7 +83,7 @@ def _llava(tok):
 
     vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                               image_size=32, patch_size=16, projection_dim=32)
-    text = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    text = LlamaConfig(vocab_size=vocab_size(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
                        pad_token_id=tok.pad_token_id, bos_token_id=tok.convert_tokens_to_ids("<s>"),
                        eos_token_id=tok.eos_token_id)
@@ -100,7 +105,7 @@ def _qwen2_vl(tok):
     ids = tok.convert_tokens_to_ids
     vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2, "patch_size": 14,
               "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3}
-    text = {"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    text = {"vocab_size": vocab_size(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 512,
             "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}, "rope_theta": 10000.0,
             "bos_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}

@@ -32,7 +32,7 @@ def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:
     clean = group["clean"]
     body = [["Clean", *(_fmt(clean["metrics"][m]) for m, _ in METRIC_COLUMNS), "–", "–", "–", "–", "–"]]
     for r in rows:
-        side = r["condition"].split("=", 1)[1]
+        side = r["condition"] if kind == "prompt" else r["condition"].split("=", 1)[1]
         lo, hi = r["relative_robustness_ci"]["accuracy"]
         body.append([side, *(_fmt(r["metrics"][m]) for m, _ in METRIC_COLUMNS),
                      _fmt(r["absolute_robustness"]["accuracy"], 5), _fmt(r["relative_robustness"]["accuracy"], 5),
@@ -171,6 +171,8 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
         for label, table in (("text-only perturbations", single_channel_table(group, "text", tablefmt)),
                              ("image-only perturbations", single_channel_table(group, "image", tablefmt)),
                              ("combined text x image perturbations", grid_table(group, tablefmt)),
+                             ("prompt edits, alone and with text or image perturbations",
+                              single_channel_table(group, "prompt", tablefmt)),
                              ("caption attacks: success, queries and words changed (TA: TextAttack's own measures; "
                               "words changed: all memes, TA: its successful attacks)",
                               caption_attack_table(group, tablefmt)),
