@@ -1,4 +1,4 @@
-"""Vision-language models as detectors (detectors/vlm.py): tiny random models of two families, saved with a tokenizer
+"""Vision-language models as detectors (detectors/vlm.py): tiny random models of three families, saved with a tokenizer
 built here and loaded by path through the code a hub id takes; their answers read from the label words' next-token
 logits, abstentions counted apart, and the built-in suites run on them end to end."""
 from __future__ import annotations
@@ -53,6 +53,7 @@ CAPTIONS = ["nobody wants those people here", "love is love", "when the wifi fin
     ({"system": ["a"]}, "system must be a string"),
     ({"adapter": "/nowhere/lora"}, "adapter '/nowhere/lora': no such folder"),
     ({"temperature": 0.2}, "unknown key(s) ['temperature']"),
+    ({"picture_cache_mib": -1}, "picture_cache_mib must be a number of MiB >= 0"),
 ])
 def test_a_bad_prompt_in_a_card_is_one_error_naming_the_key(params, culprit):
     with pytest.raises(ConfigError) as err:
@@ -116,6 +117,41 @@ def test_a_tiny_model_gives_probabilities_from_its_label_words_at_512_px(tiny_vl
     p = torch.softmax(logits, -1)
     per_class = torch.stack([p[:, ids].sum(1) for ids in detector.label_ids], 1)
     np.testing.assert_allclose(proba, (per_class / per_class.sum(1, keepdim=True)).numpy(), atol=1e-6)
+
+
+def test_each_distinct_picture_goes_through_the_vision_tower_once_across_captions_and_prompts(tiny_vlm):
+    family, folder = tiny_vlm
+    detector = load_detector(vlm_card(folder))
+    unshared = load_detector(vlm_card(folder, picture_cache_mib=0))
+    assert detector.pictures.supported and not unshared.pictures.supported
+    images, edited = pictures(4), [c.upper() for c in CAPTIONS]
+    first = detector.predict_proba(images, CAPTIONS)
+    assert detector.pictures.pictures_encoded == 4
+    # a caption edit, then another prompt: the same four pictures, no vision forward, the same answers as encoding
+    # every batch in full
+    again = detector.predict_proba(images, edited)
+    reworded = detector.with_prompt(Prompt("Is this meme hateful? {caption} Answer {options}."))
+    other_prompt = reworded.predict_proba(images, CAPTIONS)
+    assert detector.pictures.pictures_encoded == 4 and reworded.pictures is detector.pictures
+    np.testing.assert_allclose(first, unshared.predict_proba(images, CAPTIONS), atol=1e-5)
+    np.testing.assert_allclose(again, unshared.predict_proba(images, edited), atol=1e-5)
+    unshared_reworded = unshared.with_prompt(reworded.prompt)
+    np.testing.assert_allclose(other_prompt, unshared_reworded.predict_proba(images, CAPTIONS), atol=1e-5)
+    assert unshared.pictures.pictures_encoded == 12
+    # new pictures are encoded; held ones in a batch with them are too (the batch goes through whole)
+    detector.predict_proba(pictures(2, size=256), CAPTIONS[:2])
+    assert detector.pictures.pictures_encoded == 6
+    detector.predict_proba(images[:2], CAPTIONS[:2])
+    assert detector.pictures.pictures_encoded == 6
+
+
+def test_a_picture_budget_too_small_for_one_picture_holds_none_and_answers_the_same(tiny_vlm):
+    family, folder = tiny_vlm
+    tight = load_detector(vlm_card(folder, picture_cache_mib=1e-6))
+    images = pictures(3)
+    first = tight.predict_proba(images, CAPTIONS[:3])
+    np.testing.assert_array_equal(tight.predict_proba(images, CAPTIONS[:3]), first)
+    assert tight.pictures.held_bytes == 0 and tight.pictures.pictures_encoded == 6
 
 
 def test_an_answer_whose_mass_is_elsewhere_is_an_abstention(tiny_vlm):

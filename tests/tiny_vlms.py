@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FAMILIES = ("llava", "qwen2_vl")
+FAMILIES = ("llava", "qwen2_vl", "idefics3")
 
 _WORDS = """yes no is this meme hateful answer or the caption of reads a you are content moderator who judges whether
 memes are nobody wants those people here love wins go back home when wifi finally works and to in it that for on with
@@ -15,7 +15,10 @@ into year your good some could them see other than then now look only come its o
 our work first well way even new because any these give day most us system user assistant image picture""".split()
 SPECIAL = {"llava": ["<pad>", "<unk>", "<s>", "</s>", "<image>"],
            "qwen2_vl": ["<|endoftext|>", "<unk>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                        "<|image_pad|>", "<|video_pad|>"]}
+                        "<|image_pad|>", "<|video_pad|>"],
+           "idefics3": ["<|endoftext|>", "<unk>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>",
+                        "<global-img>", "<image>"]}
+EOS = {"llava": "</s>", "qwen2_vl": "<|im_end|>", "idefics3": "<end_of_utterance>"}
 CHAT_TEMPLATES = {
     # LLaVA 1.5's style: "USER: <image>\n... ASSISTANT:"
     # (transformers renders templates with trim_blocks: a newline right after a tag is dropped, hence {{ NL }})
@@ -30,6 +33,11 @@ CHAT_TEMPLATES = {
                  "<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ item['text'] }}{% endif %}{% endfor %}"
                  "<|im_end|>{{ NL }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant{{ NL }}"
                  "{% endif %}"),
+    # Idefics3/SmolVLM's style: "<|im_start|>User:<image> ...<end_of_utterance>\nAssistant:"
+    "idefics3": ("{% set NL = '\\n' %}<|im_start|>{% for message in messages %}"
+                 "{{ message['role'] | capitalize }}:{% for item in message['content'] %}"
+                 "{% if item['type'] == 'image' %}<image>{% else %} {{ item['text'] }}{% endif %}{% endfor %}"
+                 "<end_of_utterance>{{ NL }}{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"),
 }
 
 
@@ -49,7 +57,7 @@ def tokenizer(family: str):
                                                   pre_tokenizers.Punctuation()])
     pad = special[0]
     fast = PreTrainedTokenizerFast(tokenizer_object=core, unk_token=unk, pad_token=pad,
-                                   eos_token="</s>" if family == "llava" else "<|im_end|>",
+                                   eos_token=EOS[family],
                                    additional_special_tokens=[t for t in special if t not in (pad, unk)])
     return fast
 
@@ -70,6 +78,8 @@ def save_tiny_vlm(family: str, folder: Path) -> Path:
         model, processor = _llava(tok)
     elif family == "qwen2_vl":
         model, processor = _qwen2_vl(tok)
+    elif family == "idefics3":
+        model, processor = _idefics3(tok)
     else:
         raise ValueError(f"unknown family {family!r}; known: {FAMILIES}")
     model.save_pretrained(folder)
@@ -119,6 +129,27 @@ def _qwen2_vl(tok):
     videos = Qwen2VLVideoProcessor(min_pixels=pixels, max_pixels=pixels)
     processor = Qwen2VLProcessor(image_processor=images, tokenizer=tok, video_processor=videos,
                                  chat_template=CHAT_TEMPLATES["qwen2_vl"])
+    return model, processor
+
+
+def _idefics3(tok):
+    """SmolVLM's architecture: a SigLIP-style tower (32 px, 8 px patches) whose 16 patches the connector's pixel
+    shuffle (scale 2) makes 4 image tokens, one picture without splitting."""
+    from transformers import (Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessor,
+                              Idefics3Processor)
+
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "image_size": 32, "patch_size": 8}
+    text = {"model_type": "llama", "vocab_size": vocab_size(tok), "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 512,
+            "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
+    config = Idefics3Config(vision_config=vision, text_config=text, scale_factor=2,
+                            image_token_id=tok.convert_tokens_to_ids("<image>"), pad_token_id=tok.pad_token_id)
+    model = Idefics3ForConditionalGeneration(config).eval()
+    images = Idefics3ImageProcessor(do_image_splitting=False, size={"longest_edge": 32},
+                                    max_image_size={"longest_edge": 32})
+    processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=4,
+                                  chat_template=CHAT_TEMPLATES["idefics3"])
     return model, processor
 
 

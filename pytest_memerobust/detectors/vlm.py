@@ -19,6 +19,11 @@ prompt in `[params]`:
     label_words = ["No", "Yes"]                   # one per class, in the order of `classes`
     adapter = "/path/to/lora"                     # optional: a peft LoRA adapter folder
     abstain_below = 0.5                           # label-word mass below which the answer is an abstention
+    picture_cache_mib = 1024                      # vision features kept per distinct picture (0: none)
+
+Each distinct picture goes through the vision tower once: its features are kept (up to `picture_cache_mib`, filled in
+the order pictures come and never evicted, since a run revisits its clean pictures in the same cyclic order that
+defeats an LRU) and handed to the language model for every prompt and caption edit it is asked with.
 """
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ from .registry import register_architecture
 DEFAULT_PROMPT = 'The caption of this meme reads: "{caption}". Is the meme hateful? Answer {options}.'
 DEFAULT_LABEL_WORDS = ("No", "Yes")
 DEFAULT_ABSTAIN_BELOW = 0.5
-PARAMS = ("prompt", "system", "label_words", "adapter", "abstain_below", "max_caption_chars")
+PARAMS = ("prompt", "system", "label_words", "adapter", "abstain_below", "max_caption_chars", "picture_cache_mib")
+DEFAULT_PICTURE_CACHE_MIB = 1024
 MAX_CAPTION_CHARS = 2000  # a caption longer than this is cut: a prompt must not outgrow the model's context
 
 
@@ -81,6 +87,9 @@ def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
     abstain = params.setdefault("abstain_below", DEFAULT_ABSTAIN_BELOW)
     if isinstance(abstain, bool) or not isinstance(abstain, (int, float)) or not 0 <= abstain < 1:
         raise ConfigError(f"{where} abstain_below must be a number in [0, 1), got {abstain!r}")
+    cache = params.setdefault("picture_cache_mib", DEFAULT_PICTURE_CACHE_MIB)
+    if isinstance(cache, bool) or not isinstance(cache, (int, float)) or cache < 0:
+        raise ConfigError(f"{where} picture_cache_mib must be a number of MiB >= 0, got {cache!r}")
     adapter = params.get("adapter")
     if adapter is not None and not (isinstance(adapter, str) and Path(adapter).expanduser().is_dir()):
         raise ConfigError(f"{where} adapter {adapter!r}: no such folder (a peft adapter folder: "
@@ -142,9 +151,11 @@ class VlmDetector:
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.label_ids = label_token_ids(self.tokenizer, self.prompt.label_words)
+        self.pictures = PictureFeatures(self.model, int(float(params["picture_cache_mib"]) * 2**20))
 
     def with_prompt(self, prompt: Prompt) -> "VlmDetector":
-        """This model asked with another prompt (the prompt-invariance view): the weights are shared, not copied."""
+        """This model asked with another prompt (the prompt-invariance view): the weights and the pictures' vision
+        features are shared, not copied."""
         import copy
 
         view = copy.copy(self)
@@ -166,6 +177,7 @@ class VlmDetector:
         batch = {k: (v.to(self.device, self.model.dtype) if torch.is_floating_point(v) else v.to(self.device))
                  for k, v in batch.items()}
         with torch.inference_mode():
+            batch = self.pictures.encoded(images, batch)
             try:
                 out = self.model(**batch, logits_to_keep=1)
             except TypeError:  # an architecture without logits_to_keep computes every position
@@ -185,6 +197,63 @@ class VlmDetector:
 
     def predict_proba(self, images, texts) -> np.ndarray:
         return self.predict_with_abstentions(images, texts)[0]
+
+
+_TEXT_INPUTS = frozenset({"input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids"})
+_REUSED_INPUTS = frozenset({"pixel_values", "pixel_attention_mask"})  # what the vision tower alone reads
+
+
+def picture_digest(picture) -> bytes:
+    """What identifies a picture to the vision tower: its values, shape and dtype."""
+    import hashlib
+
+    import torch
+
+    values = picture.detach().contiguous().cpu() if isinstance(picture, torch.Tensor) else np.ascontiguousarray(picture)
+    digest = hashlib.blake2b(str((tuple(values.shape), str(values.dtype))).encode(), digest_size=16)
+    digest.update(values.numpy().tobytes() if isinstance(values, torch.Tensor) else values.tobytes())
+    return digest.digest()
+
+
+class PictureFeatures:
+    """The vision tower's output per distinct picture, so a picture asked with many prompts and caption edits is
+    encoded once. Works where the architecture takes precomputed features (`get_image_features` and the forward's
+    `mm_encoder_outputs`: Qwen2-VL, LLaVA, Idefics3 in transformers 5); elsewhere every batch is encoded in full."""
+
+    def __init__(self, model, limit_bytes: int):
+        import inspect
+
+        self.model, self.limit_bytes, self.held_bytes = model, limit_bytes, 0
+        self.features: dict[bytes, object] = {}
+        self.pictures_encoded = 0  # how many pictures went through the vision tower
+        self.supported = (limit_bytes > 0 and hasattr(model, "get_image_features")
+                          and "mm_encoder_outputs" in inspect.signature(model.forward).parameters)
+
+    def encoded(self, images, batch: dict) -> dict:
+        """`batch` with the pictures' vision features in place of their pixels: those held are reused, and a batch
+        with any picture not held is encoded whole (one vision forward; batches are all-new or all-held in a run)."""
+        if not self.supported:
+            self.pictures_encoded += len(images)
+            return batch
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        keys = [picture_digest(p) for p in images]
+        if all(k in self.features for k in keys):
+            per_picture = [self.features[k] for k in keys]
+        else:
+            vision = {k: v for k, v in batch.items() if k not in _TEXT_INPUTS}
+            per_picture = list(self.model.get_image_features(**vision, return_dict=True).pooler_output)
+            if len(per_picture) != len(keys):  # an architecture that splits a picture into several: not reused
+                self.supported = False
+                self.pictures_encoded += len(images)
+                return batch
+            self.pictures_encoded += len(images)
+            for key, features in zip(keys, per_picture):
+                size = features.numel() * features.element_size()
+                if key not in self.features and self.held_bytes + size <= self.limit_bytes:
+                    self.features[key], self.held_bytes = features, self.held_bytes + size
+        text = {k: v for k, v in batch.items() if k not in _REUSED_INPUTS}
+        return {**text, "mm_encoder_outputs": {"image": BaseModelOutputWithPooling(pooler_output=per_picture)}}
 
 
 def _with_adapter(model, folder: str):
