@@ -150,8 +150,12 @@ def model_lines(cards: dict) -> list[str]:
         elif card.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
             weights = f"vision-language model {card.backbone.get('name')}"
             head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
+        elif card.backbone.get("kind") == "shieldgemma2":  # no head: its policies' answers, combined
+            weights = f"safety classifier {card.backbone.get('name')}"
+            head = (f"policies {', '.join(card.params.get('policies', ['dangerous', 'sexual', 'violence']))} "
+                    f"({card.params.get('combine', 'max')})")
         status = present if isinstance(present, str) else here[present]
-        lines.append(f"{name:22s} {card.architecture:10s} backbone: {weights}, {status}; {head}")
+        lines.append(f"{name:22s} {card.architecture:17s} backbone: {weights}, {status}; {head}")
     return lines
 
 

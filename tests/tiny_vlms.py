@@ -17,8 +17,10 @@ SPECIAL = {"llava": ["<pad>", "<unk>", "<s>", "</s>", "<image>"],
            "qwen2_vl": ["<|endoftext|>", "<unk>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                         "<|image_pad|>", "<|video_pad|>"],
            "idefics3": ["<|endoftext|>", "<unk>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>",
-                        "<global-img>", "<image>"]}
-EOS = {"llava": "</s>", "qwen2_vl": "<|im_end|>", "idefics3": "<end_of_utterance>"}
+                        "<global-img>", "<image>"],
+           "shieldgemma2": ["<pad>", "<unk>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+                            "<end_of_image>", "<image_soft_token>"]}
+EOS = {"llava": "</s>", "qwen2_vl": "<|im_end|>", "idefics3": "<end_of_utterance>", "shieldgemma2": "<eos>"}
 CHAT_TEMPLATES = {
     # LLaVA 1.5's style: "USER: <image>\n... ASSISTANT:"
     # (transformers renders templates with trim_blocks: a newline right after a tag is dropped, hence {{ NL }})
@@ -38,6 +40,12 @@ CHAT_TEMPLATES = {
                  "{{ message['role'] | capitalize }}:{% for item in message['content'] %}"
                  "{% if item['type'] == 'image' %}<image>{% else %} {{ item['text'] }}{% endif %}{% endfor %}"
                  "<end_of_utterance>{{ NL }}{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"),
+    # ShieldGemma 2's style: the policy inside a fixed question, the answer's turn opened
+    "shieldgemma2": ("{% set NL = '\\n' %}{{ bos_token }}{% for message in messages %}<start_of_turn>user{{ NL }}"
+                     "You are a policy expert. {% for item in message['content'] %}{% if item['type'] == 'image' %}"
+                     "<start_of_image>{% else %}Policy: {{ item['text'] }} Does the image violate the policy? "
+                     "Answer Yes or No.{% endif %}{% endfor %}<end_of_turn>{{ NL }}{% endfor %}"
+                     "<start_of_turn>model{{ NL }}"),
 }
 
 
@@ -151,6 +159,41 @@ def _idefics3(tok):
     processor = Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=4,
                                   chat_template=CHAT_TEMPLATES["idefics3"])
     return model, processor
+
+
+def save_tiny_shieldgemma2(folder: Path) -> Path:
+    """A tiny random ShieldGemma 2 (Gemma 3 with a SigLIP tower, 4 image tokens) with its processor and a Gemma-style
+    tokenizer (its boi/eoi/image tokens named as Gemma's are), saved to `folder`. The multimodal projection, which
+    Gemma 3 initialises to zeros, is drawn at random so that the picture reaches the answer."""
+    import torch
+    from transformers import (Gemma3ImageProcessor, PreTrainedTokenizerFast, ShieldGemma2Config,
+                              ShieldGemma2ForImageClassification, ShieldGemma2Processor)
+
+    torch.manual_seed(0)
+    words = tokenizer("shieldgemma2")
+    tok = PreTrainedTokenizerFast(tokenizer_object=words.backend_tokenizer, unk_token="<unk>", pad_token="<pad>",
+                                  eos_token="<eos>", bos_token="<bos>",
+                                  extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                                                        "image_token": "<image_soft_token>"})
+    ids = tok.convert_tokens_to_ids
+    text = {"vocab_size": vocab_size(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 512,
+            "sliding_window": 64, "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id,
+            "bos_token_id": tok.bos_token_id, "initializer_range": 0.5}
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "image_size": 32, "patch_size": 8}
+    config = ShieldGemma2Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                boi_token_index=ids("<start_of_image>"), eoi_token_index=ids("<end_of_image>"),
+                                image_token_index=ids("<image_soft_token>"))
+    config.yes_token_index, config.no_token_index = ids("Yes"), ids("No")
+    model = ShieldGemma2ForImageClassification(config).eval()
+    with torch.no_grad():
+        torch.nn.init.normal_(model.model.model.multi_modal_projector.mm_input_projection_weight, std=0.5)
+    processor = ShieldGemma2Processor(image_processor=Gemma3ImageProcessor(size={"height": 32, "width": 32}),
+                                      tokenizer=tok, image_seq_length=4, chat_template=CHAT_TEMPLATES["shieldgemma2"])
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return Path(folder)
 
 
 if __name__ == "__main__":

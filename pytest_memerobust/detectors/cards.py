@@ -136,7 +136,7 @@ def file_sha256(path: Path) -> str:
 # said at once. Without leave to download, nothing reaches the hub: a hub id is read from the local cache only.
 
 DOWNLOAD_ENV = "MEMEROBUST_DOWNLOAD"  # 1: a hub id not on this machine may download
-HF_KINDS = ("hf-clip", "hf-blip2", "vlm")
+HF_KINDS = ("hf-clip", "hf-blip2", "vlm", "shieldgemma2")
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.txt", "vocab.json")
 _allowed: list[bool] = []
 

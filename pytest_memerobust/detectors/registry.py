@@ -22,7 +22,7 @@ def register_architecture(name: str):
 
 
 def architectures() -> dict[str, Callable]:
-    from . import demo, hosted, meme_models, vlm  # noqa: F401  (built-ins register at import)
+    from . import demo, hosted, meme_models, safety, vlm  # noqa: F401  (built-ins register at import)
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         _ARCHITECTURES.setdefault(ep.name, ep.load())
