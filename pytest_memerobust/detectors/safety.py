@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from .cards import ModelCard, hub_load_options
+from .cards import ModelCard
 from .registry import register_architecture
+from .vlm import load_pretrained
 
 PARAMS = ("policies", "custom_policies", "combine")
 COMBINE = {
@@ -73,23 +74,10 @@ class SafetyClassifierDetector:
     def __init__(self, card: ModelCard, device: str = "cpu"):
         self.card, self.classes, self.device = card, tuple(card.classes), device
         self.policies, self.custom_policies, self.combine = card_policies(card)
-        name = str(card.backbone.get("name", ""))
-        if not name:
-            raise ConfigError(f"model card {card.path or card.name!r}: [backbone] name must name the model (a hub "
-                              f"id or a folder)")
-        options = hub_load_options(name, f"card {card.name!r}: safety classifier")
-        import torch
-        from transformers import AutoProcessor, ShieldGemma2ForImageClassification
+        from transformers import ShieldGemma2ForImageClassification
 
-        from .backbones import _from_pretrained
-
-        self.processor = _from_pretrained(AutoProcessor, name, "safety classifier processor", options)
-        dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
-        model = _from_pretrained(ShieldGemma2ForImageClassification, name, "safety classifier",
-                                 {**options, "dtype": dtype})
-        self.model = model.to(device).eval()
-        for p in self.model.parameters():
-            p.requires_grad_(False)
+        self.processor, self.model = load_pretrained(card, ShieldGemma2ForImageClassification, "safety classifier",
+                                                     device)
 
     def policy_probabilities(self, images) -> np.ndarray:
         """P(the picture violates the policy) [N, policies], one forward pass over every (picture, policy) pair."""

@@ -97,6 +97,30 @@ def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
     return Prompt(instruction, system, tuple(words)), params
 
 
+def load_pretrained(card: ModelCard, model_class, what: str, device: str, adapt=None):
+    """(processor, frozen model in eval mode on `device`) of the model `[backbone] name` names, a hub id or a folder;
+    bf16 on a GPU. A model that is not here is said before torch and transformers load (seconds)."""
+    name = str(card.backbone.get("name", ""))
+    if not name:
+        raise ConfigError(f"model card {card.path or card.name!r}: [backbone] name must name the model (a hub id or "
+                          f"a folder)")
+    options = hub_load_options(name, f"card {card.name!r}: {what}")
+    import torch
+    from transformers import AutoProcessor
+
+    from .backbones import _from_pretrained
+
+    processor = _from_pretrained(AutoProcessor, name, f"{what} processor", options)
+    dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    model = _from_pretrained(model_class, name, what, {**options, "dtype": dtype})
+    if adapt is not None:
+        model = adapt(model)
+    model = model.to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return processor, model
+
+
 def label_token_ids(tokenizer, words) -> list[list[int]]:
     """Per label word, the ids of the tokens an answer may start it with: the word alone and after a space, each
     only where the tokenizer makes it one token's start. Two classes sharing a first token cannot be told apart."""
@@ -126,30 +150,16 @@ class VlmDetector:
         self.prompt, params = card_prompt(card)
         self.abstain_below = float(params["abstain_below"])
         self.max_caption_chars = int(params.get("max_caption_chars", MAX_CAPTION_CHARS))
-        name = str(card.backbone.get("name", ""))
-        if not name:
-            raise ConfigError(f"model card {card.path or card.name!r}: [backbone] name must name the model (a hub "
-                              f"id or a folder)")
-        # before torch and transformers load (seconds): a model that is not here is said at once
-        options = hub_load_options(name, f"card {card.name!r}: vision-language model")
-        import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoModelForImageTextToText
 
-        from .backbones import _from_pretrained
-
-        self.processor = _from_pretrained(AutoProcessor, name, "vision-language model processor", options)
+        adapter = params.get("adapter")
+        self.processor, self.model = load_pretrained(
+            card, AutoModelForImageTextToText, "vision-language model", device,
+            adapt=(lambda model: _with_adapter(model, str(adapter))) if adapter else None)
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.tokenizer.padding_side = "left"  # every prompt ends at the last position, where its answer starts
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
-        model = _from_pretrained(AutoModelForImageTextToText, name, "vision-language model",
-                                 {**options, "dtype": dtype})
-        if params.get("adapter"):
-            model = _with_adapter(model, str(params["adapter"]))
-        self.model = model.to(device).eval()
-        for p in self.model.parameters():
-            p.requires_grad_(False)
         self.label_ids = label_token_ids(self.tokenizer, self.prompt.label_words)
         self.pictures = PictureFeatures(self.model, int(float(params["picture_cache_mib"]) * 2**20))
 
