@@ -83,11 +83,26 @@ ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the t
 def _features(detector, dataset: Dataset, store: FeatureStore):
     import torch
 
+    if callable(getattr(detector, "encode_pairs", None)):  # a prompted model's probe: picture and caption read together
+        return _pair_features(detector, dataset), torch.zeros((len(dataset), 0))
+
     needs_images = "image" in getattr(detector, "modalities", ("image", "text"))
     images = (store.features("image", [m.image for m in dataset.memes], detector.encode_images, ENCODE_BATCH_SIZE)
               if needs_images else np.zeros((len(dataset), 0), dtype=np.float32))
     texts = store.features("text", [m.text for m in dataset.memes], detector.encode_texts, ENCODE_BATCH_SIZE)
     return torch.as_tensor(images), torch.as_tensor(texts)
+
+
+def _pair_features(detector, dataset: Dataset):
+    """A probe's features (the model's hidden state after the prompt, one per meme), encoded in memory: they depend
+    on the prompt as well as the model, which the backbone-keyed feature cache does not tell apart."""
+    import torch
+
+    memes = dataset.memes
+    chunks = [detector.encode_pairs([m.picture(detector.device) for m in memes[i : i + ENCODE_BATCH_SIZE]],
+                                    [m.text for m in memes[i : i + ENCODE_BATCH_SIZE]])
+              for i in range(0, len(memes), ENCODE_BATCH_SIZE)]
+    return torch.cat(chunks).clone()  # out of inference mode: the head's training reads them with autograd on
 
 
 def _save_state(path: Path, state: dict) -> None:

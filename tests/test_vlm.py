@@ -54,6 +54,7 @@ CAPTIONS = ["nobody wants those people here", "love is love", "when the wifi fin
     ({"adapter": "/nowhere/lora"}, "adapter '/nowhere/lora': no such folder"),
     ({"temperature": 0.2}, "unknown key(s) ['temperature']"),
     ({"picture_cache_mib": -1}, "picture_cache_mib must be a number of MiB >= 0"),
+    ({"readout": "hidden"}, "readout must be one of label_words, probe"),
 ])
 def test_a_bad_prompt_in_a_card_is_one_error_naming_the_key(params, culprit):
     with pytest.raises(ConfigError) as err:
@@ -321,3 +322,43 @@ def test_prompt_edits_are_conditions_alone_and_with_text_or_image_sides(pytester
     skipped = pytester.runpytest("--memerobust-model=demo", *QUICK, "memerobust-prompts.toml", "-rs")
     skipped.assert_outcomes(passed=2, skipped=5)
     assert "demo does not read the prompt (it is not prompted)" in skipped.stdout.str()
+
+
+# --- a linear probe on the last hidden state (readout = "probe") ------------------------------------------------------
+
+
+def test_memerobust_train_fits_a_probe_on_a_tiny_qwen2_vl_and_the_card_it_writes_runs(tmp_path):
+    """LMM-RGCL's readout: a linear head on the hidden state at the answer's position, fitted on frozen features by
+    `memerobust train`; the checkpoint and the card written beside it load and answer through the probe."""
+    from pytest_memerobust.cli import main
+    from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
+    from pytest_memerobust.errors import CheckpointError
+
+    folder = save_tiny_vlm("qwen2_vl", tmp_path / "qwen2_vl")
+    card = tmp_path / "probe.toml"
+    card.write_text('name = "tiny-probe"\narchitecture = "vlm"\ntask = "hate"\nclasses = ["non-hateful", "hateful"]\n'
+                    f'[backbone]\nkind = "vlm"\nname = "{folder}"\n[params]\nreadout = "probe"\n'
+                    '[training]\nlr = 0.01\n')
+    out = tmp_path / "probe.safetensors"
+    assert main(["train", str(card), "--data", "demo", "--out", str(out), "--epochs", "3", "--quiet"]) == 0
+    history = json.loads(out.with_suffix(".metrics.json").read_text())["history"]
+    assert [row["epoch"] for row in history] == [1, 2, 3] and history[-1]["loss"] < history[0]["loss"]
+    state, metadata = load_state_dict(out)
+    assert set(state) == {"head.weight", "head.bias"} and metadata["format"] == "pytest-memerobust-vlm-probe/1"
+
+    trained = load_detector(str(out.with_suffix(".card.toml")))
+    untrained = load_detector(str(card))
+    images = pictures(4)
+    proba, abstained = trained.predict_with_abstentions(images, CAPTIONS)
+    with torch.no_grad():
+        hidden = trained.encode_pairs(images, CAPTIONS)
+        expected = torch.softmax(hidden @ state["head.weight"].T + state["head.bias"], -1).numpy()
+    np.testing.assert_allclose(proba, expected, atol=1e-5)
+    assert not abstained.any() and not np.allclose(proba, untrained.predict_proba(images, CAPTIONS), atol=1e-4)
+    # a probe of another width is refused, naming the file
+    save_state_dict({"head.weight": torch.zeros(2, 7), "head.bias": torch.zeros(2)}, tmp_path / "narrow.safetensors")
+    with pytest.raises(CheckpointError, match="narrow.safetensors does not fit this model's probe"):
+        load_detector(str(card), checkpoint=tmp_path / "narrow.safetensors")
+    # a checkpoint for a prompted (label-word) card is refused at once
+    with pytest.raises(ConfigError, match="only a probe"):
+        load_detector(vlm_card(folder), checkpoint=out)

@@ -20,6 +20,11 @@ prompt in `[params]`:
     adapter = "/path/to/lora"                     # optional: a peft LoRA adapter folder
     abstain_below = 0.5                           # label-word mass below which the answer is an abstention
     picture_cache_mib = 1024                      # vision features kept per distinct picture (0: none)
+    readout = "label_words"                       # or "probe": a linear head on the last hidden state
+
+With `readout = "probe"` the answer is a linear probe on the last hidden state at the answer's position (as LMM-RGCL
+reads its fine-tuned Qwen2-VL): `memerobust train` fits it on frozen features, and the card names the checkpoint.
+A probe always answers: it never abstains.
 
 Each distinct picture goes through the vision tower once: its features are kept (up to `picture_cache_mib`, filled in
 the order pictures come and never evicted, since a run revisits its clean pictures in the same cyclic order that
@@ -32,14 +37,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from .cards import ModelCard, hub_load_options
 from .registry import register_architecture
 
 DEFAULT_PROMPT = 'The caption of this meme reads: "{caption}". Is the meme hateful? Answer {options}.'
 DEFAULT_LABEL_WORDS = ("No", "Yes")
 DEFAULT_ABSTAIN_BELOW = 0.5
-PARAMS = ("prompt", "system", "label_words", "adapter", "abstain_below", "max_caption_chars", "picture_cache_mib")
+PARAMS = ("prompt", "system", "label_words", "adapter", "abstain_below", "max_caption_chars", "picture_cache_mib",
+          "readout")
+READOUTS = ("label_words", "probe")
+PROBE_FORMAT = "pytest-memerobust-vlm-probe/1"
 DEFAULT_PICTURE_CACHE_MIB = 1024
 MAX_CAPTION_CHARS = 2000  # a caption longer than this is cut: a prompt must not outgrow the model's context
 
@@ -90,6 +98,8 @@ def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
     cache = params.setdefault("picture_cache_mib", DEFAULT_PICTURE_CACHE_MIB)
     if isinstance(cache, bool) or not isinstance(cache, (int, float)) or cache < 0:
         raise ConfigError(f"{where} picture_cache_mib must be a number of MiB >= 0, got {cache!r}")
+    if params.setdefault("readout", "label_words") not in READOUTS:
+        raise ConfigError(f"{where} readout must be one of {', '.join(READOUTS)}, got {params['readout']!r}")
     adapter = params.get("adapter")
     if adapter is not None and not (isinstance(adapter, str) and Path(adapter).expanduser().is_dir()):
         raise ConfigError(f"{where} adapter {adapter!r}: no such folder (a peft adapter folder: "
@@ -145,9 +155,10 @@ class VlmDetector:
     takes_pictures = "tensor"
     modalities = ("image", "text")
 
-    def __init__(self, card: ModelCard, device: str = "cpu"):
+    def __init__(self, card: ModelCard, device: str = "cpu", checkpoint=None):
         self.card, self.classes, self.device = card, tuple(card.classes), device
         self.prompt, params = card_prompt(card)
+        self.readout = params["readout"]
         self.abstain_below = float(params["abstain_below"])
         self.max_caption_chars = int(params.get("max_caption_chars", MAX_CAPTION_CHARS))
         from transformers import AutoModelForImageTextToText
@@ -162,6 +173,45 @@ class VlmDetector:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.label_ids = label_token_ids(self.tokenizer, self.prompt.label_words)
         self.pictures = PictureFeatures(self.model, int(float(params["picture_cache_mib"]) * 2**20))
+        if self.readout == "probe":
+            import torch
+
+            hidden = self.model.config.get_text_config().hidden_size
+            self.head_module = torch.nn.Linear(hidden, len(self.classes)).to(device).eval()
+            if checkpoint is not None:
+                self.load_probe(checkpoint)
+
+    # --- the linear probe (readout = "probe") ---------------------------------------------------------------------
+
+    def load_probe(self, path) -> None:
+        from .checkpoints import check_weights, load_state_dict
+
+        state, metadata = load_state_dict(path)
+        if metadata.get("format", PROBE_FORMAT) != PROBE_FORMAT:
+            raise CheckpointError(f"{path}: a {metadata.get('format')!r} checkpoint, not a probe of a "
+                                  f"vision-language model ({PROBE_FORMAT})")
+        expected = {f"head.{k}": v for k, v in self.head_module.state_dict().items()}
+        wrong = sorted(k for k in set(state) | set(expected)
+                       if k not in state or k not in expected or state[k].shape != expected[k].shape)
+        if wrong:
+            raise CheckpointError(f"{path} does not fit this model's probe ({len(self.classes)} classes on a "
+                                  f"{expected['head.weight'].shape[1]}-wide hidden state): {wrong[:4]}")
+        check_weights(state, expected, str(path))
+        self.head_module.load_state_dict({k.removeprefix("head."): v for k, v in state.items()})
+
+    def encode_pairs(self, images, texts):
+        """The last layer's hidden state at the answer's position [N, hidden] (float32): what the probe reads."""
+        return self._forward(images, texts, hidden=True).hidden_states[-1][:, -1, :].float()
+
+    def logits(self, pair_features, _unused=None):
+        return self.head_module(pair_features)
+
+    def shipped_state(self) -> dict:
+        return {f"head.{k}": v for k, v in self.head_module.state_dict().items()}
+
+    def checkpoint_metadata(self) -> dict:
+        return {"format": PROBE_FORMAT, "backbone": str(self.card.backbone.get("name")),
+                "prompt": self.prompt.instruction}
 
     def with_prompt(self, prompt: Prompt) -> "VlmDetector":
         """This model asked with another prompt (the prompt-invariance view): the weights and the pictures' vision
@@ -180,6 +230,9 @@ class VlmDetector:
 
     def next_token_logits(self, images, texts):
         """The logits of the token after each prompt [N, vocab], in one forward pass over the batch."""
+        return self._forward(images, texts).logits[:, -1, :].float()
+
+    def _forward(self, images, texts, hidden: bool = False):
         import torch
 
         batch = self.processor(images=[[picture] for picture in images], text=self.prompts(texts), padding=True,
@@ -188,17 +241,22 @@ class VlmDetector:
                  for k, v in batch.items()}
         with torch.inference_mode():
             batch = self.pictures.encoded(images, batch)
+            if hidden:
+                batch["output_hidden_states"] = True
             try:
-                out = self.model(**batch, logits_to_keep=1)
+                return self.model(**batch, logits_to_keep=1)
             except TypeError:  # an architecture without logits_to_keep computes every position
-                out = self.model(**batch)
-        return out.logits[:, -1, :].float()
+                return self.model(**batch)
 
     def predict_with_abstentions(self, images, texts) -> tuple[np.ndarray, np.ndarray]:
         """(class probabilities [N, C], abstained [N]): the label words' next-token probabilities renormalised, and
         whether their mass fell below `abstain_below` (the model meant to say something else)."""
         import torch
 
+        if self.readout == "probe":
+            with torch.inference_mode():
+                proba = torch.softmax(self.logits(self.encode_pairs(images, texts)), dim=-1).cpu().numpy()
+            return proba, np.zeros(len(proba), dtype=bool)
         probs = torch.softmax(self.next_token_logits(images, texts), dim=-1)
         per_class = torch.stack([probs[:, ids].sum(dim=1) for ids in self.label_ids], dim=1)
         mass = per_class.sum(dim=1, keepdim=True)
@@ -277,9 +335,10 @@ def _with_adapter(model, folder: str):
 
 @register_architecture("vlm")
 def build_vlm(card: ModelCard, checkpoint, device: str) -> VlmDetector:
-    if checkpoint is not None:
+    if checkpoint is not None and card.params.get("readout") != "probe":
         raise ConfigError(f"model card {card.name!r}: a vision-language model takes its weights from [backbone] "
-                          f"name (and a LoRA from [params] adapter), not a checkpoint file ({checkpoint})")
+                          f"name (and a LoRA from [params] adapter), not a checkpoint file ({checkpoint}); only a "
+                          f"probe (readout = \"probe\") has one")
     if card.backbone.get("kind") != "vlm":
         raise ConfigError(f"model card {card.name!r}: architecture 'vlm' needs [backbone] kind = \"vlm\"")
-    return VlmDetector(card, device)
+    return VlmDetector(card, device, checkpoint)
