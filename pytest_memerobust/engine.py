@@ -402,7 +402,7 @@ class Engine:
                            for modality, rows in (("image", image_of), ("text", text_of)))
             return self._heads(image, text)
         images, texts = self.inputs("image", None, None), self.inputs("text", None, None)
-        return self._black_box([images[j] for j in image_of], [texts[j] for j in text_of])
+        return self.probabilities([images[j] for j in image_of], [texts[j] for j in text_of])
 
     def _heads(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
         """The split detector's head over paired feature rows, in batches."""
@@ -410,8 +410,9 @@ class Engine:
                                                   text_features[i : i + self.batch_size])
                                for i in range(0, len(image_features), self.batch_size)])
 
-    def _black_box(self, images: list, texts: list) -> np.ndarray:
-        """A detector without the split interface on paired pictures and captions, in batches."""
+    def probabilities(self, images: list, texts: list) -> np.ndarray:
+        """Class probabilities of any pictures and captions (not only a condition's), in batches, as the detector
+        takes them: what a search over edits (budgets.py) asks."""
         return self._answers(images, texts)[0]
 
     def _asked(self, condition: Condition):

@@ -229,3 +229,29 @@ def failure_table(model: str, condition: str, violations, result, regressions=()
                else f"; McNemar p {p_value(result.mcnemar_p)} (did accuracy change more than chance?)")
     parts.append(f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)}){mcnemar}")
     return "\n".join(parts)
+
+
+def _budget(value, levels) -> str:
+    """A budget level as read: `3`, `> 10` past the last level (censored), `–` where nothing was measured."""
+    if value is None:
+        return "–"
+    if value == "inf":
+        return f"> {levels[-1]}"
+    return f"{value:g}"
+
+
+def budget_table(entries: list[dict], tablefmt: str = "simple") -> str:
+    """One row per edit family (budgets.py): the median budget that gets a harmful meme past the detector, with its
+    interval; the share evaded within the first level and within the last; the robustness curve's area (1: every
+    meme falls at the first level)."""
+    rows = []
+    for e in entries:
+        levels = e["levels"]
+        lo, hi = e["median_ci"]
+        rows.append([e["family"], f"{levels[0]}..{levels[-1]} {e['unit']}".strip(), e["n"],
+                     f"{_budget(e['median'], levels)} ({_budget(lo, levels)}..{_budget(hi, levels)})",
+                     _fmt(e["curve"][0]), _fmt(e["curve"][-1]),
+                     f"{_fmt(e['area'])} ({_fmt(e['area_ci'][0])}..{_fmt(e['area_ci'][1])})", e["n_censored"]])
+    return tabulate(rows, headers=["family", "budgets", "memes", "median budget (CI)", "evaded at first",
+                                   "evaded by last", "curve area (CI)", "not evaded"],
+                    tablefmt=tablefmt, disable_numparse=True)
