@@ -13,6 +13,10 @@ import torch._dynamo  # noqa: F401
 import transformers.models.clip.modeling_clip  # noqa: F401,E402
 import transformers.models.llava.modeling_llava  # noqa: F401,E402
 import transformers.models.qwen2_vl.modeling_qwen2_vl  # noqa: F401,E402
+import transformers.models.idefics3.modeling_idefics3  # noqa: F401,E402
+import transformers.models.siglip.modeling_siglip  # noqa: F401,E402
+import transformers.models.gemma3.modeling_gemma3  # noqa: F401,E402
+import transformers.models.shieldgemma2.modeling_shieldgemma2  # noqa: F401,E402
 
 _real_connect = socket.socket.connect
 
