@@ -284,6 +284,14 @@ def _compare(args) -> int:
     print(f"{check.label()}: A = {args.before}, B = {args.after}; paired bootstrap interval of B - A over the same "
           f"memes ({args.bootstrap} resamples); McNemar: exact test on the memes one gets right and the other wrong")
     print(tabulate(rows, headers=compare_headers(check, args.confidence), tablefmt="simple", disable_numparse=True))
+    if args.ledger:
+        from .ledger import flip_ledger, write_ledger
+
+        ledger = flip_ledger(before, after, names=(args.before, args.after))
+        paths = write_ledger(ledger, Path(args.ledger))
+        wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
+        print(f"flip ledger: {wrong} memes newly wrong and {right} newly right in B over "
+              f"{len(ledger['conditions'])} conditions; wrote {' and '.join(map(str, paths))}")
     return 1 if any(r[-1] == "REGRESSED" for r in rows) else 0
 
 
@@ -367,6 +375,8 @@ def main(argv=None) -> int:
     compare.add_argument("--metric", help="what to compare, e.g. rel_acc (default), rel_auroc, f1:1%%")
     compare.add_argument("--confidence", type=float, default=0.95)
     compare.add_argument("--bootstrap", type=int, default=1000)
+    compare.add_argument("--ledger", metavar="DIR", help="also write the flip ledger (the memes B newly gets wrong "
+                         "and newly gets right, with McNemar's test) to DIR/flip-ledger.json and DIR/flip-ledger.md")
     compare.set_defaults(run=_compare)
     args = parser.parse_args(argv)
     try:

@@ -114,20 +114,46 @@ DEFAULT_CHECKS = tuple(RegressionCheck("relative", m) for m in ("accuracy", "aur
 
 
 def baseline_data(session) -> dict:
-    """Everything a later run needs to compare against this one, with the per-meme probabilities."""
+    """Everything a later run needs to compare against this one, with the per-meme probabilities, and per model and
+    dataset the memes' ids and captions in the results' order (`memes`), so a flip ledger can name the memes."""
     report = session.report()
     results: dict = {}
+    memes: dict = {}
     for (model, spec, condition), result in session.results.items():
         entry = results.setdefault(model, {}).setdefault(spec, {})
         entry[condition] = {"y": result.y_true.tolist(), "clean": np.round(result.proba_clean, 6).tolist(),
                             "perturbed": np.round(result.proba, 6).tolist()}
+        if spec not in memes.get(model, {}) and (named := _scored_memes(session, spec, result)) is not None:
+            memes.setdefault(model, {})[spec] = named
     return {
         "format": FORMAT, "seed": report["seed"],
         "versions": {k: report["versions"].get(k) for k in _VERSIONED},
         "datasets": {spec: info["fingerprint"] for spec, info in report["datasets"].items()},
         "models": {name: info["checkpoint_sha256"] for name, info in report["models"].items()},
         "results": results,
+        "memes": memes,
     }
+
+
+def _scored_memes(session, spec: str, result) -> dict | None:
+    """{"ids", "captions"} of the memes `result` scored, in its order (the dataset's memes labelled for its task, as
+    the engine reads them); None from a session that cannot name them (one rebuilt from results alone)."""
+    if getattr(session, "dataset", None) is None or result.task is None:
+        return None
+    scored = session.dataset(spec).labelled(result.task).memes
+    if len(scored) != len(result.y_true):
+        return None
+    return {"ids": [m.id for m in scored], "captions": [m.text for m in scored]}
+
+
+def baseline_memes(data: dict, model: str, spec: str) -> tuple[list[str], list[str] | None]:
+    """(ids, captions) of the memes of `model` on `spec` in the results' order: as saved, or for a baseline saved
+    without them (older versions) the row index as id and no captions."""
+    named = data.get("memes", {}).get(model, {}).get(spec)
+    if named is not None:
+        return list(named["ids"]), list(named["captions"])
+    n = len(next(iter(data["results"][model][spec].values()))["y"])
+    return [str(i) for i in range(n)], None
 
 
 def save_baseline(session, path: Path, write: Callable[[str], object] | None = None) -> dict:
@@ -220,6 +246,24 @@ def _check_shape(path, data: dict) -> None:
                     where = "/".join(str(k) for k in (model, spec, condition) if k is not None)
                     raise ConfigError(f"baseline {path}: results/{where} is not a condition entry (lists 'y', "
                                       f"'clean' and 'perturbed' of one length per meme)")
+    _check_memes(path, data)
+
+
+def _check_memes(path, data: dict) -> None:
+    """The optional `memes` block (ids and captions per model and dataset): one string each per meme of the
+    results it names."""
+    memes = data.get("memes", {})
+    if not isinstance(memes, dict) or not all(isinstance(v, dict) for v in memes.values()):
+        raise ConfigError(f"baseline {path}: 'memes' is not a JSON object of model -> dataset -> ids and captions")
+    for model, by_spec in memes.items():
+        for spec, named in by_spec.items():
+            sizes = {len(cell["y"]) for cell in data["results"].get(model, {}).get(spec, {}).values()}
+            ok = isinstance(named, dict) and all(
+                isinstance(named.get(k), list) and all(isinstance(v, str) for v in named[k]) and
+                {len(named[k])} == sizes for k in ("ids", "captions"))
+            if not ok:
+                raise ConfigError(f"baseline {path}: memes/{model}/{spec} is not a memes entry (lists 'ids' and "
+                                  f"'captions' of strings, one per meme of results/{model}/{spec})")
 
 
 _JSON_NAMES = {int: "integer", dict: "object"}
@@ -265,28 +309,38 @@ def compare_headers(check: RegressionCheck = DEFAULT_CHECKS[0], confidence: floa
             f"Δ {short} {confidence:.0%} CI", "McNemar p (B vs A)", "verdict"]
 
 
+def paired_cells(before: dict, after: dict, names=("baseline A", "baseline B")):
+    """(model, dataset, condition, before's entry, after's entry) for every condition in both baselines, in the
+    later one's order, after the gate's refusals: incomparable baselines, and other memes or labels in a cell."""
+    refuse_incomparable(before, after, names)
+    for model, by_spec in after["results"].items():
+        for spec, by_condition in by_spec.items():
+            for condition, now in by_condition.items():
+                then = before["results"].get(model, {}).get(spec, {}).get(condition)
+                if then is None:
+                    continue
+                ids = [data.get("memes", {}).get(model, {}).get(spec, {}).get("ids") for data in (before, after)]
+                if then["y"] != now["y"] or (None not in ids and ids[0] != ids[1]):
+                    raise ConfigError(f"{names[0]} and {names[1]} hold other memes or labels for {model} on "
+                                      f"{spec!r} ({condition}): the comparison is refused")
+                yield model, spec, condition, then, now
+
+
 def compare_rows(before: dict, after: dict, check: RegressionCheck = DEFAULT_CHECKS[0], *,
                  names=("baseline A", "baseline B"), confidence: float = 0.95, **options) -> list[list]:
     """Side by side, per model, dataset and condition in both baselines (columns: `compare_headers`): the checked
     score before and after, the paired difference with its bootstrap interval, McNemar's exact p-value of the
     memes one gets right and the other wrong (perturbed predictions), and whether it counts as a regression.
     Baselines that the gate would not compare are refused the same way."""
-    refuse_incomparable(before, after, names)
     rows = []
-    for model, by_spec in after["results"].items():
-        for spec, by_condition in by_spec.items():
-            for condition, now in by_condition.items():
-                then = before["results"].get(model, {}).get(spec, {}).get(condition)
-                if then is None or (condition == "clean" and check.kind != "metric"):
-                    continue
-                if then["y"] != now["y"]:
-                    raise ConfigError(f"{names[0]} and {names[1]} hold other memes or labels for {model} on "
-                                      f"{spec!r} ({condition}): the comparison is refused")
-                d = check.difference(now, then, confidence=confidence, **options)
-                p = metrics.mcnemar_p_value(correct(then["y"], then["perturbed"]), correct(now["y"], now["perturbed"]))
-                rows.append([model, spec, condition, f"{d.before:.4f}", f"{d.now:.4f}", f"{d.value:+.4f}",
-                             f"[{d.low:+.4f}, {d.high:+.4f}]", f"{p:.3g}",
-                             "REGRESSED" if check.verdict(d, confidence) else "ok"])
+    for model, spec, condition, then, now in paired_cells(before, after, names):
+        if condition == "clean" and check.kind != "metric":
+            continue
+        d = check.difference(now, then, confidence=confidence, **options)
+        p = metrics.mcnemar_p_value(correct(then["y"], then["perturbed"]), correct(now["y"], now["perturbed"]))
+        rows.append([model, spec, condition, f"{d.before:.4f}", f"{d.now:.4f}", f"{d.value:+.4f}",
+                     f"[{d.low:+.4f}, {d.high:+.4f}]", f"{p:.3g}",
+                     "REGRESSED" if check.verdict(d, confidence) else "ok"])
     if not rows:
         raise ConfigError(f"{names[0]} and {names[1]} share no model, dataset and condition to compare "
                           f"({check.label()})")

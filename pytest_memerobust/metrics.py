@@ -25,16 +25,22 @@ __all__ = [
     "accuracy",
     "auroc",
     "average_drop",
+    "benjamini_hochberg",
+    "bootstrap_one_sided_p",
     "compute_all",
     "dropping_rate",
     "flip_rate",
     "flip_rate_ci",
+    "flip_rate_samples",
     "macro_f1",
     "mcnemar_p_value",
     "metric_ci",
+    "metric_samples",
     "paired_bootstrap_ci",
+    "paired_bootstrap_samples",
     "relative_robustness",
     "robustness_ci",
+    "robustness_samples",
 ]
 
 ROBUSTNESS_SCALES = ("percent", "paper")
@@ -423,10 +429,22 @@ def paired_bootstrap_ci(
     With ``vectorized=True`` the statistic is called once per block with arrays of shape
     [resamples, N, ...] and must return one value per resample; the resamples are identical either way.
     """
+    _check_confidence(confidence)
+    return _percentile_interval(paired_bootstrap_samples(statistic, *arrays, n_resamples=n_resamples, seed=seed,
+                                                         vectorized=vectorized), confidence)
+
+
+def paired_bootstrap_samples(
+    statistic: Callable[..., float],
+    *arrays: ArrayLike,
+    n_resamples: int = 1000,
+    seed: SeedLike = 0,
+    vectorized: bool = False,
+) -> np.ndarray:
+    """The statistic on each resample behind `paired_bootstrap_ci` ([n_resamples], NaN where undefined): what a
+    one-sided p-value (`bootstrap_one_sided_p`) reads, from the very resamples the interval was read from."""
     if not arrays:
         raise ValueError("paired_bootstrap_ci needs at least one array to resample")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
     data = [np.asarray(a) for a in arrays]
@@ -450,7 +468,7 @@ def paired_bootstrap_ci(
             for row, indices in enumerate(block):
                 values[filled + row] = statistic(*[a[indices] for a in data])
         filled += block.shape[0]
-    return _percentile_interval(values, confidence)
+    return values
 
 
 _RESAMPLED_CACHE: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
@@ -491,10 +509,14 @@ def _resampled(metric: str, labels: np.ndarray, scores: np.ndarray, n_resamples:
     return values
 
 
-def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    """The percentile interval of bootstrap values, NaN resamples dropped (paired_bootstrap_ci's rule)."""
+def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+
+
+def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap values, NaN resamples dropped (paired_bootstrap_ci's rule)."""
+    _check_confidence(confidence)
     defined = values[~np.isnan(values)]
     if defined.size == 0:
         return float("nan"), float("nan")
@@ -512,10 +534,17 @@ def metric_ci(
     seed: SeedLike = 0,
 ) -> tuple[float, float]:
     """Bootstrap interval of one named metric, so a report can say whether a gap is noise."""
+    _check_confidence(confidence)
+    return _percentile_interval(metric_samples(metric, y_true, proba, n_resamples, seed), confidence)
+
+
+def metric_samples(metric: str, y_true: ArrayLike, proba: ArrayLike, n_resamples: int = 1000,
+                   seed: SeedLike = 0) -> np.ndarray:
+    """The named metric on each resample behind `metric_ci` ([n_resamples], NaN where undefined; read-only)."""
     _metric(metric)
     labels, scores = _checked(y_true, proba)
     _check_resamples(labels, n_resamples)
-    return _percentile_interval(_resampled(metric, labels, scores, n_resamples, seed), confidence)
+    return _resampled(metric, labels, scores, n_resamples, seed)
 
 
 def robustness_ci(
@@ -534,6 +563,22 @@ def robustness_ci(
     Clean and perturbed scores come from the same resample each time, which is what makes the interval
     of their ratio (or difference) tight enough to be useful.
     """
+    _check_confidence(confidence)
+    return _percentile_interval(robustness_samples(metric, y_true, proba_clean, proba_perturbed, kind, scale,
+                                                   n_resamples, seed), confidence)
+
+
+def robustness_samples(
+    metric: str,
+    y_true: ArrayLike,
+    proba_clean: ArrayLike,
+    proba_perturbed: ArrayLike,
+    kind: str = "relative",
+    scale: str = "percent",
+    n_resamples: int = 1000,
+    seed: SeedLike = 0,
+) -> np.ndarray:
+    """The robustness on each resample behind `robustness_ci` ([n_resamples], NaN where undefined)."""
     _metric(metric)
     robustness = _robustness_fn(kind, scale)
     labels, clean_scores = _checked(y_true, proba_clean)
@@ -546,8 +591,7 @@ def robustness_ci(
     clean = _resampled(metric, labels, clean_scores, n_resamples, seed, blocks)
     perturbed = _resampled(metric, labels, perturbed_scores, n_resamples, seed, blocks)
     with np.errstate(divide="ignore", invalid="ignore"):
-        values = np.asarray(robustness(clean, perturbed), dtype=float)
-    return _percentile_interval(values, confidence)
+        return np.asarray(robustness(clean, perturbed), dtype=float)
 
 
 def _check_resamples(labels: np.ndarray, n_resamples: int) -> None:
@@ -565,15 +609,16 @@ def flip_rate_ci(
     seed: SeedLike = 0,
 ) -> tuple[float, float]:
     """Bootstrap interval of the flip rate, vectorised since it is the mean of a 0/1 vector."""
+    _check_confidence(confidence)
+    return _percentile_interval(flip_rate_samples(pred_clean, pred_perturbed, n_resamples, seed), confidence)
+
+
+def flip_rate_samples(pred_clean: ArrayLike, pred_perturbed: ArrayLike, n_resamples: int = 1000,
+                      seed: SeedLike = 0) -> np.ndarray:
+    """The flip rate on each resample behind `flip_rate_ci` ([n_resamples])."""
     before, after = _paired_labels(pred_clean, pred_perturbed, "pred_clean", "pred_perturbed")
-    return paired_bootstrap_ci(
-        lambda flipped: flipped.mean(axis=-1),
-        before != after,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
-        vectorized=True,
-    )
+    return paired_bootstrap_samples(lambda flipped: flipped.mean(axis=-1), before != after,
+                                    n_resamples=n_resamples, seed=seed, vectorized=True)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -608,3 +653,64 @@ def mcnemar_p_value(correct_a: ArrayLike, correct_b: ArrayLike) -> float:
         return 1.0
     numerator = 2 * _binomial_half_cdf_numerator(min(only_a, only_b), n_discordant)
     return min(1.0, numerator / (1 << n_discordant))  # int / int division is correctly rounded in Python
+
+
+# --------------------------------------------------------------------------------------------------------
+# many cases at once: one-sided bootstrap p-values and the false discovery rate
+
+THRESHOLD_DIRECTIONS = ("min", "max")
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it holds, so a message says 0.5, not np.float64(0.5)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def bootstrap_one_sided_p(samples: ArrayLike, limit: float, direction: str) -> float:
+    """One-sided p-value of "this case meets its threshold", from its bootstrap: the share of resamples on the
+    passing side of `limit` (>= for a floor, direction "min"; <= for a ceiling, "max"; equality passes, as in
+    thresholds.py), as (k + 1) / (n + 1), the usual correction for a p-value read off n resamples (never 0).
+
+    Small means the whole bootstrap distribution is past the limit, which is what `decision = "confident"` asks of
+    an interval; unlike the interval it is one number per case, so many cases can share an error budget
+    (`benjamini_hochberg`). NaN resamples are dropped, as the intervals drop them; all NaN gives nan.
+    """
+    if direction not in THRESHOLD_DIRECTIONS:
+        raise ValueError(f"direction must be 'min' (a floor) or 'max' (a ceiling), got {direction!r}")
+    values = np.asarray(samples, dtype=float)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"samples must be a non-empty 1-D array of bootstrap values, got shape {values.shape}")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float, np.number)) or not math.isfinite(limit):
+        raise ValueError(f"limit must be a finite number, got {_plain(limit)!r}")
+    defined = values[~np.isnan(values)]
+    if defined.size == 0:
+        return float("nan")
+    passing = np.count_nonzero(defined >= limit if direction == "min" else defined <= limit)
+    return (passing + 1) / (defined.size + 1)
+
+
+def benjamini_hochberg(p_values: ArrayLike, q: float = 0.05) -> np.ndarray:
+    """Which hypotheses to reject so that the expected share of false rejections among them stays at most `q`
+    (Benjamini & Hochberg 1995, step-up): a suite of hundreds of cases judged at 5% each fails some by chance.
+
+    With the m defined p-values sorted, p(1) <= ... <= p(m), the k smallest are rejected for the largest k with
+    p(k) <= k q / m. A NaN p-value (an undefined test) is never rejected and not counted in m, so it neither
+    hides nor adds a discovery. Returns a boolean array of the input's shape.
+    """
+    if isinstance(q, bool) or not isinstance(q, (int, float, np.number)) or not 0.0 < q < 1.0:
+        raise ValueError(f"q (the false discovery rate) must lie strictly between 0 and 1, got {_plain(q)!r}")
+    p = np.asarray(p_values, dtype=float)
+    flat = p.reshape(-1)
+    defined = ~np.isnan(flat)
+    outside = np.flatnonzero(defined & ~((flat >= 0.0) & (flat <= 1.0)))
+    if outside.size:
+        i = int(outside[0])
+        raise ValueError(f"p-values must lie in [0, 1] (or be NaN); p_values[{i}] is {float(flat[i])!r}"
+                         + (f" and {outside.size - 1} more" if outside.size > 1 else ""))
+    rejected = np.zeros(flat.shape, dtype=bool)
+    ordered = np.sort(flat[defined])
+    m = ordered.size
+    below = np.flatnonzero(ordered <= q * np.arange(1, m + 1) / m)
+    if below.size:
+        rejected[defined] = flat[defined] <= ordered[below[-1]]
+    return rejected.reshape(p.shape)
