@@ -27,8 +27,8 @@ from .perturb import evasion
 from .perturb.text import _WHITESPACE, _split_core
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "Defence", "Normaliser", "UnknownDefenceError", "adaptive_perturb", "get", "names",
-    "parse", "register", "undoes",
+    "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "UnknownDefenceError", "adaptive_perturb", "get",
+    "names", "parse", "register", "undoes",
 ]
 
 ENTRY_POINT_GROUP = "pytest_memerobust.defences"
@@ -316,6 +316,36 @@ class Defence:
 
 
 parse = Defence.parse
+
+
+class DefendedDetector:
+    """A detector behind a defence, for the attacks that query it: every caption it is asked about is normalised
+    first, so a search over edits only keeps the ones the defence lets through. Everything else is the wrapped
+    detector's; its `fingerprint` names the defence too, so a trigger or pattern fitted behind it is cached apart.
+    (Gradient attacks that read token embeddings directly still see the raw caption; the engine normalises their
+    output before the detector reads it.)"""
+
+    def __init__(self, detector, defence: Defence):
+        self.wrapped, self.defence = detector, defence
+
+    def __getattr__(self, name: str):
+        found = getattr(self.wrapped, name)
+        if name == "predict_with_abstentions":  # only a detector that can decline has it
+            return lambda images, texts, *rest, **kw: found(images, self._normalised(texts), *rest, **kw)
+        return found
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{getattr(self.wrapped, 'fingerprint', type(self.wrapped).__name__)}+defence={self.defence.id}"
+
+    def _normalised(self, texts) -> list:
+        return [None if text is None else self.defence(text) for text in texts]
+
+    def encode_texts(self, texts, *args, **kwargs):
+        return self.wrapped.encode_texts(self._normalised(texts), *args, **kwargs)
+
+    def predict_proba(self, images, texts, *args, **kwargs):
+        return self.wrapped.predict_proba(images, self._normalised(texts), *args, **kwargs)
 
 
 def _as_defence(defence) -> Callable[[str], str]:

@@ -10,7 +10,7 @@ import contextlib
 import re
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -22,6 +22,7 @@ from .features import FeatureStore, HeldArrays, input_digests, pack_digests, unp
 from .perturb import get as get_perturbation
 
 _SIDE = re.compile(r"^(text|image|prompt)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
+_DEFENCE_SIDE = re.compile(r"^defence=([A-Za-z0-9_.:\-]+(?:,[A-Za-z0-9_.:\-]+)*)$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class Condition:
     image_severity: int | None = None
     prompt: str | None = None  # a prompt edit (prompt_invariance.PROMPT_EDITS)
     prompt_severity: int | None = None
+    defence: str | None = None  # a text defence's id ("nfkc+confusables", defences.Defence): captions normalised
+
+    @property
+    def undefended(self) -> "Condition":
+        """The same condition without its defence: what the defence is measured against."""
+        return replace(self, defence=None)
 
     @property
     def kind(self) -> str:
@@ -55,6 +62,8 @@ class Condition:
         sides = [s for s in (self._side("text", self.text, self.text_severity),
                              self._side("image", self.image, self.image_severity),
                              self._side("prompt", self.prompt, self.prompt_severity)) if s]
+        if self.defence:  # `+` joins the sides, so the defence's normalisers are joined by `,` here
+            sides.append(f"defence={self.defence.replace('+', ',')}")
         return "+".join(sides) or "clean"
 
     @property
@@ -64,7 +73,7 @@ class Condition:
         sides = [f"{name}-{severity}" if severity is not None else name
                  for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity),
                                         (self.prompt, self.prompt_severity)) if name]
-        return "+".join(sides) or "clean"
+        return "+".join(sides + ["defended"] * bool(self.defence)) or "clean"
 
     @classmethod
     def parse(cls, condition_id: str) -> "Condition":
@@ -72,9 +81,14 @@ class Condition:
             return cls()
         values: dict = {}
         for part in condition_id.split("+"):
+            defence = _DEFENCE_SIDE.match(part.strip())
+            if defence and "defence" not in values:
+                values["defence"] = defence.group(1).replace(",", "+")
+                continue
             match = _SIDE.match(part.strip())
             if not match or match.group(1) in values:
-                raise ValueError(f"bad condition {condition_id!r}: expected e.g. 'text=typos@3+image=contrast@2'")
+                raise ValueError(f"bad condition {condition_id!r}: expected e.g. 'text=typos@3+image=contrast@2' "
+                             f"(and '+defence=nfkc,confusables' for a defended one)")
             modality, name, severity = match.groups()
             values[modality] = name
             values[f"{modality}_severity"] = int(severity) if severity else None
@@ -139,7 +153,8 @@ class Engine:
 
     def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
-                 precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None):
+                 precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
+                 defence=None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
         (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
@@ -148,13 +163,17 @@ class Engine:
         (data/ocr.py) that reads every condition's captions off its pictures, end to end. `text_reader`: an OCR
         backend that finds where a clean picture shows its text, for the typographic edits, when the dataset does not
         say (meta[TEXT_BOXES]). `side_memory_limit`: bytes of condition sides' features held at most (None: no
-        bound); a side dropped is found again in `features` by its inputs' digests."""
+        bound); a side dropped is found again in `features` by its inputs' digests. `defence`: a text defence
+        (defences.Defence) that normalises every caption on its way to the detector; the caption edits are then
+        chosen adaptively (`defences.adaptive_perturb`) and the attacks query the defended detector, so what gets
+        past is what an attacker who knows the defence gets."""
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.precision = precision
         self.detector, self.dataset, self.seed, self.batch_size = detector, dataset, seed, batch_size
         self.labels, self.training, self.cache_dir, self.ocr = labels, training, cache_dir, ocr
         self.text_reader = text_reader
+        self.defence = defence
         self._attack_context = None
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
@@ -178,6 +197,13 @@ class Engine:
             self._side_digests: dict[tuple, np.ndarray] = {}  # per side encoded: its inputs' digests, packed
             self.encoder_calls = {"image": 0, "text": 0}  # inputs this engine actually encoded
             self.features = features or FeatureStore(namespace=f"memory:{id(detector)}")
+
+    def share_pictures(self, other: "Engine") -> None:
+        """Use `other`'s decoded clean pictures (an engine of the same memes on the same device, e.g. the
+        undefended one beside a defended one): they are decoded once for both."""
+        if other.ids != self.ids or other.device != self.device:
+            raise ValueError("share_pictures: the engines differ in memes or device")
+        self._clean_pictures = other._clean_pictures
 
     def _key(self, modality: str, name: str | None, severity: int | None, *caption_side) -> tuple:
         """Cache key of one condition side. An attack's output depends on the detector it attacked, so engines that
@@ -289,7 +315,18 @@ class Engine:
             texts = self.inputs("text", *side)
             captions = [texts[i] for i in indices]
         boxes = self.text_boxes(indices, perturbation.name) if perturbation.reads_text_boxes else None
+        if self.defence is not None and perturbation.modality == "text" and context is None and captions is None:
+            from .defences import adaptive_perturb
+
+            return [adaptive_perturb(perturbation.name, text, severity, (self.seed, self.ids[i]), self.defence)
+                    for text, i in zip(items, indices)]
         return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions, boxes)
+
+    def defended(self, captions: list) -> list:
+        """Captions as the detector reads them: through the engine's defence, if it has one."""
+        if self.defence is None:
+            return captions
+        return [None if text is None else self.defence(text) for text in captions]
 
     def text_boxes(self, indices, edit: str | None = None) -> list:
         """Where each clean picture shows its text: the dataset's boxes, else the text reader's (read once), else
@@ -352,7 +389,12 @@ class Engine:
                 image_features = (self._encode("image", None, None) if "image" in modalities
                                   else np.zeros((len(self.ids), 0), dtype=np.float32))
             images = self.inputs("image", None, None) if not split and "image" in modalities else None
-            self._attack_context = AttackContext(self.detector, np.asarray(self.labels), image_features, images,
+            detector = self.detector
+            if self.defence is not None:
+                from .defences import DefendedDetector
+
+                detector = DefendedDetector(self.detector, self.defence)
+            self._attack_context = AttackContext(detector, np.asarray(self.labels), image_features, images,
                                                  training=self.training, cache_dir=self.cache_dir)
         return self._attack_context
 
@@ -363,6 +405,8 @@ class Engine:
             held = self.features.cached(modality, unpack_digests(self._side_digests[key]))
         if held is None:
             items = self.inputs(modality, name, severity, *caption_side)
+            if modality == "text":
+                items = self.defended(items)
             digests = input_digests(items)
             encode = self._fitting(self.detector.encode_texts if modality == "text"
                                    else self._as_the_detector_takes(self.detector.encode_images))
@@ -412,8 +456,8 @@ class Engine:
 
     def probabilities(self, images: list, texts: list) -> np.ndarray:
         """Class probabilities of any pictures and captions (not only a condition's), in batches, as the detector
-        takes them: what a search over edits (budgets.py) asks."""
-        return self._answers(images, texts)[0]
+        takes them (through the engine's defence): what a search over edits (budgets.py) asks."""
+        return self._answers(images, self.defended(texts))[0]
 
     def _asked(self, condition: Condition):
         """The detector as `condition` asks it: itself, or, under a prompt edit, a view with the reworded prompt."""
@@ -481,6 +525,9 @@ class Engine:
 
     def predict(self, condition: Condition) -> np.ndarray:
         """Class probabilities [N, C] under `condition`."""
+        if condition.defence != (None if self.defence is None else self.defence.id):
+            raise ValueError(f"condition {condition.id!r} asks for another defence than this engine's "
+                             f"({'none' if self.defence is None else self.defence.id})")
         asked = self._asked(condition)
         image_side = self.image_side(condition)
         text_side = self.text_side(condition)
@@ -499,6 +546,7 @@ class Engine:
             self._prefetch_after(self._key(*side))
         images, texts = (self.inputs(*side) if side[0] in modalities else [None] * len(self.ids)
                          for side in (image_side, text_side))
+        texts = self.defended(texts)
         for modality in modalities:
             self.encoder_calls[modality] += len(self.ids)
         proba, abstained = self._answers(images, texts, asked)

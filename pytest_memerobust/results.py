@@ -230,6 +230,7 @@ class ConditionResult:
     def _unscorable_dict(self) -> dict:
         c, nan = self.condition, float("nan")
         out = {"model": self.model, "dataset": self.dataset, "task": self.task, "condition": c.id, "kind": c.kind,
+               "defence": c.defence,
                "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
                "n": 0, "metrics": dict.fromkeys(METRIC_NAMES, nan), "clean_metrics": dict.fromkeys(METRIC_NAMES, nan),
                "metrics_ci": {m: [nan, nan] for m in METRIC_NAMES}, "predictions_sha256": self.predictions_digest,
@@ -249,6 +250,7 @@ class ConditionResult:
         c = self.condition
         out = {
             "model": self.model, "dataset": self.dataset, "task": self.task, "condition": c.id, "kind": c.kind,
+            "defence": c.defence,
             "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
             "n": int(len(self._scored[0])), "metrics": self.values, "clean_metrics": self.clean_values,
             "predictions_sha256": self.predictions_digest,

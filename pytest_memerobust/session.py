@@ -35,6 +35,15 @@ def training_spec(spec: str) -> str | None:
     return f"{name}:train" if name == "demo" else f"{name}:{path}:train"
 
 
+def _defence(defence_id: str | None):
+    """The defences.Defence of an id ("nfkc+confusables"), or None."""
+    if not defence_id:
+        return None
+    from .defences import Defence
+
+    return Defence.parse(defence_id)
+
+
 def worker_device(device: str, worker_id: str) -> str:
     """The device of pytest-xdist worker `gwN`: with several GPUs, worker N is pinned to GPU N mod their number."""
     if device not in ("auto", "cuda"):
@@ -364,20 +373,24 @@ class RobustnessSession:
             self._ocr = ocr_backend(name, self.options.cache_dir, resolve_device(self.options.device))
         return self._ocr
 
-    def engine(self, model: str, spec: str, task: str | None = None) -> Engine:
+    def engine(self, model: str, spec: str, task: str | None = None, defence: str | None = None) -> Engine:
+        """The engine of `model` on `spec`; with `defence` (a defences.Defence id) one whose captions pass through
+        that defence, sharing the model's store of encoded inputs (keyed by the inputs themselves)."""
         task = self.task(model, task)
-        key = (model, spec, task)
+        key = (model, spec, task) + ((defence,) if defence else ())
         if key not in self._engines:
             name, mode = split_model(model)
             self._engines[key] = Engine(
                 self.detector(model), self.dataset(spec).labelled(task), seed=self.options.seed,
-                batch_size=self.options.batch_size, shares=self.engine(name, spec, task) if mode else None,
+                batch_size=self.options.batch_size, shares=self.engine(name, spec, task, defence) if mode else None,
                 labels=self.dataset(spec).labelled(task).labels(task),
                 training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir,
                 features=None if mode else self.feature_store(name), precision=self.precision(name),
                 ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr(),
-                side_memory_limit=self.held_features_limit())
-            self._engines[key].plan(self._planned.get((model, spec), []))
+                side_memory_limit=self.held_features_limit(), defence=_defence(defence))
+            if defence and not mode:  # the pictures are the undefended engine's: decoded once
+                self._engines[key].share_pictures(self.engine(model, spec, task))
+            self._engines[key].plan([c for c in self._planned.get((model, spec), []) if c.defence == defence])
         return self._engines[key]
 
     def training_memes(self, spec: str, task: str):
@@ -416,15 +429,16 @@ class RobustnessSession:
             return self.results[key]
         task = self.task(model, task)
         dataset = self._scored_dataset(model, spec, task)
-        engine = self.engine(model, spec, task)
+        engine = self.engine(model, spec, task, condition.defence)
         groups = self.groups(spec, self.options.group or group, task)
-        clean_key = (model, spec, "clean")
+        reference = Condition(defence=condition.defence)  # clean, behind the same defence
+        clean_key = (model, spec, reference.id)
         self.order.setdefault(clean_key, self.position)
         self.order.setdefault(key, self.position)
         if clean_key not in self.results:
-            proba = engine.predict(Condition())
-            abstained = engine.abstentions.get("clean")
-            self.results[clean_key] = ConditionResult(model, spec, Condition(), dataset.labels(task), proba, proba,
+            proba = engine.predict(reference)
+            abstained = engine.abstentions.get(reference.id)
+            self.results[clean_key] = ConditionResult(model, spec, reference, dataset.labels(task), proba, proba,
                                                       self.options.stats, groups, task=task,
                                                       abstained_clean=abstained, abstained=abstained)
         clean = self.results[clean_key]

@@ -10,12 +10,16 @@
     [grid]        text = ["typos@3", ...], image = ["gaussian_noise@3", ...]: every text x image pair, numbered
                   1.. in the order given, as in the Rainbow Noise tables 5-6; prompt = ["paraphrase@2", ...]: each
                   prompt edit with each text and each image side (`prompt=paraphrase@2+image=jpeg_compression@3`)
+    [defence]     text = ["nfkc", "confusables", "zero_width"]: normalisers (defences.py) in front of the detector;
+                  the clean case and every case with a caption side run twice, without and behind the defence
+                  (`text=typos@3+defence=nfkc,confusables`, test name `typos-3+defended`), with the caption edits
+                  re-chosen against it (adaptive); image-only cases run once, the defence leaves pictures alone
     [[override]]  match = "glob on condition ids", plus threshold keys that replace the defaults there
 """
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .engine import Condition
@@ -24,7 +28,7 @@ from .perturb import get as get_perturbation
 from .thresholds import Thresholds
 from .tomlfile import read_toml
 
-_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "override"}
+_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "override"}
 _SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions"}
 MODES = ("multimodal", "text", "image")
 
@@ -44,6 +48,7 @@ class Suite:
     modes: tuple[str, ...] = ()  # fusion modes each model runs in (channel ablation); () = as given
     group: str | None = None  # meta field for per-group robustness (e.g. "target")
     captions: str = "dataset"  # "ocr": captions read off each condition's (perturbed) pictures, end to end
+    defence: str | None = None  # a text defence's id (defences.Defence), whose cases run besides the undefended
 
     def model_specs(self, models) -> list[str]:
         """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
@@ -198,6 +203,9 @@ def parse_suite(data: dict, path: Path) -> Suite:
     for p, ps in grid_prompt:
         conditions += [Condition(text=t, text_severity=ts, prompt=p, prompt_severity=ps) for t, ts in grid_text]
         conditions += [Condition(image=i, image_severity=is_, prompt=p, prompt_severity=ps) for i, is_ in grid_image]
+    defence = _defence(data, where)
+    if defence:
+        conditions += [replace(c, defence=defence) for c in conditions if c.text or c.kind == "clean"]
     unique = list({c.id: c for c in reversed(conditions)}.values())[::-1]  # first occurrence wins
     return Suite(
         name=meta.get("name", path.stem), path=path, conditions=tuple(unique), thresholds=thresholds,
@@ -205,8 +213,28 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_text=tuple(Condition(text=t, text_severity=s).id for t, s in grid_text),
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
-        modes=tuple(modes), group=meta.get("group"), captions=captions,
+        modes=tuple(modes), group=meta.get("group"), captions=captions, defence=defence,
     )
+
+
+def _defence(data: dict, where: str) -> str | None:
+    """The id of the [defence] table's text defence (normalisers checked against the registry), or None."""
+    from .defences import Defence
+
+    table = _table(data, "defence", where)
+    if not table:
+        return None
+    if set(table) - {"text"}:
+        raise SuiteError(f"{where}: [defence] takes only 'text' (a list of normaliser names), got "
+                         f"{sorted(table)}")
+    names = table.get("text")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise SuiteError(f"{where}: [defence].text must be a non-empty list of normaliser names, e.g. "
+                         f"[\"nfkc\", \"confusables\"], got {names!r}")
+    try:
+        return Defence.parse(names).id
+    except (KeyError, ValueError) as exc:
+        raise SuiteError(f"{where}: [defence].text: {exc.args[0] if exc.args else exc}") from None
 
 
 def load_suite(path: Path) -> Suite:

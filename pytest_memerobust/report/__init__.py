@@ -108,6 +108,54 @@ def suite_groups(session, model: str, spec: str, rows: list[dict]) -> list[tuple
     return out
 
 
+# how much of an attack's flip rate a defence must take away to count as neutralising it, and at most to count as
+# leaving it standing (defence_summary's verdicts)
+NEUTRALISED_SHARE, SURVIVES_SHARE = 0.9, 0.1
+
+
+def defence_verdict(flip_undefended: float, flip_defended: float) -> str:
+    """`neutralised` when the defence takes away at least NEUTRALISED_SHARE of the attack's flips, `survives` when at
+    most SURVIVES_SHARE, `partly` between; `no effect` for an attack that flips nothing even undefended."""
+    if flip_undefended != flip_undefended or flip_defended != flip_defended:
+        return "undefined"
+    if flip_undefended == 0:
+        return "no effect"
+    removed = 1 - flip_defended / flip_undefended
+    return "neutralised" if removed >= NEUTRALISED_SHARE else "survives" if removed <= SURVIVES_SHARE else "partly"
+
+
+def defence_summary(clean: dict, results: list[dict], defended: list[dict]) -> list[dict]:
+    """Per text defence: what it costs on the clean memes (metrics without and behind it) and, per attack that
+    ran both ways, the relative robustness of accuracy and the flip rate without and behind it, with
+    `defence_verdict`. Behind the defence both are measured against the defended clean predictions: the defended
+    detector is the system under test. Pure: reads the report's result dicts."""
+    from ..engine import Condition
+
+    by_defence: dict[str, dict] = {}
+    for r in defended:
+        by_defence.setdefault(r["defence"], {})[Condition.parse(r["condition"]).undefended.id] = r
+    out = []
+    for defence, rows in by_defence.items():
+        clean_defended = rows.get("clean")
+        if clean_defended is None:
+            continue
+        entry = {"defence": defence, "clean": {
+            m: {"undefended": clean["metrics"][m], "defended": clean_defended["metrics"][m],
+                "cost": clean["metrics"][m] - clean_defended["metrics"][m]} for m in METRIC_NAMES}, "rows": []}
+        for r in results:
+            d = rows.get(r["condition"])
+            if d is None or r["kind"] == "clean":
+                continue
+            sides = {name: {"relative_accuracy": x["relative_robustness"]["accuracy"],
+                            "relative_accuracy_ci": x["relative_robustness_ci"]["accuracy"],
+                            "flip_rate": x["flip_rate"], "flip_rate_ci": x["flip_rate_ci"],
+                            "accuracy": x["metrics"]["accuracy"]} for name, x in (("undefended", r), ("defended", d))}
+            entry["rows"].append({"condition": r["condition"], **sides,
+                                  "verdict": defence_verdict(r["flip_rate"], d["flip_rate"])})
+        out.append(entry)
+    return out
+
+
 def build_report(session) -> dict:
     """Everything needed to trust and reproduce the numbers: results, seed, versions, cards, data fingerprints.
     One group per (model, dataset, suite): each suite has its own tables, grid and heat map."""
@@ -115,6 +163,8 @@ def build_report(session) -> dict:
     groups = []  # a run with only reliance tests has no condition results
     for model, spec in dict.fromkeys((r["model"], r["dataset"]) for r in results):
         rows = [r for r in results if r["model"] == model and r["dataset"] == spec]
+        defended = [r for r in rows if r.get("defence")]  # the defence table reads them, beside the undefended
+        rows = [r for r in rows if not r.get("defence")]
         clean = next(r for r in rows if r["kind"] == "clean")
         view = session.ocr_view(model, spec)
         for suite, mine in suite_groups(session, model, spec, [r for r in rows if r["kind"] != "clean"]):
@@ -130,6 +180,11 @@ def build_report(session) -> dict:
                      "grid_image": grid_image}
             if combined:
                 group["grid_summary"] = grid_summary(clean["metrics"], combined)
+            declared = session.grids.get((model, spec, suite), ((), (), None))[2]
+            defences = defence_summary(clean, mine, [r for r in defended if declared is None
+                                                     or r["condition"] in declared])
+            if defences:
+                group["defences"] = defences
             ids = {r["condition"] for r in mine}
             group["worst_examples"] = worst_examples(session, model, spec, conditions=ids)
             rows_of_view = [row for row in view if row["condition"] in ids]

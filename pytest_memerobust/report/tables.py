@@ -180,7 +180,9 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                              ("abstentions: memes the detector declined to classify (left out of the metrics)",
                               abstention_table(group, tablefmt)),
                              (f"what OCR ({group.get('ocr_view', {}).get('backend')}) still reads of the caption, "
-                              f"next to the detector's drop", ocr_view_table(group, tablefmt))):
+                              f"next to the detector's drop", ocr_view_table(group, tablefmt)),
+                             *((f"behind the defence {d['defence']} (caption edits re-chosen against it): "
+                                f"{defence_cost(d)}", defence_table(d, tablefmt)) for d in group.get("defences", ()))):
             if table:
                 parts.append(heading(f"{title}: {label}") + table)
         if len(parts) == 0 or not any(r["kind"] != "clean" for r in group["results"]):
@@ -255,3 +257,25 @@ def budget_table(entries: list[dict], tablefmt: str = "simple") -> str:
     return tabulate(rows, headers=["family", "budgets", "memes", "median budget (CI)", "evaded at first",
                                    "evaded by last", "curve area (CI)", "not evaded"],
                     tablefmt=tablefmt, disable_numparse=True)
+
+
+def defence_cost(entry: dict) -> str:
+    """The defence's price on clean memes, e.g. `clean accuracy 0.712 -> 0.705 (cost 0.007), AUROC ...`."""
+    return ", ".join(f"clean {h if m != 'accuracy' else 'accuracy'} {_fmt(c['undefended'])} -> {_fmt(c['defended'])} "
+                     f"(cost {_fmt(c['cost'])})" for m, h in METRIC_COLUMNS if (c := entry["clean"][m]))
+
+
+def defence_table(entry: dict, tablefmt: str = "simple") -> str | None:
+    """Attack x defence (report.defence_summary): relative robustness of accuracy and flip rate without and
+    behind the defence, and whether the defence neutralises the attack."""
+    if not entry["rows"]:
+        return None
+
+    def cell(side: dict, key: str) -> str:
+        lo, hi = side[f"{key}_ci"]
+        return f"{_fmt(side[key])} ({_fmt(lo)}..{_fmt(hi)})"
+
+    body = [[r["condition"], cell(r["undefended"], "relative_accuracy"), cell(r["defended"], "relative_accuracy"),
+             cell(r["undefended"], "flip_rate"), cell(r["defended"], "flip_rate"), r["verdict"]] for r in entry["rows"]]
+    return tabulate(body, headers=["attack", "Rel. Rob. Acc. undefended", "defended", "Flip undefended", "defended",
+                                   "verdict"], tablefmt=tablefmt, disable_numparse=True)
