@@ -66,6 +66,8 @@ class ModelNode(pytest.Collector):
         for condition in self.suite.conditions:
             yield CaseItem.from_parent(self, name=condition.test_name, model=self.model, suite=self.suite,
                                        condition=condition)
+        if self.suite.budgets is not None:
+            yield BudgetItem.from_parent(self, name="budgets", model=self.model, suite=self.suite)
 
 
 class SkippedSuite(pytest.Item):
@@ -145,3 +147,69 @@ def compact_line(violations, regressions, result) -> str:
     clauses += [str(r) for r in regressions[:1]]
     mcnemar = "" if result.condition.kind == "clean" else f"; McNemar p {p_value(result.mcnemar_p)}"
     return "; ".join(clauses) + mcnemar
+
+
+class BudgetFailure(Exception):
+    def __init__(self, violations, entries):
+        super().__init__(violations)
+        self.violations, self.entries = violations, entries
+
+
+def budget_violations(entries: list[dict], floors, confidence: float):
+    """A thresholds.Violation per family whose median evasion budget is below its floor: the point estimate, or
+    (Violation.sure) its whole interval; a family with no meme to search has an undefined (nan) median."""
+    from .thresholds import Violation
+
+    def number(value):
+        return float("nan") if value is None else float(value)  # "inf" (censored) reads as inf
+
+    by_family = {e["family"]: e for e in entries}
+    out = []
+    for family, floor in floors:
+        e = by_family[family]
+        median, ci = number(e["median"]), tuple(number(v) for v in e["median_ci"])
+        if not (median >= floor and ci[1] >= floor):
+            out.append(Violation(f"median {family} budget", median, floor, ">=", ci, confidence))
+    return out
+
+
+class BudgetItem(pytest.Item):
+    """A suite's evasion-budget case for one model: searches each harmful meme's smallest evading edit per family
+    and holds the medians to the suite's floors (min_median_budget), under the suite's decision."""
+
+    def __init__(self, *, model, suite, **kwargs):
+        super().__init__(**kwargs)
+        self.model, self.suite = model, suite
+        self.add_marker(pytest.mark.memerobust)
+
+    def runtest(self):
+        from .plugin import _session
+        from .thresholds import failing, verdict
+
+        session = _session(self.config)
+        suite = self.suite
+        reads = getattr(session.detector(self.model), "modalities", ("image", "text"))
+        entries = session.budgets(self.model, suite.budgets.searched(reads), data=suite.dataset, task=suite.task,
+                                  captions=suite.captions)
+        violations = budget_violations(entries, suite.budgets.min_median_budget, session.options.stats.confidence)
+        self.user_properties += [
+            ("memerobust.verdict", verdict(violations)),
+            ("memerobust.shortfall", max((v.shortfall for v in violations), default=0.0)),
+            ("memerobust.line", "; ".join(v.short() for v in violations))]
+        failed = failing(violations, suite.thresholds.decision)
+        if failed:
+            raise BudgetFailure(failed, entries)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, BudgetFailure):
+            from .report.tables import budget_table
+
+            failure = excinfo.value
+            return "\n".join([f"{self.model}: evasion budgets below the suite's floors:",
+                              *(f"  {v}" for v in failure.violations), budget_table(failure.entries)])
+        if isinstance(excinfo.value, MemeRobustError):
+            return f"{type(excinfo.value).__name__}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, self.nodeid

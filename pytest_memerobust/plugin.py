@@ -246,12 +246,12 @@ def _is_robustness_test(report) -> bool:
 def _mark_robustness_tests(items, session) -> None:
     """Properties every report of a robustness test carries (also to a pytest-xdist controller): a case's model
     label, or the built-in Python suite a test comes from."""
-    from .items import CaseItem
+    from .items import BudgetItem, CaseItem
     from .suite import builtin_suite_paths
 
     builtin = {p.name for p in builtin_suite_paths() if p.suffix == ".py"}
     for item in items:
-        if isinstance(item, CaseItem):
+        if isinstance(item, (CaseItem, BudgetItem)):
             item.user_properties.append(("memerobust.model", session.model_label(item.model)))
         elif Path(str(item.path)).name in builtin:
             item.user_properties.append(("memerobust.suite", Path(str(item.path)).name))

@@ -140,6 +140,7 @@ class RobustnessSession:
         self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
         self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
         self.prompt_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see prompt_invariance.py
+        self.budget_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> family -> budgets.py entry
         self.results: dict[tuple[str, str, str], ConditionResult] = {}
         self._fingerprints: dict[str, str] = {}
         # (model, data spec, suite name or None) -> (text sides, image sides, condition ids) of the suite's grid and
@@ -275,7 +276,8 @@ class RobustnessSession:
                 "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in self.grids.items()],
                 "notes": self.run_notes(), "cache": self.cache_stats(),
                 "reliance": [[list(key), value] for key, value in self.reliance_results.items()],
-                "prompts": [[list(key), value] for key, value in self.prompt_results.items()]}
+                "prompts": [[list(key), value] for key, value in self.prompt_results.items()],
+                "budgets": [[list(key), value] for key, value in self.budget_results.items()]}
 
     def merge_wire(self, wire: dict) -> None:
         """Add a worker's `to_wire` to this session: the controller's report then covers the whole grid. A result
@@ -294,6 +296,8 @@ class RobustnessSession:
             self.reliance_results.setdefault((model, spec), value)
         for (model, spec), value in wire.get("prompts", []):
             self.prompt_results.setdefault((model, spec), value)
+        for (model, spec), value in wire.get("budgets", []):
+            self.budget_results.setdefault((model, spec), {}).update(value)
         self._worker_cache_stats.append(wire["cache"])
 
     def cache_stats(self) -> dict:
@@ -524,12 +528,31 @@ class RobustnessSession:
                 stats.n_resamples, stats.confidence, stats.seed)
         return self.prompt_results[(model, spec)]
 
+    def budgets(self, model: str, families, data: str | None = None, task: str | None = None,
+                captions: str | None = None) -> list[dict]:
+        """The evasion budgets of `model` for these edit families (budgets.evaluate_budgets), each family searched
+        once per run and kept for the report."""
+        from .budgets import evaluate_budgets
+
+        spec = self.data_spec(data, captions)
+        task = self.task(model, task)
+        known = self.budget_results.setdefault((model, spec), {})
+        missing = [f for f in families if f not in known]
+        if missing:
+            engine = self.engine(model, spec, task)
+            stats = self.options.stats
+            for entry in evaluate_budgets(engine, self._scored_dataset(model, spec, task).labels(task), missing,
+                                          seed=self.options.seed, n_resamples=stats.n_resamples,
+                                          confidence=stats.confidence):
+                known[entry["family"]] = entry
+        return [known[f] for f in families]
+
     def report(self) -> dict:
         """The report of everything evaluated so far, built once per set of results (the JSON/Markdown writers
         and the terminal summary all read the same one)."""
         from .report import build_report
 
-        state = (len(self.results), len(self.reliance_results))
+        state = (len(self.results), len(self.reliance_results), sum(map(len, self.budget_results.values())))
         if getattr(self, "_report_for", None) != state:
             self._report, self._report_for = build_report(self), state
         return self._report

@@ -14,6 +14,10 @@
                   the clean case and every case with a caption side run twice, without and behind the defence
                   (`text=typos@3+defence=nfkc,confusables`, test name `typos-3+defended`), with the caption edits
                   re-chosen against it (adaptive); image-only cases run once, the defence leaves pictures alone
+    [budgets]     families = ["char_edits", ...] (default: every family the model reads, budgets.py),
+                  min_median_budget = { char_edits = 3 }: one more case per model, `budgets`, that searches each
+                  harmful meme's smallest evading edit and fails when a family's median budget is below its floor
+                  (with decision = "confident": only when the median's whole interval is)
     [[override]]  match = "glob on condition ids", plus threshold keys that replace the defaults there
 """
 from __future__ import annotations
@@ -28,9 +32,26 @@ from .perturb import get as get_perturbation
 from .thresholds import Thresholds
 from .tomlfile import read_toml
 
-_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "override"}
+_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "budgets", "override"}
 _SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions"}
 MODES = ("multimodal", "text", "image")
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    """A suite's [budgets] table: the edit families searched (empty: every one the model reads) and the floors on
+    their median evasion budgets."""
+
+    families: tuple[str, ...] = ()
+    min_median_budget: tuple[tuple[str, float], ...] = ()
+
+    def searched(self, reads: tuple[str, ...]) -> list[str]:
+        """The families to search for a model reading `reads`: the listed ones, else all it reads, plus any with
+        a floor."""
+        from .budgets import FAMILIES
+
+        chosen = list(self.families) or [n for n, f in FAMILIES.items() if f.modality in reads]
+        return list(dict.fromkeys([*chosen, *(name for name, _ in self.min_median_budget)]))
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,7 @@ class Suite:
     group: str | None = None  # meta field for per-group robustness (e.g. "target")
     captions: str = "dataset"  # "ocr": captions read off each condition's (perturbed) pictures, end to end
     defence: str | None = None  # a text defence's id (defences.Defence), whose cases run besides the undefended
+    budgets: "BudgetCheck | None" = None  # the evasion-budget case ([budgets]), if the suite has one
 
     def model_specs(self, models) -> list[str]:
         """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
@@ -214,7 +236,34 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
         modes=tuple(modes), group=meta.get("group"), captions=captions, defence=defence,
+        budgets=_budgets(data, where),
     )
+
+
+def _budgets(data: dict, where: str) -> BudgetCheck | None:
+    """The [budgets] table, its families checked against budgets.FAMILIES; None without one."""
+    from .budgets import FAMILIES
+
+    if "budgets" not in data:
+        return None
+    table = _table(data, "budgets", where)
+    if set(table) - {"families", "min_median_budget"}:
+        raise SuiteError(f"{where}: [budgets] takes 'families' and 'min_median_budget', got {sorted(table)}")
+    families = table.get("families", [])
+    if not isinstance(families, list) or not all(isinstance(f, str) for f in families):
+        raise SuiteError(f"{where}: [budgets].families must be a list of family names, got {families!r}")
+    floors = table.get("min_median_budget", {})
+    if not isinstance(floors, dict):
+        raise SuiteError(f"{where}: [budgets].min_median_budget must be a table of family = budget, got {floors!r}")
+    for name in [*families, *floors]:
+        if name not in FAMILIES:
+            raise SuiteError(f"{where}: [budgets]: unknown edit family {name!r}; valid: {sorted(FAMILIES)}")
+    for name, value in floors.items():
+        last = FAMILIES[name].levels[-1]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= last:
+            raise SuiteError(f"{where}: [budgets].min_median_budget.{name}: expected a number in (0, {last}] (the "
+                             f"family's last level: a median past it is not measured), got {value!r}")
+    return BudgetCheck(tuple(dict.fromkeys(families)), tuple(floors.items()))
 
 
 def _defence(data: dict, where: str) -> str | None:

@@ -213,6 +213,8 @@ def build_report(session) -> dict:
                      for (model, spec), value in session.reliance_results.items()],
         "prompt_invariance": [{"model": model, "dataset": spec, **value}
                               for (model, spec), value in session.prompt_results.items()],
+        "budgets": [{"model": model, "label": session.model_label(model), "dataset": spec,
+                     "entries": list(value.values())} for (model, spec), value in session.budget_results.items()],
     }
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 
-from .tables import group_title, p_value, prompt_summary, prompt_table, reliance_table, render
+from .tables import (budget_table, budget_title, group_title, p_value, prompt_summary, prompt_table,
+                     reliance_table, render)
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -95,6 +96,19 @@ def _worst(group: dict) -> str:
             f"<th>p(true class) clean &rarr; perturbed</th></tr>{body}</table>")
 
 
+def _budget_worst(entry: dict) -> str:
+    """Per family, the memes that fell to the smallest edits, with the caption before and the one that got past."""
+    rows = "".join(
+        f"<tr><td>{html.escape(e['family'])}</td><td>{w['budget']:g} {html.escape(e.get('unit', ''))}</td>"
+        f"<td>{html.escape(str(w['id']))}</td><td>{html.escape(w['caption'])}</td>"
+        f"<td>{html.escape(w['evasion']) if w.get('evasion') else '<small>picture edited</small>'}</td></tr>"
+        for e in entry["entries"] for w in e.get("worst", []))
+    if not rows:
+        return ""
+    return ("<p>The memes that fell to the smallest edits</p><table class='worst'><tr><th>family</th><th>budget</th>"
+            f"<th>meme</th><th>caption</th><th>caption that got past</th></tr>{rows}</table>")
+
+
 def _prompt_html(entry: dict) -> str:
     """The prompt-invariance table, then its figures per meme and the memes most sensitive to wording."""
     return prompt_table(entry, "html") + "".join(f"<p>{html.escape(line)}</p>" for line in prompt_summary(entry))
@@ -107,12 +121,16 @@ def to_html(report: dict) -> str:
             + "; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
     sections = []
     for group in report["groups"]:
-        tables = render({**report, "groups": [group], "reliance": [], "prompt_invariance": []}, "html",
+        tables = render({**report, "groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []},
+                        "html",
                         heading=lambda t: f"<h3>{html.escape(t.split(': ', 1)[-1] if group.get('suite') else t)}</h3>")
         sections.append(f"<h2>{html.escape(group_title(group))}</h2>{tables}{_heatmap(group)}{_bars(group)}"
                         f"{_worst(group)}")
     if report.get("reliance"):
         sections.append(f"<h2>modality reliance: which channel decides</h2>{reliance_table(report['reliance'], 'html')}")
+    for entry in report.get("budgets", []):
+        sections.append(f"<h2>{html.escape(budget_title(entry))}</h2>{budget_table(entry['entries'], 'html')}"
+                        f"{_budget_worst(entry)}")
     for entry in report.get("prompt_invariance", []):
         sections.append(f"<h2>prompt invariance: {html.escape(entry['model'])} on {html.escape(entry['dataset'])} "
                         f"(n={entry['n']})</h2>" + _prompt_html(entry))

@@ -195,7 +195,14 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                      + prompt_table(entry, tablefmt) + "\n" + "\n".join(prompt_summary(entry)))
     if report.get("reliance"):
         parts.append(heading("modality reliance: which channel decides") + reliance_table(report["reliance"], tablefmt))
+    for entry in report.get("budgets", []):
+        parts.append(heading(budget_title(entry)) + budget_table(entry["entries"], tablefmt))
     return "\n\n".join(parts)
+
+
+def budget_title(entry: dict) -> str:
+    return (f"evasion budgets: {entry.get('label', entry['model'])} on {entry['dataset']} (the smallest edit that "
+            f"gets a harmful meme it flags past it)")
 
 
 def reliance_table(entries: list[dict], tablefmt: str = "simple") -> str:
