@@ -27,6 +27,9 @@ def _train_allowed(args) -> int:
     if out is None:
         raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's shipped demo "
                               "weights (on the demo memes unless --data says otherwise)")
+    if out.suffix != ".safetensors":  # said before the encoding and training, not after
+        raise MemeRobustError(f"--out {out}: checkpoints are written as safetensors; name it "
+                              f"{out.with_suffix('.safetensors').name}")
     train_spec, val_spec = args.train, args.val
     data = args.data if args.data is not None or train_spec or val_spec or not args.demo else "demo"
     if data is not None:  # --demo rebuilds the shipped weights, which are trained on the demo memes

@@ -356,3 +356,25 @@ def test_train_save_and_load_back(tmp_path, memes):
     np.testing.assert_array_equal(proba_of(reloaded, memes), after)
     assert reloaded.fingerprint == hashlib.sha256(path.read_bytes()).hexdigest()
     assert reloaded.fingerprint != load_detector("demo").fingerprint
+
+
+def test_a_safetensors_file_under_a_torch_suffix_loads_as_safetensors(tmp_path):
+    from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
+
+    weights = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}
+    save_state_dict(weights, tmp_path / "head.safetensors", metadata={"card": "x"})
+    renamed = tmp_path / "head.pt"
+    (tmp_path / "head.safetensors").rename(renamed)
+    state, metadata = load_state_dict(renamed)
+    assert torch.equal(state["w"], weights["w"]) and metadata == {"card": "x"}
+    torch.save({"w": weights["w"]}, tmp_path / "pickled.pt")  # a real torch file still goes through torch.load
+    assert torch.equal(load_state_dict(tmp_path / "pickled.pt")[0]["w"], weights["w"])
+
+
+def test_train_refuses_an_out_path_that_is_not_safetensors_before_any_work(tmp_path, capsys):
+    from pytest_memerobust.cli import main as cli_main
+
+    code = cli_main(["train", "demo", "--data", "demo", "--out", str(tmp_path / "head.pt"), "--quiet"])
+    assert code != 0
+    assert "head.safetensors" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

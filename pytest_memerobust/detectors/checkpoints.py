@@ -16,7 +16,7 @@ def load_state_dict(path: Path) -> tuple[dict, dict]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
-    if path.suffix in SAFE_SUFFIXES:
+    if path.suffix in SAFE_SUFFIXES or _looks_like_safetensors(path):
         from safetensors import SafetensorError
         from safetensors.torch import load_file, safe_open
 
@@ -45,6 +45,16 @@ def load_state_dict(path: Path) -> tuple[dict, dict]:
     raise CheckpointError(
         f"unsupported checkpoint format {path.suffix!r} for {path}; use {SAFE_SUFFIXES + TORCH_SUFFIXES}"
     )
+
+
+def _looks_like_safetensors(path: Path) -> bool:
+    """Safetensors content under another suffix (a `.pt` name given to a safetensors file): an 8-byte little-endian
+    header length, then the JSON header. Read as safetensors, it needs no unpickling."""
+    with open(path, "rb") as f:
+        head = f.read(9)
+    if len(head) < 9:
+        return False
+    return head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < path.stat().st_size
 
 
 def check_weights(state: dict, expected: dict, source: str) -> None:
