@@ -111,3 +111,24 @@ def _short(caption: str | None) -> str:
 def _cell(text) -> str:
     """Text safe in a Markdown table cell: one line, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def ledger_folder(reports, cache_dir) -> Path | None:
+    """Where a gated run writes its ledger: beside its first report (what CI uploads as artifacts), else in the
+    cache dir; None with neither."""
+    if reports:
+        return Path(reports[0]).parent
+    return None if cache_dir is None else Path(cache_dir)
+
+
+def write_run_ledger(session, directory: Path) -> str:
+    """The flip ledger of this run against the baseline it was gated on (`--memerobust-baseline`), written to
+    `directory`; the summary line saying what flipped and where it went."""
+    from .gate import baseline_data
+
+    names = (str(session.options.baseline), "this run")
+    ledger = flip_ledger(session.baseline, baseline_data(session), names=names)
+    paths = write_ledger(ledger, directory)
+    wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
+    return (f"memerobust: flip ledger against {names[0]}: {wrong} memes newly wrong and {right} newly right over "
+            f"{len(ledger['conditions'])} conditions; written to {paths[0]} and {paths[1]}")

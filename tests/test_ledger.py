@@ -223,3 +223,32 @@ def test_a_real_run_saves_the_ids_of_the_memes_it_scored(tmp_path):
     memes = session.dataset("demo").memes
     assert named == {"ids": [m.id for m in memes], "captions": [m.text for m in memes]}
     assert len(named["ids"]) == len(data["results"]["demo"]["demo"]["text=typos@5"]["y"]) == 12
+
+
+GATED_SUITE = """
+[suite]
+name = "gated"
+[text]
+typos = [5]
+"""
+
+
+def test_a_gated_run_writes_the_flip_ledger_beside_its_report(pytester):
+    import torch  # noqa: F401  imported before pytester's in-process runs, which would re-import it
+
+    pytester.makefile(".toml", **{"memerobust-gated": GATED_SUITE})
+    quick = ["--memerobust-model=demo", "--memerobust-limit=20", "--memerobust-bootstrap=50", "-p", "no:cacheprovider"]
+    pytester.runpytest(*quick, "--memerobust-save-baseline=b.json", ".").assert_outcomes(passed=2)
+    saved = json.loads((pytester.path / "b.json").read_text())
+    cell = saved["results"]["demo"]["demo"]["text=typos@5"]
+    i = next(k for k, (y, p) in enumerate(zip(cell["y"], cell["perturbed"])) if p[y] > 0.5)  # a meme it gets right
+    cell["perturbed"][i] = [1.0, 0.0] if cell["y"][i] == 1 else [0.0, 1.0]  # ... which the baseline now gets wrong
+    (pytester.path / "b.json").write_text(json.dumps(saved))
+    (pytester.path / "out").mkdir()
+    result = pytester.runpytest(*quick, "--memerobust-baseline=b.json", "--memerobust-report=out/r.json", ".")
+    assert "flip ledger against b.json: 0 memes newly wrong and 1 newly right over 2 conditions" in result.stdout.str()
+    ledger = json.loads((pytester.path / "out" / "flip-ledger.json").read_text())
+    [typos] = [c for c in ledger["conditions"] if c["condition"] == "text=typos@5"]
+    assert [e["id"] for e in typos["newly_right"]] == [saved["memes"]["demo"]["demo"]["ids"][i]]
+    assert typos["newly_wrong"] == []
+    assert (pytester.path / "out" / "flip-ledger.md").read_text().startswith("# Flip ledger: b.json (before)")
