@@ -88,7 +88,7 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         from .plugin import _session
-        from .thresholds import assess, failing, verdict
+        from .thresholds import assess, case_p_value, failing, verdict
 
         session = _session(self.config)
         try:
@@ -118,8 +118,13 @@ class CaseItem(pytest.Item):
         self.user_properties += [
             ("memerobust.verdict", status),
             ("memerobust.shortfall", max((v.shortfall for v in violations), default=0.0)),
-            ("memerobust.line", compact_line(violations, regressions, result))]
+            ("memerobust.line", compact_line(violations, regressions, result)),
+            ("memerobust.decision", thresholds.decision),
+            ("memerobust.p_value", case_p_value(result, thresholds))]
         if failed or regressions:
+            from .replay import case_property
+
+            self.user_properties.append(case_property(session, self.model, result, self.nodeid))  # the manifest's
             raise RobustnessFailure(failed, result, regressions)
 
     def repr_failure(self, excinfo):

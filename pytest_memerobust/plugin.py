@@ -58,6 +58,12 @@ _OPTIONS = [
      "dataset file cannot make the run read, or the HTML report show, other files"),
     ("robustness-scale", conv.robustness_scale, False,
      "absolute robustness scale: percent (the definition, default) or paper (the numbers Rainbow Noise prints)"),
+    ("counterexamples", conv.output_json_path, False,
+     "write the worst memes of every failing case (the caption as fed, the picture's digest and the recipe that "
+     "regenerates it) to this .json manifest (default: counterexamples.json in the cache dir)"),
+    ("replay", conv.json_path, False,
+     "run the counterexamples of this manifest as tests instead of the suites: each fails while its meme still "
+     "evades the detector (the recorded one, or --memerobust-model)"),
 ]
 
 
@@ -110,6 +116,7 @@ def build_options(config):
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
         baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),
         allow_outside_paths=bool(v["allow_outside_paths"]),
+        counterexamples=v["counterexamples"], replay=v["replay"],
     )
 
 
@@ -159,9 +166,22 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
     config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
+    if session.options.replay is not None:  # the manifest's counterexamples instead of the suites
+        from .replay import read_manifest, replay_arguments
+
+        try:
+            read_manifest(session.options.replay)  # a bad manifest is one usage error, before anything runs
+        except MemeRobustError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.args[:] = replay_arguments(config.args, session.options.replay,
+                                          named=config.args_source == pytest.Config.ArgsSource.ARGS)
+        return
     if not session.options.models:
         return
     _interrupt_on_sigterm(config)
+    from .replay import LOG_PLUGIN, CounterexampleLog
+
+    config.pluginmanager.register(CounterexampleLog(), LOG_PLUGIN)  # failing cases' memes, for the manifest
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         # A pasted node id of a built-in suite re-runs from any directory.
         config.args[:] = [builtin_suite_arg(arg) for arg in config.args]
@@ -178,6 +198,8 @@ def _session(config):
 
 def pytest_report_header(config):
     session = _session(config)
+    if session.options.replay is not None:
+        return [f"memerobust: replaying the counterexamples of {session.options.replay}"]
     if not session.options.models:
         return [DISABLED_HINT]
     o = session.options
@@ -196,8 +218,12 @@ def _builtin_nodeid(file_path: Path) -> str | None:
 
 
 def pytest_collect_file(file_path: Path, parent):
+    from .replay import manifest_file
     from .suite import is_suite_file
 
+    manifest = manifest_file(file_path, parent, _session(parent.config).options.replay)
+    if manifest is not None:
+        return manifest
     if is_suite_file(file_path):
         from .items import SuiteFile
 
@@ -376,6 +402,13 @@ def pytest_collection_modifyitems(session, config, items):
         except MemeRobustError as exc:
             where = f" (the dataset a suite names, first used by {nodeid})" if data and not rs.options.data else ""
             raise pytest.UsageError(f"memerobust: {exc}{where}") from None
+    if rs.options.replay is not None:  # likewise every counterexample's model, dataset, perturbations and meme
+        from .replay import ReplayItem, check_replay
+
+        try:
+            check_replay(rs, [(i.manifest, i.index, i.entry, i.model) for i in items if isinstance(i, ReplayItem)])
+        except MemeRobustError as exc:
+            raise pytest.UsageError(f"memerobust: {exc}") from None
 
 
 def pytest_runtest_setup(item):
@@ -432,4 +465,18 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
         except Exception as exc:
             lines.append(f"memerobust: could not save the baseline {rs.options.save_baseline} "
                          f"({type(exc).__name__}: {exc})")
+    if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
+        from .ledger import ledger_folder, write_run_ledger
+
+        folder = ledger_folder(rs.options.reports, rs.options.cache_dir)
+        try:
+            lines.append(write_run_ledger(rs, folder) if folder is not None else
+                         "memerobust: no flip ledger written: --memerobust-report or a cache dir says where")
+        except Exception as exc:
+            lines.append(f"memerobust: could not write the flip ledger ({type(exc).__name__}: {exc})")
+    from .replay import LOG_PLUGIN, manifest_path, write_manifest
+
+    log = config.pluginmanager.get_plugin(LOG_PLUGIN)
+    if log is not None:  # the failing cases' counterexamples, gathered from their reports
+        lines += write_manifest(manifest_path(rs.options), log.cases, explicit=rs.options.counterexamples is not None)
     return lines

@@ -183,37 +183,44 @@ class ConditionResult:
             return None
         return float(np.mean(self.abstained) - np.mean(self.abstained_clean))
 
-    def _bootstrap(self) -> dict:
-        s = self.stats
-        return {"n_resamples": s.n_resamples, "confidence": s.confidence, "seed": s.seed}
-
     def ci(self, name: str, kind: str = "relative") -> tuple[float, float]:
-        """Paired bootstrap interval of `metric` (kind="metric"), or of its relative/absolute robustness."""
+        """Paired bootstrap interval of `metric` (kind="metric"), or of its relative/absolute robustness: the
+        percentile interval of `samples(name, kind)`."""
         key = (name, kind)
         cache = self.__dict__.setdefault("_ci_cache", {})
         if key not in cache:
+            cache[key] = metrics._percentile_interval(self.samples(name, kind), self.stats.confidence)
+        return cache[key]
+
+    def samples(self, name: str, kind: str = "relative") -> np.ndarray:
+        """The bootstrap resamples behind `ci(name, kind)` ([n_resamples], NaN where undefined): what a one-sided
+        p-value of a threshold reads (thresholds.case_p_value)."""
+        key = (name, kind)
+        cache = self.__dict__.setdefault("_samples_cache", {})
+        if key not in cache:
             y, proba_clean, proba, groups = self._scored
+            resampling = {"n_resamples": self.stats.n_resamples, "seed": self.stats.seed}
             if kind == "metric":
-                cache[key] = metrics.metric_ci(name, y, proba, **self._bootstrap())
+                cache[key] = metrics.metric_samples(name, y, proba, **resampling)
             elif kind == "flip_rate":
-                cache[key] = metrics.flip_rate_ci(*self._scored_labels[1:], **self._bootstrap())
+                cache[key] = metrics.flip_rate_samples(*self._scored_labels[1:], **resampling)
             elif kind == "abstention_rate":
-                cache[key] = metrics.paired_bootstrap_ci(lambda now: float(np.mean(now)),
-                                                         self.abstained.astype(float), **self._bootstrap())
+                cache[key] = metrics.paired_bootstrap_samples(lambda now: float(np.mean(now)),
+                                                              self.abstained.astype(float), **resampling)
             elif kind == "abstention_increase":
-                cache[key] = metrics.paired_bootstrap_ci(lambda clean, now: float(np.mean(now) - np.mean(clean)),
-                                                         self.abstained_clean.astype(float),
-                                                         self.abstained.astype(float), **self._bootstrap())
+                cache[key] = metrics.paired_bootstrap_samples(
+                    lambda clean, now: float(np.mean(now) - np.mean(clean)), self.abstained_clean.astype(float),
+                    self.abstained.astype(float), **resampling)
             elif kind == "group_gap":
                 def gap(y, clean, perturbed, groups):
                     view = ConditionResult(self.model, self.dataset, self.condition, y, clean, perturbed, self.stats,
                                            groups, self.min_group_size)
                     return view.group_gap(name)
 
-                cache[key] = metrics.paired_bootstrap_ci(gap, y, proba_clean, proba, groups, **self._bootstrap())
+                cache[key] = metrics.paired_bootstrap_samples(gap, y, proba_clean, proba, groups, **resampling)
             else:
-                cache[key] = metrics.robustness_ci(name, y, proba_clean, proba, kind=kind, scale=self.stats.scale,
-                                                   **self._bootstrap())
+                cache[key] = metrics.robustness_samples(name, y, proba_clean, proba, kind=kind,
+                                                        scale=self.stats.scale, **resampling)
         return cache[key]
 
     @cached_property

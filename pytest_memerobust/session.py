@@ -102,6 +102,8 @@ class Options:
     regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
     allow_outside_paths: bool = False  # a dataset's image paths may lead outside its folder
     stats: StatsConfig = field(default_factory=StatsConfig)
+    counterexamples: Path | None = None  # failing cases' worst memes go here (None: counterexamples.json in cache_dir)
+    replay: Path | None = None  # a counterexamples manifest whose entries this run replays as tests (replay.py)
 
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)

@@ -132,45 +132,65 @@ def verdict(violations: list[Violation]) -> str:
     return "fail for sure" if any(v.sure for v in violations) else "fail within noise"
 
 
+def _checks(result: ConditionResult, thresholds: Thresholds) -> list[tuple]:
+    """Every threshold `result` is judged on, as (what, value, limit, required comparison, (name, kind) of its
+    bootstrap in ConditionResult.ci/samples): what `assess` and `case_p_value` both read."""
+    out = []
+    if result.abstained is not None and thresholds.max_abstention_rate is not None:
+        out.append(("abstention rate", result.abstention_rate, thresholds.max_abstention_rate, "<=",
+                    ("abstention", "abstention_rate")))
+    if result.condition.kind == "clean":
+        return out + [(f"clean {metric}", result.metric(metric), limit, ">=", (metric, "metric"))
+                      for metric, limit in thresholds.min_clean.items()]
+    if result.abstention_increase is not None and thresholds.max_abstention_increase is not None:
+        out.append(("abstention increase", result.abstention_increase, thresholds.max_abstention_increase, "<=",
+                    ("abstention", "abstention_increase")))
+    out += [(f"relative robustness of {metric}", result.relative_robustness(metric), limit, ">=", (metric, "relative"))
+            for metric, limit in thresholds.min_relative_robustness.items()]
+    out += [(f"absolute robustness of {metric}", result.absolute_robustness(metric), limit, ">=", (metric, "absolute"))
+            for metric, limit in thresholds.min_absolute_robustness.items()]
+    if result.groups is not None:
+        out += [(f"group gap in relative robustness of {metric}", result.group_gap(metric), limit, "<=",
+                 (metric, "group_gap")) for metric, limit in thresholds.max_group_gap.items()]
+    if thresholds.max_flip_rate is not None:
+        out.append(("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ("flip_rate", "flip_rate")))
+    return out
+
+
 def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     """Every threshold `result` violates by its point estimate or by its whole interval, whatever the decision;
     `Violation.sure` tells which are beyond noise."""
     conf = result.stats.confidence
     out = []
-
-    def floor(what, value, limit, ci):
-        if not (value >= limit and ci[1] >= limit):  # also true for nan: an undefined metric cannot meet a floor
-            out.append(Violation(what, value, limit, ">=", ci, conf))
-
-    def ceiling(what, value, limit, ci):
-        if not (value <= limit and ci[0] <= limit):
-            out.append(Violation(what, value, limit, "<=", ci, conf))
-
-    if result.abstained is not None and thresholds.max_abstention_rate is not None:
-        ceiling("abstention rate", result.abstention_rate, thresholds.max_abstention_rate,
-                result.ci("abstention", "abstention_rate"))
-    if result.condition.kind == "clean":
-        for metric, limit in thresholds.min_clean.items():
-            floor(f"clean {metric}", result.metric(metric), limit, result.ci(metric, "metric"))
-        return out
-    if result.abstention_increase is not None and thresholds.max_abstention_increase is not None:
-        ceiling("abstention increase", result.abstention_increase, thresholds.max_abstention_increase,
-                result.ci("abstention", "abstention_increase"))
-    for metric, limit in thresholds.min_relative_robustness.items():
-        floor(f"relative robustness of {metric}", result.relative_robustness(metric), limit,
-              result.ci(metric, "relative"))
-    for metric, limit in thresholds.min_absolute_robustness.items():
-        floor(f"absolute robustness of {metric}", result.absolute_robustness(metric), limit,
-              result.ci(metric, "absolute"))
-    if result.groups is not None:
-        for metric, limit in thresholds.max_group_gap.items():
-            gap, ci = result.group_gap(metric), result.ci(metric, "group_gap")
-            if gap == gap and (gap > limit or ci[0] > limit):  # no gap (one group) is not a failure
+    for what, value, limit, comparison, bootstrap in _checks(result, thresholds):
+        ci = result.ci(*bootstrap)
+        if bootstrap[1] == "group_gap":
+            if value == value and (value > limit or ci[0] > limit):  # no gap (one group) is not a failure
+                metric = bootstrap[0]
                 scores = result.group_scores(metric)
                 worst = min(scores, key=lambda g: scores[g]["relative_robustness"])
                 best = max(scores, key=lambda g: scores[g]["relative_robustness"])
-                out.append(Violation(f"group gap in relative robustness of {metric} (worst {worst}, best {best})",
-                                     gap, limit, "<=", ci, conf))
-    if thresholds.max_flip_rate is not None:
-        ceiling("flip rate", result.flip_rate, thresholds.max_flip_rate, result.ci("flip_rate", "flip_rate"))
+                out.append(Violation(f"{what} (worst {worst}, best {best})", value, limit, comparison, ci, conf))
+        elif comparison == ">=" and not (value >= limit and ci[1] >= limit):  # nan cannot meet a floor
+            out.append(Violation(what, value, limit, comparison, ci, conf))
+        elif comparison == "<=" and not (value <= limit and ci[0] <= limit):
+            out.append(Violation(what, value, limit, comparison, ci, conf))
     return out
+
+
+def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float:
+    """One-sided p-value of "this case meets all its thresholds": per threshold, the share of its bootstrap
+    resamples on the passing side (metrics.bootstrap_one_sided_p, from the resamples its interval came from),
+    Bonferroni-adjusted over the case's k thresholds: min(1, k * smallest). A threshold whose value is undefined
+    (no resample defined, e.g. one class among the memes) counts as p = 0, as Violation.sure counts it as failing
+    for sure; a group gap that is undefined (one group) as p = 1, as `assess` passes it. 1.0 without thresholds.
+    What the run's false-discovery-rate control (verdict.py) ranks."""
+    from .metrics import bootstrap_one_sided_p
+
+    p_values = []
+    for _what, value, limit, comparison, bootstrap in _checks(result, thresholds):
+        p = bootstrap_one_sided_p(result.samples(*bootstrap), limit, "min" if comparison == ">=" else "max")
+        if p != p:
+            p = 1.0 if bootstrap[1] == "group_gap" else 0.0
+        p_values.append(p)
+    return float(min(1.0, len(p_values) * min(p_values))) if p_values else 1.0  # plain float: xdist sends it

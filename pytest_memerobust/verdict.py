@@ -16,12 +16,16 @@ class CaseOutcome:
     verdict: str | None = None  # pass, fail for sure, fail within noise (thresholds.verdict)
     shortfall: float = 0.0  # how far the worst violation is past its limit
     line: str = ""  # the compact failure line (items.compact_line), or the failure's first lines
+    decision: str | None = None  # the suite's decision ("estimate" or "confident"); None for other tests
+    p_value: float | None = None  # one-sided p of "meets its thresholds" (thresholds.case_p_value)
 
     @classmethod
     def from_properties(cls, nodeid: str, outcome: str, properties) -> "CaseOutcome":
         p = dict(properties)
+        p_value = p.get("memerobust.p_value")
         return cls(nodeid, outcome, p.get("memerobust.model"), p.get("memerobust.verdict"),
-                   float(p.get("memerobust.shortfall", 0.0)), p.get("memerobust.line", ""))
+                   float(p.get("memerobust.shortfall", 0.0)), p.get("memerobust.line", ""),
+                   p.get("memerobust.decision"), None if p_value is None else float(p_value))
 
 
 def _split(nodeid: str) -> tuple[str, str]:
@@ -46,6 +50,30 @@ def failure_lines(outcomes: list[CaseOutcome]) -> list[str]:
     return lines
 
 
+FDR_Q = 0.05  # the false discovery rate the summary controls over a run's confident cases
+
+
+def fdr_lines(outcomes: list[CaseOutcome], q: float = FDR_Q) -> list[str]:
+    """With `decision = "confident"`, each case is judged at its own confidence level, so a run of hundreds of
+    cases fails some by chance. Over the run's confident cases, Benjamini-Hochberg on their one-sided p-values
+    (thresholds.case_p_value) keeps the failures that survive a false discovery rate of `q`: one line, or none
+    when no case is confident. Cases whose verdict came from a regression check are counted as they failed."""
+    import numpy as np
+
+    from .metrics import benjamini_hochberg
+
+    confident = [o for o in outcomes if o.decision == "confident" and o.p_value is not None
+                 and o.outcome != "skipped"]
+    if not confident:
+        return []
+    kept = benjamini_hochberg(np.array([o.p_value for o in confident]), q)
+    failing = [k for k, o in enumerate(confident) if o.outcome == "failed"]
+    surviving = sum(bool(kept[k]) for k in failing)
+    return [f"false discovery rate: {surviving} of {len(failing)} failing cases survive Benjamini-Hochberg at "
+            f"q = {q:g} over {len(confident)} confident cases"
+            + (f" ({len(failing) - surviving} may be chance)" if surviving < len(failing) else "")]
+
+
 def verdict_lines(outcomes: list[CaseOutcome]) -> list[str]:
     """Per model: cases passing, failing for sure, failing within noise (which pass under `decision =
     "confident"`), skipped; then the five cases furthest past their limits."""
@@ -66,6 +94,7 @@ def verdict_lines(outcomes: list[CaseOutcome]) -> list[str]:
             lines.append(f"  worst {len(worst)}:")
             width = max(len(o.nodeid) for o in worst)
             lines += [f"    {o.nodeid:<{width}}  {o.line.splitlines()[0] if o.line else ''}" for o in worst]
+    lines += fdr_lines(outcomes)
     others = [o for o in outcomes if o.model is None and o.outcome != "skipped"]
     if others:
         failed = [o for o in others if o.outcome == "failed"]
