@@ -127,7 +127,7 @@ class RobustnessSession:
         self.options = options
         self._detectors: dict[str, object] = {}
         self._datasets: dict[str, Dataset] = {}
-        self._engines: dict[tuple[str, str], Engine] = {}
+        self._engines: dict[tuple, Engine] = {}  # (model, spec, task[, defence id])
         self._feature_stores: dict[str, FeatureStore] = {}
         self._precisions: dict[str, str] = {}
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
@@ -262,7 +262,7 @@ class RobustnessSession:
         for detector in self._detectors.values():  # a hosted model's requests, tokens and cost
             if callable(getattr(detector, "run_note", None)):
                 lines.append(detector.run_note())
-        for (model, spec, task), engine in self._engines.items():
+        for (model, spec, task, *_defence), engine in self._engines.items():
             for edit, pictures in sorted(engine.boxless.items()):
                 hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"
                 line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: {edit} met {len(pictures)} of {len(engine.ids)} "
