@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_attack_strength import Attacked, random_char_edits  # noqa: E402
 from tiny_backbones import KINDS  # noqa: E402
 
-from pytest_memerobust.metrics import paired_bootstrap_ci  # noqa: E402
+from pytest_memerobust.judge.metrics import paired_bootstrap_ci  # noqa: E402
 from pytest_memerobust.perturb import get  # noqa: E402
 from pytest_memerobust.perturb.attacks import vocabulary_words  # noqa: E402
 from pytest_memerobust.perturb.uap import add_pattern_batch, pattern_for  # noqa: E402

@@ -23,7 +23,7 @@ from tabulate import tabulate
 from pytest_memerobust.data import load_dataset
 from pytest_memerobust.data.ocr import gpu_available, ocr_backend
 from pytest_memerobust.data.render import draw_meme
-from pytest_memerobust.ocr_view import character_error_rate, word_recall
+from pytest_memerobust.judge.ocr_view import character_error_rate, word_recall
 from pytest_memerobust.perturb import get
 from pytest_memerobust.pictures import as_picture
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pytest_memerobust import metrics
+from pytest_memerobust.judge import metrics
 from pytest_memerobust.data.loaders import load_pridemm
 from pytest_memerobust.detectors import find_card
 from pytest_memerobust.detectors.backbones import MiniLMBackbone

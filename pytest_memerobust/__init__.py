@@ -17,7 +17,7 @@ from .errors import CheckpointError, ConfigError, DataError, MemeRobustError, Su
 from .results import ConditionResult, StatsConfig
 from .session import Options, RobustnessSession
 from .suite import Suite, load_suite
-from .thresholds import Thresholds, Violation, check
+from .judge.thresholds import Thresholds, Violation, check
 
 __version__ = "0.1.0"
 

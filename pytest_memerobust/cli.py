@@ -163,7 +163,7 @@ def model_lines(cards: dict) -> list[str]:
 
 
 def _report(args) -> int:
-    from .gate import FORMAT as BASELINE_FORMAT, read_json
+    from .judge.gate import FORMAT as BASELINE_FORMAT, read_json
     from .report import REPORT_FORMAT, render, write_report
 
     path = Path(args.json)
@@ -202,7 +202,7 @@ def _budgets(args) -> int:
     import json
 
     from .atomic import atomic_write_text
-    from .budgets import evaluate_budgets, get_family
+    from .judge.budgets import evaluate_budgets, get_family
     from .data import load_dataset
     from .detectors import load_detector
     from .engine import Engine
@@ -271,7 +271,7 @@ def _preview(args) -> int:
 def _compare(args) -> int:
     from tabulate import tabulate
 
-    from .gate import DEFAULT_CHECKS, RegressionCheck, compare_headers, compare_rows, load_baseline
+    from .judge.gate import DEFAULT_CHECKS, RegressionCheck, compare_headers, compare_rows, load_baseline
 
     try:
         check = RegressionCheck.parse(args.metric) if args.metric else DEFAULT_CHECKS[0]
@@ -288,7 +288,7 @@ def _compare(args) -> int:
           f"memes ({args.bootstrap} resamples); McNemar: exact test on the memes one gets right and the other wrong")
     print(tabulate(rows, headers=compare_headers(check, args.confidence), tablefmt="simple", disable_numparse=True))
     if args.ledger:
-        from .ledger import flip_ledger, write_ledger
+        from .judge.ledger import flip_ledger, write_ledger
 
         ledger = flip_ledger(before, after, names=(args.before, args.after))
         paths = write_ledger(ledger, Path(args.ledger))

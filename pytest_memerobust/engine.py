@@ -463,7 +463,7 @@ class Engine:
         """The detector as `condition` asks it: itself, or, under a prompt edit, a view with the reworded prompt."""
         if not condition.prompt:
             return self.detector
-        from .prompt_invariance import prompt_edit, supports_prompts
+        from .judge.prompt_invariance import prompt_edit, supports_prompts
 
         if not supports_prompts(self.detector):
             raise ValueError(f"condition {condition.id!r} rewords the prompt of a detector that has none")

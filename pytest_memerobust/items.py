@@ -88,7 +88,7 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         from .plugin import _session
-        from .thresholds import assess, case_p_value, failing, verdict
+        from .judge.thresholds import assess, case_p_value, failing, verdict
 
         session = _session(self.config)
         try:
@@ -163,7 +163,7 @@ class BudgetFailure(Exception):
 def budget_violations(entries: list[dict], floors, confidence: float):
     """A thresholds.Violation per family whose median evasion budget is below its floor: the point estimate, or
     (Violation.sure) its whole interval; a family with no meme to search has an undefined (nan) median."""
-    from .thresholds import Violation
+    from .judge.thresholds import Violation
 
     def number(value):
         return float("nan") if value is None else float(value)  # "inf" (censored) reads as inf
@@ -189,7 +189,7 @@ class BudgetItem(pytest.Item):
 
     def runtest(self):
         from .plugin import _session
-        from .thresholds import failing, verdict
+        from .judge.thresholds import failing, verdict
 
         session = _session(self.config)
         suite = self.suite

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .metrics import ROBUSTNESS_SCALES
+from .judge.metrics import ROBUSTNESS_SCALES
 from .report import REPORT_SUFFIXES
 
 
@@ -82,7 +82,7 @@ def checkpoints(values: list[str]) -> dict[str, str]:
 
 def regression_check(text: str):
     """`rel_acc:1%` -> a RegressionCheck (see gate.py)."""
-    from .gate import RegressionCheck
+    from .judge.gate import RegressionCheck
 
     try:
         return RegressionCheck.parse(text)

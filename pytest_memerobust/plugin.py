@@ -303,7 +303,7 @@ def pytest_terminal_summary_compact(terminalreporter, config):
     failed = terminalreporter.stats.get("failed", [])
     ours = [r for r in failed if _is_robustness_test(r)] if session is not None and config.get_verbosity() <= 0 else []
     if ours:
-        from .verdict import failure_lines
+        from .judge.verdict import failure_lines
 
         terminalreporter.stats["failed"] = [r for r in failed if r not in ours]
         terminalreporter.write_sep("=", f"memerobust: {len(ours)} failing robustness tests (-v for details)")
@@ -317,7 +317,7 @@ def pytest_terminal_summary_compact(terminalreporter, config):
 
 
 def _outcomes_of(reports) -> list:
-    from .verdict import CaseOutcome
+    from .judge.verdict import CaseOutcome
 
     return [CaseOutcome.from_properties(r.nodeid, r.outcome, r.user_properties) for r in reports]
 
@@ -343,7 +343,7 @@ def pytest_terminal_summary(terminalreporter, config):
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.options.models:
         return
-    from .verdict import verdict_lines
+    from .judge.verdict import verdict_lines
 
     outcomes = config.stash.get(OUTCOMES_KEY, [])
     if outcomes:
@@ -441,7 +441,7 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
     """Write the report files and the baseline; the lines that say what was written, and what could not be.
     An interrupted run writes none: a partial report in the report's place would pass for the whole run. A
     failure while building or writing one file never loses the others, nor the tables."""
-    from .gate import save_baseline, terminal_line
+    from .judge.gate import save_baseline, terminal_line
     from .report import write_report
 
     outputs = [*rs.options.reports, *([rs.options.save_baseline] if rs.options.save_baseline is not None else [])]
@@ -466,7 +466,7 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
             lines.append(f"memerobust: could not save the baseline {rs.options.save_baseline} "
                          f"({type(exc).__name__}: {exc})")
     if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
-        from .ledger import ledger_folder, write_run_ledger
+        from .judge.ledger import ledger_folder, write_run_ledger
 
         folder = ledger_folder(rs.options.reports, rs.options.cache_dir)
         try:

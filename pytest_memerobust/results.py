@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import metrics
+from .judge import metrics
 from .engine import Condition
 from .errors import MemeRobustError
 

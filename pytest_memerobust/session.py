@@ -154,7 +154,7 @@ class RobustnessSession:
         self._check_checkpoints()
         self.baseline = None
         if options.baseline is not None:
-            from .gate import load_baseline
+            from .judge.gate import load_baseline
 
             self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
 
@@ -228,7 +228,7 @@ class RobustnessSession:
     def ocr_view(self, model: str, spec: str) -> list[dict]:
         """The OCR-robustness view of one (model, dataset) group (ocr_view.py): its image conditions' pictures read
         by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off."""
-        from .ocr_view import ocr_view_rows
+        from .judge.ocr_view import ocr_view_rows
 
         if not self.options.ocr_view:
             return []
@@ -494,7 +494,7 @@ class RobustnessSession:
     def reliance(self, model: str, data: str | None = None) -> dict:
         """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (see reliance.py),
         computed once and kept for the report."""
-        from .reliance import evaluate_reliance
+        from .judge.reliance import evaluate_reliance
 
         spec = self.data_spec(data)
         if (model, spec) not in self.reliance_results:
@@ -514,7 +514,7 @@ class RobustnessSession:
     def prompt_invariance(self, model: str, data: str | None = None) -> dict | None:
         """How `model`'s verdicts on the clean memes change with the wording of its prompt (see
         prompt_invariance.py), computed once and kept for the report; None for a detector without a prompt."""
-        from .prompt_invariance import evaluate_prompt_invariance, supports_prompts
+        from .judge.prompt_invariance import evaluate_prompt_invariance, supports_prompts
 
         spec = self.data_spec(data)
         if (model, spec) not in self.prompt_results:
@@ -534,7 +534,7 @@ class RobustnessSession:
                 captions: str | None = None) -> list[dict]:
         """The evasion budgets of `model` for these edit families (budgets.evaluate_budgets), each family searched
         once per run and kept for the report."""
-        from .budgets import evaluate_budgets
+        from .judge.budgets import evaluate_budgets
 
         spec = self.data_spec(data, captions)
         task = self.task(model, task)
@@ -564,7 +564,7 @@ class RobustnessSession:
         """Messages for every regression of `result` against the baseline (none without a baseline or entry)."""
         if self.baseline is None:
             return []
-        from .gate import DEFAULT_CHECKS, comparable
+        from .judge.gate import DEFAULT_CHECKS, comparable
         from .report import versions
 
         spec = self.data_spec(data, captions)
@@ -590,7 +590,7 @@ class RobustnessSession:
 
     def unread_modalities(self, model: str, condition: Condition) -> list[str]:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""
-        from .prompt_invariance import supports_prompts
+        from .judge.prompt_invariance import supports_prompts
 
         detector = self.detector(model)
         modalities = getattr(detector, "modalities", ("image", "text"))

@@ -29,7 +29,7 @@ from pathlib import Path
 from .engine import Condition
 from .errors import SuiteError, UnknownNameError
 from .perturb import get as get_perturbation
-from .thresholds import Thresholds
+from .judge.thresholds import Thresholds
 from .tomlfile import read_toml
 
 _TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "budgets", "override"}
@@ -48,7 +48,7 @@ class BudgetCheck:
     def searched(self, reads: tuple[str, ...]) -> list[str]:
         """The families to search for a model reading `reads`: the listed ones, else all it reads, plus any with
         a floor."""
-        from .budgets import FAMILIES
+        from .judge.budgets import FAMILIES
 
         chosen = list(self.families) or [n for n, f in FAMILIES.items() if f.modality in reads]
         return list(dict.fromkeys([*chosen, *(name for name, _ in self.min_median_budget)]))
@@ -101,7 +101,7 @@ def _side(modality: str, spec: str, where: str) -> tuple[str, int | None]:
 
 def _prompt_edits(name: str, severities, where: str) -> list[tuple[str, int | None]]:
     """(name, severity) pairs of a prompt edit after checking prompt_invariance.PROMPT_EDITS."""
-    from .prompt_invariance import PROMPT_EDITS, check_prompt_edit
+    from .judge.prompt_invariance import PROMPT_EDITS, check_prompt_edit
 
     if severities == "all":
         severities = list(PROMPT_EDITS.get(name, ())) or True
@@ -242,7 +242,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
 
 def _budgets(data: dict, where: str) -> BudgetCheck | None:
     """The [budgets] table, its families checked against budgets.FAMILIES; None without one."""
-    from .budgets import FAMILIES
+    from .judge.budgets import FAMILIES
 
     if "budgets" not in data:
         return None

@@ -20,7 +20,7 @@ from .errors import DataError
 from .features import FeatureStore, detector_feature_store
 from .detectors.checkpoints import save_state_dict
 from .detectors.base import class_probabilities, classification_loss, is_multilabel
-from .metrics import METRICS, auroc
+from .judge.metrics import METRICS, auroc
 
 
 @dataclass

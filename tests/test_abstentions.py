@@ -74,7 +74,7 @@ def test_the_tables_show_the_abstentions_only_for_a_detector_that_declines():
 
 
 def test_a_suite_can_bound_the_abstention_rate_and_its_rise():
-    from pytest_memerobust.thresholds import Thresholds, assess
+    from pytest_memerobust.judge.thresholds import Thresholds, assess
 
     bounds = Thresholds.from_mapping({"max_abstention_rate": 0.1, "max_abstention_increase": 0.05}, "suite")
     (rate, rise) = assess(result([0] * 6, [0, 1, 0, 0, 0, 0]), bounds)

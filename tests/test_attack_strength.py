@@ -21,7 +21,7 @@ import pytest
 
 from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.engine import Engine
-from pytest_memerobust.metrics import paired_bootstrap_ci
+from pytest_memerobust.judge.metrics import paired_bootstrap_ci
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb.attacks import _LETTERS, vocabulary_words
 from pytest_memerobust.perturb.uap import add_pattern_batch, pattern_for

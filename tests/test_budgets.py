@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_memerobust import budgets as B
+from pytest_memerobust.judge import budgets as B
 
 TEXT_FAMILIES = ["char_edits", "lookalikes", "word_substitutions", "covered_caption"]
 LONG = "when you finally understand the meme but everyone already moved on to another format"
@@ -321,7 +321,7 @@ def test_an_unknown_family_is_refused_before_anything_loads(capsys):
 
 
 def test_a_caption_only_detector_is_searched_on_caption_families_only():
-    from pytest_memerobust.budgets import evaluate_budgets
+    from pytest_memerobust.judge.budgets import evaluate_budgets
     from pytest_memerobust.data.demo import demo_dataset
     from pytest_memerobust.engine import Engine
 

@@ -9,7 +9,7 @@ from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import BackendMissing
-from pytest_memerobust.metrics import attack_success_rate
+from pytest_memerobust.judge.metrics import attack_success_rate
 from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb.distance import words_changed
 from pytest_memerobust.perturb.textattack_recipes import RECIPES, installed, recipe_status, textattack_home

@@ -145,7 +145,7 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
     import torch
 
     from pytest_memerobust.detectors import ModelCard, load_detector
-    from pytest_memerobust.metrics import macro_f1
+    from pytest_memerobust.judge.metrics import macro_f1
     from pytest_memerobust.training import train_head
 
     train = load_dataset(f"csv:{captions_csv}:train", require_images=False)

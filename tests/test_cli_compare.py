@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.cli import main as cli_main
-from pytest_memerobust.gate import DEFAULT_CHECKS, FORMAT, compare_headers, compare_rows, correct
+from pytest_memerobust.judge.gate import DEFAULT_CHECKS, FORMAT, compare_headers, compare_rows, correct
 
 N = 400
 VERSIONS = {"pytest-memerobust": "0.1.0", "imagecorruptions": "1.1.2", "textattack": None}

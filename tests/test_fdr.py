@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from pytest_memerobust import metrics
-from pytest_memerobust.metrics import benjamini_hochberg, bootstrap_one_sided_p
+from pytest_memerobust.judge import metrics
+from pytest_memerobust.judge.metrics import benjamini_hochberg, bootstrap_one_sided_p
 
 TEXTBOOK = [0.01, 0.04, 0.03, 0.005, 0.5]
 

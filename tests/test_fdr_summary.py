@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 
-from pytest_memerobust import metrics
+from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.results import ConditionResult, StatsConfig
-from pytest_memerobust.thresholds import Thresholds, case_p_value
-from pytest_memerobust.verdict import CaseOutcome, fdr_lines, verdict_lines
+from pytest_memerobust.judge.thresholds import Thresholds, case_p_value
+from pytest_memerobust.judge.verdict import CaseOutcome, fdr_lines, verdict_lines
 
 
 def _result(flip_share: float, n: int = 200):

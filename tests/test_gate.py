@@ -7,7 +7,7 @@ import torch  # noqa: F401  (imported once, before pytester runs: see tests/test
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.gate import (DEFAULT_CHECKS, RegressionCheck, baseline_saved_line, comparable, load_baseline,
+from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, RegressionCheck, baseline_saved_line, comparable, load_baseline,
                                     save_baseline)
 
 QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
@@ -111,7 +111,7 @@ def test_the_saved_line_starts_a_line_of_its_own_on_the_terminal():
 
     from _pytest._io import TerminalWriter
 
-    from pytest_memerobust.gate import terminal_line
+    from pytest_memerobust.judge.gate import terminal_line
 
     out = io.StringIO()
     writer = TerminalWriter(out)

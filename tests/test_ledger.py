@@ -8,8 +8,8 @@ import pytest
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.gate import FORMAT, baseline_data, load_baseline
-from pytest_memerobust.ledger import FORMAT as LEDGER_FORMAT, flip_ledger, ledger_markdown, write_ledger
+from pytest_memerobust.judge.gate import FORMAT, baseline_data, load_baseline
+from pytest_memerobust.judge.ledger import FORMAT as LEDGER_FORMAT, flip_ledger, ledger_markdown, write_ledger
 
 N = 20
 Y = [i % 2 for i in range(N)]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.errors import UnknownNameError
-from pytest_memerobust.metrics import (
+from pytest_memerobust.judge.metrics import (
     METRICS,
     ROBUSTNESS_SCALES,
     absolute_robustness,
@@ -346,7 +346,7 @@ def test_mcnemar_matches_scipy_binomtest(only_a, only_b):
 
 # --- the metrics over blocks of resamples equal the one-resample versions -----------------------------------------
 
-from pytest_memerobust.metrics import METRICS, METRICS_OF_RESAMPLES  # noqa: E402
+from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_RESAMPLES  # noqa: E402
 
 
 @pytest.mark.parametrize("n_classes", [2, 3, 4])
@@ -372,7 +372,7 @@ def test_metrics_of_resamples_equal_one_resample_at_a_time(name, n_classes):
 def test_multilabel_metrics_match_scikit_learn():
     from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 
-    from pytest_memerobust.metrics import METRICS
+    from pytest_memerobust.judge.metrics import METRICS
 
     rng = np.random.default_rng(7)
     y = rng.integers(0, 2, size=(80, 6))
@@ -384,7 +384,7 @@ def test_multilabel_metrics_match_scikit_learn():
 
 
 def test_multilabel_resamples_equal_one_at_a_time_and_labels_without_both_classes_are_left_out():
-    from pytest_memerobust.metrics import METRICS, METRICS_OF_RESAMPLES
+    from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_RESAMPLES
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, size=(50, 12, 4))
@@ -416,7 +416,7 @@ def test_multilabel_robustness_interval_and_flips():
 
 def test_intervals_from_shared_resamples_equal_the_direct_paired_bootstrap():
     """The memoised per-resample metrics (clean side once per run) give exactly the paired bootstrap's interval."""
-    from pytest_memerobust.metrics import METRICS_OF_RESAMPLES, metric_ci
+    from pytest_memerobust.judge.metrics import METRICS_OF_RESAMPLES, metric_ci
 
     y, clean, perturbed = _noisy_classifier(1, noise=1.0)
     for metric, of_resamples in METRICS_OF_RESAMPLES.items():

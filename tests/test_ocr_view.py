@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_memerobust.ocr_view import character_error_rate, ocr_view_rows, reading_scores, word_recall
+from pytest_memerobust.judge.ocr_view import character_error_rate, ocr_view_rows, reading_scores, word_recall
 
 
 def test_character_error_rate_counts_edits_over_the_reference_ignoring_case_and_spacing():

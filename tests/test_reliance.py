@@ -5,7 +5,7 @@ import pytest
 
 from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.engine import Engine
-from pytest_memerobust.reliance import (confounder_pairs, confounder_scores, evaluate_reliance, swap_partners,
+from pytest_memerobust.judge.reliance import (confounder_pairs, confounder_scores, evaluate_reliance, swap_partners,
                                         swap_reliance)
 
 from test_engine import _image_features, _text_features

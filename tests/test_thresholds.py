@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_memerobust import metrics
+from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.results import ConditionResult, StatsConfig
-from pytest_memerobust.thresholds import Thresholds, Violation, check
+from pytest_memerobust.judge.thresholds import Thresholds, Violation, check
 
 STATS = StatsConfig(n_resamples=200)
 N = 20

@@ -10,13 +10,13 @@ import torch  # noqa: F401  imported once here: pytester's in-process runs would
 
 from pytest_memerobust import Options, RobustnessSession
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.metrics import mcnemar_p_value
+from pytest_memerobust.judge.metrics import mcnemar_p_value
 from pytest_memerobust.report import build_report, render
 from pytest_memerobust.report.html import to_html
 from pytest_memerobust.results import ConditionResult, StatsConfig
 from pytest_memerobust.suite import builtin_suite_arg, builtin_suite_paths, load_suite
-from pytest_memerobust.thresholds import Thresholds, Violation, assess, check, verdict
-from pytest_memerobust.verdict import CaseOutcome, failure_lines, verdict_lines
+from pytest_memerobust.judge.thresholds import Thresholds, Violation, assess, check, verdict
+from pytest_memerobust.judge.verdict import CaseOutcome, failure_lines, verdict_lines
 
 QUICK = ["--memerobust-limit=40", "--memerobust-bootstrap=100", "-p", "no:cacheprovider"]
 

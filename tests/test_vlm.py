@@ -219,7 +219,7 @@ def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tm
 
 
 def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_the_system_message():
-    from pytest_memerobust.prompt_invariance import PARAPHRASES, prompt_variants
+    from pytest_memerobust.judge.prompt_invariance import PARAPHRASES, prompt_variants
 
     variants = prompt_variants(Prompt(system="Be brief."))
     assert len(variants) == len(PARAPHRASES) + 2
@@ -230,7 +230,7 @@ def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_t
 
 
 def test_prompt_invariance_on_a_tiny_model_counts_the_verdicts_each_wording_changes(tiny_vlm):
-    from pytest_memerobust.prompt_invariance import evaluate_prompt_invariance
+    from pytest_memerobust.judge.prompt_invariance import evaluate_prompt_invariance
 
     detector = load_detector(vlm_card(tiny_vlm[1]))
     result = evaluate_prompt_invariance(detector, pictures(4, 64), CAPTIONS, [1, 0, 0, 1], ["a", "b", "c", "d"],
@@ -249,7 +249,7 @@ def test_prompt_invariance_on_a_tiny_model_counts_the_verdicts_each_wording_chan
 
 
 def prompt_variants_of(detector):
-    from pytest_memerobust.prompt_invariance import prompt_variants
+    from pytest_memerobust.judge.prompt_invariance import prompt_variants
 
     return prompt_variants(detector.prompt)
 
@@ -257,7 +257,7 @@ def prompt_variants_of(detector):
 def test_the_grammar_gives_whole_instructions_and_the_fuzzer_finds_no_flip_under_the_cards_own_prompt(tiny_vlm):
     from hypothesis import given, settings
 
-    from pytest_memerobust.prompt_invariance import PromptFuzzer, rewordings
+    from pytest_memerobust.judge.prompt_invariance import PromptFuzzer, rewordings
 
     @settings(max_examples=20, database=None)
     @given(rewordings())
@@ -311,7 +311,7 @@ def test_prompt_edits_are_conditions_alone_and_with_text_or_image_sides(pytester
     detector = load_detector(vlm_card(folder))
     from pytest_memerobust.data.demo import demo_dataset
     from pytest_memerobust.engine import Engine
-    from pytest_memerobust.prompt_invariance import prompt_edit
+    from pytest_memerobust.judge.prompt_invariance import prompt_edit
 
     memes = demo_dataset("test").head(4)
     engine = Engine(detector, memes, batch_size=4)

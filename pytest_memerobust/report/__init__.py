@@ -8,7 +8,7 @@ import numpy as np
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .. import metrics
+from ..judge import metrics
 from ..atomic import atomic_write_text
 from ..results import METRIC_NAMES
 from .tables import render

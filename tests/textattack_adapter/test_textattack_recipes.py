@@ -17,7 +17,7 @@ if not installed():  # found, not imported: the adapter imports it, offline
 from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.engine import Engine  # noqa: E402
-from pytest_memerobust.metrics import attack_success_rate  # noqa: E402
+from pytest_memerobust.judge.metrics import attack_success_rate  # noqa: E402
 from pytest_memerobust.perturb import get  # noqa: E402
 from pytest_memerobust.perturb.textattack_recipes import (  # noqa: E402
     PREFIX, RECIPES, WORD_BUDGET, recipe_status, textattack_home)

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from . import metrics
-from .atomic import atomic_write_text
-from .errors import ConfigError
+from ..atomic import atomic_write_text
+from ..errors import ConfigError
 from .gate import baseline_memes, correct, paired_cells
-from .report import true_probability
-from .report.tables import p_value
+from ..report import true_probability
+from ..report.tables import p_value
 
 FORMAT = "pytest-memerobust-ledger/1"
 FILES = ("flip-ledger.json", "flip-ledger.md")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .errors import UnknownNameError
+from ..errors import UnknownNameError
 
 __all__ = [
     "METRICS",

@@ -38,12 +38,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import UnknownNameError
+from ..errors import UnknownNameError
 from .metrics import paired_bootstrap_ci
-from .perturb.catalogue import STOP_WORDS, _rebuild, _words
-from .perturb.evasion import _homoglyph_table
-from .perturb.natural import with_case_of
-from .perturb.text import _WHITESPACE, ALL_OPS, _perturb_word, _split_core, _usable_ops
+from ..perturb.catalogue import STOP_WORDS, _rebuild, _words
+from ..perturb.evasion import _homoglyph_table
+from ..perturb.natural import with_case_of
+from ..perturb.text import _WHITESPACE, ALL_OPS, _perturb_word, _split_core, _usable_ops
 
 __all__ = [
     "FAMILIES",
@@ -231,7 +231,7 @@ def image_linf(picture, budget: int, key):
     float in [0, 1] or uint8; `key` is one int (one pattern for all) or one int per picture."""
     import torch
 
-    from .perturb.keyed import field_keys, random_bits
+    from ..perturb.keyed import field_keys, random_bits
 
     budget = _check_budget(budget)
     if not isinstance(picture, torch.Tensor) or picture.dim() not in (3, 4) or picture.shape[-3] != 3:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .features import input_digest
+from ..features import input_digest
 
 
 def swap_partners(n: int, seed: int = 0) -> np.ndarray:
@@ -88,7 +88,7 @@ def confounder_scores(pairs: np.ndarray, labels: np.ndarray, pred: np.ndarray) -
 def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None, image_only=None) -> dict:
     """Modality swap, confounder pairs and per-meme unimodal predictions for one detector (`engine`); `text_only`
     and `image_only` are the engines of its channel-ablation views, when it has them."""
-    from .engine import Condition
+    from ..engine import Condition
 
     memes = engine.dataset.memes
     own, partners = np.arange(len(memes)), swap_partners(len(memes), seed)

@@ -16,8 +16,8 @@ from typing import Callable
 import numpy as np
 
 from . import metrics
-from .atomic import atomic_write_text
-from .errors import ConfigError
+from ..atomic import atomic_write_text
+from ..errors import ConfigError
 
 FORMAT = "pytest-memerobust-baseline/1"
 _METRICS = {"acc": "accuracy", "auroc": "auroc", "f1": "macro_f1"}

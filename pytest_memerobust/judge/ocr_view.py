@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from . import metrics
-from .perturb.distance import levenshtein
+from ..perturb.distance import levenshtein
 
 
 def character_error_rate(read: str, reference: str) -> float:
