@@ -25,11 +25,14 @@ def _train_allowed(args) -> int:
         card = card.with_demo()
     out = Path(args.out) if args.out else (card.checkpoint_path() if args.demo else None)
     if out is None:
-        raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's shipped demo "
-                              "weights (on the demo memes unless --data says otherwise)")
+        raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's demo weights with "
+                              "its [demo] configuration and recipe (on the demo memes unless --data says otherwise; "
+                              "into the card's own checkpoint file only for a card outside the installed package, "
+                              "else with --out)")
     if out.suffix != ".safetensors":  # said before the encoding and training, not after
         raise MemeRobustError(f"--out {out}: checkpoints are written as safetensors; name it "
                               f"{out.with_suffix('.safetensors').name}")
+    refuse_shipped(out, given=args.out is not None)
     train_spec, val_spec = args.train, args.val
     data = args.data if args.data is not None or train_spec or val_spec or not args.demo else "demo"
     if data is not None:  # --demo rebuilds the shipped weights, which are trained on the demo memes
@@ -49,8 +52,7 @@ def _train_allowed(args) -> int:
     from .detectors import load_detector
     from .training import check_training_data, save_trained, train_head, training_task
 
-    hyper = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16, **card.training}
-    hyper.update({k: getattr(args, k) for k in hyper if getattr(args, k, None) is not None})
+    hyper = hyperparameters(card, args)
     torch.manual_seed(args.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
     fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
     detector = load_detector(fresh, checkpoint=args.init, device=args.device)
@@ -93,12 +95,59 @@ def _train_allowed(args) -> int:
     return 0
 
 
+# The paper's recipe (AdamW lr 1e-4, weight decay 1e-4, 10 epochs, batch 16): what a card's [training] table (and,
+# with --demo, its [demo] training) overrides, and the flags override in turn.
+TRAINING_DEFAULTS = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16}
+
+
+def hyperparameters(card, args=None) -> dict:
+    """The hyperparameters `train` uses for `card` (already `with_demo()` for --demo): the defaults, the card's
+    [training], then the flags given. For a card with shipped demo weights this is the recipe they were trained
+    with, so `train CARD --demo` reproduces them."""
+    hyper = {**TRAINING_DEFAULTS, **card.training}
+    if args is not None:
+        hyper.update({k: getattr(args, k) for k in hyper if getattr(args, k, None) is not None})
+    return hyper
+
+
+def shipped_folders() -> list[Path]:
+    """Folders whose files ship inside an installed package: this package (its built-in cards and suites included,
+    wherever an editable install keeps them) and the card folders third parties publish."""
+    from importlib.metadata import entry_points
+
+    from .detectors.cards import CARD_ENTRY_POINT_GROUP, builtin_card_dir
+    from .suite import builtin_suite_dir
+
+    folders = [Path(__file__).parent, builtin_card_dir(), builtin_suite_dir()]
+    for ep in entry_points(group=CARD_ENTRY_POINT_GROUP):
+        try:
+            folders.append(Path(str(ep.load())))
+        except Exception:  # a broken third-party entry point is `list`'s to report, not a reason to write into it
+            continue
+    return [f.resolve() for f in folders]
+
+
+def refuse_shipped(out: Path, given: bool) -> None:
+    """Training never writes inside an installed package: a checkpoint shipped there (the demo weights) would be
+    replaced for every later run, and the metrics, card and resume state written beside it would join the package."""
+    target = Path(out).expanduser().resolve()
+    folder = next((f for f in shipped_folders() if target.is_relative_to(f)), None)
+    if folder is None:
+        return
+    what = (f"{out} ships inside the installed package: training never overwrites it" if target.exists() else
+            f"{out} is inside the installed package ({folder}): training never writes there")
+    how = "--out names it" if given else "--demo without --out writes the card's own checkpoint, which ships there"
+    raise MemeRobustError(f"{what} ({how}); pass --out PATH outside the package, e.g. --out {target.name}, then "
+                          f"test it with --memerobust-checkpoint={target.name}")
+
+
 def _list(args) -> int:
     from .data import LOADERS
     from .detectors import architectures, available_cards
     from .perturb import get, names
     from .perturb.textattack_recipes import (INSTALL_HINT, PREFIX, RECIPES, WORD_BUDGET, installed, recipe_status,
                                              textattack_home)
+    from .judge.budgets import family_names, get_family
     from .suite import builtin_suite_paths
 
     print("models:")
@@ -119,8 +168,37 @@ def _list(args) -> int:
     for recipe in RECIPES.values():
         name = PREFIX + recipe.name
         print(f"  {name:29s} {recipe_status(recipe, home)}")
+    print("defences (suites' [defence] text = [...]; chained in order):")
+    for line in defence_lines():
+        print(f"  {line}")
+    print("evasion-budget families (suites' [budgets], memerobust budgets --family):")
+    for family in (get_family(n) for n in family_names()):
+        levels = list(family.levels)
+        contiguous = levels == list(range(levels[0], levels[-1] + 1))
+        shown = f"{levels[0]} to {levels[-1]}" if contiguous else ", ".join(map(str, levels))
+        edits = "the caption" if family.modality == "text" else "the picture"
+        print(f"  {family.name:22s} edits {edits:11s}  budgets {shown} ({family.unit})")
     print("built-in suites:", ", ".join(p.name for p in builtin_suite_paths()))
     return 0
+
+
+def defence_lines() -> list[str]:
+    """One line per registered normaliser: what it undoes, and what it lacks on this machine."""
+    from . import defences
+    from .errors import BackendMissing
+
+    lines = []
+    for name in defences.names():
+        normaliser = defences.get(name)
+        try:
+            normaliser("")  # a normaliser whose backend is missing says so even on an empty caption
+            status = ""
+        except BackendMissing as exc:
+            status = f"  (not available here: {exc})"
+        except Exception as exc:  # a third party's normaliser that fails on an empty caption
+            status = f"  (fails here: {type(exc).__name__}: {exc})"
+        lines.append(f"{name:22s} {normaliser.description}{status}")
+    return lines
 
 
 def model_lines(cards: dict) -> list[str]:
@@ -165,6 +243,7 @@ def model_lines(cards: dict) -> list[str]:
 def _report(args) -> int:
     from .judge.gate import FORMAT as BASELINE_FORMAT, read_json
     from .report import REPORT_FORMAT, render, write_report
+    from .report.outline import verdict_lines
 
     path = Path(args.json)
     report = read_json(path, "report")
@@ -178,16 +257,29 @@ def _report(args) -> int:
     if report.get("format") != REPORT_FORMAT:
         raise ConfigError(f"{path} is a pytest-memerobust report of format {report.get('format')!r}; this version "
                           f"reads format {REPORT_FORMAT}: render it with the version that wrote it")
+    outputs = [Path(args.md)] if args.md else []
+    if args.html or args.out:
+        out = Path(args.out) if args.out else path.with_suffix(".html")
+        wanted = (".html",) if args.html else (".html", ".md")
+        if out.suffix not in wanted:
+            raise ConfigError(f"-o {out}: {'--html writes' if args.html else 'the format follows the suffix:'} "
+                              f"{' or '.join(wanted)}")
+        outputs.append(out)
+    damaged = (KeyError, TypeError, ValueError, IndexError, AttributeError)
     try:
-        text = render(report)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        text = "\n".join(verdict_lines(report)) + "\n\n" + render(report)
+    except damaged as exc:
         raise ConfigError(f"{path}: damaged pytest-memerobust report ({type(exc).__name__}: {exc})") from None
-    print(text)
-    if args.md:
+    for out in outputs:
         try:
-            write_report(Path(args.md), report)
+            write_report(out, report)
         except OSError as exc:
-            raise ConfigError(f"cannot write {args.md}: {exc.strerror or exc}") from None
+            raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+        except damaged as exc:
+            raise ConfigError(f"{path}: damaged pytest-memerobust report ({type(exc).__name__}: {exc})") from None
+    print(text)
+    for out in outputs:
+        print(f"memerobust: wrote {out}")
     return 0
 
 
@@ -269,24 +361,31 @@ def _preview(args) -> int:
 
 
 def _compare(args) -> int:
+    """The gate's rules and summary on two saved baselines (A = before, B = now): the same comparisons, table and
+    summary line as `pytest --memerobust-baseline`, exit 1 when B regressed."""
     from tabulate import tabulate
 
-    from .judge.gate import DEFAULT_CHECKS, RegressionCheck, compare_headers, compare_rows, load_baseline
+    from .judge.gate import (DEFAULT_CHECKS, RegressionCheck, compare_baselines, comparison_headers,
+                             comparison_rows, load_baseline, summarize)
 
     try:
-        check = RegressionCheck.parse(args.metric) if args.metric else DEFAULT_CHECKS[0]
+        checks = tuple(RegressionCheck.parse(s) for s in args.fail_on) if args.fail_on else DEFAULT_CHECKS
     except ValueError as exc:
-        raise ConfigError(f"--metric: {exc}") from None
+        raise ConfigError(f"--fail-on: {exc}") from None
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence {args.confidence}: must lie strictly between 0 and 1, e.g. 0.95")
     if args.bootstrap < 1:
         raise ConfigError(f"--bootstrap {args.bootstrap}: at least 1 resample")
     before, after = load_baseline(Path(args.before)), load_baseline(Path(args.after))
-    rows = compare_rows(before, after, check, names=(args.before, args.after), confidence=args.confidence,
-                        n_resamples=args.bootstrap)
-    print(f"{check.label()}: A = {args.before}, B = {args.after}; paired bootstrap interval of B - A over the same "
-          f"memes ({args.bootstrap} resamples); McNemar: exact test on the memes one gets right and the other wrong")
-    print(tabulate(rows, headers=compare_headers(check, args.confidence), tablefmt="simple", disable_numparse=True))
+    comparisons = compare_baselines(before, after, checks, names=(args.before, args.after),
+                                    confidence=args.confidence, n_resamples=args.bootstrap)
+    summary = summarize(comparisons, closest=len(comparisons))
+    print(f"A = {args.before} (baseline), B = {args.after} (now); rules {', '.join(c.spec for c in checks)}: the "
+          f"paired difference B - A over the same memes ({args.bootstrap} bootstrap resamples), McNemar's exact test "
+          f"for accuracy and flips; per condition its rule furthest past, or nearest to, regressing")
+    print(tabulate(comparison_rows(summary["rows"]), headers=comparison_headers(args.confidence), tablefmt="simple",
+                   disable_numparse=True))
+    print(summary["summary"])
     if args.ledger:
         from .judge.ledger import flip_ledger, write_ledger
 
@@ -295,11 +394,14 @@ def _compare(args) -> int:
         wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
         print(f"flip ledger: {wrong} memes newly wrong and {right} newly right in B over "
               f"{len(ledger['conditions'])} conditions; wrote {' and '.join(map(str, paths))}")
-    return 1 if any(r[-1] == "REGRESSED" for r in rows) else 0
+    return 1 if summary["regressed"] else 0
 
 
 def main(argv=None) -> int:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="memerobust", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="fit a card's trainable head and write its checkpoint")
     train.add_argument("card", help="model card name or .toml path")
@@ -307,13 +409,18 @@ def main(argv=None) -> int:
     train.add_argument("--train", help="dataset spec of the training split, e.g. pridemm:/data/PrideMM:train")
     train.add_argument("--val", help="dataset spec of the validation split")
     train.add_argument("--demo", action="store_true",
-                       help="use the card's small [demo] configuration and write the card's own checkpoint file")
-    train.add_argument("--out", help="checkpoint path (.safetensors); metrics and a card are written beside it")
+                       help="use the card's small [demo] configuration and recipe, on the demo memes unless --data "
+                            "says otherwise; without --out, write the card's own checkpoint file (refused for a "
+                            "card shipped inside a package: pass --out)")
+    train.add_argument("--out", help="checkpoint path (.safetensors); metrics and a card are written beside it; never "
+                                     "inside the installed package")
     train.add_argument("--init", help="start from the weights of this checkpoint")
     train.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     train.add_argument("--task")
-    train.add_argument("--epochs", type=int, help="default: the card's [training], else 10")
-    train.add_argument("--lr", type=float, help="default: the card's [training], else 1e-4")
+    train.add_argument("--epochs", type=int, help="default: the card's [training] (with --demo, updated by its [demo] "
+                       "training), else 10")
+    train.add_argument("--lr", type=float, help="default: the card's [training] (with --demo, updated by its [demo] "
+                       "training), else 1e-4")
     train.add_argument("--weight-decay", dest="weight_decay", type=float, help="default: card, else 1e-4")
     train.add_argument("--batch-size", dest="batch_size", type=int, help="default: card, else 16")
     train.add_argument("--seed", type=int, default=0)
@@ -329,13 +436,17 @@ def main(argv=None) -> int:
                        "machine download (into the Hugging Face cache); without it such a backbone is an error")
     train.set_defaults(run=_train)
     listing = sub.add_parser("list", help="models, datasets, perturbations (textattack's recipes with what each "
-                                          "lacks here) and suites")
+                                          "lacks here), defences, evasion-budget families and suites")
     listing.add_argument("--cache-dir", dest="cache_dir", default=str(Path(".pytest_cache") / "d" / "memerobust"),
                          help="the test runs' cache folder, where textattack's cache lives (its textattack/ folder)")
     listing.set_defaults(run=_list)
-    report = sub.add_parser("report", help="print the tables of a saved JSON report (and write Markdown)")
+    report = sub.add_parser("report", help="print the verdict and tables of a saved JSON report; re-render its "
+                            "Markdown or HTML page")
     report.add_argument("json")
-    report.add_argument("--md", help="also write the tables to this .md file")
+    report.add_argument("--md", help="also write the Markdown report to this .md file")
+    report.add_argument("--html", action="store_true", help="also write the HTML report (to -o, default: the JSON's "
+                        "name with .html, beside it)")
+    report.add_argument("-o", "--out", help="where to write the page (.html, or .md); with --html, an .html file")
     report.set_defaults(run=_report)
     from .data.ocr import OCR_BACKENDS
 
@@ -375,7 +486,9 @@ def main(argv=None) -> int:
     compare = sub.add_parser("compare", help="side-by-side table of two baselines (exit 1 on a regression)")
     compare.add_argument("before", help="baseline A (.json, from --memerobust-save-baseline)")
     compare.add_argument("after", help="baseline B")
-    compare.add_argument("--metric", help="what to compare, e.g. rel_acc (default), rel_auroc, f1:1%%")
+    compare.add_argument("--fail-on", "--metric", action="append", metavar="RULE",
+                         help="regression rule as in --memerobust-fail-on: acc, auroc, f1, flip, rel_acc... with an "
+                              "optional minimum effect (acc:1%%); repeatable; default: acc, auroc, f1 and flip")
     compare.add_argument("--confidence", type=float, default=0.95)
     compare.add_argument("--bootstrap", type=int, default=1000)
     compare.add_argument("--ledger", metavar="DIR", help="also write the flip ledger (the memes B newly gets wrong "

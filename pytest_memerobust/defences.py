@@ -27,8 +27,8 @@ from .perturb import evasion
 from .perturb.text import _WHITESPACE, _split_core
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "UnknownDefenceError", "adaptive_perturb", "get",
-    "names", "parse", "register", "undoes",
+    "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "UnknownDefenceError", "adaptive_perturb",
+    "check_defences", "get", "names", "parse", "register", "undoes",
 ]
 
 ENTRY_POINT_GROUP = "pytest_memerobust.defences"
@@ -239,7 +239,7 @@ def case(text: str) -> str:
     return text.casefold()
 
 
-SPELLING_EXTRA = "pip install pytest-memerobust[defences]"
+SPELLING_EXTRA = "pip install 'pytest-memerobust[defences]'"
 
 
 @lru_cache(maxsize=None)
@@ -247,8 +247,8 @@ def _spell_checker():
     try:
         from spellchecker import SpellChecker
     except ImportError as err:
-        raise BackendMissing(f"the 'spelling' normaliser needs pyspellchecker ({SPELLING_EXTRA}); its English "
-                             f"dictionary ships inside the wheel") from err
+        raise BackendMissing(f"the 'spelling' normaliser needs pyspellchecker, which the [defences] extra installs: "
+                             f"{SPELLING_EXTRA} (its English dictionary ships inside the wheel)") from err
     return SpellChecker(language="en")
 
 
@@ -314,8 +314,33 @@ class Defence:
             text = _REGISTRY[name](text)
         return text
 
+    def check(self) -> None:
+        """Raise BackendMissing naming this defence when one of its normalisers cannot run on this machine (its
+        extra is not installed): a run says so once, before any case, instead of skipping every defended case. A
+        normaliser that needs a backend says so even on an empty caption (as `spelling` does)."""
+        for name in self.names:
+            try:
+                _REGISTRY[name]("")
+            except BackendMissing as exc:
+                raise BackendMissing(f"the defence {self.id!r} cannot run here: {exc}") from None
+
 
 parse = Defence.parse
+
+
+def check_defences(used: Iterable[tuple[str | None, str]]) -> None:
+    """Before a run: each (defence id or None, the suite file that asks for it) can run here; the first that
+    cannot raises BackendMissing naming the defence, the suite, and what to install."""
+    seen = set()
+    for defence_id, suite in used:
+        if defence_id is None or defence_id in seen:
+            continue
+        seen.add(defence_id)
+        try:
+            Defence.parse(defence_id).check()
+        except BackendMissing as exc:
+            raise BackendMissing(f"{suite}: {exc}; install it, or leave out the defended cases (e.g. -k 'not "
+                                 f"defended')") from None
 
 
 class DefendedDetector:

@@ -139,3 +139,20 @@ def captions(text: str) -> str:
     if text not in ("dataset", "ocr"):
         raise argparse.ArgumentTypeError(f"expected dataset or ocr, got {text!r}")
     return text
+
+
+def gate(text: str) -> str:
+    from .judge.gate import GATES
+
+    if text not in GATES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(GATES)}, got {text!r}")
+    return text
+
+
+TABLES = ("summary", "full", "none")
+
+
+def tables(text: str) -> str:
+    if text not in TABLES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(TABLES)}, got {text!r}")
+    return text

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from . import options as conv
 from .errors import MemeRobustError
+from .stash import SESSION_KEY  # the run's session; replay.py reads it through stash.session_of
 
-SESSION_KEY = pytest.StashKey["object"]()
 OUTCOMES_KEY = pytest.StashKey[list]()  # the robustness tests' outcomes, read once all have run
 REPORT_LINES_KEY = pytest.StashKey[list]()  # what pytest_sessionfinish wrote (and could not), for the summary
 DISABLED_HINT = "memerobust: robustness suites are skipped; run them with --memerobust-model=NAME (try: demo)"
@@ -42,17 +43,28 @@ _OPTIONS = [
     ("limit", conv.positive_int, False, "use only the first N memes, for quick runs"),
     ("task", None, False, "label task to evaluate (default: the model card's, e.g. hate)"),
     ("group", None, False, "meta field to slice every metric by (e.g. target); suites may limit the gap"),
-    ("report", conv.report_path, True, "write the results to this .json or .md file; repeatable"),
+    ("report", conv.report_path, True,
+     "write the results, with every case's verdict, to this .json, .md or .html file; repeatable"),
     ("bootstrap", conv.positive_int, False, "bootstrap resamples for confidence intervals (default 1000)"),
     ("confidence", conv.confidence, False, "confidence level of the intervals (default 0.95)"),
     ("fuzz-examples", conv.positive_int, False, "Hypothesis examples per caption-fuzzing test (default 50)"),
     ("fuzz-deadline", conv.positive_int, False, "Hypothesis deadline per example in ms (default: none)"),
     ("fuzz-confidence", conv.confidence, False, "fuzz only predictions at least this confident (default 0.9)"),
-    ("baseline", conv.json_path, False, "compare against this saved baseline and fail cases that regressed"),
+    ("baseline", conv.json_path, False,
+     "compare every condition, clean included, with this saved baseline (paired on the same memes) and fail the "
+     "cases that regressed beyond noise"),
+    ("gate", conv.gate, False,
+     "what fails the run: thresholds (the suites' absolute thresholds), regressions (only what regressed against "
+     "--memerobust-baseline; threshold failures are reported as xfail) or both; default: both with a baseline, "
+     "thresholds without"),
+    ("tables", conv.tables, False,
+     "robustness tables at the end of the run: summary (default: one line per perturbation family with its worst "
+     "case), full (every table) or none"),
     ("save-baseline", conv.output_json_path, False, "save this run's results (with per-meme predictions) as a baseline"),
     ("fail-on", conv.regression_check, True,
-     "regression rule, e.g. rel_acc:1% (relative robustness of accuracy may not drop by more than 1 point, "
-     "significantly); repeatable; default: any significant drop of rel_acc, rel_auroc, rel_f1"),
+     "regression rule: acc, auroc, f1 (the metric under each condition may not drop beyond noise), flip (the flip "
+     "rate may not rise beyond noise), rel_acc/rel_auroc/rel_f1 (relative robustness), each with an optional "
+     "minimum effect, e.g. acc:1%; repeatable; default: acc, auroc, f1 and flip"),
     ("allow-outside-paths", conv.flag, False,
      "let a dataset's image paths lead outside its folder (absolute paths, '..', links); off by default, so a "
      "dataset file cannot make the run read, or the HTML report show, other files"),
@@ -115,6 +127,7 @@ def build_options(config):
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
         baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),
+        gate=v["gate"], tables=v["tables"] or "summary",
         allow_outside_paths=bool(v["allow_outside_paths"]),
         counterexamples=v["counterexamples"], replay=v["replay"],
     )
@@ -177,11 +190,18 @@ def pytest_configure(config):
                                           named=config.args_source == pytest.Config.ArgsSource.ARGS)
         return
     if not session.options.models:
+        if config.args_source == pytest.Config.ArgsSource.ARGS:  # a pasted built-in case id, without its model
+            from .suite import builtin_suite_model_hint
+
+            hint = next(filter(None, map(builtin_suite_model_hint, config.args)), None)
+            if hint is not None:
+                raise pytest.UsageError(hint)
         return
     _interrupt_on_sigterm(config)
     from .replay import LOG_PLUGIN, CounterexampleLog
 
     config.pluginmanager.register(CounterexampleLog(), LOG_PLUGIN)  # failing cases' memes, for the manifest
+    config.pluginmanager.register(CaseLog(), CASE_LOG)  # every case's verdict record, for the reports
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         # A pasted node id of a built-in suite re-runs from any directory.
         config.args[:] = [builtin_suite_arg(arg) for arg in config.args]
@@ -279,8 +299,60 @@ def _mark_robustness_tests(items, session) -> None:
     for item in items:
         if isinstance(item, (CaseItem, BudgetItem)):
             item.user_properties.append(("memerobust.model", session.model_label(item.model)))
+            item.user_properties.append(("memerobust.where", json.dumps(_where(item, session))))
         elif Path(str(item.path)).name in builtin:
             item.user_properties.append(("memerobust.suite", Path(str(item.path)).name))
+
+
+def _where(item, session) -> dict:
+    """Where a case sits, for the record of a case that is skipped before it runs."""
+    from .items import CaseItem
+    from .judge.verdict import condition_family
+
+    s = item.suite
+    condition = item.condition if isinstance(item, CaseItem) else None
+    return {"model": session.model_label(item.model), "dataset": session.data_spec(s.dataset, s.captions),
+            "suite": s.name, "condition": condition.id if condition else item.name,
+            "family": condition_family(condition) if condition else "evasion budgets"}
+
+
+class CaseLog:
+    """The robustness tests' reports as they arrive (on a pytest-xdist controller too): what the run's verdict and
+    the reports' case records are built from."""
+
+    def __init__(self):
+        self.reports = []
+
+    def pytest_runtest_logreport(self, report):
+        if _is_robustness_test(report) and (report.when == "call" or report.outcome != "passed"):
+            self.reports.append(report)
+
+
+CASE_LOG = "memerobust-case-log"
+
+
+def _outcome(report) -> str:
+    return "xfailed" if hasattr(report, "wasxfail") else report.outcome
+
+
+def _reason(report) -> str | None:
+    if hasattr(report, "wasxfail"):
+        return report.wasxfail
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return None
+
+
+def case_records(config) -> list[dict]:
+    """Every robustness test's record (judge.verdict.record_from_report), in collection order."""
+    from .judge.verdict import record_from_report
+
+    log = config.pluginmanager.get_plugin(CASE_LOG)
+    if log is None:
+        return []
+    order = _session(config).positions
+    reports = sorted(log.reports, key=lambda r: order.get(r.nodeid, 0))
+    return [record_from_report(r.nodeid, _outcome(r), r.user_properties, _reason(r)) for r in reports]
 
 
 def _outcomes(terminalreporter) -> list:
@@ -293,22 +365,24 @@ def _outcomes(terminalreporter) -> list:
     return _outcomes_of(reports)
 
 
+def compact_failures(config) -> bool:
+    """A failing robustness test prints one line in the memerobust section instead of pytest's failure section and
+    short summary: unless the user asked pytest for them (-v, --tb=..., -r with other characters than the default)."""
+    return (config.get_verbosity() <= 0 and getattr(config.option, "tbstyle", "auto") == "auto"
+            and getattr(config.option, "reportchars", "fE") in ("fE", "Ef", "f"))
+
+
 @pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
 def pytest_terminal_summary_compact(terminalreporter, config):
-    """By default (no -v) a failing robustness test prints one line here instead of a section in pytest's
-    failures and short summary, which are left to every other test; `-v` gives the long form."""
+    """By default a failing robustness test is left out of pytest's failures and short summary (its line is in the
+    memerobust section, which ends the output); `-v`, `--tb` or `-r` give pytest's own sections as well."""
     session = config.stash.get(SESSION_KEY, None)
     if session is not None and session.options.models:
         config.stash[OUTCOMES_KEY] = _outcomes(terminalreporter)
     failed = terminalreporter.stats.get("failed", [])
-    ours = [r for r in failed if _is_robustness_test(r)] if session is not None and config.get_verbosity() <= 0 else []
+    ours = [r for r in failed if _is_robustness_test(r)] if session is not None and compact_failures(config) else []
     if ours:
-        from .judge.verdict import failure_lines
-
         terminalreporter.stats["failed"] = [r for r in failed if r not in ours]
-        terminalreporter.write_sep("=", f"memerobust: {len(ours)} failing robustness tests (-v for details)")
-        for line in failure_lines(_outcomes_of(ours)):
-            terminalreporter.write_line(line)
     try:
         return (yield)
     finally:
@@ -336,44 +410,85 @@ def pytest_runtest_makereport(item, call):
         lines += [note for note in getattr(exc, "__notes__", [])
                   if note.startswith(("Falsifying", "Failing test case"))][:1]
         report.user_properties.append(("memerobust.line", "\n".join(lines)))
+    rs = item.config.stash.get(SESSION_KEY, None)
+    if report.failed and call.excinfo is not None and rs is not None and rs.gate == "regressions" \
+            and any(name == "memerobust.suite" for name, _ in report.user_properties):
+        # a built-in Python suite's check is absolute, not a regression: reported, not gating
+        line = dict(report.user_properties).get("memerobust.line", "").splitlines()[:1]
+        report.outcome, report.wasxfail = "skipped", ("failed its check, not gating under --memerobust-gate="
+                                                      f"regressions: {line[0] if line else ''}")
     return report
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    """The tables first (per-family roll-ups by default), what was written, then the failing tests, the gate's
+    side-by-side comparison and the verdict: the last screen says what failed."""
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.options.models:
         return
-    from .judge.verdict import verdict_lines
+    from .report.tables import family_rollup, gate_table, verdict_lines
 
+    tr = terminalreporter
+    if session.results or session.reliance_results or session.prompt_results:
+        _write_tables(tr, session, family_rollup)
+        for note in session.run_notes():
+            tr.write_line(f"memerobust: {note}")
+        tr.write_line(f"memerobust: {session.cache_summary()}")
+    for line in config.stash.get(REPORT_LINES_KEY, []):  # what was written (an interrupted run: what was not)
+        tr.write_line(line)
     outcomes = config.stash.get(OUTCOMES_KEY, [])
-    if outcomes:
-        terminalreporter.write_sep("=", "memerobust verdict")
-        for line in verdict_lines(outcomes):
-            terminalreporter.write_line(line)
-    if not (session.results or session.reliance_results or session.prompt_results):
-        for line in config.stash.get(REPORT_LINES_KEY, []):  # an interrupted run still says what it did not write
-            terminalreporter.write_line(line)
+    failed = [o for o in outcomes if o.outcome == "failed"]
+    if failed:
+        from .judge.verdict import failure_lines
+
+        tr.write_sep("=", f"memerobust: {len(failed)} failing robustness test{'s' * (len(failed) != 1)}"
+                     + (" (-v for details)" if compact_failures(config) else ""), red=True)
+        for line in failure_lines(failed):
+            tr.write_line(line)
+    verdict = getattr(session, "verdict", None)
+    if verdict is None:
+        return
+    if verdict.get("baseline"):
+        b = verdict["baseline"]
+        tr.write_sep("=", f"memerobust gate: this run against the baseline {b['path']}")
+        if b["rows"]:
+            tr.write_line(_fit(gate_table(b), tr))
+        tr.write_line(b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
+    tr.write_sep("=", "memerobust verdict", red=not verdict["passed"], green=verdict["passed"])
+    for line in verdict_lines(verdict):
+        last = line.startswith(("PASSED", "FAILED"))
+        tr.write_line(line, bold=last, red=last and not verdict["passed"], green=last and verdict["passed"])
+
+
+def _write_tables(tr, session, family_rollup) -> None:
+    """`--memerobust-tables`: summary (one line per perturbation family), full (every table) or none."""
+    if session.options.tables == "none":
         return
     from .report import render
-
-    terminalreporter.write_sep("=", "memerobust robustness tables")
     from .session import split_model
 
+    full = session.options.tables == "full"
+    tr.write_sep("=", "memerobust robustness tables" + ("" if full else
+                                                        " (per family; --memerobust-tables=full for every table)"))
     for model in dict.fromkeys(split_model(key[0])[0] for key in session.results):
         card = session.detector(model).card
         if card.demo_weights and model not in session.options.checkpoints and "" not in session.options.checkpoints:
-            terminalreporter.write_line(
+            tr.write_line(
                 f"note: {model!r} runs with demo weights trained on generated memes; pass "
                 f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real memes")
     try:
-        terminalreporter.write_line(render(session.report()))
+        report = session.report()
+        tr.write_line(_fit(render(report) if full else family_rollup(report), tr, crop=not full))
     except Exception as exc:  # the hooks never crash: say what failed, keep the rest of the summary
-        terminalreporter.write_line(f"memerobust: the tables could not be built ({type(exc).__name__}: {exc})")
-    for note in session.run_notes():
-        terminalreporter.write_line(f"memerobust: {note}")
-    terminalreporter.write_line(f"memerobust: {session.cache_summary()}")
-    for line in config.stash.get(REPORT_LINES_KEY, []):
-        terminalreporter.write_line(line)
+        tr.write_line(f"memerobust: the tables could not be built ({type(exc).__name__}: {exc})")
+
+
+def _fit(text: str, tr, crop: bool = True) -> str:
+    """Lines cut to the terminal's width (with an ellipsis) so a table never wraps into an unreadable mess."""
+    width = tr._tw.fullwidth
+    if not crop or width <= 0:
+        return text
+    return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in text.splitlines())
 
 
 @pytest.hookimpl(trylast=True)
@@ -402,6 +517,16 @@ def pytest_collection_modifyitems(session, config, items):
         except MemeRobustError as exc:
             where = f" (the dataset a suite names, first used by {nodeid})" if data and not rs.options.data else ""
             raise pytest.UsageError(f"memerobust: {exc}{where}") from None
+    try:  # a suite's [defence] whose extra is missing: one usage error, not every defended case skipped
+        from .defences import check_defences
+
+        check_defences((i.condition.defence, Path(str(i.path)).name) for i in items if isinstance(i, CaseItem))
+    except MemeRobustError as exc:
+        raise pytest.UsageError(f"memerobust: {exc}") from None
+    try:  # a baseline that does not match the run: one usage error naming the field
+        rs.check_baseline([(model, data, task, captions) for model, data, task, captions, _ in cases])
+    except MemeRobustError as exc:
+        raise pytest.UsageError(f"memerobust: {exc}") from None
     if rs.options.replay is not None:  # likewise every counterexample's model, dataset, perturbations and meme
         from .replay import ReplayItem, check_replay
 
@@ -432,6 +557,11 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         session.config.workeroutput["memerobust"] = rs.to_wire()
         return
+    if rs.options.models and rs.options.replay is None and exitstatus != pytest.ExitCode.USAGE_ERROR:
+        from .judge.verdict import run_verdict
+
+        rs.case_records = case_records(session.config)
+        rs.verdict = run_verdict(rs.case_records, gate=rs.gate, baseline=rs.options.baseline)
     if not (rs.results or rs.reliance_results or rs.prompt_results) and exitstatus != pytest.ExitCode.INTERRUPTED:
         return
     session.config.stash[REPORT_LINES_KEY] = write_outputs(rs, exitstatus, session.config)

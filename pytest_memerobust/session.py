@@ -100,6 +100,8 @@ class Options:
     baseline: Path | None = None  # compare against this saved baseline
     save_baseline: Path | None = None  # write this run's baseline here
     regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
+    gate: str | None = None  # what fails the run: thresholds, regressions or both (None: both with a baseline)
+    tables: str = "summary"  # the terminal's tables: summary (per-family roll-ups), full or none
     allow_outside_paths: bool = False  # a dataset's image paths may lead outside its folder
     stats: StatsConfig = field(default_factory=StatsConfig)
     counterexamples: Path | None = None  # failing cases' worst memes go here (None: counterexamples.json in cache_dir)
@@ -157,6 +159,11 @@ class RobustnessSession:
             from .judge.gate import load_baseline
 
             self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
+        from .judge.gate import gate_mode
+
+        self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
+        self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
+        self.verdict: dict | None = None  # the run's verdict (judge.verdict.run_verdict), once every case ran
 
     def _check_checkpoints(self) -> None:
         """At the start, not in every case: a `MODEL=PATH` checkpoint names a model of this run (a typo would
@@ -554,34 +561,47 @@ class RobustnessSession:
         and the terminal summary all read the same one)."""
         from .report import build_report
 
-        state = (len(self.results), len(self.reliance_results), sum(map(len, self.budget_results.values())))
+        state = (len(self.results), len(self.reliance_results), sum(map(len, self.budget_results.values())),
+                 len(self.case_records), id(getattr(self, "verdict", None)))
         if getattr(self, "_report_for", None) != state:
             self._report, self._report_for = build_report(self), state
         return self._report
 
     def regressions(self, model: str, condition: Condition, result: ConditionResult, data: str | None = None,
-                    captions: str | None = None) -> list[str]:
-        """Messages for every regression of `result` against the baseline (none without a baseline or entry)."""
+                    captions: str | None = None) -> list:
+        """The gate's comparisons (judge.gate.Comparison) of `result` with the baseline, every rule that applies to
+        the condition, regressed or not; none without a baseline or without this condition in it."""
         if self.baseline is None:
             return []
-        from .judge.gate import DEFAULT_CHECKS, comparable
-        from .report import versions
+        from .judge.gate import DEFAULT_CHECKS, baseline_cell, compare_condition
 
         spec = self.data_spec(data, captions)
         then = self.baseline["results"].get(model, {}).get(spec, {}).get(condition.id)
         if then is None:
             return []
-        comparable(self.baseline, seed=self.options.seed, dataset_spec=spec,
-                   dataset_fingerprint=self.fingerprint(spec), versions=versions())
         if then["y"] != result.y_true.tolist():
             raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels: the comparison is refused")
-        now = {"y": result.y_true, "clean": result.proba_clean, "perturbed": result.proba}
-        checks = self.options.regression_checks or DEFAULT_CHECKS
         stats = self.options.stats
-        return [message for check in checks
-                if not (condition.kind == "clean" and check.kind != "metric")
-                and (message := check.fails(now, then, confidence=stats.confidence, n_resamples=stats.n_resamples,
-                                            seed=stats.seed, scale=stats.scale))]
+        return compare_condition(baseline_cell(result), then, (self.model_label(model), spec, condition.id),
+                                 condition.kind, self.options.regression_checks or DEFAULT_CHECKS,
+                                 confidence=stats.confidence, n_resamples=stats.n_resamples, seed=stats.seed,
+                                 scale=stats.scale)
+
+    def check_baseline(self, cases) -> None:
+        """Before any case runs: the baseline matches this run (seed, limit, task, card, data, versions) for the
+        run's cases, given as (model, data, task, captions) tuples; a ConfigError naming the field otherwise."""
+        if self.baseline is None:
+            return
+        from .judge.gate import card_digest, check_run
+        from .report import versions
+
+        facts = []
+        for model, data, task, captions in cases:
+            spec = self.data_spec(data, captions)
+            card = self.cards.get(split_model(model)[0]) or find_card(split_model(model)[0])
+            facts.append((model, spec, self.task(model, task), card_digest(card.as_dict()), self.fingerprint(spec)))
+        check_run(self.baseline, path=self.options.baseline, seed=self.options.seed, limit=self.options.limit,
+                  cases=facts, versions=versions())
 
     def fingerprint(self, spec: str) -> str:
         if spec not in self._fingerprints:

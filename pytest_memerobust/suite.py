@@ -320,6 +320,19 @@ def builtin_suite_arg(arg: str) -> str:
     return arg
 
 
+def builtin_suite_model_hint(arg: str) -> str | None:
+    """For a run without --memerobust-model: what to say about an argument that is a built-in suite's node id (which
+    pytest would otherwise report as a file not found), naming the model the id names; None for any other."""
+    if builtin_suite_arg(arg) == arg:
+        return None
+    head, _, rest = arg.partition("::")
+    model = rest.split("::")[0] if rest and not head.endswith(".py") else ""
+    how = (f"pytest --memerobust-model={model} {arg!r}" if model else
+           f"pytest --memerobust-model=NAME {arg!r} (NAME: a model card, e.g. demo)")
+    return (f"{arg!r} is a case of the built-in suite {head!r}: built-in suite ids need --memerobust-model=NAME; "
+            f"run {how}")
+
+
 _SKIP_DIRS = {"node_modules", "site-packages", "__pycache__", "venv", "build", "dist"}
 
 

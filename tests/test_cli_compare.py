@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.cli import main as cli_main
-from pytest_memerobust.judge.gate import DEFAULT_CHECKS, FORMAT, compare_headers, compare_rows, correct
+from pytest_memerobust.judge.gate import DEFAULT_CHECKS, FORMAT, RegressionCheck, compare_baselines, correct
 
 N = 400
 VERSIONS = {"pytest-memerobust": "0.1.0", "imagecorruptions": "1.1.2", "textattack": None}
@@ -67,43 +67,53 @@ def test_compare_refuses_baselines_over_other_memes(tmp_path, monkeypatch, capsy
     assert "other memes or labels for demo on 'demo' (text=typos@5)" in _one_error_line(capsys)
 
 
+def _row(out: str, condition: str) -> list[str]:
+    return [cell.strip() for cell in next(line for line in out.splitlines()
+                                          if line.startswith(condition + " ")).split("  ") if cell.strip()]
+
+
 def test_compare_shows_the_interval_of_the_difference_and_mcnemar(tmp_path, monkeypatch, capsys):
     """A is wrong on memes 0-19 perturbed, B on 0-59: 40 discordant memes, all against B."""
     monkeypatch.chdir(tmp_path)
     a, b = _baseline(range(20)), _baseline(range(60))
     _write(tmp_path / "a.json", a)
     _write(tmp_path / "b.json", b)
-    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "300"]) == 1
+    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "300", "--fail-on", "acc"]) == 1
     out = capsys.readouterr().out
-    header = next(line for line in out.splitlines() if line.startswith("model"))
-    assert "Δ rel. acc. 95% CI" in header and "McNemar p (B vs A)" in header
-    row = next(line for line in out.splitlines() if "text=typos@5" in line).split()
-    expected = DEFAULT_CHECKS[0].difference(b["results"]["demo"]["demo"]["text=typos@5"],
-                                            a["results"]["demo"]["demo"]["text=typos@5"], n_resamples=300)
-    assert expected.high < 0
-    # relative robustness of accuracy (clean accuracy 1): 380/400 before, 340/400 after
-    assert row[3:6] == ["0.9500", "0.8500", "-0.1000"]
-    assert " ".join(row[6:8]) == f"[{expected.low:+.4f}, {expected.high:+.4f}]"
-    assert row[8] == f"{2 / 2 ** 40:.3g}" == "1.82e-12"  # exact two-sided: 2 * P(X <= 0), X ~ Bin(40, 1/2)
-    assert row[9] == "REGRESSED"
+    header = next(line for line in out.splitlines() if line.startswith("condition"))
+    assert "base -> now" in header and "Δ [95% CI]" in header
+    expected = DEFAULT_CHECKS[0].compare(b["results"]["demo"]["demo"]["text=typos@5"],
+                                         a["results"]["demo"]["demo"]["text=typos@5"], n_resamples=300)
+    assert expected.regressed and expected.high < 0
+    # accuracy under the condition (the default rule, not relative robustness): 380/400 before, 340/400 after
+    row = _row(out, "typos@5")
+    assert row[1:3] == ["acc", "0.950 -> 0.850"]
+    assert row[3] == f"−0.100 [{expected.low:+.2f}, {expected.high:+.2f}]".replace("-", "−")
+    assert row[4] == f"{2 / 2 ** 40:.2g}" == "1.8e-12"  # exact two-sided: 2 * P(X <= 0), X ~ Bin(40, 1/2)
+    assert row[5] == "REGRESSED"
+    assert out.strip().splitlines()[-1] == "1 of 2 conditions regressed (clean did not)"
 
 
 def test_compare_of_a_baseline_with_itself_has_a_zero_interval_and_p_one(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "a.json", _baseline(range(20)))
     assert cli_main(["compare", "a.json", "a.json", "--bootstrap", "100"]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if "text=typos@5" in line).split()
-    assert row[3:] == ["0.9500", "0.9500", "+0.0000", "[+0.0000,", "+0.0000]", "1", "ok"]
+    out = capsys.readouterr().out
+    row = _row(out, "typos@5")
+    assert row[2:] == ["0.950 -> 0.950", "+0.000 [+0.00, +0.00]", "1", "ok"]
+    assert out.strip().splitlines()[-1] == "0 of 2 conditions regressed (clean did not)"
 
 
-def test_compare_rows_columns_follow_the_checked_metric():
+def test_compare_takes_the_gates_rules():
+    """Relative robustness is a rule to ask for; the clean condition is compared on the metrics only."""
     a, b = _baseline(range(20)), _baseline(range(60))
-    check = DEFAULT_CHECKS[1]  # relative robustness of AUROC
-    headers = compare_headers(check, 0.9)
-    assert headers[3:8] == ["rel. AUROC A", "rel. AUROC B", "Δ rel. AUROC (B - A)", "Δ rel. AUROC 90% CI",
-                            "McNemar p (B vs A)"]
-    (row,) = compare_rows(a, b, check, confidence=0.9, n_resamples=100)
-    assert len(row) == len(headers) and row[:3] == ["demo", "demo", "text=typos@5"]
+    rel = compare_baselines(a, b, (RegressionCheck.parse("rel_auroc"),), n_resamples=100)
+    assert [(c.condition, c.rule) for c in rel] == [("text=typos@5", "rel_auroc")]
+    default = compare_baselines(a, b, n_resamples=100)
+    assert [(c.condition, c.rule) for c in default] == [
+        ("clean", "acc"), ("clean", "auroc"), ("clean", "f1"),
+        ("text=typos@5", "acc"), ("text=typos@5", "auroc"), ("text=typos@5", "f1"), ("text=typos@5", "flip")]
+    assert [c.regressed for c in default if c.condition == "clean"] == [False] * 3
 
 
 def test_correct_reads_argmax_and_multilabel_exact_match():
@@ -153,7 +163,7 @@ def test_a_damaged_baseline_names_the_entry(tmp_path, monkeypatch, capsys):
     assert "baseline b.json: 'seed' is missing or not a JSON integer" in _one_error_line(capsys)
 
 
-@pytest.mark.parametrize("flag, says", [(["--metric", "rel_accuracy"], "--metric: bad regression spec"),
+@pytest.mark.parametrize("flag, says", [(["--fail-on", "rel_accuracy"], "--fail-on: bad regression spec"),
                                         (["--confidence", "95"], "--confidence 95.0: must lie strictly between")])
 def test_bad_compare_options_are_one_line(tmp_path, monkeypatch, capsys, flag, says):
     monkeypatch.chdir(tmp_path)

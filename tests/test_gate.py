@@ -1,5 +1,6 @@
 """Baselines and regression gating: round trip, injected regression, noise tolerance, refusals, compare."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -7,8 +8,8 @@ import torch  # noqa: F401  (imported once, before pytester runs: see tests/test
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, RegressionCheck, baseline_saved_line, comparable, load_baseline,
-                                    save_baseline)
+from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, RegressionCheck, baseline_saved_line, check_run, comparable,
+                                         compare_condition, gate_mode, load_baseline, save_baseline, summarize)
 
 QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
 SUITE = """
@@ -37,31 +38,103 @@ def _results(n=400, flip_share=0.0, seed=0):
     ("rel_acc:1%", RegressionCheck("relative", "accuracy", 0.01)),
     ("abs_auroc", RegressionCheck("absolute", "auroc", 0.0)),
     ("f1:0.02", RegressionCheck("metric", "macro_f1", 0.02)),
+    ("flip:2%", RegressionCheck("metric", "flip_rate", 0.02)),
 ])
 def test_specs_parse(spec, expected):
     assert RegressionCheck.parse(spec) == expected
+    assert RegressionCheck.parse(expected.spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["rel_accuracy", "foo_acc", "rel_acc:lots"])
-def test_bad_specs_are_refused_with_the_expected_form(spec):
-    with pytest.raises(ValueError, match="rel_acc"):
+@pytest.mark.parametrize("spec, says", [("rel_accuracy", "acc|auroc|f1|flip"), ("foo_acc", "acc|auroc|f1|flip"),
+                                       ("rel_flip", "acc|auroc|f1|flip"), ("rel_acc:lots", "a number or a percentage")])
+def test_bad_specs_are_refused_with_the_expected_form(spec, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
         RegressionCheck.parse(spec)
 
 
-def test_an_injected_regression_fails_with_old_new_and_interval():
+def test_the_default_rules_are_the_metrics_themselves_and_the_flip_rate():
+    assert [c.spec for c in DEFAULT_CHECKS] == ["acc", "auroc", "f1", "flip"]
+    assert [c.applies_to("clean") for c in DEFAULT_CHECKS] == [True, True, True, False]
+    assert not RegressionCheck.parse("rel_acc").applies_to("clean")
+
+
+def test_an_injected_regression_fails_with_old_new_interval_and_mcnemar():
     before, after = _results(flip_share=0.02), _results(flip_share=0.15)
-    message = DEFAULT_CHECKS[0].fails(after, before, n_resamples=300)
-    assert message is not None
-    # relative robustness of accuracy: 0.98 before, 0.85 after (clean accuracy 1.0)
-    assert "relative robustness of accuracy regressed: baseline 0.9800 -> now 0.8500" in message
-    assert "difference -0.1300" in message and "95% CI" in message
+    c = DEFAULT_CHECKS[0].compare(after, before, ("demo", "demo", "text=typos@5"), n_resamples=300)
+    assert c.regressed and c.test == "McNemar" and c.p_value < 1e-6
+    assert (c.before, c.now) == (0.98, 0.85) and c.high < 0
+    assert "accuracy regressed (dropped): baseline 0.9800 -> now 0.8500 (difference -0.1300" in str(c)
+    flips = DEFAULT_CHECKS[3].compare(after, before, n_resamples=300)  # the flip rate rose from 0.02 to 0.15
+    assert flips.regressed and flips.low > 0 and (flips.before, flips.now) == (0.02, 0.15)
 
 
-def test_an_equal_run_does_not_fail_and_a_small_drop_is_within_the_allowed_effect():
+def test_an_equal_run_does_not_regress_and_a_small_drop_is_within_the_allowed_effect():
     same = _results(flip_share=0.05)
-    assert all(check.fails(same, same, n_resamples=200) is None for check in DEFAULT_CHECKS)
+    for check in DEFAULT_CHECKS:
+        c = check.compare(same, same, n_resamples=200)
+        assert not c.regressed and (c.low, c.high) == (0.0, 0.0)
     slightly_worse = _results(flip_share=0.08)
-    assert RegressionCheck("relative", "accuracy", 0.05).fails(slightly_worse, _results(flip_share=0.05)) is None
+    assert not RegressionCheck("relative", "accuracy", 0.05).compare(slightly_worse, _results(flip_share=0.05)).regressed
+
+
+def test_a_weaker_checkpoint_is_caught_where_relative_robustness_rewards_it():
+    """The issue's trap: a checkpoint that is worse everywhere loses less under the perturbation, so relative
+    robustness says "better" while every metric fell."""
+    rng = np.random.default_rng(1)
+    n = 300
+    y = rng.integers(0, 2, n)
+    right = np.where(y[:, None] == np.arange(2), 0.9, 0.1)
+    strong_clean = right.copy()
+    strong_pert = right.copy()
+    strong_pert[:30] = strong_pert[:30, ::-1]  # 0.9 clean accuracy under the condition... 1.0 -> 0.9
+    weak_clean = right.copy()
+    weak_clean[:90] = weak_clean[:90, ::-1]  # 0.7 clean
+    weak_pert = weak_clean.copy()
+    weak_pert[90:100] = weak_pert[90:100, ::-1]  # 0.7 -> 0.667
+    strong = {"y": y, "clean": strong_clean, "perturbed": strong_pert}
+    weak = {"y": y, "clean": weak_clean, "perturbed": weak_pert}
+    assert not RegressionCheck.parse("rel_acc").compare(weak, strong, n_resamples=300).regressed
+    assert DEFAULT_CHECKS[0].compare(weak, strong, n_resamples=300).regressed
+    clean = [c for c in compare_condition({**weak, "perturbed": weak_clean}, {**strong, "perturbed": strong_clean},
+                                          ("m", "d", "clean"), "clean", n_resamples=300)]
+    assert [c.rule for c in clean] == ["acc", "auroc", "f1"] and clean[0].regressed
+    summary = summarize(clean)
+    assert summary["summary"] == "1 of 1 condition regressed, clean included"
+
+
+def test_the_gate_mode_defaults_to_both_with_a_baseline_and_thresholds_without():
+    assert gate_mode(None, True) == "both" and gate_mode(None, False) == "thresholds"
+    assert gate_mode("regressions", False) == "regressions"
+    with pytest.raises(ConfigError, match="--memerobust-gate=lenient: expected one of thresholds, regressions"):
+        gate_mode("lenient", True)
+
+
+def _facts(**change):
+    case = {"model": "demo", "spec": "demo", "task": "hate", "card": "c" * 16, "fingerprint": "a" * 64}
+    case.update(change)
+    return [tuple(case.values())]
+
+
+@pytest.mark.parametrize("field, change, says", [
+    ("seed", {"seed": 1}, "--memerobust-seed=0, this run uses 1"),
+    ("limit", {"limit": 40}, "--memerobust-limit=80, this run with --memerobust-limit=40"),
+    ("limit", {"limit": None}, "this run with no --memerobust-limit (every meme)"),
+    ("task", {"cases": _facts(task="target")}, "for task 'hate', this run for 'target': pass the same --memerobust-task"),
+    ("card", {"cases": _facts(card="d" * 16)}, "another model card for 'demo'"),
+    ("data", {"cases": _facts(fingerprint="b" * 64)}, "other data for --memerobust-data=demo"),
+    ("model", {"cases": _facts(model="memeclip")}, "holds demo on demo; this run tests memeclip on demo"),
+    ("versions", {"versions": {"pytest-memerobust": "0.2.0"}}, "pytest-memerobust 0.1.0, this run has 0.2.0"),
+])
+def test_a_baseline_that_does_not_match_the_run_is_refused_naming_the_field(field, change, says):
+    baseline = {"seed": 0, "datasets": {"demo": "a" * 64}, "versions": {"pytest-memerobust": "0.1.0"},
+                "run": {"limit": 80, "tasks": {"demo": {"demo": "hate"}}, "cards": {"demo": "c" * 16}},
+                "results": {"demo": {"demo": {"clean": {}}}}}
+    facts = {"path": "base.json", "seed": 0, "limit": 80, "cases": _facts(),
+             "versions": {"pytest-memerobust": "0.1.0", "imagecorruptions": None, "textattack": None}}
+    baseline["versions"].update(imagecorruptions=None, textattack=None)
+    check_run(baseline, **facts)  # the same facts: fine
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        check_run(baseline, **{**facts, **change})
 
 
 def test_comparisons_that_would_be_meaningless_are_refused():
@@ -83,13 +156,15 @@ def test_saving_a_baseline_says_where_and_what(tmp_path):
 
     def result(n, flip_share):
         r = _results(n, flip_share)
-        return SimpleNamespace(y_true=r["y"], proba_clean=r["clean"], proba=r["perturbed"])
+        return SimpleNamespace(y_true=r["y"], proba_clean=r["clean"], proba=r["perturbed"], task="hate")
 
     results = {("demo", "demo", "clean"): result(50, 0.0), ("demo", "demo", "text=typos@5"): result(50, 0.1),
                ("memeclip", "demo", "clean"): result(50, 0.0)}
     report = {"seed": 7, "versions": {"pytest-memerobust": "0.1.0", "numpy": "2"},
               "datasets": {"demo": {"fingerprint": "f" * 64}},
-              "models": {"demo": {"checkpoint_sha256": "a" * 64}, "memeclip": {"checkpoint_sha256": "b" * 64}}}
+              "models": {"demo": {"checkpoint_sha256": "a" * 64, "card": {"architecture": "demo"}},
+                         "memeclip": {"checkpoint_sha256": "b" * 64, "card": {"architecture": "memeclip"}}},
+              "options": {"limit": 50}}
     session = SimpleNamespace(results=results, report=lambda: report)
     lines = []
     saved = save_baseline(session, tmp_path / "base.json", write=lines.append)
@@ -99,6 +174,8 @@ def test_saving_a_baseline_says_where_and_what(tmp_path):
                      f"(demo, memeclip) on demo (50 memes), seed 7"]
     data = load_baseline(tmp_path / "base.json")
     assert data["versions"] == {"pytest-memerobust": "0.1.0", "imagecorruptions": None, "textattack": None}
+    assert data["run"]["limit"] == 50 and data["run"]["tasks"] == {"demo": {"demo": "hate"}, "memeclip": {"demo": "hate"}}
+    assert data["run"]["cards"]["demo"] != data["run"]["cards"]["memeclip"]
     assert data["results"]["demo"]["demo"]["text=typos@5"]["perturbed"] == results[
         ("demo", "demo", "text=typos@5")].proba.tolist()
     assert save_baseline(session, tmp_path / "quiet.json")["conditions"] == 3  # no writer: nothing said
@@ -157,11 +234,13 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
     assert result.parseoutcomes().get("failed", 0) >= 1
-    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *CI*"])
+    result.stdout.fnmatch_lines(["*accuracy regressed (dropped): baseline *-> now *CI*"])
 
     refused = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                  "--memerobust-seed=3", ".")
-    refused.stdout.fnmatch_lines(["*seed 0, this run uses 3*refused*"])
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR  # before any case, one error naming the option
+    refused.stderr.fnmatch_lines(["*was made with --memerobust-seed=0, this run uses 3*"])
+    assert "memerobust verdict" not in refused.stdout.str()
 
 
 def test_compare_prints_the_table_and_exits_non_zero_on_a_regression(pytester, tmp_path, capsys):
@@ -175,8 +254,8 @@ def test_compare_prints_the_table_and_exits_non_zero_on_a_regression(pytester, t
     b.write_text(json.dumps(data))
     assert cli_main(["compare", str(a), str(b), "--bootstrap", "200"]) == 1
     out = capsys.readouterr().out
-    line = next(l for l in out.splitlines() if "text=typos@5" in l)
-    assert "REGRESSED" in line and line.split()[4] == "0.0000"
+    line = next(l for l in out.splitlines() if l.startswith("typos@5 "))
+    assert "REGRESSED" in line and "-> 0.000" in line
     assert cli_main(["compare", str(a), str(a), "--bootstrap", "200"]) == 0
 
 
@@ -212,7 +291,8 @@ def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pyte
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={reseeded}", ".")
     result.assert_outcomes(passed=4)
-    assert "regressed" not in result.stdout.str()
+    assert "REGRESSED" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["0 of 4 conditions regressed (clean did not)"])
 
 
 @pytest.mark.parametrize("checkpoints, message", [

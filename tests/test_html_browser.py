@@ -1,5 +1,7 @@
 """The HTML report in a real browser: headless chromium loads a report the plugin wrote and must log no error, show
-every thumbnail and draw the heat map. String checks of the page (tests/test_report.py) cannot see any of that.
+every thumbnail and draw the heat map; and a reviewer's first screen (1200 x 900) must show the verdict and the
+contents, whose links resolve. String checks of the page (tests/test_report.py, tests/test_report_reading.py)
+cannot see any of that. Set MEMEROBUST_SCREENSHOTS=DIR to keep the first screen's PNG for a person to look at.
 
 Chromium is driven over --remote-debugging-pipe: the DevTools protocol as NUL-terminated JSON on file descriptors 3
 and 4. It needs no websocket client, no chromedriver and no free port, and reports the console and rendering
@@ -19,6 +21,9 @@ import numpy as np
 import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 from PIL import Image
+
+from pytest_memerobust.report import write_report
+from pytest_memerobust.report.html import PALETTE
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -175,8 +180,89 @@ def test_the_html_report_renders_with_thumbnails_and_heat_map_and_no_errors(brow
     assert heat["fills"], "the heat map has no cells"
     pixels = np.asarray(browser.screenshot(heat["x"], heat["y"], heat["width"], heat["height"]), dtype=int)
     assert (pixels.min(axis=2) < 200).sum() > 100, "the heat map area is blank"
-    # A cell whose accuracy dropped is tinted red (rgb(255, g, g)), and the tint must reach the screen.
-    tinted = [f for f in heat["fills"] if f.startswith("rgb(") and int(f[4:-1].split(",")[1]) < 235]
-    if tinted:
-        r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-        assert ((r > 240) & (r - g > 15) & (abs(g - b) < 8)).any(), "no tinted cell is drawn"
+    # Each cell wears its case's verdict colour (the run recorded one per case), and the colours reach the screen.
+    light = {colour for _, colour in PALETTE.values()}
+    assert set(heat["fills"]) <= light | {"#f6f8fa"}, heat["fills"]
+    for fill in set(heat["fills"]) & light:
+        rgb = np.array([int(fill[k:k + 2], 16) for k in (1, 3, 5)])
+        assert (abs(pixels - rgb).max(axis=2) <= 3).sum() > 100, f"no cell drawn in {fill}"
+
+
+# The first screen, read by the browser: where the verdict banner, the contents and the first model's counts are,
+# and whether every in-page link has its target.
+FIRST_SCREEN = """(() => {
+  const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
+                     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, width: r.width}; };
+  const banner = document.querySelector('.banner');
+  const links = [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href').slice(1));
+  return {
+    height: innerHeight, width: innerWidth,
+    banner: box(banner), bannerText: banner && banner.innerText,
+    contents: box(document.querySelector('nav#contents')),
+    contentLinks: [...document.querySelectorAll('nav#contents a')].map(a => ({href: a.getAttribute('href').slice(1),
+                                                                              box: box(a)})),
+    model: box(document.querySelector('.model')),
+    unresolved: links.filter(id => !document.getElementById(id)),
+    suites: [...document.querySelectorAll('main > section[id]')].map(s => s.id),
+    captionFont: getComputedStyle(document.querySelector('.cap')).fontFamily,
+    scrollWidth: document.documentElement.scrollWidth,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def verdict_page(tmp_path_factory):
+    from verdict_sample import two_suite_report, with_verdict
+
+    path = tmp_path_factory.mktemp("verdict-page") / "report.html"
+    write_report(path, with_verdict(two_suite_report(), baseline=True))
+    return path
+
+
+def test_the_first_screen_shows_the_verdict_and_contents_whose_links_resolve(browser, verdict_page, tmp_path):
+    # a laptop's screen, whatever room the headless window leaves for its own bars
+    browser.send("Emulation.setDeviceMetricsOverride", page=True, width=1200, height=900, deviceScaleFactor=1,
+                 mobile=False)
+    try:
+        errors = browser.load(verdict_page)
+        shown = browser.evaluate(FIRST_SCREEN)
+        screen = browser.screenshot(0, 0, 1200, 900)
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride", page=True)
+    assert errors == []
+    height, width = shown["height"], shown["width"]
+    assert (width, height) == (1200, 900), "the window is not the size this test reasons about"
+
+    # the banner, whole, near the top of the first screen, with the verdict and the recorded summary
+    banner = shown["banner"]
+    assert banner and 0 <= banner["top"] and banner["bottom"] <= height / 3, banner
+    assert "FAIL" in shown["bannerText"] and "of" in shown["bannerText"] and "gate:" in shown["bannerText"]
+    # the first model's counts begin on the first screen too
+    assert shown["model"] and shown["model"]["top"] < height, shown["model"]
+    # the contents: visible beside the verdict, every entry on the first screen, every in-page link resolving
+    contents = shown["contents"]
+    assert contents and contents["width"] > 100 and contents["right"] <= banner["left"], contents
+    assert shown["contentLinks"] and all(0 <= a["box"]["top"] and a["box"]["bottom"] <= height
+                                         for a in shown["contentLinks"]), shown["contentLinks"]
+    assert shown["unresolved"] == []
+    hrefs = [a["href"] for a in shown["contentLinks"]]
+    assert hrefs[:3] == ["verdict", "failing", "baseline"] and hrefs[-1] == "run-details"
+    # suites in order of severity: the harsh suite (failing cases) first; the run's details last
+    assert shown["suites"].index("harsh-demo-on-demo") < shown["suites"].index("mild-demo-on-demo")
+    assert shown["suites"][-1] == "run-details"
+    # nothing wider than the window (no sideways scrolling to read the page)
+    assert shown["scrollWidth"] <= width
+    # captions are set in fonts that have look-alike letters
+    assert "DejaVu Sans Mono" in shown["captionFont"]
+
+    screen.save(tmp_path / "first-screen.png")
+    keep = os.environ.get("MEMEROBUST_SCREENSHOTS")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        screen.save(os.path.join(keep, "first-screen.png"))
+    # the FAIL verdict's colour reaches the screen, in the banner
+    pixels = np.asarray(screen, dtype=int)
+    top, bottom, left, right = (int(banner[k]) for k in ("top", "bottom", "left", "right"))
+    area = pixels[top:bottom, left:right]
+    strong = np.array([int(PALETTE["fail for sure"][0][k:k + 2], 16) for k in (1, 3, 5)])
+    assert (abs(area - strong).max(axis=2) <= 40).sum() > 200, "the banner's FAIL colour is not drawn"

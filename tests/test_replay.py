@@ -1,5 +1,7 @@
 """Reproducible counterexamples: a failing case writes its worst memes exactly; `--memerobust-replay` reruns them."""
+import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +13,8 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.results import ConditionResult, StatsConfig
 from pytest_memerobust.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
-                                      picture_digest, read_manifest, replay_entry, worst_flips)
+                                      perturbation_code, picture_digest, picture_store, read_manifest, replay_entry,
+                                      worst_flips, write_manifest)
 from pytest_memerobust.session import Options, RobustnessSession
 
 LIMIT = 60
@@ -116,7 +119,10 @@ def test_a_caption_is_replayed_verbatim_and_a_changed_picture_is_a_clear_error(r
     result.assert_outcomes(passed=1, failed=len(entries) - 1)
     result.stdout.fnmatch_lines([f"*ReplayError: cx.json entry 0 (demo, image=gaussian_noise@5, meme "
                                  f"{entries[0]['meme']}): the regenerated picture * has digest *, not the recorded "
-                                 f"000*: the dataset or the perturbation code changed*"])
+                                 f"000* (its stored picture cx.pictures/*.png is not beside the manifest: copy the "
+                                 f"folder cx.pictures/ with it): the meme's clean picture, the perturbations' code and "
+                                 f"the seed are as recorded, so the perturbation computes a different picture here "
+                                 f"(recorded on cpu with torch *, regenerated on cpu with torch *)"])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -130,6 +136,8 @@ def test_a_caption_is_replayed_verbatim_and_a_changed_picture_is_a_clear_error(r
                                                          "'demo-9999' is not in 'demo'*"),
     (lambda d: d["entries"][0].update(condition="text=nope@2"), "*cx.json entry 0 (demo, text=nope@2, *): unknown "
                                                                 "perturbation 'nope'*"),
+    (lambda d: d["entries"][0].update(picture_file="../../secret.png"), "*cx.json entry 0 (demo, *): picture_file "
+                                                                        "must name a PNG in the pictures folder*"),
 ])
 def test_a_bad_manifest_is_one_usage_error_naming_it(recorded, pytester, change, message):
     data = json.loads(json.dumps(recorded[2]))
@@ -202,3 +210,198 @@ def test_under_xdist_the_controller_writes_the_same_manifest(recorded, tmp_path)
     run = _run(tmp_path, "--memerobust-model=demo", *RUN, "-n", "2", "--memerobust-counterexamples=cx.json", ".")
     assert run.returncode == 1, run.stdout + run.stderr
     assert json.loads((tmp_path / "cx.json").read_text()) == manifest
+
+
+# --- the pictures stored beside the manifest, and the merge by case ------------------------------------------------
+
+
+def test_every_picture_fed_is_stored_beside_the_manifest_with_what_it_depends_on(recorded, session):
+    from PIL import Image
+
+    where, _, manifest = recorded
+    engine = session.engine("demo", "demo")
+    stored = sorted(p.name for p in (where / "cx.pictures").iterdir())
+    assert stored == sorted({e["picture_file"].split("/")[1] for e in manifest["entries"]})
+    for e in manifest["entries"]:
+        assert e["picture_file"] == f"cx.pictures/{e['picture_digest']}.png"
+        picture = np.asarray(Image.open(where / e["picture_file"]).convert("RGB"))
+        assert picture_digest(picture) == e["picture_digest"]  # lossless: the very picture fed
+        clean = engine.picture(Condition(), e["row"])
+        assert e["clean_picture_digest"] == picture_digest(clean)
+        image = Condition.parse(e["condition"]).image
+        assert e["perturbation_code"] == ({image: perturbation_code(image)} if image else {})
+        if image is None:  # hotflip edits the caption only: the picture fed is the clean one
+            assert e["picture_digest"] == e["clean_picture_digest"]
+        assert e["made_on"] == {"device": "cpu", "torch": torch.__version__} and "attack_fingerprint" not in e
+
+
+def test_a_replay_uses_the_stored_picture_even_where_it_would_not_regenerate(recorded, pytester):
+    where = recorded[0]
+    shutil.copytree(where / "cx.pictures", pytester.path / "cx.pictures")
+
+    def code_changed(data):  # as if gaussian_noise's code had changed since: its pictures no longer regenerate
+        for e in data["entries"]:
+            e["perturbation_code"] = {name: "0" * 16 for name in e["perturbation_code"]}
+
+    entries = _copy_manifest(recorded, pytester, change=code_changed)["entries"]
+    result = pytester.runpytest("--memerobust-replay=cx.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=len(entries))  # every one still evades the demo detector, none is a ReplayError
+    assert "ReplayError" not in result.stdout.str()
+
+
+def test_a_damaged_stored_picture_is_a_clear_error(recorded, tmp_path, session):
+    from PIL import Image
+
+    where, _, manifest = recorded
+    shutil.copytree(where / "cx.pictures", tmp_path / "cx.pictures")
+    e = next(e for e in manifest["entries"] if e["condition"] == "image=gaussian_noise@5")
+    path = tmp_path / e["picture_file"]
+    pixels = np.asarray(Image.open(path)).copy()
+    pixels[0, 0] ^= 1
+    Image.fromarray(pixels).save(path)
+    with pytest.raises(ReplayError, match=rf"its stored picture {re.escape(str(path))} has digest \w+, not the "
+                                          rf"recorded {e['picture_digest']}: the file was changed or damaged"):
+        replay_entry(session, e, manifest=tmp_path / "cx.json")
+
+
+def test_a_picture_that_no_longer_regenerates_says_what_changed(recorded, session):
+    entry = next(e for e in recorded[2]["entries"] if e["condition"] == "image=gaussian_noise@5")
+
+    def failure(**changes) -> str:
+        with pytest.raises(ReplayError) as caught:
+            replay_entry(session, {**entry, **changes})  # no manifest: nothing stored, the picture is regenerated
+        return str(caught.value)
+
+    said = failure(picture_digest="1" * 32, clean_picture_digest="2" * 32)
+    assert f"has digest {entry['picture_digest']}, not the recorded {'1' * 32}: the meme's clean picture changed " \
+           f"(digest {entry['clean_picture_digest']}, recorded {'2' * 32})" in said
+    said = failure(picture_digest="1" * 32, perturbation_code={"gaussian_noise": "3" * 16}, version="0.0.1")
+    assert f"the code of perturbation 'gaussian_noise' changed (source digest " \
+           f"{perturbation_code('gaussian_noise')}, recorded {'3' * 16})" in said
+    assert "recorded by pytest-memerobust 0.0.1" in said and "clean picture" not in said
+
+
+def _case(name, *entries):
+    return {"case": name, "entries": [dict(e, case=name) for e in entries]}
+
+
+def _entry(meme, digest):
+    return {"meme": meme, "picture_digest": digest, "picture_file": f"cx.pictures/{digest}.png"}
+
+
+def test_write_manifest_merges_by_case_and_removes_the_pictures_no_entry_names(tmp_path):
+    path, store = tmp_path / "cx.json", picture_store(tmp_path / "cx.json")
+    digests = {k: f"{k:032x}" for k in range(1, 7)}
+    store.mkdir()
+
+    def stored(*ks):  # what the cases' items write as they record their entries
+        for k in ks:
+            (store / f"{digests[k]}.png").write_bytes(b"png")
+
+    stored(1, 2, 3, 4)
+    first = [_case("s::m::a", _entry("m1", digests[1]), _entry("m2", digests[2])),
+             _case("s::m::b", _entry("m3", digests[3])), _case("s::m::c", _entry("m4", digests[4]))]
+    write_manifest(path, first)
+    assert [e["meme"] for e in json.loads(path.read_text())["entries"]] == ["m1", "m2", "m3", "m4"]
+    stored(5, 6)
+    # a later run of a subset: a fails again on other memes, b now passes, c's recording failed, d is new
+    lines = write_manifest(path, [_case("s::m::a", _entry("m5", digests[5])), {"case": "s::m::b", "entries": []},
+                                  {"case": "s::m::c", "error": "OSError: disk full"},
+                                  _case("s::m::d", _entry("m6", digests[6]))])
+    data = json.loads(path.read_text())
+    assert data["format"] == FORMAT
+    assert [(e["case"], e["meme"]) for e in data["entries"]] == [("s::m::a", "m5"), ("s::m::c", "m4"),
+                                                                  ("s::m::d", "m6")]
+    assert sorted(p.name for p in store.iterdir()) == sorted(f"{digests[k]}.png" for k in (4, 5, 6))
+    assert lines == ["memerobust: could not record the counterexamples of s::m::c (OSError: disk full)",
+                     f"memerobust: 2 counterexamples of 2 failing cases written to {path} (1 of 1 other case kept "
+                     f"from earlier runs); replay them with pytest --memerobust-replay={path}"]
+    # a run where the failing cases all pass now: their entries go, the rest stay
+    assert write_manifest(path, [{"case": "s::m::a", "entries": []}, {"case": "s::m::d", "entries": []}]) == [
+        f"memerobust: 2 counterexamples of cases that now pass or flip no meme removed from {path} (1 of 1 other "
+        f"case kept from earlier runs)"]
+    assert [e["meme"] for e in json.loads(path.read_text())["entries"]] == ["m4"]
+    assert [p.name for p in store.iterdir()] == [f"{digests[4]}.png"]
+    # nothing ran that touches the manifest: left as it is
+    before = path.stat().st_mtime_ns
+    assert write_manifest(path, [{"case": "s::m::z", "entries": []}]) == []
+    assert path.stat().st_mtime_ns == before
+    # a file there that is not a manifest is replaced, and the run says so
+    path.write_text("{not json")
+    lines = write_manifest(path, [_case("s::m::a", _entry("m5", digests[5]))])
+    assert lines[0].startswith(f"memerobust: {path} held no readable counterexamples manifest (JSONDecodeError")
+    assert [e["meme"] for e in json.loads(path.read_text())["entries"]] == ["m5"]
+
+
+def test_a_subset_run_keeps_the_other_cases_counterexamples(recorded, tmp_path):
+    where, _, manifest = recorded
+    shutil.copy(where / "cx.json", tmp_path)
+    shutil.copytree(where / "cx.pictures", tmp_path / "cx.pictures")
+    noisy = "memerobust-strict.toml::demo::gaussian_noise-5"
+    # the noise case passes now (same case id, lenient thresholds); only it runs
+    (tmp_path / "memerobust-strict.toml").write_text(STRICT_SUITE.replace("accuracy = 1.5", "accuracy = 0.0"))
+    run = _run(tmp_path, "--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".",
+               "-k", "gaussian_noise")
+    assert run.returncode == 0, run.stdout + run.stderr
+    after = json.loads((tmp_path / "cx.json").read_text())["entries"]
+    assert after == [e for e in manifest["entries"] if e["case"] != noisy]  # the hotflip case's, untouched
+    dropped = len(manifest["entries"]) - len(after)
+    assert (f"memerobust: {dropped} counterexamples of cases that now pass or flip no meme removed from cx.json "
+            f"({len(after)} of 1 other case kept from earlier runs)") in run.stdout
+    assert sorted(p.name for p in (tmp_path / "cx.pictures").iterdir()) == \
+        sorted({e["picture_file"].split("/")[1] for e in after})
+    # it fails again: its entries come back, and the whole manifest is the full run's again
+    (tmp_path / "memerobust-strict.toml").write_text(STRICT_SUITE)
+    run = _run(tmp_path, "--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".",
+               "-k", "gaussian_noise")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert json.loads((tmp_path / "cx.json").read_text()) == manifest
+
+
+def test_an_attacked_picture_replays_against_a_new_checkpoint_without_fitting_the_attack_again(session, tmp_path,
+                                                                                                monkeypatch):
+    """The UAP of the recorded weights is in the stored picture: a new checkpoint meets exactly it. Without the
+    stored picture, the attack fitted again on the new weights makes another picture, and the error says so."""
+    from PIL import Image
+
+    from pytest_memerobust import cli
+    from pytest_memerobust.perturb import uap
+
+    condition = Condition(image="uap", image_severity=5)
+    clean = session.evaluate("demo", "clean")
+    proba = clean.proba.copy()
+    proba[:, [0, 1]] = proba[:, [1, 0]]  # every meme flipped (made up: the recipe is what is checked)
+    result = ConditionResult("demo", "demo", condition, clean.y_true, clean.proba, proba, StatsConfig(n_resamples=50),
+                             task="hate")
+    manifest = tmp_path / "cx.json"
+    entries = counterexamples(result, session.engine("demo", "demo"), case="made-up", store=picture_store(manifest))
+    assert write_manifest(manifest, [{"case": "made-up", "entries": entries}])
+    entries = read_manifest(manifest)
+    fingerprint = session.engine("demo", "demo").attack_context().fingerprint
+    assert entries and all(e["recipe_needs_batch"] and e["attack_fingerprint"] == fingerprint for e in entries)
+
+    new = tmp_path / "new.safetensors"  # another head: two epochs from another seed
+    assert cli.main(["train", "demo", "--demo", "--out", str(new), "--epochs", "2", "--seed", "1", "--no-cache",
+                     "--quiet"]) == 0
+    retrained = RobustnessSession(dataclasses.replace(session.options, checkpoints={"demo": str(new)}, seed=7))
+
+    def no_fitting(*args, **kwargs):
+        raise AssertionError("the attack was fitted again")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(uap, "fit_uap", no_fitting)
+        check_replay(retrained, [(manifest, k, e, "demo") for k, e in enumerate(entries)])  # any seed will do
+        for e in entries:
+            still, proba = replay_entry(retrained, e, manifest=manifest)
+            assert still == (np.argmax(proba) != e["label"])
+            engine = retrained.engine("demo", "demo")
+            row = engine.ids.index(e["meme"])
+            shown = np.asarray(Image.open(tmp_path / e["picture_file"]).convert("RGB"))
+            np.testing.assert_allclose(proba, engine.probabilities([shown], [e["caption"]])[0], rtol=1e-6)
+            assert picture_digest(shown) != picture_digest(engine.picture(Condition(), row))  # the attacked one
+    shutil.rmtree(picture_store(manifest))  # the manifest alone: the new weights get a new attack
+    again = RobustnessSession(dataclasses.replace(retrained.options, seed=0))
+    with pytest.raises(ReplayError, match=r"is not beside the manifest: copy the folder cx.pictures/ with it\): the "
+                                          r"attack was fitted again on other weights \(fingerprint \w+, recorded "
+                                          rf"{fingerprint[:16]}\): another checkpoint gets another attack"):
+        replay_entry(again, entries[0], manifest=manifest)

@@ -3,6 +3,7 @@ fail within noise, and the worst five. Plain functions over `CaseOutcome`s, whic
 test reports (so a pytest-xdist controller, which runs no case itself, prints the same)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 WORST = 5
@@ -101,3 +102,162 @@ def verdict_lines(outcomes: list[CaseOutcome]) -> list[str]:
         lines.append(f"other robustness tests: {len(others) - len(failed)} pass, {len(failed)} fail"
                      + (f" ({', '.join(_split(o.nodeid)[1] for o in failed)})" if failed else ""))
     return lines
+
+
+# --------------------------------------------------------------------------------------------------------
+# the verdict as data: per case a record (what the JSON report carries), per run a summary
+
+
+def condition_family(condition) -> str:
+    """The perturbation family a condition belongs to, for roll-ups: the registry's family of its one perturbed
+    side (`typos`, `gaussian_noise`, `uap`), `text × image` for the combined pairs, `prompt` for prompt edits,
+    `clean`; a defended condition's family says so."""
+    from ..perturb import registry
+
+    def family(name: str) -> str:
+        try:
+            return registry.get(name).family
+        except Exception:  # a name the registry does not know (third-party, removed): its own family
+            return name
+
+    if condition.prompt:
+        base = "prompt"
+    elif condition.text and condition.image:
+        base = "text × image"
+    elif condition.text or condition.image:
+        base = family(condition.text or condition.image)
+    else:
+        base = "clean"
+    return f"{base} (defended)" if condition.defence else base
+
+
+def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition, thresholds, violations,
+                decision: str, p_value: float, comparisons, gate: str) -> dict:
+    """One case as the JSON report holds it: its thresholds, every violation (value, limit, interval, whether it is
+    sure and whether it fails under the suite's decision), the thresholds' verdict, the one-sided p-value, and the
+    baseline comparisons. `outcome` (what pytest recorded) and `fdr_survives` are filled in at the end of the run."""
+    from dataclasses import asdict
+
+    from .gate import gates_regressions, gates_thresholds
+    from .thresholds import failing, verdict
+
+    failing_now = failing(violations, decision)
+    regressed = any(c.regressed for c in comparisons)
+    return {
+        "nodeid": nodeid, "model": model, "dataset": dataset, "suite": suite, "condition": condition.id,
+        "family": condition_family(condition), "outcome": None, "verdict": verdict(violations),
+        "skip_reason": None, "decision": decision, "thresholds": asdict(thresholds),
+        "violations": [{"what": v.what, "value": v.value, "limit": v.limit, "comparison": v.comparison,
+                        "ci": list(v.ci), "sure": v.sure, "fails": v in failing_now} for v in violations],
+        "p_value": p_value, "fdr_survives": None, "regressed": regressed,
+        "regressions": [c.as_dict() for c in comparisons],
+        "gated_by": ([f"thresholds"] if failing_now and gates_thresholds(gate) else [])
+                    + (["regressions"] if regressed and gates_regressions(gate) else []),
+    }
+
+
+def skipped_record(nodeid: str, where: dict, reason: str) -> dict:
+    """A case that did not run: where it sits (model, dataset, suite, condition, family) and why."""
+    return {"nodeid": nodeid, **where, "outcome": "skipped", "verdict": "skipped", "skip_reason": reason,
+            "violations": [], "regressions": [], "regressed": False, "gated_by": [], "p_value": None,
+            "fdr_survives": None}
+
+
+WEAKEST = 5  # families named per model in the run's verdict
+
+
+def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q) -> dict:
+    """The run's verdict from its case records (each with its `outcome`): per model the counts and the weakest
+    families, the failing cases, false-discovery-rate control over the confident cases (each record's
+    `fdr_survives` is set), and the baseline comparison's summary. What every renderer shows; none computes it."""
+    import numpy as np
+
+    from .gate import summarize
+    from .metrics import benjamini_hochberg
+
+    confident = [r for r in records if r.get("decision") == "confident" and r.get("p_value") is not None
+                 and r["outcome"] != "skipped"]
+    fdr = None
+    if confident:
+        kept = benjamini_hochberg(np.array([r["p_value"] for r in confident]), q)
+        for r, k in zip(confident, kept):
+            r["fdr_survives"] = bool(k)
+        failing = [r for r in confident if r["verdict"] not in ("pass", "skipped")]
+        fdr = {"q": q, "confident": len(confident), "failing": len(failing),
+               "surviving": sum(r["fdr_survives"] for r in failing)}
+    models = []
+    for model in dict.fromkeys(r["model"] for r in records):
+        mine = [r for r in records if r["model"] == model]
+        count = {v: sum(r["verdict"] == v for r in mine) for v in ("pass", "fail for sure", "fail within noise",
+                                                                    "skipped")}
+        models.append({"model": model, "cases": len(mine), **count,
+                       "failed": sum(r["outcome"] == "failed" for r in mine),
+                       "regressed": sum(r["regressed"] for r in mine),
+                       "weakest_families": _weakest_families(mine)})
+    comparisons = [c for r in records for c in r["regressions"]]
+    from .gate import Comparison
+
+    summary_of_gate = None
+    if baseline is not None:
+        rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci")},
+                           low=c["ci"][0], high=c["ci"][1]) for c in comparisons]
+        summary_of_gate = {"path": str(baseline), **summarize(rows)}
+    failed = [r["nodeid"] for r in records if r["outcome"] == "failed"]
+    return {"passed": not failed, "gate": gate, "summary": _summary_line(models, summary_of_gate, gate),
+            "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate}
+
+
+def _weakest_families(records: list[dict]) -> list[dict]:
+    """Per family its worst case (the largest shortfall of a violation, failing first): up to WEAKEST families with
+    a violation, worst first."""
+    worst: dict[str, tuple] = {}
+    for r in records:
+        for v in r["violations"]:
+            shortfall = 1.0 if v["value"] != v["value"] else (
+                v["limit"] - v["value"] if v["comparison"] == ">=" else v["value"] - v["limit"])
+            key = (v["sure"], shortfall)
+            if r["family"] not in worst or key > worst[r["family"]][0]:
+                worst[r["family"]] = (key, {"family": r["family"], "condition": r["condition"], "verdict": r["verdict"],
+                                            "what": v["what"], "value": v["value"], "limit": v["limit"]})
+    ranked = sorted(worst.values(), key=lambda kv: kv[0], reverse=True)
+    return [entry for _, entry in ranked[:WEAKEST]]
+
+
+def _summary_line(models: list[dict], gate_summary: dict | None, gate: str) -> str:
+    parts = []
+    for m in models:
+        ran = m["cases"] - m["skipped"]
+        bad = m["fail for sure"] + m["fail within noise"]
+        parts.append(f"{m['model']}: {bad} of {ran} cases below their thresholds ({m['fail for sure']} for sure)"
+                     + ("" if gate in ("thresholds", "both") else ", not gating"))
+    if gate_summary is not None:
+        parts.append(f"against the baseline: {gate_summary['summary']}"
+                     + ("" if gate in ("regressions", "both") else ", not gating"))
+    return "; ".join(parts)
+
+
+OTHER_TESTS = "built-in Python suites"  # the model of a record that is not a suite case (caption fuzzing, reliance)
+
+
+def record_from_report(nodeid: str, outcome: str, properties, reason: str | None) -> dict:
+    """A case record from what a test report carries (also on a pytest-xdist controller): a suite case's own record
+    with pytest's outcome added; a case that was skipped, from where collection placed it; another robustness test
+    (a built-in Python suite, evasion budgets) with the verdict its outcome implies. `outcome` is passed, failed,
+    skipped or xfailed."""
+    p = dict(properties)
+    if "memerobust.case" in p:
+        record = json.loads(p["memerobust.case"])
+        record["outcome"] = outcome
+        if outcome == "xfailed":
+            record["not_gating"] = reason
+        return record
+    where = json.loads(p["memerobust.where"]) if "memerobust.where" in p else {
+        "model": p.get("memerobust.model") or OTHER_TESTS, "dataset": None, "suite": p.get("memerobust.suite"),
+        "condition": nodeid.rpartition("::")[2], "family": p.get("memerobust.suite")}
+    if outcome == "skipped":
+        return skipped_record(nodeid, where, reason or "")
+    verdict = {"passed": "pass", "failed": "fail for sure", "xfailed": "fail for sure"}[outcome]
+    return {"nodeid": nodeid, **where, "outcome": outcome, "verdict": verdict, "skip_reason": None,
+            "message": p.get("memerobust.line") or None, "violations": [], "regressions": [], "regressed": False,
+            "gated_by": ["thresholds"] if outcome == "failed" else [], "p_value": None, "fdr_survives": None,
+            **({"not_gating": reason} if outcome == "xfailed" else {})}

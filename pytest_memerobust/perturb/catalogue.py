@@ -137,7 +137,7 @@ def _char_sites(text: str, share: float, rng: np.random.Generator, sites: list, 
 @register("ocr", modality="text", family="char_modification", label_preserving=True,
           tags={"adaptation_benchmark", "char"})
 def ocr(text: str, severity: int, rng: np.random.Generator) -> str:
-    """Replace a share of the characters that have an OCR confusion (OCR_CONFUSIONS: rn<->m, l->1, O->0, e->c)."""
+    """Replace a share of the characters that have an OCR confusion (rn<->m, l->1, O->0, e->c, ...)."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
     text = _check_caption(text)
     sites = [(i, p) for i in range(len(text)) for p in OCR_CONFUSIONS if text.startswith(p, i)]
@@ -237,7 +237,7 @@ def _misspellings(core: str) -> list[str]:
 @register("spelling_error", modality="text", family="char_modification", label_preserving=True,
           tags={"adaptation_benchmark", "char"})
 def spelling_error(text: str, severity: int, rng: np.random.Generator) -> str:
-    """Misspell a share of the words with one SPELLING_RULES rule each (doubling, ie/ei, silent e, ph->f, ...).
+    """Misspell a share of the words with one common misspelling rule each (doubling, ie/ei, silent e, ph->f, ...).
 
     A misspelling can land on another real word (hate -> hat by the silent-e rule); readers still read the
     intended one, so the label is taken to survive, as for typos."""
@@ -284,7 +284,7 @@ def insert_adverb(text: str, severity: int, rng: np.random.Generator) -> str:
 @register("append_irrelevant_phrase", modality="text", family="text_addition", label_preserving=True,
           tags={"adaptation_benchmark", "word"})
 def append_irrelevant_phrase(text: str, severity: int, rng: np.random.Generator) -> str:
-    """Append distinct neutral phrases from IRRELEVANT_PHRASES after the caption, one per severity level."""
+    """Append distinct neutral phrases (a shipped list) after the caption, one per severity level."""
     k = [1, 2, 3, 4, 5][severity - 1]  # number of phrases (paper: AppendIrr, one level)
     lead, pairs = _words(text)
     phrases = [IRRELEVANT_PHRASES[i] for i in _pick(rng, range(len(IRRELEVANT_PHRASES)), k)]
@@ -294,7 +294,7 @@ def append_irrelevant_phrase(text: str, severity: int, rng: np.random.Generator)
 @register("random_word_insert", modality="text", family="text_addition", label_preserving=True,
           tags={"adaptation_benchmark", "word"})
 def random_word_insert(text: str, severity: int, rng: np.random.Generator) -> str:
-    """Insert words drawn from the caption's own words and STOP_WORDS at a share of the gaps (the paper: [UNK]).
+    """Insert words drawn from the caption's own words and function words at a share of the gaps (the paper: [UNK]).
 
     Negations are never drawn, so a statement cannot be flipped; a repeated word adds emphasis at most."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # the paper's code: int(n * 0.1 .. 0.5) insertions
@@ -460,7 +460,7 @@ def _needs_backend(name: str, level: str, family: str, severities=(1, 2, 3, 4, 5
         raise BackendMissing(name)
 
     missing.__name__ = name
-    missing.__doc__ = f"Not available here: {BACKEND_REASONS[name].split(': ', 1)[0]} (see BACKEND_REASONS)."
+    missing.__doc__ = f"Not available here: {BACKEND_REASONS[name]}."  # (what `memerobust list` prints)
     return register(name, modality="text", family=family, severities=severities, label_preserving=label_preserving,
                     tags=_NEEDS | {level})(missing)
 

@@ -204,6 +204,8 @@ def build_report(session) -> dict:
     o = session.options
     return {
         "tool": "pytest-memerobust", "format": REPORT_FORMAT, "seed": o.seed,
+        # the run's verdict and every case's (judge.verdict): what the renderers show first
+        "verdict": getattr(session, "verdict", None), "cases": list(getattr(session, "case_records", [])),
         "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
                     "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
                     "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
@@ -219,9 +221,11 @@ def build_report(session) -> dict:
 
 
 def to_markdown(report: dict) -> str:
-    header = f"# Robustness report\n\nseed {report['seed']}; " + ", ".join(
-        f"{name}: {info['n']} memes, fingerprint `{info['fingerprint'][:12]}`" for name, info in report["datasets"].items())
-    return header + "\n\n" + render(report, "github", heading=lambda t: f"## {t}\n\n") + "\n"
+    """The report as Markdown for a reviewer: the recorded verdict first, then the contents, the suites most failing
+    first, the run's details and versions last (report/markdown.py)."""
+    from .markdown import markdown
+
+    return markdown(report)
 
 
 def write_report(path: Path, report: dict) -> None:

@@ -1,6 +1,11 @@
-"""A picture people can look at: one meme under every image perturbation (rows) and severity (columns)."""
+"""Pictures and captions people can look at: one meme under every image perturbation (rows) and severity
+(columns); and, for the reports' worst examples, one entry per meme with its caption edit spelled out character by
+character (what changed, and every character outside ASCII with its code point, so a look-alike letter or an
+invisible one shows)."""
 from __future__ import annotations
 
+import difflib
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -45,3 +50,34 @@ def gallery(image: np.ndarray, meme_id: str, names: list[str], seed: int = 0, ti
 def save_gallery(sheet: Image.Image, path: Path) -> None:
     with atomic_path(Path(path)) as tmp:
         sheet.save(tmp, format="PNG")
+
+
+def distinct_memes(examples: list[dict]) -> list[dict]:
+    """One entry per meme, under the condition that hurt it most (the largest drop in the probability of its true
+    class), worst meme first; `also` lists the other conditions among the examples that hurt it, worst first."""
+    def drop(e):
+        return e.get("p_true_clean", 0.0) - e.get("p_true_perturbed", 0.0)
+
+    by_meme: dict[str, list[dict]] = {}
+    for e in sorted(examples, key=drop, reverse=True):
+        by_meme.setdefault(str(e.get("id")), []).append(e)
+    return [{**hurt[0], "also": [h["condition"] for h in hurt[1:]]} for hurt in by_meme.values()]
+
+
+def visible(ch: str) -> bool:
+    """Whether a character is plain ASCII a reader sees as itself (printable, or a plain space)."""
+    return " " <= ch <= "~"
+
+
+def code_point(ch: str) -> str:
+    """`U+0430 CYRILLIC SMALL LETTER A`; characters without a name get their category (`U+200B (Cf)`)."""
+    name = unicodedata.name(ch, "")
+    return f"U+{ord(ch):04X} {name}" if name else f"U+{ord(ch):04X} ({unicodedata.category(ch)})"
+
+
+def caption_diff(before: str, after: str) -> list[tuple[str, str, str]]:
+    """The character edit that turns `before` into `after`, as runs (op, before_text, after_text): op is `same`,
+    `replace`, `delete` or `insert` (difflib's opcodes, without autojunk so every character counts)."""
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    return [("same" if op == "equal" else op, before[i1:i2], after[j1:j2])
+            for op, i1, i2, j1, j2 in matcher.get_opcodes()]

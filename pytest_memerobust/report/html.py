@@ -1,139 +1,535 @@
-"""A self-contained HTML page of a report: the paper's tables, a heat map of the text x image grid, bars with
-intervals per perturbation and the worst examples with thumbnails. No scripts, no external files."""
+"""A self-contained HTML page of a report, for a reviewer: it opens on the run's verdict (PASS/FAIL, per model the
+counts and the weakest perturbation families, the failing cases with their violations, the baseline comparison),
+with the contents beside it; then one section per suite, most failing first (its cases, bars with intervals, the
+heat map of the text x image grid, the worst memes with their caption edits spelled out, the paper's tables); the
+run's details and versions last. Colours follow the test verdict (pass, fail within noise, fail for sure, skipped)
+everywhere, with a legend. The page renders the verdict the report recorded and decides nothing. No scripts, no
+external files."""
 from __future__ import annotations
 
 import html
 
-from .tables import (budget_table, budget_title, group_title, p_value, prompt_summary, prompt_table,
-                     reliance_table, render)
+from .gallery import caption_diff, code_point, distinct_memes, visible
+from .outline import (GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS, case_of, counts, counts_text,
+                      has_verdict, interval, number, regression_text, run_details, section_title, severity_order,
+                      short_title, signed, slug, table_heading, verdict_of, violation_parts, worst_violations)
+from .tables import (budget_table, budget_title, p_value, prompt_summary, prompt_table, reliance_table, render)
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.5em 0;font-size:.85em}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
-th{background:#f3f3f3}td:first-child{text-align:left}.meta{color:#555;font-size:.85em}
-.worst td{vertical-align:top;text-align:left;max-width:320px}.worst img{width:72px;height:72px;image-rendering:pixelated}
-"""
+# verdict -> (strong colour: marks, bars, borders; light colour: backgrounds, heat map cells)
+PALETTE = {
+    "fail for sure": ("#c62828", "#ffd6d3"),
+    "fail within noise": ("#b45309", "#ffe9a8"),
+    "pass": ("#1b7c36", "#d3f3dc"),
+    "skipped": ("#6e7781", "#e8ebef"),
+    NO_VERDICT: ("#57606a", "#eef0f3"),
+}
+_CLASS = {"fail for sure": "sure", "fail within noise": "noise", "pass": "pass", "skipped": "skip", NO_VERDICT: "none"}
+
+# Fonts with glyphs for look-alike letters (Cyrillic, Greek, mathematical letters) and symbols, before the system's:
+# a caption edit drawn as empty boxes is an edit nobody can see.
+_FONTS = ('"DejaVu Sans", "Noto Sans", "Segoe UI", "Helvetica Neue", Arial, "Noto Sans Math", "STIX Two Math", '
+          '"Cambria Math", "Noto Color Emoji", "Segoe UI Emoji", "Segoe UI Symbol", sans-serif')
+_MONO = ('"DejaVu Sans Mono", "Noto Sans Mono", Menlo, Consolas, "DejaVu Sans", "Noto Sans Math", "STIX Two Math", '
+         '"Cambria Math", "Noto Color Emoji", "Segoe UI Emoji", "Segoe UI Symbol", monospace')
+
+_STYLE = ("""
+*{box-sizing:border-box}
+body{font-family:%(fonts)s;margin:0;color:#1f2328;line-height:1.45;font-size:15px}
+.layout{display:grid;grid-template-columns:240px minmax(0,1fr)}
+nav#contents{position:sticky;top:0;height:100vh;overflow:auto;border-right:1px solid #d0d7de;background:#f6f8fa;
+  padding:14px 12px;font-size:13px}
+nav#contents h2{font-size:13px;margin:0 0 6px;border:0;text-transform:uppercase;letter-spacing:.05em;color:#57606a}
+nav#contents ol{list-style:none;padding:0;margin:0}nav#contents li{margin:3px 0}
+nav#contents a{color:#0b57d0;text-decoration:none}nav#contents a:hover{text-decoration:underline}
+nav#contents .n{display:block;font-size:11.5px;color:#57606a;margin-left:2px}
+nav#contents .badge{display:block;font-weight:bold;font-size:15px;padding:4px 8px;border-radius:4px;margin-bottom:10px}
+main{padding:16px 28px 60px;max-width:1160px;min-width:0}
+h1{font-size:22px;margin:4px 0 2px}h2{font-size:18px;margin-top:34px;border-bottom:1px solid #d0d7de;padding-bottom:3px}
+h3{font-size:15px;margin:18px 0 6px}
+.meta{color:#57606a;font-size:13px;margin:0 0 10px}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #d8dee4;padding:3px 7px;text-align:right}
+th{background:#f3f4f6}td:first-child{text-align:left}td.l,th.l{text-align:left}
+.scroll{overflow-x:auto}
+.banner{display:flex;align-items:center;gap:16px;border-radius:6px;padding:12px 16px;border:2px solid}
+.banner .word{font-size:30px;font-weight:bold;letter-spacing:.04em;white-space:nowrap}
+.banner .summary{font-size:16px;color:#1f2328}.banner .gate{font-size:13px;color:#3d444d}
+.models{display:flex;flex-wrap:wrap;gap:12px;margin-top:10px}
+.model{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;flex:1 1 480px;min-width:0}
+.model h3{margin:0 0 6px}
+.chip{display:inline-block;border-radius:10px;padding:0 8px;margin:1px 2px;font-size:12.5px;white-space:nowrap;
+  border:1px solid}
+.legend{font-size:12.5px;color:#3d444d;margin:4px 0 10px}
+.legend .chip{margin-right:4px}
+.cases td{vertical-align:top}.cases td.v,.cases td.n{white-space:nowrap}.cases td.w{min-width:11em}.cases td.name{max-width:300px}
+.cases td.name a{text-decoration:none;color:inherit}.cases td.name small{color:#57606a}
+.note{color:#57606a;font-size:13px}
+svg text{font-family:%(fonts)s}
+.example{display:grid;grid-template-columns:232px minmax(0,1fr);gap:14px;border:1px solid #d0d7de;border-radius:6px;
+  padding:10px;margin:10px 0}
+.example img{width:224px;height:224px;object-fit:contain;background:#f6f8fa;border:1px solid #d0d7de}
+.example .nopic{width:224px;height:60px;color:#57606a;font-size:13px}
+.example .head{margin-bottom:6px}.example .also{font-size:12.5px;color:#57606a;margin-top:6px}
+.captions{width:100%%;table-layout:fixed}.captions td,.captions th{text-align:left;vertical-align:top}
+.cap{font-family:%(mono)s;font-size:14px;white-space:pre-wrap;word-break:break-word}
+
+del{background:#ffc7c2;text-decoration:line-through;text-decoration-color:#c62828}
+ins{background:#ffe38a;text-decoration:none;outline:1px solid #d4a200}
+.cp{white-space:nowrap}.cp sub{font-family:%(fonts)s;font-size:10px;color:#6b21a8;background:#f3e8ff;
+  border-radius:3px;padding:0 2px;margin-left:1px;vertical-align:baseline}
+""" % {"fonts": _FONTS, "mono": _MONO}) + "".join(
+    f".v-{_CLASS[v]}{{color:{strong};background:{light};border-color:{strong}}}"
+    f".banner.v-{_CLASS[v]} .word{{color:{strong}}}" for v, (strong, light) in PALETTE.items())
+
+_CHANNELS = ("text=", "image=", "prompt=")
 
 
-def _heatmap(group: dict) -> str:
-    """Drop in accuracy per text x image cell, darker red = larger drop."""
+def _level(report: dict) -> str:
+    """The intervals' confidence level, `95%`."""
+    confidence = (report.get("options") or {}).get("confidence")
+    return f"{confidence:.0%}" if isinstance(confidence, (int, float)) else "95%"
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _short(condition: str) -> str:
+    """`text=typos@3+image=uap@3` -> `typos@3+uap@3`: the condition as a reader names it."""
+    for prefix in _CHANNELS:
+        condition = condition.replace(prefix, "")
+    return condition
+
+
+def _chip(verdict: str, text: str | None = None, title: str | None = None) -> str:
+    label = text if text is not None else (f"{MARKS.get(verdict, '?')} {verdict}" if verdict in MARKS else verdict)
+    tip = title or VERDICT_MEANING.get(verdict, "")
+    return f'<span class="chip v-{_CLASS.get(verdict, "none")}" title="{_e(tip)}">{_e(label)}</span>'
+
+
+def legend(extra: str = "") -> str:
+    """The verdict colours, each with its meaning as a tooltip."""
+    return ('<div class="legend">Colour = the case\'s test verdict: ' + "".join(_chip(v) for v in VERDICTS)
+            + _chip(NO_VERDICT, f"? {NO_VERDICT}") + (f" {extra}" if extra else "") + "</div>")
+
+
+# --- the first screen: the verdict ---------------------------------------------------------------------------
+
+
+def _deciding(violations: list[dict]) -> list[dict]:
+    """The violations that fail the case (`fails`, as the run recorded; else the sure ones), or all when none does."""
+    key = "fails" if any("fails" in v for v in violations) else "sure"
+    return [v for v in violations if v.get(key)] or violations
+
+
+def _case_name(case: dict, anchors: dict[str, str] | None) -> str:
+    """The case's name in bold over the rest of its node id, linked to its suite's section."""
+    head, _, name = str(case.get("nodeid", "")).rpartition("::")
+    href = (anchors or {}).get(case.get("nodeid", ""))
+    text = f"<b>{_e(name)}</b><br><small>{_e(head)}::</small>"
+    return f'<a href="#{href}">{text}</a>' if href else text
+
+
+def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, deciding_only: bool = False,
+               all_failed: bool = False, level: str = "95%") -> str:
+    """One block of rows per case: its name (linked to its suite's section), verdict, and each violation with its
+    value, the limit it had to meet and the interval; then its p-value. `deciding_only`: only the violations that
+    fail the case, the others in one line; `all_failed`: every case failed the run (the verdict's list), so
+    that goes unsaid."""
+    rows = []
+    for case in cases:
+        verdict = verdict_of(case)
+        violations = worst_violations(case)
+        shown = _deciding(violations) if deciding_only else violations
+        regressions = [r for r in case.get("regressions") or [] if r.get("regressed", True)]
+        p = case.get("p_value")
+        fdr = case.get("fdr_survives") if verdict_of(case) in ("fail for sure", "fail within noise") else None
+        p_cell = _e(p_value(p)) + ("" if fdr is None else "<br><small>survives FDR</small>" if fdr
+                                   else "<br><small>may be chance (FDR)</small>")
+        lines = []
+        for v in shown:
+            what, value, limit, ci = (_e(x) for x in violation_parts(v))
+            mark = MARKS["fail for sure"] if v.get("sure") else MARKS["fail within noise"]
+            lines.append(f"<td class='l w'>{mark} {what}</td><td class='n'>{value}</td><td class='n'>{limit}</td>"
+                         f"<td class='n'>{ci}</td>")
+        for r in regressions:
+            lines.append(f"<td class='l' colspan='4'>regressed against the baseline: {_e(regression_text(r))}</td>")
+        rest = [v for v in violations if not any(v is w for w in shown)]
+        if rest:
+            lines.append(f"<td class='l note' colspan='4'>also within noise: " + "; ".join(
+                f"{_e(w)} {_e(x)} (required {_e(lim)}, {_e(ci)})"
+                for w, x, lim, ci in (violation_parts(v) for v in rest)) + "</td>")
+        if not lines:
+            reason = (case.get("skip_reason") or case.get("message") or case.get("not_gating")
+                      or ("every threshold met" if verdict == "pass" else "no violation recorded"))
+            lines.append(f"<td class='l note' colspan='4'>{_e(reason)}</td>")
+        n = len(lines)
+        gated = ", ".join(case.get("gated_by") or [])
+        failed = ("" if case.get("outcome") != "failed" else f"<br><small>by {_e(gated)}</small>" if all_failed and gated
+                  else "" if all_failed else "<br><b>failed the run</b>" + (f"<br><small>by {_e(gated)}</small>"
+                                                                            if gated else ""))
+        lead = (f"<td class='l name' rowspan='{n}'>{_case_name(case, anchors)}</td>"
+                f"<td class='l v' rowspan='{n}'>{_chip(verdict)}{failed}</td>")
+        tail = f"<td rowspan='{n}'>{p_cell}</td>"
+        rows.append(f"<tr>{lead}{lines[0]}{tail}</tr>" + "".join(f"<tr>{line}</tr>" for line in lines[1:]))
+    return ("<div class='scroll'><table class='cases'><tr><th class='l'>case</th><th class='l'>verdict</th>"
+            f"<th class='l'>violated</th><th>value</th><th>required</th><th>{_e(level)} interval</th><th>p</th></tr>"
+            + "".join(rows) + "</table></div>")
+
+
+def _model_card(model: dict) -> str:
+    c = {v: int(model.get(v, 0) or 0) for v in VERDICTS}
+    chips = " ".join(_chip(v, f"{MARKS[v]} {c[v]} {v}") for v in VERDICTS if c[v] or v == "pass")
+    failed = int(model.get("failed", 0) or 0)
+    families = model.get("weakest_families") or []
+    table = ""
+    if families:
+        body = "".join(
+            f"<tr><td>{_e(f.get('family', ''))}</td><td class='l'>{_e(_short(str(f.get('condition', ''))))}</td>"
+            f"<td class='l'>{_chip(f.get('verdict') or NO_VERDICT)}</td><td class='l'>{_e(f.get('what', ''))}</td>"
+            f"<td>{_e(number(f.get('value')))}</td><td>{_e(number(f.get('limit')))}</td></tr>" for f in families)
+        table = ("<div class='scroll'><table><tr><th class='l'>weakest family</th><th class='l'>its worst condition"
+                 "</th><th class='l'>verdict</th><th class='l'>measure</th><th>value</th><th>limit</th></tr>"
+                 f"{body}</table></div>")
+    regressed = (f" · {int(model['regressed'])} regressed against the baseline" if model.get("regressed") else "")
+    return (f"<div class='model'><h3>{_e(model.get('model', ''))}</h3><div>{int(model.get('cases', 0) or 0)} cases: "
+            f"{chips} · <b>{failed} failed the run</b>{regressed}</div>{table}</div>")
+
+
+def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
+    if not has_verdict(report):
+        return ("<section id='verdict'><div class='banner v-none'><span class='word'>NO VERDICT</span><span>"
+                f"<span class='summary'>{NO_VERDICT}</span><br><span class='gate'>This report was written before "
+                "verdicts were recorded: the sections below carry the numbers, not whether the run passed."
+                "</span></span></div></section>")
+    verdict = report["verdict"]
+    passed = bool(verdict.get("passed"))
+    gate = verdict.get("gate") or "thresholds"
+    word, style = ("PASS", "pass") if passed else ("FAIL", "fail for sure")
+    parts = [f"<section id='verdict'><div class='banner v-{_CLASS[style]}'><span class='word'>"
+             f"{MARKS[style]} {word}</span><span><span class='summary'>{_e(verdict.get('summary', ''))}</span><br>"
+             f"<span class='gate'>gate: <b>{_e(gate)}</b>: {_e(GATES.get(gate, ''))}</span></span></div>"]
+    models = verdict.get("models") or []
+    if models:
+        parts.append("<div class='models'>" + "".join(_model_card(m) for m in models) + "</div>")
+    fdr = verdict.get("fdr")
+    if fdr:
+        chance = int(fdr.get("failing", 0)) - int(fdr.get("surviving", 0))
+        parts.append(f"<p class='note'>False discovery rate (Benjamini-Hochberg, q = {fdr.get('q')}): "
+                     f"{fdr.get('surviving')} of {fdr.get('failing')} failing cases survive over "
+                     f"{fdr.get('confident')} confident cases" + (f"; {chance} may be chance" if chance > 0 else "")
+                     + ".</p>")
+    baseline = verdict.get("baseline")
+    if baseline:
+        parts.append(f"<p><b>Baseline</b> <code>{_e(baseline.get('path', ''))}</code>: "
+                     f"{_e(baseline.get('summary', ''))} <a href='#baseline'>(comparison)</a></p>")
+    cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
+    failing = list(verdict.get("failing") or [])
+    parts.append(f"<h2 id='failing'>Failing cases ({len(failing)})</h2>")
+    if failing:
+        known = [cases[n] for n in failing if n in cases]
+        others = [n for n in failing if n not in cases]
+        parts.append(legend() + _case_rows(known, anchors, deciding_only=True, all_failed=True, level=_level(report))
+                     if known else "")
+        if others:
+            parts.append("<p>Other failing tests (not suite cases): "
+                         + ", ".join(f"<code>{_e(n)}</code>" for n in others) + "</p>")
+    else:
+        parts.append("<p>No case failed the run.</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _baseline_section(report: dict) -> str:
+    baseline = (report.get("verdict") or {}).get("baseline") if has_verdict(report) else None
+    if not baseline:
+        return ""
+    rows = sorted(baseline.get("rows") or [], key=lambda r: not r.get("regressed"))
+    body = "".join(
+        f"<tr><td>{_e(r.get('model', ''))}</td><td class='l'>{_e(r.get('dataset', ''))}</td>"
+        f"<td class='l'>{_e(_short(str(r.get('condition', ''))))}</td><td class='l'>{_e(r.get('what', ''))}</td>"
+        f"<td>{_e(number(r.get('before')))}</td><td>{_e(number(r.get('now')))}</td>"
+        f"<td>{_e(signed(r.get('difference')))}</td><td>{_e(interval(r.get('ci')))}</td>"
+        f"<td>{_e(p_value(r.get('p_value')))}</td><td class='l'>"
+        + (_chip("fail for sure", "✗ regressed") if r.get("regressed") else _chip("pass", "✓ within noise"))
+        + "</td></tr>" for r in rows)
+    return (f"<h2 id='baseline'>Baseline comparison: {_e(baseline.get('path', ''))}</h2><p>"
+            f"{_e(baseline.get('summary', ''))} ({baseline.get('regressed', 0)} of {baseline.get('conditions', 0)} "
+            "conditions regressed; difference = now − before, with its paired interval and test).</p>"
+            "<div class='scroll'><table><tr><th>model</th><th class='l'>dataset</th><th class='l'>condition</th>"
+            "<th class='l'>measure</th><th>before</th><th>now</th><th>difference</th><th>interval</th><th>p</th>"
+            f"<th class='l'>regressed?</th></tr>{body}</table></div>")
+
+
+# --- per suite -------------------------------------------------------------------------------------------------
+
+
+def _case_colour(case: dict | None, light: bool = False) -> str:
+    return PALETTE.get(verdict_of(case), PALETTE[NO_VERDICT])[1 if light else 0]
+
+
+def _accuracy_limit(case: dict | None):
+    """The relative-robustness-of-accuracy floor the case had to meet, when its thresholds name one."""
+    floor = ((case or {}).get("thresholds") or {}).get("min_relative_robustness")
+    value = floor.get("accuracy") if isinstance(floor, dict) else floor if isinstance(floor, (int, float)) else None
+    return value if isinstance(value, (int, float)) else None
+
+
+def _heatmap(group: dict, cases: list[dict]) -> str:
+    """Per text x image cell the change in accuracy, perturbed − clean (negative: the pair lowers it), on the colour
+    of the cell's case verdict; without recorded verdicts, tinted red by the size of the drop."""
     cells = {r["condition"]: r for r in group["results"] if r["kind"] == "combined"}
     if not cells:
         return ""
     texts, images = group["grid_text"], group["grid_image"]
     clean = group["clean"]["metrics"]["accuracy"]
-    size, left, top = 64, 170, 120
-    # column labels lean right at -40 degrees: leave room for the longest beyond the last column
+    size, left = 76, 170
+    # column labels lean right at -40 degrees: leave room for the longest above the grid and beyond its last column
     longest = max(len(i.split("=", 1)[1]) for i in images)
+    top = max(30, int(0.64 * 6.2 * longest) + 14)
     width, height = left + size * len(images) + max(10, int(5.5 * longest)), top + size * len(texts) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="11" '
-             f'overflow="visible">']
+             f'overflow="visible" role="img" aria-label="accuracy change per text x image pair">']
     for j, image in enumerate(images):
         x = left + j * size + size / 2
         parts.append(f'<text x="{x}" y="{top - 6}" transform="rotate(-40 {x} {top - 6})">'
-                     f'{html.escape(image.split("=", 1)[1])}</text>')
+                     f'{_e(image.split("=", 1)[1])}</text>')
     for i, text in enumerate(texts):
         y = top + i * size
         parts.append(f'<text x="{left - 6}" y="{y + size / 2 + 4}" text-anchor="end">'
-                     f'{html.escape(text.split("=", 1)[1])}</text>')
+                     f'{_e(text.split("=", 1)[1])}</text>')
         for j, image in enumerate(images):
             r = cells.get(f"{text}+{image}")
             x = left + j * size
             if r is None:
-                parts.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="#eee" stroke="#fff"/>')
+                parts.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="#f6f8fa" stroke="#fff"/>')
                 continue
-            drop = clean - r["metrics"]["accuracy"]
-            shade = max(0.0, min(1.0, drop / max(clean, 1e-9) / 0.5))  # 50% relative drop = full red
-            fill = f"rgb(255,{int(255 * (1 - shade))},{int(255 * (1 - shade))})"
-            parts.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="{fill}" stroke="#ccc">'
-                         f'<title>{html.escape(r["condition"])}: accuracy {r["metrics"]["accuracy"]:.3f}</title></rect>'
-                         f'<text x="{x + size / 2}" y="{y + size / 2 + 4}" text-anchor="middle">{drop:+.3f}</text>')
+            change = r["metrics"]["accuracy"] - clean
+            case = case_of(cases, r["condition"])
+            if cases:
+                fill, stroke = _case_colour(case, light=True), _case_colour(case)
+            else:
+                shade = max(0.0, min(1.0, -change / max(clean, 1e-9) / 0.5))  # 50% relative drop = full red
+                fill, stroke = f"rgb(255,{int(255 * (1 - shade))},{int(255 * (1 - shade))})", "#bbb"
+            verdict = verdict_of(case) if cases else NO_VERDICT
+            tip = f"{r['condition']}: accuracy {r['metrics']['accuracy']:.3f} (clean {clean:.3f}); {verdict}"
+            mark = MARKS.get(verdict, "")
+            parts.append(f'<rect x="{x + 1}" y="{y + 1}" width="{size - 2}" height="{size - 2}" fill="{fill}" '
+                         f'stroke="{stroke}" stroke-width="1.5"><title>{_e(tip)}</title></rect>'
+                         f'<text x="{x + size / 2}" y="{y + size / 2 + 1}" text-anchor="middle" font-size="14" '
+                         f'font-weight="bold">{signed(change)}</text>'
+                         f'<text x="{x + size / 2}" y="{y + size / 2 + 17}" text-anchor="middle" fill="#3d444d">'
+                         f'{_e(mark)} acc {r["metrics"]["accuracy"]:.3f}</text>')
     parts.append("</svg>")
-    return "<p>Accuracy drop from clean per text x image pair</p>" + "".join(parts)
+    key = ("cell colour: the case's verdict" if cases else "no verdict recorded: cells tinted red by the drop "
+           "(full red: half the clean accuracy lost)")
+    return (f"<p>Accuracy drop from clean per text x image pair, shown as perturbed − clean accuracy (clean "
+            f"{clean:.3f}; −0.200: 20 points lower); {key}</p>" + "".join(parts))
 
 
-def _bars(group: dict) -> str:
-    """Relative robustness of accuracy per single-channel perturbation, with its paired bootstrap interval."""
+def _brief(what: str) -> str:
+    """`relative robustness of accuracy` -> `rel. accuracy`, for the bars' margin."""
+    return what.replace("relative robustness of ", "rel. ").replace("absolute robustness of ", "abs. ")
+
+
+def _bars(group: dict, cases: list[dict]) -> str:
+    """Relative robustness of accuracy per single-channel perturbation with its paired bootstrap interval, coloured
+    by the case's verdict, with the floor the case had to meet and the violation that decided it."""
     rows = [r for r in group["results"] if r["kind"] in ("text", "image")]
     if not rows:
         return ""
-    scale, left, row_h = 300, 190, 18
+    scale, row_h = 300, 20
+    left = min(230, 14 + int(6.3 * max(len(_short(r["condition"])) for r in rows)))
     lo_axis, hi_axis = 0.0, 1.2
     x = lambda v: left + (min(max(v, lo_axis), hi_axis) - lo_axis) / (hi_axis - lo_axis) * scale
     height = row_h * len(rows) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + scale + 120}" height="{height}" font-size="11">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + scale + 420}" height="{height}" font-size="11" '
+             f'role="img" aria-label="relative robustness of accuracy per perturbation">',
              f'<line x1="{x(1.0)}" y1="0" x2="{x(1.0)}" y2="{height - 20}" stroke="#888" stroke-dasharray="3"/>']
     for k, r in enumerate(rows):
         y = k * row_h + 4
         value = r["relative_robustness"]["accuracy"]
         lo, hi = r["relative_robustness_ci"]["accuracy"]
-        color = "#c0392b" if hi < 1 else "#2980b9"
-        parts.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{html.escape(r["condition"])}</text>'
-                     f'<rect x="{x(lo_axis)}" y="{y + 3}" width="{x(value) - x(lo_axis)}" height="10" fill="{color}" '
-                     f'opacity=".6"/><line x1="{x(lo)}" y1="{y + 8}" x2="{x(hi)}" y2="{y + 8}" stroke="#222"/>'
-                     f'<text x="{left + scale + 6}" y="{y + 11}">{value:.3f} (p {p_value(r.get("mcnemar_p"))})</text>')
+        case = case_of(cases, r["condition"]) if cases else None
+        verdict = verdict_of(case)
+        colour = _case_colour(case)
+        worst = worst_violations(case or {})
+        note = f"{MARKS[verdict]} " if verdict in MARKS else ""
+        if worst:
+            what, v, _, _ = violation_parts(worst[0])
+            wrong = "<" if worst[0].get("comparison") == ">=" else ">"
+            note += (f"{_brief(what)} {v} {wrong} {number(worst[0].get('limit'))}"
+                     + (f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""))
+        elif verdict in MARKS:
+            note += verdict
+        tip = f"{(case or {}).get('nodeid', r['condition'])}: {verdict}"
+        floor = _accuracy_limit(case)
+        parts.append(f'<g><title>{_e(tip)}</title>'
+                     f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{_e(_short(r["condition"]))}</text>'
+                     f'<rect x="{x(lo_axis)}" y="{y + 3}" width="{max(0.0, x(value) - x(lo_axis))}" height="12" '
+                     f'fill="{colour}" opacity=".78"/>'
+                     f'<line x1="{x(lo)}" y1="{y + 9}" x2="{x(hi)}" y2="{y + 9}" stroke="#111" stroke-width="1.5"/>'
+                     + (f'<line x1="{x(floor)}" y1="{y + 1}" x2="{x(floor)}" y2="{y + 17}" stroke="#111" '
+                        f'stroke-width="2"/>' if floor is not None else "")
+                     + f'<text x="{left + scale + 8}" y="{y + 12}">{value:.3f} ({lo:.3f} .. {hi:.3f}) '
+                     f'<tspan fill="{colour}">{_e(note)}</tspan></text></g>')
     for tick in (0.0, 0.5, 1.0):
         parts.append(f'<text x="{x(tick)}" y="{height - 6}" text-anchor="middle">{tick}</text>')
     parts.append("</svg>")
-    return "<p>Relative robustness of accuracy (bar) with its interval (line) and McNemar's p; red: the interval is below 1</p>" \
-        + "".join(parts)
+    return ("<p>Relative robustness of accuracy (perturbed / clean accuracy) per perturbation: bar = estimate, thin "
+            "line = its interval, black tick = the floor the case had to meet, dashed = 1 (no loss); on the right, "
+            "the violation that decided the case (McNemar's p is in the tables below)</p><div class='scroll'>"
+            + "".join(parts) + "</div>")
 
 
-def _worst(group: dict) -> str:
-    rows = group.get("worst_examples", [])
-    if not rows:
+def _char(ch: str) -> str:
+    """One caption character for the page: itself, or, outside plain ASCII, itself with its code point beside it
+    (and the character's name as a tooltip), so a look-alike or invisible character is seen."""
+    if visible(ch):
+        return html.escape(ch)
+    point = code_point(ch)
+    return f'<span class="cp" title="{_e(point)}">{html.escape(ch)}<sub>{_e(point.split(" ", 1)[0])}</sub></span>'
+
+
+def _text(text: str) -> str:
+    return "".join(_char(ch) for ch in text)
+
+
+def caption_pair(before: str, after: str) -> tuple[str, str]:
+    """The clean and perturbed captions as HTML, what the edit removed struck through in the first, what it put in
+    highlighted in the second."""
+    left, right = [], []
+    for op, a, b in caption_diff(before, after):
+        if op == "same":
+            left.append(_text(a))
+            right.append(_text(b))
+            continue
+        if a:
+            left.append(f"<del>{_text(a)}</del>")
+        if b:
+            right.append(f"<ins>{_text(b)}</ins>")
+    return "".join(left), "".join(right)
+
+
+def _worst(group: dict, cases: list[dict]) -> str:
+    examples = distinct_memes(group.get("worst_examples", []))
+    if not examples:
         return ""
-    body = "".join(
-        (f'<tr><td><img alt="{html.escape(e["id"])}" src="data:image/png;base64,{e["thumbnail"]}"></td>'
-         if e.get("thumbnail") else "<tr><td><small>no picture</small></td>")
-        + f'<td>{html.escape(e["condition"])}<br><small>{html.escape(e["id"])}</small></td>'
-        f'<td>{html.escape(e["caption"])}</td><td>{html.escape(e["perturbed_caption"])}</td>'
-        f'<td>{html.escape(e["label"])}: {e["p_true_clean"]:.3f} &rarr; {e["p_true_perturbed"]:.3f}</td></tr>'
-        for e in rows)
-    return ('<p>Worst examples: the largest drops in the probability of the true class</p><table class="worst">'
-            "<tr><th>picture</th><th>condition</th><th>caption</th><th>perturbed caption</th>"
-            f"<th>p(true class) clean &rarr; perturbed</th></tr>{body}</table>")
+    blocks = []
+    for e in examples:
+        case = case_of(cases, e["condition"]) if cases else None
+        picture = (f'<img alt="{_e(e["id"])}" src="data:image/png;base64,{e["thumbnail"]}">' if e.get("thumbnail")
+                   else "<div class='nopic'>no picture (a caption-only meme)</div>")
+        before, after = e.get("caption", ""), e.get("perturbed_caption", "")
+        clean_html, perturbed_html = caption_pair(before, after)
+        if before == after:
+            perturbed_html += " <span class='note'>(caption unchanged: the picture was edited)</span>"
+        also = e.get("also") or []
+        blocks.append(
+            f"<div class='example'>{picture}<div><div class='head'><b>{_e(e['id'])}</b> under "
+            f"<code>{_e(_short(e['condition']))}</code> {_chip(verdict_of(case)) if cases else ''}<br>"
+            f"true label <b>{_e(e.get('label', ''))}</b>: p(true label) {e['p_true_clean']:.3f} → "
+            f"{e['p_true_perturbed']:.3f} ({signed(e['p_true_perturbed'] - e['p_true_clean'])})</div>"
+            f"<table class='captions'><tr><th>clean caption</th><th>perturbed caption</th></tr>"
+            f"<tr><td class='cap'>{clean_html}</td><td class='cap'>{perturbed_html}</td></tr></table>"
+            + (f"<div class='also'>also among the worst under: {_e(', '.join(_short(c) for c in also))}</div>"
+               if also else "") + "</div></div>")
+    return ("<h3>Worst examples</h3><p>Distinct memes whose probability of the true label fell the most, each under "
+            "the condition that hurt it most. In the captions, <del>struck</del>: what the edit removed; "
+            "<ins>highlighted</ins>: what it put in; characters outside ASCII carry their code point "
+            "(hover for the name).</p>" + "".join(blocks))
+
+
+def _group_section(group: dict, cases: list[dict], anchor: str, level: str = "95%") -> str:
+    c = counts(cases)
+    status = (f"<p>{len(cases)} cases: " + " ".join(_chip(v, f"{MARKS[v]} {c[v]} {v}") for v in VERDICTS
+                                                    if c[v] or v == "pass")
+              + f" · <b>{c['failed']} failed the run</b></p>" + legend()) if cases else f"<p class='note'>{NO_VERDICT}</p>"
+    not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise")]
+    not_passing.sort(key=lambda k: (k.get("outcome") != "failed", verdict_of(k) != "fail for sure"))
+    table = (f"<h3>Cases that do not pass ({len(not_passing)})</h3>" + _case_rows(not_passing, deciding_only=True, level=level)
+             if not_passing else "")
+    tables = render({"groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []}, "html",
+                    heading=lambda t: f"<h3>{_e(table_heading(t, group))}</h3>")
+    return (f"<section id='{anchor}'><h2>{_e(section_title(group))}</h2>{status}{_bars(group, cases)}"
+            f"{_heatmap(group, cases)}{table}{_worst(group, cases)}<div class='scroll'>{tables}</div></section>")
+
+
+# --- other sections and the page -------------------------------------------------------------------------------
 
 
 def _budget_worst(entry: dict) -> str:
     """Per family, the memes that fell to the smallest edits, with the caption before and the one that got past."""
-    rows = "".join(
-        f"<tr><td>{html.escape(e['family'])}</td><td>{w['budget']:g} {html.escape(e.get('unit', ''))}</td>"
-        f"<td>{html.escape(str(w['id']))}</td><td>{html.escape(w['caption'])}</td>"
-        f"<td>{html.escape(w['evasion']) if w.get('evasion') else '<small>picture edited</small>'}</td></tr>"
-        for e in entry["entries"] for w in e.get("worst", []))
+    rows = []
+    for e in entry["entries"]:
+        for w in e.get("worst", []):
+            if w.get("evasion"):
+                before, after = caption_pair(w["caption"], w["evasion"])
+            else:
+                before, after = _text(w["caption"]), "<small>picture edited</small>"
+            rows.append(f"<tr><td>{_e(e['family'])}</td><td>{w['budget']:g} {_e(e.get('unit', ''))}</td>"
+                        f"<td>{_e(str(w['id']))}</td><td class='cap l'>{before}</td><td class='cap l'>{after}</td></tr>")
     if not rows:
         return ""
-    return ("<p>The memes that fell to the smallest edits</p><table class='worst'><tr><th>family</th><th>budget</th>"
-            f"<th>meme</th><th>caption</th><th>caption that got past</th></tr>{rows}</table>")
+    return ("<p>The memes that fell to the smallest edits</p><table class='captions'><tr><th>family</th><th>budget</th>"
+            f"<th>meme</th><th>caption</th><th>caption that got past</th></tr>{''.join(rows)}</table>")
 
 
 def _prompt_html(entry: dict) -> str:
     """The prompt-invariance table, then its figures per meme and the memes most sensitive to wording."""
-    return prompt_table(entry, "html") + "".join(f"<p>{html.escape(line)}</p>" for line in prompt_summary(entry))
+    return prompt_table(entry, "html") + "".join(f"<p>{_e(line)}</p>" for line in prompt_summary(entry))
+
+
+def _details(report: dict) -> str:
+    parts = ["<section id='run-details'><h2>Run details and versions</h2>"]
+    for title, rows, headers in run_details(report):
+        body = "".join("<tr>" + "".join(f"<td class='l'>{_e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+        parts.append(f"<h3>{_e(title)}</h3><div class='scroll'><table><tr>"
+                     + "".join(f"<th class='l'>{_e(h)}</th>" for h in headers) + f"</tr>{body}</table></div>")
+    return "".join(parts) + "</section>"
 
 
 def to_html(report: dict) -> str:
-    meta = (f"seed {report['seed']}; " + "; ".join(f"{name}: {info['n']} memes, fingerprint {info['fingerprint'][:12]}"
-                                                   for name, info in report["datasets"].items())
-            + "; " + "; ".join(f"{m}: checkpoint {info['checkpoint_sha256'][:12]}" for m, info in report["models"].items())
-            + "; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
-    sections = []
-    for group in report["groups"]:
-        tables = render({**report, "groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []},
-                        "html",
-                        heading=lambda t: f"<h3>{html.escape(t.split(': ', 1)[-1] if group.get('suite') else t)}</h3>")
-        sections.append(f"<h2>{html.escape(group_title(group))}</h2>{tables}{_heatmap(group)}{_bars(group)}"
-                        f"{_worst(group)}")
+    taken = {"verdict", "failing", "baseline", "contents", "run-details"}
+    suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
+    anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
+    sections, toc = [], [("verdict", "Verdict", "")]
+    if has_verdict(report):
+        toc.append(("failing", f"Failing cases ({len(report['verdict'].get('failing') or [])})", ""))
+        if report["verdict"].get("baseline"):
+            toc.append(("baseline", "Baseline comparison", ""))
+    for group, cases, anchor in suites:
+        sections.append(_group_section(group, cases, anchor, _level(report)))
+        toc.append((anchor, short_title(group), counts_text(counts(cases)) if cases else NO_VERDICT))
     if report.get("reliance"):
-        sections.append(f"<h2>modality reliance: which channel decides</h2>{reliance_table(report['reliance'], 'html')}")
+        sections.append("<section id='reliance'><h2>Modality reliance: which channel decides</h2>"
+                        f"{reliance_table(report['reliance'], 'html')}</section>")
+        toc.append(("reliance", "Modality reliance", ""))
     for entry in report.get("budgets", []):
-        sections.append(f"<h2>{html.escape(budget_title(entry))}</h2>{budget_table(entry['entries'], 'html')}"
-                        f"{_budget_worst(entry)}")
+        anchor = slug(f"budgets {entry.get('label', entry['model'])} {entry['dataset']}", taken)
+        sections.append(f"<section id='{anchor}'><h2>{_e(budget_title(entry))}</h2>"
+                        f"{budget_table(entry['entries'], 'html')}{_budget_worst(entry)}</section>")
+        toc.append((anchor, f"Evasion budgets: {entry.get('label', entry['model'])}", ""))
     for entry in report.get("prompt_invariance", []):
-        sections.append(f"<h2>prompt invariance: {html.escape(entry['model'])} on {html.escape(entry['dataset'])} "
-                        f"(n={entry['n']})</h2>" + _prompt_html(entry))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Robustness report</title>"
-            f"<style>{_STYLE}</style></head><body><h1>Robustness report</h1><p class='meta'>{html.escape(meta)}</p>"
-            + "".join(sections) + "</body></html>\n")
+        anchor = slug(f"prompts {entry['model']} {entry['dataset']}", taken)
+        sections.append(f"<section id='{anchor}'><h2>Prompt invariance: {_e(entry['model'])} on "
+                        f"{_e(entry['dataset'])} (n={entry['n']})</h2>{_prompt_html(entry)}</section>")
+        toc.append((anchor, f"Prompt invariance: {entry['model']}", ""))
+    toc.append(("run-details", "Run details and versions", ""))
+
+    if has_verdict(report):
+        passed = bool(report["verdict"].get("passed"))
+        badge = _chip("pass" if passed else "fail for sure", "✓ PASS" if passed else "✗ FAIL").replace(
+            'class="chip', 'class="badge')
+    else:
+        badge = f'<span class="badge v-none">{NO_VERDICT}</span>'
+    nav = (f"<nav id='contents' aria-label='contents'>{badge}<h2>Contents</h2><ol>"
+           + "".join(f"<li><a href='#{anchor}'>{_e(label)}</a>" + (f"<span class='n'>{_e(n)}</span>" if n else "")
+                     + "</li>" for anchor, label, n in toc) + "</ol></nav>")
+    data = "; ".join(f"{name}: {info.get('n')} memes" for name, info in (report.get("datasets") or {}).items())
+    meta = (f"{', '.join(report.get('models') or {})} on {data}; seed {report.get('seed')}. "
+            "Suites are ordered most failing first; run details and versions are at the end.")
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>Robustness report</title>"
+            f"<style>{_STYLE}</style></head><body><div class='layout'>{nav}<main><h1>Robustness report</h1>"
+            f"<p class='meta'>{_e(meta)}</p>{_verdict_section(report, anchors)}{_baseline_section(report)}"
+            + "".join(sections) + _details(report) + "</main></div></body></html>\n")

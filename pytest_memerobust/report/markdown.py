@@ -1,0 +1,245 @@
+"""The Markdown report (report.to_markdown), for a reviewer: the run's verdict first (PASS/FAIL, per model the counts
+and the weakest perturbation families, the failing cases with their violations, the baseline comparison), then the
+contents, then one section per suite, most failing first (its cases, worst memes with their caption edits, the
+paper's tables), and the run's details and versions last. It renders the verdict the report recorded and decides
+nothing. GitHub-flavoured: pipe tables, explicit anchors, <del>/<ins> for caption edits."""
+from __future__ import annotations
+
+import html
+
+from .gallery import caption_diff, code_point, distinct_memes, visible
+from .outline import (GATES, MARKS, NO_VERDICT, VERDICTS, case_of, counts, counts_text, has_verdict, interval, number,
+                      regression_text, run_details, section_title, severity_order, short_title, signed, slug,
+                      table_heading, verdict_of, violation_parts, worst_violations)
+from .tables import budget_table, budget_title, p_value, prompt_summary, prompt_table, reliance_table, render
+
+_SPECIAL = {"\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", ">": "&gt;"}
+_CAPTION = {**_SPECIAL, "_": "\\_", "~": "\\~", "#": "\\#"}  # free text: no emphasis, strike or heading either
+
+
+def cell(text, special: dict = _SPECIAL) -> str:
+    """Text safe in a pipe-table cell: what Markdown would read as markup escaped, no line breaks."""
+    return "".join(special.get(ch, " " if ch in "\r\n" else ch) for ch in str(text))
+
+
+def table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
+    """A GitHub pipe table; the cells are Markdown already (use `cell` for plain text)."""
+    rule = ["---:" if k in right else "---" for k in range(len(headers))]
+    return "\n".join("| " + " | ".join(r) + " |" for r in [headers, rule, *rows])
+
+
+def _char(ch: str) -> str:
+    if visible(ch):
+        return cell(ch, _CAPTION)
+    return f"{html.escape(ch)}<sub>{code_point(ch).split(' ', 1)[0]}</sub>"
+
+
+def _text(text: str) -> str:
+    return "".join(_char(ch) for ch in text)
+
+
+def caption_pair(before: str, after: str) -> tuple[str, str]:
+    """The clean and perturbed captions for a table cell: what the edit removed in <del>, what it put in in <ins>,
+    characters outside ASCII with their code point."""
+    left, right = [], []
+    for op, a, b in caption_diff(before, after):
+        if op == "same":
+            left.append(_text(a))
+            right.append(_text(b))
+            continue
+        if a:
+            left.append(f"<del>{_text(a)}</del>")
+        if b:
+            right.append(f"<ins>{_text(b)}</ins>")
+    return "".join(left), "".join(right)
+
+
+def _verdict_cell(verdict: str) -> str:
+    return f"{MARKS.get(verdict, '?')} {verdict}"
+
+
+def _deciding(violations: list[dict]) -> list[dict]:
+    """The violations that fail the case (`fails`, as the run recorded; else the sure ones), or all when none does."""
+    key = "fails" if any("fails" in v for v in violations) else "sure"
+    return [v for v in violations if v.get(key)] or violations
+
+
+def case_rows(cases: list[dict], anchors: dict[str, str] | None = None, all_failed: bool = False) -> str:
+    """Per case, one row per violation that fails it (the case named on its first row), one row for the violations
+    within noise, then its regressions against the baseline."""
+    rows = []
+    for case in cases:
+        head, _, name = str(case.get("nodeid", "")).rpartition("::")
+        href = (anchors or {}).get(case.get("nodeid", ""))
+        title = f"**{cell(name)}**" + (f" ([{cell(head)}](#{href}))" if href else f" ({cell(head)})")
+        p = case.get("p_value")
+        fdr = case.get("fdr_survives") if verdict_of(case) in ("fail for sure", "fail within noise") else None
+        p_text = p_value(p) + ("" if fdr is None else " ✓ FDR" if fdr else " may be chance (FDR)")
+        violations = worst_violations(case)
+        shown = _deciding(violations)
+        lines = []
+        for v in shown:
+            what, value, limit, ci = violation_parts(v)
+            mark = MARKS["fail for sure"] if v.get("sure") else MARKS["fail within noise"]
+            lines.append([f"{mark} {cell(what)}", value, cell(limit), ci])
+        rest = [v for v in violations if not any(v is w for w in shown)]
+        if rest:
+            lines.append(["also within noise: " + "; ".join(
+                f"{cell(w)} {x} (required {cell(lim)}, {ci})" for w, x, lim, ci in map(violation_parts, rest)),
+                "", "", ""])
+        for r in case.get("regressions") or []:
+            if r.get("regressed", True):
+                lines.append([f"regressed against the baseline: {cell(regression_text(r))}", "", "", ""])
+        if not lines:
+            lines.append([cell(case.get("skip_reason") or case.get("message") or case.get("not_gating")
+                               or "no violation recorded"), "", "", ""])
+        gated = ", ".join(case.get("gated_by") or [])
+        failed = ("" if case.get("outcome") != "failed" else f" (by {gated})" if all_failed and gated
+                  else "" if all_failed else " (failed the run" + (f" by {gated})" if gated else ")"))
+        for k, line in enumerate(lines):
+            first = k == 0
+            rows.append([title if first else "", _verdict_cell(verdict_of(case)) + failed if first else "", *line,
+                         p_text if first else ""])
+    return table(["case", "verdict", "violated", "value", "required", "interval", "p · FDR"], rows, {3, 5, 6})
+
+
+def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
+    if not has_verdict(report):
+        return ['<a id="verdict"></a>', "> **NO VERDICT**: no verdict recorded. This report was written before "
+                "verdicts were recorded: the sections below carry the numbers, not whether the run passed."]
+    verdict = report["verdict"]
+    passed = bool(verdict.get("passed"))
+    gate = verdict.get("gate") or "thresholds"
+    out = ['<a id="verdict"></a>', f"> **{'✓ PASS' if passed else '✗ FAIL'}**: {cell(verdict.get('summary', ''))}"
+           f"  \n> gate: **{cell(gate)}**: {GATES.get(gate, '')}", "## Verdict"]
+    models = verdict.get("models") or []
+    if models:
+        out.append(table(["model", "cases", *(f"{MARKS[v]} {v}" for v in VERDICTS), "failed the run"],
+                         [[cell(m.get("model", "")), str(m.get("cases", 0)),
+                           *(str(m.get(v, 0)) for v in VERDICTS), f"**{m.get('failed', 0)}**"] for m in models],
+                         {1, 2, 3, 4, 5, 6}))
+        families = [(m.get("model", ""), f) for m in models for f in m.get("weakest_families") or []]
+        if families:
+            out.append("**Weakest perturbation families** (worst first)")
+            out.append(table(["model", "family", "its worst condition", "verdict", "measure", "value", "limit"],
+                             [[cell(model), cell(f.get("family", "")), f"`{f.get('condition', '')}`",
+                               _verdict_cell(f.get("verdict") or NO_VERDICT), cell(f.get("what", "")),
+                               number(f.get("value")), number(f.get("limit"))] for model, f in families], {5, 6}))
+    fdr = verdict.get("fdr")
+    if fdr:
+        chance = int(fdr.get("failing", 0)) - int(fdr.get("surviving", 0))
+        out.append(f"False discovery rate (Benjamini-Hochberg, q = {fdr.get('q')}): {fdr.get('surviving')} of "
+                   f"{fdr.get('failing')} failing cases survive over {fdr.get('confident')} confident cases"
+                   + (f"; {chance} may be chance" if chance > 0 else "") + ".")
+    baseline = verdict.get("baseline")
+    if baseline:
+        out.append(f"**Baseline** `{baseline.get('path', '')}`: {cell(baseline.get('summary', ''))} "
+                   "([comparison](#baseline))")
+    cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
+    failing = list(verdict.get("failing") or [])
+    out += ['<a id="failing"></a>', f"### Failing cases ({len(failing)})"]
+    known = [cases[n] for n in failing if n in cases]
+    if known:
+        out.append(case_rows(known, anchors, all_failed=True))
+    others = [n for n in failing if n not in cases]
+    if others:
+        out.append("Other failing tests (not suite cases): " + ", ".join(f"`{n}`" for n in others))
+    if not failing:
+        out.append("No case failed the run.")
+    return out
+
+
+def _baseline(report: dict) -> list[str]:
+    baseline = (report.get("verdict") or {}).get("baseline") if has_verdict(report) else None
+    if not baseline:
+        return []
+    rows = sorted(baseline.get("rows") or [], key=lambda r: not r.get("regressed"))
+    return ['<a id="baseline"></a>', f"## Baseline comparison: `{baseline.get('path', '')}`",
+            f"{cell(baseline.get('summary', ''))} ({baseline.get('regressed', 0)} of {baseline.get('conditions', 0)} "
+            "conditions regressed; difference = now − before, with its paired interval and test).",
+            table(["model", "dataset", "condition", "measure", "before", "now", "difference", "interval", "p",
+                   "regressed?"],
+                  [[cell(r.get("model", "")), cell(r.get("dataset", "")), f"`{r.get('condition', '')}`",
+                    cell(r.get("what", "")), number(r.get("before")), number(r.get("now")),
+                    signed(r.get("difference")), interval(r.get("ci")), p_value(r.get("p_value")),
+                    "✗ regressed" if r.get("regressed") else "✓ within noise"] for r in rows], {4, 5, 6, 7, 8})]
+
+
+def _worst(group: dict, cases: list[dict]) -> list[str]:
+    examples = distinct_memes(group.get("worst_examples", []))
+    if not examples:
+        return []
+    rows = []
+    for e in examples:
+        before, after = caption_pair(e.get("caption", ""), e.get("perturbed_caption", ""))
+        if e.get("caption", "") == e.get("perturbed_caption", ""):
+            after += " (unchanged: the picture was edited)"
+        also = e.get("also") or []
+        rows.append([f"`{e['id']}`", f"`{e['condition']}`" + (f" (also: {', '.join(also)})" if also else ""),
+                     _verdict_cell(verdict_of(case_of(cases, e["condition"]) if cases else None)),
+                     f"{cell(e.get('label', ''))}: {e['p_true_clean']:.3f} → {e['p_true_perturbed']:.3f} "
+                     f"({signed(e['p_true_perturbed'] - e['p_true_clean'])})", before, after])
+    return ["### Worst examples",
+            "Distinct memes whose probability of the true label fell the most, each under the condition that hurt it "
+            "most; <del>removed</del> and <ins>inserted</ins> characters marked, characters outside ASCII with their "
+            "code point.",
+            table(["meme", "condition", "verdict", "true label: p clean → perturbed", "clean caption",
+                   "perturbed caption"], rows)]
+
+
+def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
+    out = [f'<a id="{anchor}"></a>', f"## {section_title(group)}"]
+    if cases:
+        c = counts(cases)
+        out.append(f"{len(cases)} cases: {counts_text(c)} · **{c['failed']} failed the run**")
+        not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise")]
+        not_passing.sort(key=lambda k: (k.get("outcome") != "failed", verdict_of(k) != "fail for sure"))
+        if not_passing:
+            out += [f"### Cases that do not pass ({len(not_passing)})", case_rows(not_passing)]
+    else:
+        out.append(f"_{NO_VERDICT}_")
+    out += _worst(group, cases)
+    # the paper's tables; headings without the group's title, which the section's heading already says
+    tables = render({"groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []}, "github",
+                    heading=lambda t: f"### {table_heading(t, group)}\n\n")
+    return out + [tables]
+
+
+def markdown(report: dict) -> str:
+    taken = {"verdict", "failing", "baseline", "contents", "run-details", "reliance"}
+    suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
+    anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
+    toc = [("verdict", "Verdict", "")]
+    if has_verdict(report):
+        toc.append(("failing", f"Failing cases ({len(report['verdict'].get('failing') or [])})", ""))
+        if report["verdict"].get("baseline"):
+            toc.append(("baseline", "Baseline comparison", ""))
+    body: list[str] = []
+    for group, cases, anchor in suites:
+        body += _group(group, cases, anchor)
+        toc.append((anchor, short_title(group), counts_text(counts(cases)) if cases else NO_VERDICT))
+    if report.get("reliance"):
+        body += ['<a id="reliance"></a>', "## Modality reliance: which channel decides",
+                 reliance_table(report["reliance"], "github")]
+        toc.append(("reliance", "Modality reliance", ""))
+    for entry in report.get("budgets", []):
+        anchor = slug(f"budgets {entry.get('label', entry['model'])} {entry['dataset']}", taken)
+        body += [f'<a id="{anchor}"></a>', f"## {budget_title(entry)}", budget_table(entry["entries"], "github")]
+        toc.append((anchor, f"Evasion budgets: {entry.get('label', entry['model'])}", ""))
+    for entry in report.get("prompt_invariance", []):
+        anchor = slug(f"prompts {entry['model']} {entry['dataset']}", taken)
+        body += [f'<a id="{anchor}"></a>', f"## Prompt invariance: {entry['model']} on {entry['dataset']} "
+                 f"(n={entry['n']})", prompt_table(entry, "github"), "\n".join(prompt_summary(entry))]
+        toc.append((anchor, f"Prompt invariance: {entry['model']}", ""))
+    body += ['<a id="run-details"></a>', "## Run details and versions"]
+    for title, rows, headers in run_details(report):
+        body += [f"### {title}", table(headers, [[cell(x) for x in row] for row in rows])]
+    toc.append(("run-details", "Run details and versions", ""))
+
+    data = "; ".join(f"{name}: {info.get('n')} memes" for name, info in (report.get("datasets") or {}).items())
+    head = ["# Robustness report", f"{', '.join(report.get('models') or {})} on {data}; seed {report.get('seed')}. "
+            "Suites are ordered most failing first; run details and versions are at the end."]
+    contents = ['<a id="contents"></a>', "## Contents",
+                "\n".join(f"{k}. [{label}](#{anchor})" + (f": {note}" if note else "")
+                          for k, (anchor, label, note) in enumerate(toc, 1))]
+    return "\n\n".join(head + _verdict(report, anchors) + contents + _baseline(report) + body) + "\n"

@@ -1,0 +1,233 @@
+"""What a reviewer reads first, shared by the Markdown and HTML reports: the run's verdict, the suites in order of
+severity, the anchors of the contents and the wording of a violation. Pure functions over the report dict: they
+render the verdict the run recorded (`report["verdict"]`, `report["cases"]`, written by build_report) and never
+decide one; a report written before verdicts were recorded reads as "no verdict recorded"."""
+from __future__ import annotations
+
+import math
+import re
+
+# The verdicts of a case as thresholds.verdict and the run name them, worst first, with the mark each wears beside
+# its colour (so the verdict reads without colour too).
+VERDICTS = ("fail for sure", "fail within noise", "pass", "skipped")
+MARKS = {"fail for sure": "✗", "fail within noise": "~", "pass": "✓", "skipped": "–"}
+NO_VERDICT = "no verdict recorded"
+VERDICT_MEANING = {
+    "fail for sure": "the whole interval is past a limit: another seed would fail it too",
+    "fail within noise": "the value is past a limit but its interval straddles it (fails only when the suite "
+                         "decides on the point estimate)",
+    "pass": "every threshold met",
+    "skipped": "not run (e.g. the detector does not read that channel)",
+}
+GATES = {
+    "thresholds": "a case fails when it breaks its suite's robustness thresholds",
+    "regressions": "a case fails when it is worse than the baseline by more than noise",
+    "both": "a case fails when it breaks its suite's thresholds or is worse than the baseline by more than noise",
+}
+
+
+def has_verdict(report: dict) -> bool:
+    return isinstance(report.get("verdict"), dict)
+
+
+def minus(text: str) -> str:
+    """A typographic minus sign for a formatted number: `−0.031` reads as negative at a glance; `-` looks like a dash."""
+    return text.replace("-", "−")
+
+
+def signed(value, digits: int = 3) -> str:
+    """A change with its sign always shown: `+0.012`, `−0.031`; `nan` when undefined."""
+    if value is None or value != value:
+        return "nan"
+    return minus(f"{value:+.{digits}f}")
+
+
+def number(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "nan"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return minus(f"{value:.{digits}f}")
+
+
+def interval(ci, digits: int = 3) -> str:
+    if not ci or len(ci) != 2 or ci[0] is None:
+        return "–"
+    return f"{number(ci[0], digits)} .. {number(ci[1], digits)}"
+
+
+def violation_parts(v: dict) -> tuple[str, str, str, str]:
+    """(what, value, limit, interval) of one violation, the limit with the direction it required: `≥ 0.900`."""
+    comparison = {">=": "≥", "<=": "≤"}.get(v.get("comparison"), v.get("comparison") or "")
+    return (str(v.get("what", "")), number(v.get("value")), f"{comparison} {number(v.get('limit'))}".strip(),
+            interval(v.get("ci")))
+
+
+def violation_text(v: dict) -> str:
+    """`flip rate 0.250, required ≤ 0.100, CI 0.125 .. 0.400`."""
+    what, value, limit, ci = violation_parts(v)
+    return f"{what} {value}, required {limit}, CI {ci}"
+
+
+def regression_text(r: dict) -> str:
+    """`accuracy 0.825 → 0.700 (−0.125, CI −0.200 .. −0.050, p 0.004) on text=typos@3`."""
+    from .tables import p_value
+
+    return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} ({signed(r.get('difference'))}, "
+            f"CI {interval(r.get('ci'))}, p {p_value(r.get('p_value'))})")
+
+
+def worst_violations(case: dict) -> list[dict]:
+    """A case's violations that decide it first (sure ones, then the rest), in the order the run recorded them."""
+    violations = [v for v in case.get("violations") or [] if isinstance(v, dict)]
+    return sorted(violations, key=lambda v: not v.get("sure"))
+
+
+def verdict_of(case: dict | None) -> str:
+    if case is None:
+        return NO_VERDICT
+    return case.get("verdict") or ("skipped" if case.get("outcome") == "skipped" else NO_VERDICT)
+
+
+def counts(cases: list[dict]) -> dict[str, int]:
+    """Per verdict, how many cases; and `failed`: how many failed the run."""
+    out = {v: sum(verdict_of(c) == v for c in cases) for v in VERDICTS}
+    out["failed"] = sum(c.get("outcome") == "failed" for c in cases)
+    return out
+
+
+def _suite_name(suite) -> str | None:
+    if suite is None:
+        return None
+    name = str(suite).replace("\\", "/").rsplit("/", 1)[-1]
+    return name[:-5] if name.endswith(".toml") else name
+
+
+def case_name(condition: str) -> str:
+    """The case's pytest name for a condition id (`text=typos@3` -> `typos-3`), as engine.Condition names it."""
+    from ..engine import Condition
+
+    try:
+        return Condition.parse(condition).test_name
+    except Exception:  # an id this version does not parse still matches by itself
+        return condition
+
+
+def cases_by_group(report: dict) -> list[list[dict]]:
+    """Per group of the report (same order), its cases: those of its suite, model (name or label) and dataset,
+    skipped ones included (they have no result in the group)."""
+    cases = [c for c in report.get("cases") or [] if isinstance(c, dict)]
+    out: list[list[dict]] = [[] for _ in report.get("groups", [])]
+    index: dict[tuple, int] = {}
+    for k, group in enumerate(report.get("groups", [])):
+        for model in (group.get("model"), group.get("label")):
+            if model is not None:
+                index.setdefault((_suite_name(group.get("suite")), model, group.get("dataset")), k)
+                index.setdefault((_suite_name(group.get("suite")), model, None), k)
+    for case in cases:
+        suite, model = _suite_name(case.get("suite")), case.get("model")
+        k = index.get((suite, model, case.get("dataset")), index.get((suite, model, None)))
+        if k is not None:
+            out[k].append(case)
+    return out
+
+
+def case_of(cases: list[dict], condition: str) -> dict | None:
+    """The case of one condition among a group's cases (by id, then by test name)."""
+    name = case_name(condition)
+    return next((c for c in cases if c.get("condition") == condition), None) or next(
+        (c for c in cases if c.get("condition") == name or str(c.get("nodeid", "")).endswith("::" + name)), None)
+
+
+def severity_order(report: dict) -> list[tuple[dict, list[dict]]]:
+    """The groups with their cases, most failing first: cases that failed the run, then those failing for sure,
+    then those failing within noise; ties keep the run's order."""
+    pairs = list(zip(report.get("groups", []), cases_by_group(report)))
+    order = sorted(range(len(pairs)), key=lambda k: (
+        -counts(pairs[k][1])["failed"], -counts(pairs[k][1])["fail for sure"],
+        -counts(pairs[k][1])["fail within noise"], k))
+    return [pairs[k] for k in order]
+
+
+def slug(text: str, taken: set[str] | None = None) -> str:
+    """An anchor id from a title (`rainbow-noise: memeblip2-tda on demo` -> `rainbow-noise-memeblip2-tda-on-demo`),
+    unique among `taken` (which it joins)."""
+    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+    out, k = base, 2
+    while taken is not None and out in taken:
+        out, k = f"{base}-{k}", k + 1
+    if taken is not None:
+        taken.add(out)
+    return out
+
+
+def section_title(group: dict) -> str:
+    """`rainbow-noise: memeblip2-tda on demo (n=40, task=hate)`: the group's title (tables.group_title)."""
+    from .tables import group_title
+
+    return group_title(group)
+
+
+def table_heading(heading: str, group: dict) -> str:
+    """A table's heading inside its group's section: without the group's title, which the section's heading says
+    (`text-only perturbations`); whole for a group of no suite."""
+    title = section_title(group) + ": "
+    out = heading[len(title):] if group.get("suite") and heading.startswith(title) else heading
+    if out.endswith("combined text x image perturbations"):  # the paper's sign, the opposite of the heat map's
+        out += " (Δ columns: clean − perturbed, the paper's sign: positive is a drop)"
+    return out
+
+
+def short_title(group: dict) -> str:
+    """`rainbow-noise: memeblip2-tda on demo`, for the contents."""
+    suite = f"{group['suite']}: " if group.get("suite") else ""
+    return f"{suite}{group.get('label', group['model'])} on {group['dataset']}"
+
+
+def counts_text(c: dict[str, int], marks: bool = True) -> str:
+    """`✗ 19 fail for sure · ~ 4 fail within noise · ✓ 11 pass · – 4 skipped` (zeros left out but for pass)."""
+    parts = [f"{MARKS[v] + ' ' if marks else ''}{c[v]} {v}" for v in VERDICTS if c[v] or v == "pass"]
+    return " · ".join(parts)
+
+
+def run_details(report: dict) -> list[tuple[str, list[list[str]], list[str]]]:
+    """The run's details as (title, rows, headers): options, datasets, models and versions, for the end."""
+    out = [("seed and options", [["seed", str(report.get("seed"))]]
+            + [[k, str(v)] for k, v in (report.get("options") or {}).items()], ["option", "value"])]
+    datasets = report.get("datasets") or {}
+    if datasets:
+        out.append(("datasets", [[name, str(info.get("name", "")), str(info.get("n", "")),
+                                  str(info.get("fingerprint", ""))] for name, info in datasets.items()],
+                    ["dataset", "name", "memes", "fingerprint (sha256)"]))
+    models = report.get("models") or {}
+    if models:
+        out.append(("models", [[name, str(info.get("checkpoint", "")), str(info.get("checkpoint_sha256", ""))]
+                               for name, info in models.items()], ["model", "checkpoint", "sha256"]))
+    versions = report.get("versions") or {}
+    if versions:
+        out.append(("versions", [[k, str(v) if v else "not installed"] for k, v in versions.items()],
+                    ["package", "version"]))
+    return out
+
+
+def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
+    """The verdict as plain lines, for a terminal: PASS/FAIL with the summary, the gate, per model the counts, the
+    failing cases (the first `failing_shown`), the baseline comparison."""
+    if not has_verdict(report):
+        return [f"{NO_VERDICT}: this report was written before verdicts were recorded"]
+    verdict = report["verdict"]
+    gate = verdict.get("gate") or "thresholds"
+    lines = [f"{'PASS' if verdict.get('passed') else 'FAIL'}: {verdict.get('summary', '')}",
+             f"gate: {gate} ({GATES.get(gate, '')})"]
+    for m in verdict.get("models") or []:
+        c = {v: int(m.get(v, 0) or 0) for v in VERDICTS}
+        lines.append(f"{m.get('model')}: {m.get('cases', 0)} cases: {counts_text(c)} · {m.get('failed', 0)} failed "
+                     "the run")
+    failing = list(verdict.get("failing") or [])
+    if failing:
+        lines.append(f"failing ({len(failing)}): " + ", ".join(failing[:failing_shown])
+                     + (f" and {len(failing) - failing_shown} more" if len(failing) > failing_shown else ""))
+    baseline = verdict.get("baseline")
+    if baseline:
+        lines.append(f"baseline {baseline.get('path', '')}: {baseline.get('summary', '')}")
+    return lines
