@@ -18,6 +18,7 @@ import numpy as np
 from .data.meme import Dataset
 from .data.text_boxes import TEXT_BOXES
 from .detectors.base import is_split
+from .determinism import fixed_threads
 from .features import FeatureStore, HeldArrays, input_digests, pack_digests, unpack_digests
 from .perturb import get as get_perturbation
 
@@ -105,10 +106,11 @@ def _background() -> ThreadPoolExecutor:
     if _executor is None:
         import torch
 
-        # The background thread's CPU torch ops run on one core: the encoder in the main thread already uses
-        # every core, and two OpenMP pools busy-waiting on the same cores cost more than they overlap (main job
-        # on 2 cores: 45 s -> 37 s). OpenMP's thread count is per thread, but torch also keeps a global default
-        # that threads not yet started read: it is put back once the background thread has its own setting.
+        # The background thread's CPU torch ops run on one core: two OpenMP pools busy-waiting on the same cores
+        # cost more than they overlap (main job on 2 cores: 45 s -> 37 s), and its perturbations must compute what
+        # the main thread's would (determinism.RESULT_THREADS). OpenMP's thread count is per thread, but torch also
+        # keeps a global default that threads not yet started read: it is put back once the background thread has
+        # its own setting.
         threads = torch.get_num_threads()
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memerobust-perturb",
                                       initializer=_one_cpu_thread)
@@ -307,6 +309,7 @@ class Engine:
                 stream.synchronize()  # the encoder's stream reads these pictures: they must be finished
         return out
 
+    @fixed_threads()  # a perturbation's pictures and an attack's fit do not depend on the thread count (determinism.py)
     def _apply(self, perturbation, items: list, indices, severity: int | None, caption_side: tuple) -> list:
         context = self.attack_context() if perturbation.needs_model else None
         captions = None
@@ -398,6 +401,7 @@ class Engine:
                                                  training=self.training, cache_dir=self.cache_dir)
         return self._attack_context
 
+    @fixed_threads()
     def _encode(self, modality: str, name: str | None, severity: int | None, *caption_side) -> np.ndarray:
         key = self._key(modality, name, severity, *caption_side)
         held = self._features.get(key)
@@ -448,6 +452,7 @@ class Engine:
         images, texts = self.inputs("image", None, None), self.inputs("text", None, None)
         return self.probabilities([images[j] for j in image_of], [texts[j] for j in text_of])
 
+    @fixed_threads()
     def _heads(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
         """The split detector's head over paired feature rows, in batches."""
         return np.concatenate([self.detector.head(image_features[i : i + self.batch_size],
@@ -469,6 +474,7 @@ class Engine:
             raise ValueError(f"condition {condition.id!r} rewords the prompt of a detector that has none")
         return self.detector.with_prompt(prompt_edit(self.detector.prompt, condition.prompt, condition.prompt_severity))
 
+    @fixed_threads()
     def _answers(self, images: list, texts: list, detector=None) -> tuple[np.ndarray, np.ndarray | None]:
         """(class probabilities, abstained or None) of a black-box detector (default: this engine's), in batches; a
         detector that can decline to answer (a prompted vision-language model) says which memes it declined through

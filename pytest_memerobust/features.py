@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from .atomic import atomic_path
+from .determinism import fixed_shapes
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 MODALITIES = ("image", "text")
@@ -162,7 +163,12 @@ class FeatureStore:
                 first.setdefault(d, i)
             todo = [items[first[d]] for d in missing]
             for start in range(0, len(todo), batch_size):
-                rows = np.asarray(encode(todo[start : start + batch_size]))
+                # Which inputs are missing depends on what was encoded before (in this process: a pytest-xdist
+                # worker's history is not a single run's), so every batch has one shape: the last one is filled up
+                # with copies of its last input, whose rows are dropped (determinism.py).
+                chunk = todo[start : start + batch_size]
+                with fixed_shapes():
+                    rows = np.asarray(encode(chunk + chunk[-1:] * (batch_size - len(chunk))))[: len(chunk)]
                 for d, row in zip(missing[start : start + batch_size], rows):
                     found[d] = row
                     self._remember(modality, d, row)

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
+from .determinism import fixed_threads
 from .perturb.evasion import LEET, ZERO_WIDTH, _homoglyph_table
 from .perturb.text import QWERTY_NEIGHBOURS
 
@@ -137,6 +138,7 @@ class CaptionFuzzer:
     """A detector and dataset prepared for fuzzing: pictures encoded once (split detectors), the confidently and
     correctly classified memes found, each check one small batch."""
 
+    @fixed_threads()  # the same confident memes and flips at every thread count (determinism.py)
     def __init__(self, detector, dataset, task: str, threshold: float = 0.9):
         self.detector, self.dataset = detector, dataset
         memes = dataset.memes
@@ -151,6 +153,7 @@ class CaptionFuzzer:
         keep = (proba.max(axis=1) >= threshold) & (proba.argmax(axis=1) == dataset.labels(task))
         self.confident = [int(i) for i in np.flatnonzero(keep)]
 
+    @fixed_threads()
     def check(self, index: int, edits: Sequence[Edit]) -> FlipCheck:
         meme = self.dataset.memes[index]
         edited = apply_edits(meme.text, edits)

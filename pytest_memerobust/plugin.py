@@ -432,10 +432,10 @@ def pytest_terminal_summary(terminalreporter, config):
     if session.results or session.reliance_results or session.prompt_results:
         _write_tables(tr, session, family_rollup)
         for note in session.run_notes():
-            tr.write_line(f"memerobust: {note}")
-        tr.write_line(f"memerobust: {session.cache_summary()}")
+            _say(tr, f"memerobust: {note}")
+        _say(tr, f"memerobust: {session.cache_summary()}")
     for line in config.stash.get(REPORT_LINES_KEY, []):  # what was written (an interrupted run: what was not)
-        tr.write_line(line)
+        _say(tr, line)
     outcomes = config.stash.get(OUTCOMES_KEY, [])
     failed = [o for o in outcomes if o.outcome == "failed"]
     if failed:
@@ -444,7 +444,7 @@ def pytest_terminal_summary(terminalreporter, config):
         tr.write_sep("=", f"memerobust: {len(failed)} failing robustness test{'s' * (len(failed) != 1)}"
                      + (" (-v for details)" if compact_failures(config) else ""), red=True)
         for line in failure_lines(failed):
-            tr.write_line(line)
+            _say(tr, line)
     verdict = getattr(session, "verdict", None)
     if verdict is None:
         return
@@ -453,11 +453,22 @@ def pytest_terminal_summary(terminalreporter, config):
         tr.write_sep("=", f"memerobust gate: this run against the baseline {b['path']}")
         if b["rows"]:
             tr.write_line(_fit(gate_table(b), tr))
-        tr.write_line(b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
+        _say(tr, b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
     tr.write_sep("=", "memerobust verdict", red=not verdict["passed"], green=verdict["passed"])
     for line in verdict_lines(verdict):
         last = line.startswith(("PASSED", "FAILED"))
-        tr.write_line(line, bold=last, red=last and not verdict["passed"], green=last and verdict["passed"])
+        _say(tr, line, bold=last, red=last and not verdict["passed"], green=last and verdict["passed"])
+
+
+def _say(tr, line: str, **markup) -> None:
+    """A line of prose wrapped to the terminal's width (continuations indented), in pytest's markup."""
+    import textwrap
+
+    width = tr._tw.fullwidth
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    for part in (textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) if width > 20 else
+                 [line]) or [""]:
+        tr.write_line(part, **markup)
 
 
 def _write_tables(tr, session, family_rollup) -> None:
@@ -468,14 +479,13 @@ def _write_tables(tr, session, family_rollup) -> None:
     from .session import split_model
 
     full = session.options.tables == "full"
-    tr.write_sep("=", "memerobust robustness tables" + ("" if full else
-                                                        " (per family; --memerobust-tables=full for every table)"))
+    tr.write_sep("=", "memerobust tables" + ("" if full else " per family (--memerobust-tables=full: all)"))
     for model in dict.fromkeys(split_model(key[0])[0] for key in session.results):
         card = session.detector(model).card
         if card.demo_weights and model not in session.options.checkpoints and "" not in session.options.checkpoints:
-            tr.write_line(
-                f"note: {model!r} runs with demo weights trained on generated memes; pass "
-                f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real memes")
+            _say(tr, f"note: {model!r} runs with demo weights trained on generated memes; pass "
+                     f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real "
+                     "memes")
     try:
         report = session.report()
         tr.write_line(_fit(render(report) if full else family_rollup(report), tr, crop=not full))

@@ -279,8 +279,9 @@ class RobustnessSession:
         return lines
 
     def to_wire(self) -> dict:
-        """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts."""
-        return {"results": [r.to_wire() for r in self.results.values()],
+        """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts,
+        and the tests' positions (the controller collects none; its report lists cases in that order)."""
+        return {"results": [r.to_wire() for r in self.results.values()], "positions": self.positions,
                 "order": [self.order.get(key, float("inf")) for key in self.results],
                 "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in self.grids.items()],
                 "notes": self.run_notes(), "cache": self.cache_stats(),
@@ -291,6 +292,8 @@ class RobustnessSession:
     def merge_wire(self, wire: dict) -> None:
         """Add a worker's `to_wire` to this session: the controller's report then covers the whole grid. A result
         another worker already sent (each computes the clean condition) is kept once: they are identical."""
+        for nodeid, position in wire.get("positions", {}).items():  # every worker collected every test
+            self.positions.setdefault(nodeid, position)
         for item, position in zip(wire["results"], wire["order"]):
             result = ConditionResult.from_wire(item, self.options.stats)
             key = (result.model, result.dataset, result.condition.id)

@@ -183,7 +183,7 @@ text = ["nfkc", "zero_width"]
 def test_a_defended_suite_runs_both_ways_and_reports_the_defence_table(pytester):
     pytester.makefile(".toml", **{"memerobust-defended": DEFENDED_SUITE})
     js = pytester.path / "r.json"
-    result = pytester.runpytest("--memerobust-model=demo", "-v", *QUICK, f"--memerobust-report={js}", ".")
+    result = pytester.runpytest("--memerobust-model=demo", "-v", "--memerobust-tables=full", *QUICK, f"--memerobust-report={js}", ".")
     out = result.stdout.str()
     assert result.ret in (0, 1) and "INTERNALERROR" not in out  # the summary reads defended engines too
     for name in ("clean", "zero_width-3", "typos-3", "contrast-2", "defended", "zero_width-3+defended",

@@ -201,7 +201,7 @@ FIRST_SCREEN = """(() => {
     contents: box(document.querySelector('nav#contents')),
     contentLinks: [...document.querySelectorAll('nav#contents a')].map(a => ({href: a.getAttribute('href').slice(1),
                                                                               box: box(a)})),
-    model: box(document.querySelector('.model')),
+    models: box(document.querySelector('table.models')),
     unresolved: links.filter(id => !document.getElementById(id)),
     suites: [...document.querySelectorAll('main > section[id]')].map(s => s.id),
     captionFont: getComputedStyle(document.querySelector('.cap')).fontFamily,
@@ -237,8 +237,9 @@ def test_the_first_screen_shows_the_verdict_and_contents_whose_links_resolve(bro
     banner = shown["banner"]
     assert banner and 0 <= banner["top"] and banner["bottom"] <= height / 3, banner
     assert "FAIL" in shown["bannerText"] and "of" in shown["bannerText"] and "gate:" in shown["bannerText"]
-    # the first model's counts begin on the first screen too
-    assert shown["model"] and shown["model"]["top"] < height, shown["model"]
+    # and, below it, the whole table of counts per model
+    assert shown["models"] and banner["bottom"] <= shown["models"]["top"] < shown["models"]["bottom"] <= height, \
+        shown["models"]
     # the contents: visible beside the verdict, every entry on the first screen, every in-page link resolving
     contents = shown["contents"]
     assert contents and contents["width"] > 100 and contents["right"] <= banner["left"], contents

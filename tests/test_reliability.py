@@ -99,7 +99,7 @@ contrast = [3]
     report = tmp_path / "r.json"
     result = pytester.runpytest("--memerobust-model=demo", f"--memerobust-report={report}", *QUICK, ".")
     result.assert_outcomes(passed=2)
-    assert "memerobust robustness tables" in result.stdout.str() and "Traceback" not in result.stdout.str()
+    assert "memerobust tables" in result.stdout.str() and "Traceback" not in result.stdout.str()
     (group,) = json.loads(report.read_text())["groups"]
     assert group["task"] == "label" and group["results"][0]["task"] == "label"
 

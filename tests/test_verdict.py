@@ -76,14 +76,22 @@ def test_a_failure_is_one_line_by_default_and_the_table_with_v(pytester):
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
-        "*memerobust: 1 failing robustness tests (-v for details)*",
+        "*memerobust: 1 failing robustness test (-v for details)*",
         "memerobust-mixed.toml::demo::",
         "  typos-2  rel. accuracy * < 1.500 (CI *..*); McNemar p *",
         "*memerobust verdict*",
         "demo: 2 cases: 1 pass, 1 fail for sure, 0 fail within noise",
+        "*",
+        "FAILED: 1 robustness test failed the gate (--memerobust-gate=thresholds: the",
+        "  suites' thresholds)",
+        "*= 1 failed, 1 passed in *",
     ])
     assert "_ memerobust-mixed" not in out and "short test summary" not in out  # no section, no summary line
-    assert out.index("memerobust verdict") < out.index("memerobust robustness tables")
+    # pytest's convention: the last screen says what failed; the tables come first
+    assert out.index("memerobust tables") < out.index("failing robustness test") < out.index(
+        "memerobust verdict")
+    ours = out[out.index("memerobust tables"):].splitlines()[1:]
+    assert all(len(line) <= 80 for line in ours), [line for line in ours if len(line) > 80]
     verbose = pytester.runpytest("--memerobust-model=demo", "-v", *QUICK, ".")
     verbose.stdout.fnmatch_lines(["*demo under text=typos@2 is below the suite's robustness thresholds:*",
                                   "*McNemar p*", "FAILED memerobust-mixed.toml::demo::typos-2*"])
@@ -97,8 +105,8 @@ def test_builtin_python_suite_failures_are_compact_and_named(pytester):
     out = result.stdout.str()
     assert "Traceback" not in out and "def fuzz" not in out
     result.stdout.fnmatch_lines(["test_caption_fuzz.py::",
-                                 "  test_label_preserving_edits_do_not_flip_confident_predictions  AssertionError: *",
-                                 "other robustness tests: 0 pass, 1 fail*"])
+                                 "  test_label_preserving_edits_do_not_flip_confident_predictions*",
+                                 "built-in Python suites: 1 case: 0 pass, 1 fail for sure, 0 fail within noise"])
 
 
 def _violation(value, lo, hi, limit=0.9, comparison=">="):

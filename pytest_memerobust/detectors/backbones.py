@@ -32,6 +32,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..determinism import shapes_fixed
 from ..errors import ConfigError
 from ..pictures import as_picture, fit_to_encoder
 from .cards import (TOKENIZER_FILES, WeightsNotHere, downloads_allowed, hf_cache_dir, hub_load_options, in_hf_cache,
@@ -39,7 +40,9 @@ from .cards import (TOKENIZER_FILES, WeightsNotHere, downloads_allowed, hf_cache
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-FEATURES_VERSION = 1  # bump when what an encoder computes from the same weights and inputs changes (pooling, fitting)
+# Bump when what an encoder computes from the same weights and inputs changes (pooling, fitting, padding).
+# 2: captions the feature store encodes are padded to the encoder's full length (determinism.fixed_shapes).
+FEATURES_VERSION = 2
 
 
 def minilm_path():
@@ -169,15 +172,21 @@ class Backbone(torch.nn.Module):
                 p.data = p.data.half().float()
         return self.eval()
 
+    @staticmethod
+    def padding() -> bool | str:
+        """Captions padded to the longest of their batch, or, where a caption's features must not depend on the
+        captions beside it (determinism.fixed_shapes: the feature store's batches), to `max_length`."""
+        return "max_length" if shapes_fixed() else True
+
     def tokenize(self, texts: Sequence[str]) -> dict:
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        batch = self.tokenizer(list(texts), padding=self.padding(), truncation=True, max_length=self.max_length,
                                return_tensors="pt")
         return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character span of every token `tokenize` produces (special tokens and padding are (0, 0)), so a
         token-embedding gradient can be traced back to the words of the caption."""
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        batch = self.tokenizer(list(texts), padding=self.padding(), truncation=True, max_length=self.max_length,
                                return_offsets_mapping=True)
         return [[tuple(span) for span in row] for row in batch["offset_mapping"]]
 

@@ -6,6 +6,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable
 
+from ..determinism import fixed_threads
 from ..errors import CheckpointError, UnknownNameError
 from .cards import ModelCard, file_sha256, find_card
 
@@ -75,7 +76,8 @@ def load_detector(model: str | ModelCard, checkpoint: str | Path | None = None, 
             raise CheckpointError(
                 f"checkpoint {ckpt} has sha256 {actual}, but card {card.name!r} expects {card.checkpoint_sha256}"
             )
-    detector = factories[card.architecture](card, ckpt, resolve_device(device))
+    with fixed_threads():  # a head built from class prompts (MemeCLIP's init) encodes them (determinism.py)
+        detector = factories[card.architecture](card, ckpt, resolve_device(device))
     detector.card = card
     detector.checkpoint = ckpt
     detector.fingerprint = file_sha256(ckpt) if ckpt is not None else f"untrained:{card.name}"

@@ -213,7 +213,13 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST) -> dict:
     if any(key[2] == "clean" for key in conditions):
         line += ", clean included" if clean else " (clean did not)"
     bad = sorted((c for c in comparisons if c.regressed), key=lambda c: (c.condition != "clean", c.margin))
-    near = sorted((c for c in comparisons if not c.regressed), key=lambda c: c.margin)[:closest]
+    regressed_keys = set(regressed)
+    nearest: dict[tuple, Comparison] = {}  # per condition that did not regress, its rule nearest to regressing
+    for c in comparisons:
+        key = (c.model, c.dataset, c.condition)
+        if key not in regressed_keys and (key not in nearest or c.margin < nearest[key].margin):
+            nearest[key] = c
+    near = sorted(nearest.values(), key=lambda c: c.margin)[:closest]
     return {"conditions": n, "regressed": len(regressed), "clean_regressed": bool(clean), "summary": line,
             "rows": [c.as_dict() for c in bad + near]}
 

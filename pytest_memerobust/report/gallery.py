@@ -54,14 +54,16 @@ def save_gallery(sheet: Image.Image, path: Path) -> None:
 
 def distinct_memes(examples: list[dict]) -> list[dict]:
     """One entry per meme, under the condition that hurt it most (the largest drop in the probability of its true
-    class), worst meme first; `also` lists the other conditions among the examples that hurt it, worst first."""
+    class), worst meme first; `also` lists the other conditions among the examples that hurt it, worst first (after
+    those the entry listed already)."""
     def drop(e):
         return e.get("p_true_clean", 0.0) - e.get("p_true_perturbed", 0.0)
 
     by_meme: dict[str, list[dict]] = {}
     for e in sorted(examples, key=drop, reverse=True):
         by_meme.setdefault(str(e.get("id")), []).append(e)
-    return [{**hurt[0], "also": [h["condition"] for h in hurt[1:]]} for hurt in by_meme.values()]
+    return [{**hurt[0], "also": list(dict.fromkeys([*hurt[0].get("also", []), *(h["condition"] for h in hurt[1:])]))}
+            for hurt in by_meme.values()]
 
 
 def visible(ch: str) -> bool:

@@ -8,9 +8,10 @@ external files."""
 from __future__ import annotations
 
 import html
+import re
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS, case_of, counts, counts_text,
+from .outline import (GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS, brief, case_of, counts, counts_text,
                       has_verdict, interval, number, regression_text, run_details, section_title, severity_order,
                       short_title, signed, slug, table_heading, verdict_of, violation_parts, worst_violations)
 from .tables import (budget_table, budget_title, p_value, prompt_summary, prompt_table, reliance_table, render)
@@ -47,22 +48,23 @@ main{padding:16px 28px 60px;max-width:1160px;min-width:0}
 h1{font-size:22px;margin:4px 0 2px}h2{font-size:18px;margin-top:34px;border-bottom:1px solid #d0d7de;padding-bottom:3px}
 h3{font-size:15px;margin:18px 0 6px}
 .meta{color:#57606a;font-size:13px;margin:0 0 10px}
-table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #d8dee4;padding:3px 7px;text-align:right}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}
+td,th{border:1px solid #d8dee4;padding:3px 7px;text-align:right}
 th{background:#f3f4f6}td:first-child{text-align:left}td.l,th.l{text-align:left}
 .scroll{overflow-x:auto}
 .banner{display:flex;align-items:center;gap:16px;border-radius:6px;padding:12px 16px;border:2px solid}
 .banner .word{font-size:30px;font-weight:bold;letter-spacing:.04em;white-space:nowrap}
 .banner .summary{font-size:16px;color:#1f2328}.banner .gate{font-size:13px;color:#3d444d}
-.models{display:flex;flex-wrap:wrap;gap:12px;margin-top:10px}
-.model{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;flex:1 1 480px;min-width:0}
-.model h3{margin:0 0 6px}
+.models{margin-top:12px}.models td:first-child{white-space:nowrap}.models td.count{text-align:center}.models td.zero{color:#8c959f}
 .chip{display:inline-block;border-radius:10px;padding:0 8px;margin:1px 2px;font-size:12.5px;white-space:nowrap;
   border:1px solid}
 .legend{font-size:12.5px;color:#3d444d;margin:4px 0 10px}
 .legend .chip{margin-right:4px}
-.cases td{vertical-align:top}.cases td.v,.cases td.n{white-space:nowrap}.cases td.w{min-width:11em}.cases td.name{max-width:300px}
-.cases td.name a{text-decoration:none;color:inherit}.cases td.name small{color:#57606a}
+.cases td{vertical-align:top}.cases td.v,.cases td.n{white-space:nowrap}.cases td.w{min-width:11em}
+.cases td.name{max-width:300px}.cases td.name a{text-decoration:none;color:inherit}
+.cases td.name small{color:#57606a}.nw{white-space:nowrap}
 .note{color:#57606a;font-size:13px}
+pre.msg{margin:0;font-family:%(mono)s;font-size:12px;white-space:pre-wrap;word-break:break-word}
 svg text{font-family:%(fonts)s}
 .example{display:grid;grid-template-columns:232px minmax(0,1fr);gap:14px;border:1px solid #d0d7de;border-radius:6px;
   padding:10px;margin:10px 0}
@@ -74,6 +76,7 @@ svg text{font-family:%(fonts)s}
 
 del{background:#ffc7c2;text-decoration:line-through;text-decoration-color:#c62828}
 ins{background:#ffe38a;text-decoration:none;outline:1px solid #d4a200}
+.gap{border-left:2px solid #c62828;margin:0 1px}
 .cp{white-space:nowrap}.cp sub{font-family:%(fonts)s;font-size:10px;color:#6b21a8;background:#f3e8ff;
   border-radius:3px;padding:0 2px;margin-left:1px;vertical-align:baseline}
 """ % {"fonts": _FONTS, "mono": _MONO}) + "".join(
@@ -121,11 +124,17 @@ def _deciding(violations: list[dict]) -> list[dict]:
     return [v for v in violations if v.get(key)] or violations
 
 
+def _breakable(name: str) -> str:
+    """A case name that wraps only after `+` or `_`, never at the hyphen of `typos-4`."""
+    pieces = re.findall(r"[^+_]*[+_]?", name)
+    return "<wbr>".join(f"<span class='nw'>{_e(p)}</span>" for p in pieces if p)
+
+
 def _case_name(case: dict, anchors: dict[str, str] | None) -> str:
     """The case's name in bold over the rest of its node id, linked to its suite's section."""
     head, _, name = str(case.get("nodeid", "")).rpartition("::")
     href = (anchors or {}).get(case.get("nodeid", ""))
-    text = f"<b>{_e(name)}</b><br><small>{_e(head)}::</small>"
+    text = f"<b>{_breakable(name)}</b><br><small>{_e(head)}::</small>"
     return f'<a href="#{href}">{text}</a>' if href else text
 
 
@@ -155,44 +164,62 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             lines.append(f"<td class='l' colspan='4'>regressed against the baseline: {_e(regression_text(r))}</td>")
         rest = [v for v in violations if not any(v is w for w in shown)]
         if rest:
-            lines.append(f"<td class='l note' colspan='4'>also within noise: " + "; ".join(
-                f"{_e(w)} {_e(x)} (required {_e(lim)}, {_e(ci)})"
+            lines.append(f"<td class='l note' colspan='4'>also past a limit within noise: " + "; ".join(
+                f"{_e(brief(w))} {_e(x)} ({_e(lim)}, CI {_e(ci)})"
                 for w, x, lim, ci in (violation_parts(v) for v in rest)) + "</td>")
+        if not lines and case.get("message"):  # a test that is not a suite case: its failure message
+            lines.append(f"<td class='l' colspan='4'><pre class='msg'>{_e(case['message'])}</pre></td>")
         if not lines:
-            reason = (case.get("skip_reason") or case.get("message") or case.get("not_gating")
+            reason = (case.get("skip_reason") or case.get("not_gating")
                       or ("every threshold met" if verdict == "pass" else "no violation recorded"))
             lines.append(f"<td class='l note' colspan='4'>{_e(reason)}</td>")
         n = len(lines)
-        gated = ", ".join(case.get("gated_by") or [])
-        failed = ("" if case.get("outcome") != "failed" else f"<br><small>by {_e(gated)}</small>" if all_failed and gated
-                  else "" if all_failed else "<br><b>failed the run</b>" + (f"<br><small>by {_e(gated)}</small>"
-                                                                            if gated else ""))
+        failed = ""
+        if case.get("outcome") == "failed":
+            gated = ", ".join(case.get("gated_by") or [])
+            failed = ("" if all_failed else "<br><b>failed the run</b>") + (f"<br><small>by {_e(gated)}</small>"
+                                                                           if gated else "")
         lead = (f"<td class='l name' rowspan='{n}'>{_case_name(case, anchors)}</td>"
                 f"<td class='l v' rowspan='{n}'>{_chip(verdict)}{failed}</td>")
         tail = f"<td rowspan='{n}'>{p_cell}</td>"
         rows.append(f"<tr>{lead}{lines[0]}{tail}</tr>" + "".join(f"<tr>{line}</tr>" for line in lines[1:]))
     return ("<div class='scroll'><table class='cases'><tr><th class='l'>case</th><th class='l'>verdict</th>"
-            f"<th class='l'>violated</th><th>value</th><th>required</th><th>{_e(level)} interval</th><th>p</th></tr>"
+            f"<th class='l'>violated</th><th>value</th><th>required</th><th>{_e(level)} interval</th>"
+            "<th title='one-sided p-value of meeting the thresholds'>p</th></tr>"
             + "".join(rows) + "</table></div>")
 
 
-def _model_card(model: dict) -> str:
-    c = {v: int(model.get(v, 0) or 0) for v in VERDICTS}
-    chips = " ".join(_chip(v, f"{MARKS[v]} {c[v]} {v}") for v in VERDICTS if c[v] or v == "pass")
-    failed = int(model.get("failed", 0) or 0)
-    families = model.get("weakest_families") or []
-    table = ""
-    if families:
-        body = "".join(
-            f"<tr><td>{_e(f.get('family', ''))}</td><td class='l'>{_e(_short(str(f.get('condition', ''))))}</td>"
-            f"<td class='l'>{_chip(f.get('verdict') or NO_VERDICT)}</td><td class='l'>{_e(f.get('what', ''))}</td>"
-            f"<td>{_e(number(f.get('value')))}</td><td>{_e(number(f.get('limit')))}</td></tr>" for f in families)
-        table = ("<div class='scroll'><table><tr><th class='l'>weakest family</th><th class='l'>its worst condition"
-                 "</th><th class='l'>verdict</th><th class='l'>measure</th><th>value</th><th>limit</th></tr>"
-                 f"{body}</table></div>")
-    regressed = (f" · {int(model['regressed'])} regressed against the baseline" if model.get("regressed") else "")
-    return (f"<div class='model'><h3>{_e(model.get('model', ''))}</h3><div>{int(model.get('cases', 0) or 0)} cases: "
-            f"{chips} · <b>{failed} failed the run</b>{regressed}</div>{table}</div>")
+def _models_table(models: list[dict]) -> str:
+    """One row per model: its cases and how many have each verdict (the non-zero counts in their colour), how many
+    failed the run (and regressed against the baseline, when one was compared)."""
+    regressions = any("regressed" in m for m in models) and any(m.get("regressed") for m in models)
+    rows = []
+    for m in models:
+        cells = "".join(f"<td class='count'>{_chip(v, f'{MARKS[v]} {int(m.get(v, 0) or 0)}')}</td>"
+                        if m.get(v) else "<td class='count zero'>0</td>" for v in VERDICTS)
+        rows.append(f"<tr><td><b>{_e(m.get('model', ''))}</b></td><td>{int(m.get('cases', 0) or 0)}</td>{cells}"
+                    f"<td><b>{int(m.get('failed', 0) or 0)}</b></td>"
+                    + (f"<td>{int(m.get('regressed', 0) or 0)}</td>" if regressions else "") + "</tr>")
+    return ("<div class='scroll'><table class='models'><tr><th class='l'>model</th><th>cases</th>"
+            + "".join(f"<th>{_e(v)}</th>" for v in VERDICTS) + "<th>failed the run</th>"
+            + ("<th>regressed</th>" if regressions else "") + "</tr>" + "".join(rows) + "</table></div>")
+
+
+def _families_table(models: list[dict]) -> str:
+    """Per model, its weakest perturbation families (worst first), as the run recorded them."""
+    rows = [(m.get("model", ""), f) for m in models for f in m.get("weakest_families") or []]
+    if not rows:
+        return ""
+    several = len({model for model, _ in rows}) > 1
+    body = "".join(
+        "<tr>" + (f"<td>{_e(model)}</td>" if several else "")
+        + f"<td class='l'>{_e(f.get('family', ''))}</td><td class='l'>{_e(_short(str(f.get('condition', ''))))}</td>"
+        f"<td class='l'>{_chip(f.get('verdict') or NO_VERDICT)}</td><td class='l'>{_e(f.get('what', ''))}</td>"
+        f"<td>{_e(number(f.get('value')))}</td><td>{_e(number(f.get('limit')))}</td></tr>" for model, f in rows)
+    return ("<h3>Weakest perturbation families</h3><div class='scroll'><table><tr>"
+            + ("<th class='l'>model</th>" if several else "") + "<th class='l'>family</th><th class='l'>its worst "
+            "condition</th><th class='l'>verdict</th><th class='l'>measure</th><th>value</th><th>limit</th></tr>"
+            f"{body}</table></div>")
 
 
 def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
@@ -209,8 +236,10 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
              f"{MARKS[style]} {word}</span><span><span class='summary'>{_e(verdict.get('summary', ''))}</span><br>"
              f"<span class='gate'>gate: <b>{_e(gate)}</b>: {_e(GATES.get(gate, ''))}</span></span></div>"]
     models = verdict.get("models") or []
-    if models:
-        parts.append("<div class='models'>" + "".join(_model_card(m) for m in models) + "</div>")
+    if models:  # most failing first, as the suites
+        models = sorted(models, key=lambda m: (-int(m.get("failed", 0) or 0), -int(m.get("fail for sure", 0) or 0),
+                                               -int(m.get("fail within noise", 0) or 0)))
+        parts.append(_models_table(models) + _families_table(models))
     fdr = verdict.get("fdr")
     if fdr:
         chance = int(fdr.get("failing", 0)) - int(fdr.get("surviving", 0))
@@ -326,11 +355,6 @@ def _heatmap(group: dict, cases: list[dict]) -> str:
             f"{clean:.3f}; −0.200: 20 points lower); {key}</p>" + "".join(parts))
 
 
-def _brief(what: str) -> str:
-    """`relative robustness of accuracy` -> `rel. accuracy`, for the bars' margin."""
-    return what.replace("relative robustness of ", "rel. ").replace("absolute robustness of ", "abs. ")
-
-
 def _bars(group: dict, cases: list[dict]) -> str:
     """Relative robustness of accuracy per single-channel perturbation with its paired bootstrap interval, coloured
     by the case's verdict, with the floor the case had to meet and the violation that decided it."""
@@ -357,7 +381,7 @@ def _bars(group: dict, cases: list[dict]) -> str:
         if worst:
             what, v, _, _ = violation_parts(worst[0])
             wrong = "<" if worst[0].get("comparison") == ">=" else ">"
-            note += (f"{_brief(what)} {v} {wrong} {number(worst[0].get('limit'))}"
+            note += (f"{brief(what)} {v} {wrong} {number(worst[0].get('limit'))}"
                      + (f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""))
         elif verdict in MARKS:
             note += verdict
@@ -403,10 +427,9 @@ def caption_pair(before: str, after: str) -> tuple[str, str]:
             left.append(_text(a))
             right.append(_text(b))
             continue
-        if a:
-            left.append(f"<del>{_text(a)}</del>")
-        if b:
-            right.append(f"<ins>{_text(b)}</ins>")
+        # where one side has nothing, a thin mark shows where the other side's edit sits
+        left.append(f"<del>{_text(a)}</del>" if a else f"<span class='gap' title='inserted here: {_e(b)}'></span>")
+        right.append(f"<ins>{_text(b)}</ins>" if b else f"<span class='gap' title='removed here: {_e(a)}'></span>")
     return "".join(left), "".join(right)
 
 
@@ -443,10 +466,12 @@ def _group_section(group: dict, cases: list[dict], anchor: str, level: str = "95
     c = counts(cases)
     status = (f"<p>{len(cases)} cases: " + " ".join(_chip(v, f"{MARKS[v]} {c[v]} {v}") for v in VERDICTS
                                                     if c[v] or v == "pass")
-              + f" · <b>{c['failed']} failed the run</b></p>" + legend()) if cases else f"<p class='note'>{NO_VERDICT}</p>"
+              + f" · <b>{c['failed']} failed the run</b></p>" + legend()) if cases else (
+        f"<p class='note'>{NO_VERDICT}</p>")
     not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise")]
     not_passing.sort(key=lambda k: (k.get("outcome") != "failed", verdict_of(k) != "fail for sure"))
-    table = (f"<h3>Cases that do not pass ({len(not_passing)})</h3>" + _case_rows(not_passing, deciding_only=True, level=level)
+    table = (f"<h3>Cases that do not pass ({len(not_passing)})</h3>"
+             + _case_rows(not_passing, deciding_only=True, level=level)
              if not_passing else "")
     tables = render({"groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []}, "html",
                     heading=lambda t: f"<h3>{_e(table_heading(t, group))}</h3>")
@@ -467,7 +492,8 @@ def _budget_worst(entry: dict) -> str:
             else:
                 before, after = _text(w["caption"]), "<small>picture edited</small>"
             rows.append(f"<tr><td>{_e(e['family'])}</td><td>{w['budget']:g} {_e(e.get('unit', ''))}</td>"
-                        f"<td>{_e(str(w['id']))}</td><td class='cap l'>{before}</td><td class='cap l'>{after}</td></tr>")
+                        f"<td>{_e(str(w['id']))}</td><td class='cap l'>{before}</td>"
+                        f"<td class='cap l'>{after}</td></tr>")
     if not rows:
         return ""
     return ("<p>The memes that fell to the smallest edits</p><table class='captions'><tr><th>family</th><th>budget</th>"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import html
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (GATES, MARKS, NO_VERDICT, VERDICTS, case_of, counts, counts_text, has_verdict, interval, number,
-                      regression_text, run_details, section_title, severity_order, short_title, signed, slug,
-                      table_heading, verdict_of, violation_parts, worst_violations)
+from .outline import (GATES, MARKS, NO_VERDICT, VERDICTS, brief, case_of, counts, counts_text, has_verdict,
+                      interval, number, regression_text, run_details, section_title, severity_order, short_title,
+                      signed, slug, table_heading, verdict_of, violation_parts, worst_violations)
 from .tables import budget_table, budget_title, p_value, prompt_summary, prompt_table, reliance_table, render
 
 _SPECIAL = {"\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", ">": "&gt;"}
@@ -84,18 +84,23 @@ def case_rows(cases: list[dict], anchors: dict[str, str] | None = None, all_fail
             lines.append([f"{mark} {cell(what)}", value, cell(limit), ci])
         rest = [v for v in violations if not any(v is w for w in shown)]
         if rest:
-            lines.append(["also within noise: " + "; ".join(
-                f"{cell(w)} {x} (required {cell(lim)}, {ci})" for w, x, lim, ci in map(violation_parts, rest)),
+            lines.append(["also past a limit within noise: " + "; ".join(
+                f"{cell(brief(w))} {x} ({cell(lim)}, CI {ci})" for w, x, lim, ci in map(violation_parts, rest)),
                 "", "", ""])
         for r in case.get("regressions") or []:
             if r.get("regressed", True):
                 lines.append([f"regressed against the baseline: {cell(regression_text(r))}", "", "", ""])
+        if not lines and case.get("message"):  # a test that is not a suite case: its failure message
+            lines.append(["<br>".join(f"`{line}`" if line.strip() and not set("`|") & set(line) else cell(line)
+                                      for line in case["message"].splitlines()), "", "", ""])
         if not lines:
-            lines.append([cell(case.get("skip_reason") or case.get("message") or case.get("not_gating")
-                               or "no violation recorded"), "", "", ""])
-        gated = ", ".join(case.get("gated_by") or [])
-        failed = ("" if case.get("outcome") != "failed" else f" (by {gated})" if all_failed and gated
-                  else "" if all_failed else " (failed the run" + (f" by {gated})" if gated else ")"))
+            lines.append([cell(case.get("skip_reason") or case.get("not_gating") or "no violation recorded"),
+                          "", "", ""])
+        failed = ""
+        if case.get("outcome") == "failed":
+            gated = ", ".join(case.get("gated_by") or [])
+            failed = " (" + ("" if all_failed else "failed the run ") + (f"by {gated}" if gated else "") + ")"
+            failed = "" if failed == " ()" else failed.replace(" )", ")")
         for k, line in enumerate(lines):
             first = k == 0
             rows.append([title if first else "", _verdict_cell(verdict_of(case)) + failed if first else "", *line,
@@ -113,7 +118,9 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
     out = ['<a id="verdict"></a>', f"> **{'✓ PASS' if passed else '✗ FAIL'}**: {cell(verdict.get('summary', ''))}"
            f"  \n> gate: **{cell(gate)}**: {GATES.get(gate, '')}", "## Verdict"]
     models = verdict.get("models") or []
-    if models:
+    if models:  # most failing first, as the suites
+        models = sorted(models, key=lambda m: (-int(m.get("failed", 0) or 0), -int(m.get("fail for sure", 0) or 0),
+                                               -int(m.get("fail within noise", 0) or 0)))
         out.append(table(["model", "cases", *(f"{MARKS[v]} {v}" for v in VERDICTS), "failed the run"],
                          [[cell(m.get("model", "")), str(m.get("cases", 0)),
                            *(str(m.get(v, 0)) for v in VERDICTS), f"**{m.get('failed', 0)}**"] for m in models],
@@ -187,6 +194,31 @@ def _worst(group: dict, cases: list[dict]) -> list[str]:
                    "perturbed caption"], rows)]
 
 
+def _grid(group: dict, cases: list[dict]) -> list[str]:
+    """The heat map as a table: per text x image pair the accuracy change, perturbed − clean, with the case's
+    verdict mark."""
+    cells = {r["condition"]: r for r in group["results"] if r["kind"] == "combined"}
+    if not cells:
+        return []
+    clean = group["clean"]["metrics"]["accuracy"]
+    rows = []
+    for text in group["grid_text"]:
+        row = [f"**{cell(text.split('=', 1)[1])}**"]
+        for image in group["grid_image"]:
+            r = cells.get(f"{text}+{image}")
+            if r is None:
+                row.append("")
+                continue
+            mark = MARKS.get(verdict_of(case_of(cases, r["condition"])), "") if cases else ""
+            row.append(f"{mark} {signed(r['metrics']['accuracy'] - clean)}".strip())
+        rows.append(row)
+    key = "; ✗ fail for sure, ~ fail within noise, ✓ pass: the case's verdict" if cases else ""
+    return [f"**Accuracy change per text x image pair**: perturbed − clean accuracy (clean {clean:.3f}; −0.200: 20 "
+            f"points lower){key}",
+            table(["text \\ image", *(cell(i.split("=", 1)[1]) for i in group["grid_image"])], rows,
+                  set(range(1, len(group["grid_image"]) + 1)))]
+
+
 def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
     out = [f'<a id="{anchor}"></a>', f"## {section_title(group)}"]
     if cases:
@@ -198,7 +230,7 @@ def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
             out += [f"### Cases that do not pass ({len(not_passing)})", case_rows(not_passing)]
     else:
         out.append(f"_{NO_VERDICT}_")
-    out += _worst(group, cases)
+    out += _grid(group, cases) + _worst(group, cases)
     # the paper's tables; headings without the group's title, which the section's heading already says
     tables = render({"groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []}, "github",
                     heading=lambda t: f"### {table_heading(t, group)}\n\n")

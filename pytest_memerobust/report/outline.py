@@ -31,7 +31,8 @@ def has_verdict(report: dict) -> bool:
 
 
 def minus(text: str) -> str:
-    """A typographic minus sign for a formatted number: `−0.031` reads as negative at a glance; `-` looks like a dash."""
+    """A typographic minus sign in a formatted number: `−0.031` reads as negative at a glance; `-` looks like a
+    dash."""
     return text.replace("-", "−")
 
 
@@ -61,6 +62,11 @@ def violation_parts(v: dict) -> tuple[str, str, str, str]:
     comparison = {">=": "≥", "<=": "≤"}.get(v.get("comparison"), v.get("comparison") or "")
     return (str(v.get("what", "")), number(v.get("value")), f"{comparison} {number(v.get('limit'))}".strip(),
             interval(v.get("ci")))
+
+
+def brief(what: str) -> str:
+    """`relative robustness of accuracy` -> `rel. accuracy`, where room is short."""
+    return what.replace("relative robustness of ", "rel. ").replace("absolute robustness of ", "abs. ")
 
 
 def violation_text(v: dict) -> str:

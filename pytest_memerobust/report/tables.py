@@ -331,8 +331,8 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
                    "its verdict"]
         parts.append(f"{title}\n" + tabulate(lines, headers=headers, tablefmt=tablefmt, disable_numparse=True))
     if parts:
-        parts.append("fail: cases below their thresholds. its verdict: FAIL = the interval is past the limit,\n"
-                     "noise = only the estimate is (fails within noise), pass")
+        parts.append("fail: cases below their thresholds; its verdict: FAIL = the interval is past the\n"
+                     "limit, noise = only the estimate is (fails within noise), pass")
     return "\n\n".join(parts)
 
 
@@ -367,7 +367,7 @@ def verdict_lines(verdict: dict) -> list[str]:
     lines = []
     for m in verdict["models"]:
         ran = m["cases"] - m["skipped"]
-        lines.append(f"{m['model']}: {ran} cases: {m['pass']} pass, {m['fail for sure']} fail for sure, "
+        lines.append(f"{m['model']}: {ran} case{'s' * (ran != 1)}: {m['pass']} pass, {m['fail for sure']} fail for sure, "
                      f"{m['fail within noise']} fail within noise"
                      + (f", {m['skipped']} skipped" if m["skipped"] else "")
                      + (f"; {m['regressed']} regressed against the baseline" if m["regressed"] else ""))
@@ -383,8 +383,10 @@ def verdict_lines(verdict: dict) -> list[str]:
         lines.append(f"against the baseline {verdict['baseline']['path']}: {verdict['baseline']['summary']}")
     gate = verdict["gate"]
     what = {"thresholds": "the suites' thresholds", "regressions": "regressions against the baseline",
-            "both": "the suites' thresholds and regressions against the baseline"}[gate]
+            "both": "thresholds and regressions"}[gate]
+    if gate == "regressions" and not verdict.get("baseline"):
+        what += ", but no --memerobust-baseline: nothing could regress"
     n = len(verdict["failing"])
-    lines.append(f"{'PASSED' if verdict['passed'] else 'FAILED'}: gated on {what} (--memerobust-gate={gate})"
-                 + (f"; {n} robustness test{'s' * (n != 1)} failed" if n else ""))
+    lines.append(f"{'PASSED' if verdict['passed'] else 'FAILED'}: {n or 'no'} robustness test{'s' * (n != 1)} "
+                 f"failed the gate (--memerobust-gate={gate}: {what})")
     return lines

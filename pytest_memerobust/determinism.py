@@ -1,0 +1,63 @@
+"""The same numbers on every machine: what a result depends on is its inputs, never how the work was split.
+
+Two splits change float results in their last bits, and a report prints them (digests, AUROC ties, probabilities):
+
+- Threads. A torch CPU op splits its work over its intra-op threads; with another thread count the chunk
+  boundaries move, and with them the order of float sums and which elements take the vectorised or the scalar path
+  (measured: a UAP's bilinear resize differs by 5e-9 between 1 and 2 threads, enough to round some pixels the other
+  way). So every computation a result depends on runs at RESULT_THREADS intra-op threads (`fixed_threads`), whatever
+  the machine, OMP_NUM_THREADS or pytest-xdist's share of the cores (session.share_cpu_threads) say. Parallelism on a
+  CPU comes from elsewhere: the engine's background thread, and pytest-xdist workers (`-n`), whose reports are then
+  identical to one process's.
+- Batch shapes. Kernels choose their blocking by the shape of the whole batch (a caption padded to the longest
+  caption of its batch, a matrix product of 1 row or of 64): a row's result can depend on the rows it is batched
+  with. The feature store encodes an input once and reuses it in every later condition, so what it was batched with
+  depends on which conditions ran before, in this process: a pytest-xdist worker's history is not a single run's.
+  So the store encodes in batches of one shape (`fixed_shapes`): always `batch_size` rows (the last batch filled
+  up), and the backbones tokenize every caption to their full length (detectors/backbones.py). Other batches (an
+  attack's queries, the heads over a dataset) are made of the same inputs in the same order in every process, so
+  their shapes are already the same everywhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+RESULT_THREADS = 1  # intra-op threads of every computation a reported number depends on
+
+
+@contextlib.contextmanager
+def fixed_threads(threads: int = RESULT_THREADS):
+    """Run the body (or, as a decorator, the function) with torch at `threads` intra-op threads in this thread, and
+    put the caller's count back after. Nested uses cost nothing: the count is only set when it differs (setting it
+    takes under a microsecond)."""
+    import torch
+
+    before = torch.get_num_threads()  # also runs torch's lazy per-thread start-up, which would reset the count later
+    if before == threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+_FIXED_SHAPES = contextvars.ContextVar("memerobust_fixed_shapes", default=False)
+
+
+@contextlib.contextmanager
+def fixed_shapes():
+    """Encoders called in the body give each input the features it would get in any other batch of the same number
+    of rows: a caption is padded to the encoder's full length, not to the longest caption beside it."""
+    token = _FIXED_SHAPES.set(True)
+    try:
+        yield
+    finally:
+        _FIXED_SHAPES.reset(token)
+
+
+def shapes_fixed() -> bool:
+    """Whether the caller is inside `fixed_shapes` (an encoder pads its captions to its full length then)."""
+    return _FIXED_SHAPES.get()
