@@ -40,11 +40,11 @@ def junit_properties(result) -> list[tuple[str, str]]:
 
 class SuiteFile(pytest.File):
     def collect(self):
-        from .plugin import DISABLED_HINT, _session
+        from .stash import DISABLED_HINT, session_of
         from .suite import load_suite
 
         suite = load_suite(self.path)
-        session = _session(self.config)
+        session = session_of(self.config)
         if not session.options.models:
             yield SkippedSuite.from_parent(self, name="suites-disabled")
             return
@@ -74,7 +74,7 @@ class ModelNode(pytest.Collector):
 
 class SkippedSuite(pytest.Item):
     def runtest(self):
-        from .plugin import DISABLED_HINT
+        from .stash import DISABLED_HINT
 
         pytest.skip(DISABLED_HINT)
 
@@ -89,11 +89,11 @@ class CaseItem(pytest.Item):
         self.add_marker(pytest.mark.memerobust)
 
     def runtest(self):
-        from .plugin import _session
+        from .stash import session_of
         from .judge.thresholds import assess, case_p_value, failing
         from .judge.verdict import case_record
 
-        session = _session(self.config)
+        session = session_of(self.config)
         try:
             unread = session.unread_modalities(self.model, self.condition)
         except ModeNotRead as exc:  # the channel ablation's `:image` of a caption-only detector
@@ -201,11 +201,11 @@ class BudgetItem(pytest.Item):
         self.add_marker(pytest.mark.memerobust)
 
     def runtest(self):
-        from .plugin import _session
+        from .stash import session_of
         from .judge.gate import gates_thresholds
         from .judge.thresholds import failing, verdict
 
-        session = _session(self.config)
+        session = session_of(self.config)
         suite = self.suite
         reads = getattr(session.detector(self.model), "modalities", ("image", "text"))
         entries = session.budgets(self.model, suite.budgets.searched(reads), data=suite.dataset, task=suite.task,

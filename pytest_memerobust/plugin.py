@@ -10,11 +10,10 @@ import pytest
 
 from . import options as conv
 from .errors import MemeRobustError
-from .stash import SESSION_KEY  # the run's session; replay.py reads it through stash.session_of
+from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session  # the run's session, read below the plugin too
 
 OUTCOMES_KEY = pytest.StashKey[list]()  # the robustness tests' outcomes, read once all have run
 REPORT_LINES_KEY = pytest.StashKey[list]()  # what pytest_sessionfinish wrote (and could not), for the summary
-DISABLED_HINT = "memerobust: robustness suites are skipped; run them with --memerobust-model=NAME (try: demo)"
 
 # name, converter (None: plain string), repeatable, help
 _OPTIONS = [
@@ -210,10 +209,6 @@ def pytest_configure(config):
         # under the test paths run, not the rest of the test tree (a project's unit tests are not robustness cases;
         # name their paths to run them too).
         config.args[:] = [*map(str, builtin_suite_paths()), *map(str, find_suite_files(config.args))]
-
-
-def _session(config):
-    return config.stash[SESSION_KEY]
 
 
 def pytest_report_header(config):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 SESSION_KEY = pytest.StashKey["object"]()
+DISABLED_HINT = "memerobust: robustness suites are skipped; run them with --memerobust-model=NAME (try: demo)"
 
 
 def session_of(config):
