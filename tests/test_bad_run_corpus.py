@@ -136,11 +136,11 @@ BAD_CACHE_FILES = {
 def test_a_damaged_cache_file_is_recomputed_and_counted_never_trusted(kind, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMEROBUST_TEST_MARKER", str(tmp_path / "unpickled"))
     captions = ["one", "three", "seven"]
-    FeatureStore("ns", tmp_path).features("text", captions, Encoder(), batch_size=8)
+    FeatureStore("ns", tmp_path).features("text", captions, Encoder(), batch_size=3)
     (path,) = (tmp_path / "features").rglob("*.npz")
     BAD_CACHE_FILES[kind](path)
     encode, store = Encoder(), FeatureStore("ns", tmp_path)
-    out = store.features("text", captions, encode, batch_size=8)
+    out = store.features("text", captions, encode, batch_size=3)
     np.testing.assert_array_equal(out[:, 0], [3, 5, 5])
     assert encode.seen == captions and not (tmp_path / "unpickled").exists()
     if kind != "a_folder_in_its_place":  # a folder cannot be taken for a file: it is left, and the run goes on

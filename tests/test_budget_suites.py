@@ -72,7 +72,7 @@ min_median_budget = { char_edits = 1 }
 def test_a_suite_with_budgets_runs_one_budget_case_and_reports_it(pytester):
     pytester.makefile(".toml", **{"memerobust-budgets": BUDGET_SUITE})
     js, page = pytester.path / "r.json", pytester.path / "r.html"
-    result = pytester.runpytest("--memerobust-model=demo", "-v", *QUICK, f"--memerobust-report={js}",
+    result = pytester.runpytest("--memerobust-model=demo", "-v", "--memerobust-tables=full", *QUICK, f"--memerobust-report={js}",
                                 f"--memerobust-report={page}", ".")
     result.assert_outcomes(passed=3)
     out = result.stdout.str()

@@ -41,25 +41,25 @@ def test_digests_follow_content_not_identity():
 
 def test_each_distinct_input_is_encoded_once_per_run():
     store, encode = FeatureStore("ns"), Encoder()
-    first = store.features("text", ["a", "bb", "a", "ccc"], encode, batch_size=2)
+    first = store.features("text", ["a", "bb", "a", "ccc"], encode, batch_size=3)
     assert encode.seen == ["a", "bb", "ccc"]
     np.testing.assert_array_equal(first[:, 0], [1, 2, 1, 3])
-    second = store.features("text", ["ccc", "dddd", "bb"], encode, batch_size=2)
-    assert encode.seen == ["a", "bb", "ccc", "dddd"]
+    second = store.features("text", ["ccc", "dddd", "bb"], encode, batch_size=3)
+    assert encode.seen == ["a", "bb", "ccc", "dddd", "dddd", "dddd"]  # one shape per batch: filled up, rows dropped
     np.testing.assert_array_equal(second[:, 0], [3, 4, 2])
     assert store.stats.encoded["text"] == 4 and store.stats.memory_hits["text"] == 2
 
 
 def test_a_new_run_reads_the_sides_from_disk(tmp_path):
     pictures = [np.full((4, 4, 3), v, np.uint8) for v in (1, 2, 3)]
-    first = FeatureStore("ns", tmp_path).features("image", pictures, Encoder(), batch_size=8)
+    first = FeatureStore("ns", tmp_path).features("image", pictures, Encoder(), batch_size=3)
     encode = Encoder()
     again = FeatureStore("ns", tmp_path)
-    np.testing.assert_array_equal(again.features("image", pictures, encode, batch_size=8), first)
+    np.testing.assert_array_equal(again.features("image", pictures, encode, batch_size=3), first)
     assert encode.seen == [] and again.stats.disk_hits["image"] == 3
     # other encoders (another checkpoint, precision or backbone) never read these files
     other = FeatureStore("another checkpoint", tmp_path)
-    other.features("image", pictures, encode, batch_size=8)
+    other.features("image", pictures, encode, batch_size=3)
     assert len(encode.seen) == 3 and other.stats.disk_hits["image"] == 0
 
 
@@ -72,7 +72,7 @@ def _only_file(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "foreign", "tampered"])
 def test_a_damaged_or_foreign_file_is_recomputed_not_trusted(tmp_path, damage):
     captions = ["one", "three", "seven"]
-    FeatureStore("ns", tmp_path).features("text", captions, Encoder(), batch_size=8)
+    FeatureStore("ns", tmp_path).features("text", captions, Encoder(), batch_size=3)
     path = _only_file(tmp_path)
     data = path.read_bytes()
     if damage == "truncate":
@@ -91,13 +91,13 @@ def test_a_damaged_or_foreign_file_is_recomputed_not_trusted(tmp_path, damage):
         np.savez(path, features=features, header=np.frombuffer(json.dumps(header).encode(), np.uint8))
     encode = Encoder()
     store = FeatureStore("ns", tmp_path)
-    out = store.features("text", captions, encode, batch_size=8)
+    out = store.features("text", captions, encode, batch_size=3)
     assert encode.seen == captions and store.stats.rejected_files == 1
     np.testing.assert_array_equal(out[:, 0], [3, 5, 5])
     # written again, whole: the next run trusts it
     encode = Encoder()
     store = FeatureStore("ns", tmp_path)
-    store.features("text", captions, encode, batch_size=8)
+    store.features("text", captions, encode, batch_size=3)
     assert encode.seen == [] and store.stats.rejected_files == 0
 
 
@@ -120,7 +120,7 @@ def test_captions_a_perturbation_leaves_alone_are_not_encoded_again():
     memes = [Meme(id=f"m{i}", text=t, labels={"hate": i % 2}, image_array=np.zeros((4, 4, 3), np.uint8))
              for i, t in enumerate(captions)]
     det = CountingSplit()
-    engine = Engine(det, Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}), seed=0)
+    engine = Engine(det, Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}), seed=0, batch_size=2)
     engine.predict(Condition())
     engine.predict(Condition(text="char_delete", text_severity=5))
     perturbed = engine.inputs("text", "char_delete", 5)

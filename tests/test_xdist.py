@@ -1,5 +1,7 @@
 """Scale-out under pytest-xdist: workers split the grid, each pinned to its own GPU when there are several, and the
-controller's merged report is the single-process report, number for number and row for row."""
+controller's merged report is the single-process report, number for number and row for row. Here with the demo
+detector (numpy encoders) on caption edits and corruptions; tests/test_determinism.py checks the same with torch
+encoders, the attacks (UAP, universal triggers, HotFlip) and other thread counts."""
 import json
 
 import numpy as np

@@ -39,7 +39,10 @@ def grid_summary(clean: dict, cells: list[dict]) -> dict:
     }
 
 
-def _thumbnail(image, side: int = 72) -> str:
+THUMBNAIL = 224  # px: the worst examples' pictures, large enough to read a meme's text
+
+
+def _thumbnail(image, side: int = THUMBNAIL) -> str:
     import base64
     import io
 
@@ -60,9 +63,10 @@ def true_probability(proba: np.ndarray, y_true: np.ndarray) -> np.ndarray:
 
 
 def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) -> list[dict]:
-    """The (meme, condition) pairs whose probability of the true class fell the most, with what a person needs to
-    see them: a thumbnail of the picture, the caption before and after, and both probabilities. `conditions`:
-    only these condition ids (one suite's)."""
+    """The `n` memes whose probability of the true class fell the most, each under the condition that hurt it most
+    (`also`: the other conditions among the candidates that hurt it, worst first), with what a person needs to see
+    them: a thumbnail of the picture, the caption before and after, and both probabilities. `conditions`: only
+    these condition ids (one suite's)."""
 
     candidates = []
     for (m, s, cid), result in session.results.items():
@@ -76,7 +80,14 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
         return out
     engine = session.engine(model, spec, candidates[0][2].task)  # the task scored (a suite's, not the card's)
     dataset = engine.dataset  # the memes labelled for the model's task, in the results' order
-    for drop, i, result in sorted(candidates, key=lambda t: -t[0])[:n]:
+    chosen: dict[int, tuple] = {}  # one entry per meme, under the condition that hurt it most; the others listed
+    also: dict[int, list[str]] = {}
+    for drop, i, result in sorted(candidates, key=lambda t: -t[0]):
+        if i in chosen:
+            also[i].append(result.condition.id)
+        elif len(chosen) < n:
+            chosen[i], also[i] = (drop, i, result), []
+    for drop, i, result in chosen.values():
         meme, c = dataset.memes[i], result.condition
         caption = engine.inputs(*engine.text_side(c))[i] if c.text or engine.ocr else meme.text
         classes, truth = session.detector(model).classes, np.asarray(result.y_true[i])
@@ -85,7 +96,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
         p_clean, p_perturbed = (float(true_probability(p[i : i + 1], result.y_true[i : i + 1])[0])
                                 for p in (result.proba_clean, result.proba))
         out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
-                    "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed,
+                    "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed, "also": also[i],
                     "thumbnail": _thumbnail(engine.picture(c, i)) if meme.has_picture else None})
     return out
 

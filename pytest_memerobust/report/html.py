@@ -55,7 +55,7 @@ th{background:#f3f4f6}td:first-child{text-align:left}td.l,th.l{text-align:left}
 .banner{display:flex;align-items:center;gap:16px;border-radius:6px;padding:12px 16px;border:2px solid}
 .banner .word{font-size:30px;font-weight:bold;letter-spacing:.04em;white-space:nowrap}
 .banner .summary{font-size:16px;color:#1f2328}.banner .gate{font-size:13px;color:#3d444d}
-.models{margin-top:12px}.models td:first-child{white-space:nowrap}.models td.count{text-align:center}.models td.zero{color:#8c959f}
+.models{margin-top:12px}.models td:first-child,.families td:first-child{white-space:nowrap}.models td.count{text-align:center}.models td.zero{color:#8c959f}
 .chip{display:inline-block;border-radius:10px;padding:0 8px;margin:1px 2px;font-size:12.5px;white-space:nowrap;
   border:1px solid}
 .legend{font-size:12.5px;color:#3d444d;margin:4px 0 10px}
@@ -216,7 +216,7 @@ def _families_table(models: list[dict]) -> str:
         + f"<td class='l'>{_e(f.get('family', ''))}</td><td class='l'>{_e(_short(str(f.get('condition', ''))))}</td>"
         f"<td class='l'>{_chip(f.get('verdict') or NO_VERDICT)}</td><td class='l'>{_e(f.get('what', ''))}</td>"
         f"<td>{_e(number(f.get('value')))}</td><td>{_e(number(f.get('limit')))}</td></tr>" for model, f in rows)
-    return ("<h3>Weakest perturbation families</h3><div class='scroll'><table><tr>"
+    return ("<h3>Weakest perturbation families</h3><div class='scroll'><table class='families'><tr>"
             + ("<th class='l'>model</th>" if several else "") + "<th class='l'>family</th><th class='l'>its worst "
             "condition</th><th class='l'>verdict</th><th class='l'>measure</th><th>value</th><th>limit</th></tr>"
             f"{body}</table></div>")

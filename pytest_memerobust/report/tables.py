@@ -289,12 +289,13 @@ def defence_table(entry: dict, tablefmt: str = "simple") -> str | None:
 
 
 VERDICT_WORDS = {"pass": "pass", "fail for sure": "FAIL", "fail within noise": "noise", "skipped": "skip"}
+VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3}  # worse is larger
 
 
 def family_rollup(report: dict, tablefmt: str = "simple") -> str:
     """The terminal's default tables: per suite, model and dataset, one line per perturbation family with its worst
-    case (largest accuracy drop), how many of its cases fail their thresholds, and that case's verdict as recorded;
-    narrow enough for an 80-column CI log."""
+    case (the worst verdict, then the largest accuracy drop), how many of its cases fail their thresholds, and that
+    case's verdict as recorded; narrow enough for an 80-column CI log."""
     from ..judge.gate import short_condition
 
     rows_by_case = {(g["label"], g["dataset"], g["suite"], r["condition"]): r
@@ -314,10 +315,13 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
             ran = [(r, row) for r, row in ran if row is not None]
             failing = sum(r["verdict"] in ("fail for sure", "fail within noise") for r in cases)
             regressed = [str(sum(r["regressed"] for r in cases))] if regressions else []
-            if not ran:
-                lines.append([family, f"{len(cases)} skipped", *regressed, "", "", "", "", ""])
+            if not ran:  # all skipped, or cases with no condition row (the evasion budgets)
+                done = [r for r in cases if r["outcome"] != "skipped"]
+                worst_verdict = max((r["verdict"] for r in done), key=VERDICT_RANK.get, default=None)
+                lines.append([family, f"{failing}/{len(cases)}" if done else f"{len(cases)} skipped", *regressed,
+                              "", "", "", "", VERDICT_WORDS[worst_verdict] if worst_verdict else ""])
                 continue
-            record, worst = max(ran, key=lambda rr: _drop(rr[1]))
+            record, worst = max(ran, key=lambda rr: (VERDICT_RANK[rr[0]["verdict"]], _drop(rr[1])))
             drop = worst["metrics"]["accuracy"] - worst["clean_metrics"]["accuracy"]
             lines.append([family, f"{failing}/{len(cases)}", *regressed, short_condition(worst["condition"]),
                           _fmt(worst["metrics"]["accuracy"]), _signed(drop),
