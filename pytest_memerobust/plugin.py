@@ -453,6 +453,10 @@ def pytest_terminal_summary(terminalreporter, config):
     for line in verdict_lines(verdict):
         last = line.startswith(("PASSED", "FAILED"))
         _say(tr, line, bold=last, red=last and not verdict["passed"], green=last and verdict["passed"])
+    written = config.stash.get(REPORT_LINES_KEY, [])
+    for path in session.options.reports:  # where the whole story is, as the very last line
+        if path.suffix == ".html" and f"memerobust: report written to {path}" in written:
+            _say(tr, f"memerobust: the full report is {path.resolve()}")
 
 
 def _say(tr, line: str, **markup) -> None:

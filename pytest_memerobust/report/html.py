@@ -179,8 +179,11 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             gated = ", ".join(case.get("gated_by") or [])
             failed = ("" if all_failed else "<br><b>failed the run</b>") + (f"<br><small>by {_e(gated)}</small>"
                                                                            if gated else "")
+        regressed = ("<br>" + _chip("fail for sure", f"{MARKS['fail for sure']} regressed",
+                                    "worse than the baseline on the same memes, beyond noise")
+                     if case.get("regressed") else "")
         lead = (f"<td class='l name' rowspan='{n}'>{_case_name(case, anchors)}</td>"
-                f"<td class='l v' rowspan='{n}'>{_chip(verdict)}{failed}</td>")
+                f"<td class='l v' rowspan='{n}'>{_chip(verdict)}{regressed}{failed}</td>")
         tail = f"<td rowspan='{n}'>{p_cell}</td>"
         rows.append(f"<tr>{lead}{lines[0]}{tail}</tr>" + "".join(f"<tr>{line}</tr>" for line in lines[1:]))
     return ("<div class='scroll'><table class='cases'><tr><th class='l'>case</th><th class='l'>verdict</th>"
