@@ -310,3 +310,51 @@ def test_a_checkpoint_for_another_model_or_a_missing_file_is_refused_at_the_star
     (tmp_path / "w.safetensors").write_bytes(b"")
     with pytest.raises(ConfigError, match=message):
         RobustnessSession(Options(models=("demo",), checkpoints=checkpoints))
+
+
+STRICT_GATE_SUITE = """
+[suite]
+name = "strict-gate"
+[thresholds]
+max_flip_rate = 0.0
+decision = "estimate"
+[text]
+typos = [5]
+"""
+
+
+def test_the_regressions_gate_fails_only_what_regressed_naming_clean(pytester, tmp_path):
+    """The issue's scenario on the demo model: saving a baseline and gating the unchanged checkpoint exit 0 under
+    --memerobust-gate=regressions although a threshold fails (reported as xfail); a weaker checkpoint fails it, and
+    the summary names the clean condition; the JSON report carries every case's verdict and the comparison."""
+    pytester.makefile(".toml", **{"memerobust-strict-gate": STRICT_GATE_SUITE})
+    base = tmp_path / "base.json"
+    gate = ["--memerobust-gate=regressions"]
+    saved = pytester.runpytest("--memerobust-model=demo", *QUICK, *gate, f"--memerobust-save-baseline={base}", ".")
+    assert saved.ret == 0
+    saved.assert_outcomes(passed=1, xfailed=1)  # typos-5 flips memes: below its threshold, not gating
+    saved.stdout.fnmatch_lines(["PASSED: no robustness tests failed the gate (--memerobust-gate=regressions:*"])
+
+    report = tmp_path / "same.json"
+    same = pytester.runpytest("--memerobust-model=demo", *QUICK, *gate, f"--memerobust-baseline={base}",
+                              f"--memerobust-report={report}", ".")
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["*memerobust gate: this run against the baseline*",
+                               "0 of 2 conditions regressed (clean did not)"])
+    data = json.loads(report.read_text())
+    assert [(c["condition"], c["outcome"], c["verdict"], c["regressed"]) for c in data["cases"]] == [
+        ("clean", "passed", "pass", False), ("text=typos@5", "xfailed", "fail within noise", False)]
+    assert data["cases"][1]["violations"][0]["what"] == "flip rate" and data["cases"][1]["thresholds"]["max_flip_rate"] == 0
+    assert data["verdict"]["passed"] and data["verdict"]["baseline"]["regressed"] == 0
+
+    weak = tmp_path / "weak.safetensors"
+    assert cli_main(["train", "demo", "--no-cache", "--data", "demo", "--epochs", "1", "--lr", "1e-4",
+                     "--out", str(weak), "--quiet"]) == 0
+    for mode in ([], gate):  # the default with a baseline (both) and regressions alone
+        worse = pytester.runpytest("--memerobust-model=demo", *QUICK, *mode, f"--memerobust-baseline={base}",
+                                   f"--memerobust-checkpoint={weak}", ".")
+        assert worse.ret == 1
+        out = worse.stdout.str()
+        assert "clean included" in out
+        clean_row = next(line for line in out.splitlines() if line.startswith("clean ") and "REGRESSED" in line)
+        assert " acc" in clean_row or "auroc" in clean_row or " f1" in clean_row
