@@ -145,8 +145,10 @@ class CaseItem(pytest.Item):
             from .report.tables import failure_table
 
             failure = excinfo.value
-            return failure_table(self.model, self.condition.id, failure.violations, failure.result,
-                                 failure.regressions)
+            # the first line is what pytest's short summary shows (-v, -r): the numbers first
+            return (compact_line(failure.violations, failure.regressions, failure.result) + "\n"
+                    + failure_table(self.model, self.condition.id, failure.violations, failure.result,
+                                    failure.regressions))
         if isinstance(excinfo.value, MemeRobustError):
             return f"{type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo)
