@@ -8,15 +8,19 @@ Two splits change float results in their last bits, and a report prints them (di
   way). So every computation a result depends on runs at RESULT_THREADS intra-op threads (`fixed_threads`), whatever
   the machine, OMP_NUM_THREADS or pytest-xdist's share of the cores (session.share_cpu_threads) say. Parallelism on a
   CPU comes from elsewhere: the engine's background thread, and pytest-xdist workers (`-n`), whose reports are then
-  identical to one process's.
+  identical to one process's. (So one process computes on about two cores, however many the machine has.)
 - Batch shapes. Kernels choose their blocking by the shape of the whole batch (a caption padded to the longest
   caption of its batch, a matrix product of 1 row or of 64): a row's result can depend on the rows it is batched
-  with. The feature store encodes an input once and reuses it in every later condition, so what it was batched with
-  depends on which conditions ran before, in this process: a pytest-xdist worker's history is not a single run's.
-  So the store encodes in batches of one shape (`fixed_shapes`): always `batch_size` rows (the last batch filled
-  up), and the backbones tokenize every caption to their full length (detectors/backbones.py). Other batches (an
-  attack's queries, the heads over a dataset) are made of the same inputs in the same order in every process, so
-  their shapes are already the same everywhere.
+  with (measured: a BLIP-2 caption's features change in their last bits when a longer caption joins its batch, for
+  19 captions in 20). The feature store encodes an input once and reuses it in every later condition, so what it was
+  batched with depends on which conditions ran before, in this process: a pytest-xdist worker's history is not a
+  single run's. So the store encodes in batches of one shape (`fixed_shapes`): always `batch_size` rows (the last
+  batch filled up), and the backbones tokenize every caption to their full length (detectors/backbones.py). Other
+  batches (an attack's queries, the heads over a dataset) are made of the same inputs in the same order in every
+  process, so their shapes are already the same everywhere.
+
+On a GPU the thread count does not matter, and the batch shapes do as they do on a CPU; a batch halved after the GPU
+ran out of memory has another shape, so such a run may differ in the last bits from one that did not.
 """
 from __future__ import annotations
 
@@ -29,8 +33,9 @@ RESULT_THREADS = 1  # intra-op threads of every computation a reported number de
 @contextlib.contextmanager
 def fixed_threads(threads: int = RESULT_THREADS):
     """Run the body (or, as a decorator, the function) with torch at `threads` intra-op threads in this thread, and
-    put the caller's count back after. Nested uses cost nothing: the count is only set when it differs (setting it
-    takes under a microsecond)."""
+    put the caller's count back after. Nested uses cost nothing: the count is only set when it differs. Setting it
+    takes about a microsecond, but torch then drops its cached oneDNN convolutions, so it is set once per engine
+    step (a side perturbed or encoded, the heads of a condition), not per batch."""
     import torch
 
     before = torch.get_num_threads()  # also runs torch's lazy per-thread start-up, which would reset the count later

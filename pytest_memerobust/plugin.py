@@ -460,14 +460,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def _say(tr, line: str, **markup) -> None:
-    """A line of prose wrapped to the terminal's width (continuations indented), in pytest's markup."""
-    import textwrap
-
-    width = tr._tw.fullwidth
-    indent = " " * (len(line) - len(line.lstrip()) + 2)
-    for part in (textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) if width > 20 else
-                 [line]) or [""]:
-        tr.write_line(part, **markup)
+    """One line, whole: CI logs and `grep` read these lines, so prose is never broken (tables are fitted)."""
+    tr.write_line(line, **markup)
 
 
 def _write_tables(tr, session, family_rollup) -> None:

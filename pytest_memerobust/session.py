@@ -59,7 +59,8 @@ def worker_device(device: str, worker_id: str) -> str:
 def share_cpu_threads(worker_count: int) -> None:
     """Give each of `worker_count` processes its share of the CPU's cores for torch: left at torch's default, every
     pytest-xdist worker starts one thread per core, and on a small machine they spend their time waiting on each
-    other (a demo run took 8x longer with -n 2 on 2 cores)."""
+    other (a demo run took 8x longer with -n 2 on 2 cores). What the report's numbers depend on runs at
+    determinism.RESULT_THREADS whatever this says, so the workers' report is a single process's."""
     import os
 
     import torch

@@ -154,12 +154,15 @@ def detector():
 
 def test_a_caption_gets_the_same_features_whatever_was_encoded_before(detector):
     """What a store has already encoded decides which captions share a batch; the features must not change with it
-    (a pytest-xdist worker and a single run encode different sides first)."""
-    captions = ["love is love", "they should all be sent back where they came from, every single one of them",
-                "pride month again", "no", "a caption of middling length for the batch"]
+    (a pytest-xdist worker and a single run encode different sides first). Without the filled-up batch the long
+    caption is encoded alone in one store and among others in the other; without the full-length padding "love is
+    love" is padded to 5 tokens in one and to the long caption's 35 in the other: either changes its last bits."""
+    long = ("they should all be sent back where they came from, every single one of them, and their friends and "
+            "their families and everyone who ever stood with them at a parade")
+    captions = ["love is love", "no", "pride month", "no way", long]
     fresh, warm = FeatureStore("fresh"), FeatureStore("warm")
     with fixed_threads():
-        warm.features("text", captions[1:3], detector.encode_texts, batch_size=4)
+        warm.features("text", ["no"], detector.encode_texts, batch_size=4)
         alone = fresh.features("text", captions, detector.encode_texts, batch_size=4)
         after = warm.features("text", captions, detector.encode_texts, batch_size=4)
     np.testing.assert_array_equal(alone, after)

@@ -175,7 +175,7 @@ def _card_file(tmp_path, family: str, folder) -> str:
     return str(card)
 
 
-QUICK = ["--memerobust-limit=8", "--memerobust-bootstrap=20", "--memerobust-batch-size=8", "-p", "no:cacheprovider"]
+QUICK = ["--memerobust-tables=full", "--memerobust-limit=8", "--memerobust-bootstrap=20", "--memerobust-batch-size=8", "-p", "no:cacheprovider"]
 
 
 def test_rainbow_noise_cases_run_on_each_tiny_family_with_abstention_rates(pytester, tiny_vlm, tmp_path):
@@ -215,7 +215,7 @@ def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tm
     (entry,) = json.loads(report.read_text())["prompt_invariance"]
     assert entry["n"] == 8 and len(entry["variants"]) == 8 and len(entry["mean_flip_share_ci"]) == 2
     html = page.read_text()
-    assert html.count("<h2>prompt invariance: ") == 1 and "abstentions: memes the detector declined" in html
+    assert html.count("<h2>Prompt invariance: ") == 1 and "abstentions: memes the detector declined" in html
 
 
 def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_the_system_message():

@@ -306,8 +306,8 @@ def baseline_data(session) -> dict:
         "versions": {k: report["versions"].get(k) for k in _VERSIONED},
         "datasets": {spec: info["fingerprint"] for spec, info in report["datasets"].items()},
         "models": {name: info["checkpoint_sha256"] for name, info in report["models"].items()},
-        "run": {"limit": report["options"]["limit"], "tasks": tasks,
-                "cards": {name: card_digest(info["card"]) for name, info in report["models"].items()}},
+        "run": {"limit": report.get("options", {}).get("limit"), "tasks": tasks,
+                "cards": {name: card_digest(info.get("card", {})) for name, info in report["models"].items()}},
         "results": results,
         "memes": memes,
     }

@@ -381,16 +381,16 @@ def verdict_lines(verdict: dict) -> list[str]:
                 f"{_fmt(w['value'])}, limit {_fmt(w['limit'])})" for w in m["weakest_families"][:3]))
     fdr = verdict.get("fdr")
     if fdr:
-        lines.append(f"false discovery rate: {fdr['surviving']} of {fdr['failing']} failing confident cases survive "
-                     f"Benjamini-Hochberg at q = {fdr['q']:g} over {fdr['confident']} confident cases")
+        lines.append(f"false discovery rate: {fdr['surviving']} of {fdr['failing']} failing cases survive "
+                     f"Benjamini-Hochberg at q = {fdr['q']:g} over {fdr['confident']} confident cases"
+                     + (f" ({fdr['failing'] - fdr['surviving']} may be chance)" if fdr["surviving"] < fdr["failing"]
+                        else ""))
     if verdict.get("baseline"):
         lines.append(f"against the baseline {verdict['baseline']['path']}: {verdict['baseline']['summary']}")
     gate = verdict["gate"]
-    what = {"thresholds": "the suites' thresholds", "regressions": "regressions against the baseline",
-            "both": "thresholds and regressions"}[gate]
-    if gate == "regressions" and not verdict.get("baseline"):
-        what += ", but no --memerobust-baseline: nothing could regress"
     n = len(verdict["failing"])
+    unarmed = gate == "regressions" and not verdict.get("baseline")
     lines.append(f"{'PASSED' if verdict['passed'] else 'FAILED'}: {n or 'no'} robustness test{'s' * (n != 1)} "
-                 f"failed the gate (--memerobust-gate={gate}: {what})")
+                 f"failed the gate (--memerobust-gate={gate}"
+                 + (", no baseline: nothing could regress)" if unarmed else ")"))
     return lines

@@ -162,3 +162,27 @@ def test_every_recipe_textattack_ships_is_listed(attacked):  # (textattack impor
                if issubclass(cls, textattack.attack_recipes.AttackRecipe)
                and cls is not textattack.attack_recipes.AttackRecipe}
     assert shipped == {recipe.textattack_class for recipe in RECIPES.values()}
+
+
+def test_a_recipes_report_is_the_same_at_any_thread_count(pytester, tmp_path):
+    """TextAttack's searches query the detector (torch encoders here) and keep what the numbers say: one intra-op
+    thread or three, the report is the same (tests/test_determinism.py checks the other perturbations)."""
+    pytester.makefile(".toml", **{"memerobust-ta": '[suite]\nname = "ta"\n[thresholds]\nmax_flip_rate = 1.0\n'
+                                  'min_relative_robustness = { accuracy = 0.0 }\n'
+                                  '[text]\n"textattack:deepwordbug" = [1]\n'
+                                  '[grid]\ntext = ["textattack:pruthi@1"]\nimage = ["gaussian_noise@2"]\n'})
+    reports = []
+    for threads in ("1", "3"):
+        pytester._monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        report = tmp_path / f"report-{threads}.json"
+        result = pytester.runpytest_subprocess("--memerobust-model=memeblip2-tda", "memerobust-ta.toml",
+                                               "--memerobust-limit=12", "--memerobust-bootstrap=100",
+                                               "-p", "no:cacheprovider", f"--memerobust-report={report}",
+                                               f"--memerobust-cache-dir={pytester.path / f'cache-{threads}'}")
+        result.assert_outcomes(passed=3)  # clean, the recipe, the grid cell
+        reports.append(json.loads(report.read_text()))
+    for report in reports:  # versions and the checkpoint's path aside
+        report.pop("versions")
+        for model in report["models"].values():
+            model.pop("checkpoint")
+    assert reports[0] == reports[1]
