@@ -135,7 +135,7 @@ def test_a_suite_runs_recipes_alone_and_in_the_grid_and_reports_textattacks_meas
     env_home.mkdir()
     pytester._monkeypatch.setenv("HOME", str(env_home))
     pytester._monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    result = pytester.runpytest_subprocess("--memerobust-model=demo", "memerobust-ta.toml", "-p", "no:cacheprovider",
+    result = pytester.runpytest_subprocess("--memerobust-model=demo", "memerobust-ta.toml", "-p", "no:cacheprovider", "--memerobust-tables=full",
                                            f"--memerobust-cache-dir={pytester.path / 'cache'}",
                                            f"--memerobust-report={report}")
     result.assert_outcomes(passed=4)  # clean, two caption attacks, the grid cell
