@@ -182,7 +182,8 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
         kept = benjamini_hochberg(np.array([r["p_value"] for r in confident]), q)
         for r, k in zip(confident, kept):
             r["fdr_survives"] = bool(k)
-        failing = [r for r in confident if r["outcome"] == "failed"]  # what failed the run, as pytest recorded
+        # the cases that fail their thresholds under the suite's decision (whether or not the gate fails them)
+        failing = [r for r in confident if any(v["fails"] for v in r["violations"])]
         fdr = {"q": q, "confident": len(confident), "failing": len(failing),
                "surviving": sum(r["fdr_survives"] for r in failing)}
     models = []

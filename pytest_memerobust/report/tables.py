@@ -318,25 +318,23 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
             if not ran:  # all skipped, or cases with no condition row (the evasion budgets)
                 done = [r for r in cases if r["outcome"] != "skipped"]
                 worst_verdict = max((r["verdict"] for r in done), key=VERDICT_RANK.get, default=None)
-                lines.append([family, f"{failing}/{len(cases)}" if done else f"{len(cases)} skipped", *regressed,
-                              "", "", "", "", VERDICT_WORDS[worst_verdict] if worst_verdict else ""])
+                lines.append([family, f"{failing}/{len(cases)}" if done else f"{len(cases)} skip", *regressed,
+                              "", "", "", VERDICT_WORDS[worst_verdict] if worst_verdict else ""])
                 continue
             record, worst = max(ran, key=lambda rr: (VERDICT_RANK[rr[0]["verdict"]], _drop(rr[1])))
             drop = worst["metrics"]["accuracy"] - worst["clean_metrics"]["accuracy"]
             lines.append([family, f"{failing}/{len(cases)}", *regressed, short_condition(worst["condition"]),
-                          _fmt(worst["metrics"]["accuracy"]), _signed(drop),
-                          _fmt(worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
+                          _signed(drop), _fmt(worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
         c = clean.get((model, dataset, suite), {})
         clean_record = next((r for r in mine if r["condition"] == "clean"), None)
         title = (f"{suite}: {model} on {dataset}: clean accuracy {_fmt(c.get('accuracy', float('nan')))}"
                  + (f" ({clean_record['verdict']}" + (", regressed" if clean_record["regressed"] else "") + ")"
                     if clean_record else ""))
-        headers = ["family", "fail", *(["regr."] if regressions else []), "worst case", "acc.", "Δ acc.", "flips",
-                   "its verdict"]
+        headers = ["family", "fail", *(["regr."] if regressions else []), "worst case", "Δ acc.", "flips", "verdict"]
         parts.append(f"{title}\n" + tabulate(lines, headers=headers, tablefmt=tablefmt, disable_numparse=True))
     if parts:
-        parts.append("fail: cases below their thresholds; its verdict: FAIL = the interval is past the\n"
-                     "limit, noise = only the estimate is (fails within noise), pass")
+        parts.append("fail: cases below their thresholds; verdict (of the worst case): FAIL = its\n"
+                     "interval is past the limit, noise = only its estimate is, pass")
     return "\n\n".join(parts)
 
 
