@@ -8,7 +8,8 @@ from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.results import ConditionResult, StatsConfig
 from pytest_memerobust.judge.thresholds import Thresholds, case_p_value
-from pytest_memerobust.judge.verdict import CaseOutcome, fdr_lines, verdict_lines
+from pytest_memerobust.judge.verdict import CaseOutcome, run_verdict
+from pytest_memerobust.report.tables import verdict_lines
 
 
 def _result(flip_share: float, n: int = 200):
@@ -44,20 +45,26 @@ def test_a_case_p_is_bonferroni_over_its_thresholds():
     assert both == pytest.approx(min(1.0, 2 * min(p_flip, p_acc)))
 
 
-def _outcome(k, failed, p, decision="confident"):
-    return CaseOutcome(f"s::m::c{k}", "failed" if failed else "passed", "m", "fail for sure" if failed else "pass",
-                       decision=decision, p_value=p)
+def _record(k, failed, p, decision="confident"):
+    violations = [{"what": "flip rate", "value": 0.3, "limit": 0.1, "comparison": "<=", "ci": [0.2, 0.4],
+                   "sure": True, "fails": True}] if failed else []
+    return {"nodeid": f"s::m::c{k}", "model": "m", "family": "typos", "condition": f"c{k}", "decision": decision,
+            "p_value": p, "outcome": "failed" if failed else "passed",
+            "verdict": "fail for sure" if failed else "pass", "violations": violations, "regressions": [],
+            "regressed": False, "fdr_survives": None}
 
 
 def test_the_summary_counts_the_failures_that_survive_benjamini_hochberg():
     # 10 confident cases at q = 0.05: the step-up keeps the two smallest (0.001 <= 0.005, 0.008 <= 0.01, but
     # 0.04 > 0.015); the third failure may be chance
     ps = [0.001, 0.008, 0.04, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
-    outcomes = [_outcome(k, k < 3, p) for k, p in enumerate(ps)] + [_outcome(99, True, 0.0, "estimate")]
-    assert fdr_lines(outcomes) == ["false discovery rate: 2 of 3 failing cases survive Benjamini-Hochberg at "
-                                   "q = 0.05 over 10 confident cases (1 may be chance)"]
-    assert fdr_lines(outcomes)[0] in verdict_lines(outcomes)
-    assert fdr_lines([_outcome(0, True, 0.0, "estimate")]) == []
+    records = [_record(k, k < 3, p) for k, p in enumerate(ps)] + [_record(99, True, 0.0, "estimate")]
+    verdict = run_verdict(records, gate="thresholds", baseline=None)
+    assert verdict["fdr"] == {"q": 0.05, "confident": 10, "failing": 3, "surviving": 2}
+    assert [r["fdr_survives"] for r in records[:4]] == [True, True, False, False] and records[-1]["fdr_survives"] is None
+    assert ("false discovery rate: 2 of 3 failing cases survive Benjamini-Hochberg at q = 0.05 over 10 confident "
+            "cases (1 may be chance)") in verdict_lines(verdict)
+    assert run_verdict([_record(0, True, 0.0, "estimate")], gate="thresholds", baseline=None)["fdr"] is None
 
 
 def test_case_outcomes_read_their_p_value_and_decision_back_from_the_report():

@@ -16,7 +16,8 @@ from pytest_memerobust.report.html import to_html
 from pytest_memerobust.results import ConditionResult, StatsConfig
 from pytest_memerobust.suite import builtin_suite_arg, builtin_suite_paths, load_suite
 from pytest_memerobust.judge.thresholds import Thresholds, Violation, assess, check, verdict
-from pytest_memerobust.judge.verdict import CaseOutcome, failure_lines, verdict_lines
+from pytest_memerobust.judge.verdict import CaseOutcome, failure_lines, run_verdict
+from pytest_memerobust.report.tables import verdict_lines
 
 QUICK = ["--memerobust-limit=40", "--memerobust-bootstrap=100", "-p", "no:cacheprovider"]
 
@@ -157,18 +158,32 @@ def test_mcnemar_p_value_of_a_result_is_the_exact_test_on_its_memes():
     assert result.as_dict()["mcnemar_p"] == result.mcnemar_p
 
 
-def test_verdict_lines_count_per_model_and_name_the_worst():
-    outcomes = [CaseOutcome(f"s::m::case-{i}", "failed", "m", "fail for sure", i / 10, f"why {i}") for i in range(7)]
-    outcomes += [CaseOutcome("s::m::ok", "passed", "m", "pass"),
-                 CaseOutcome("s::m::noisy", "passed", "m", "fail within noise", 0.01, "close"),
-                 CaseOutcome("s::m::skipped", "skipped", "m"),
-                 CaseOutcome("test_caption_fuzz.py::test_fuzz", "failed", line="AssertionError: flipped")]
-    lines = verdict_lines(outcomes)
-    assert lines[0] == ("m: 9 cases: 1 pass, 7 fail for sure, 1 fail within noise (passed: the interval "
-                        "straddles the limit), 1 skipped")
-    assert lines[1] == "  worst 5:" and lines[2].split() == ["s::m::case-6", "why", "6"]
-    assert lines[-1] == "other robustness tests: 0 pass, 1 fail (test_fuzz)"
-    assert failure_lines(outcomes)[:2] == ["s::m::", "  case-0  why 0"]
+def _record(name, outcome, verdict, family="typos", shortfall=0.0):
+    violations = [] if verdict in ("pass", "skipped") else [
+        {"what": "flip rate", "value": 0.1 + shortfall, "limit": 0.1, "comparison": "<=", "ci": [0.1, 0.5],
+         "sure": verdict == "fail for sure", "fails": verdict == "fail for sure"}]
+    return {"nodeid": f"s::m::{name}", "model": "m", "family": family, "condition": name, "outcome": outcome,
+            "verdict": verdict, "violations": violations, "regressions": [], "regressed": False,
+            "decision": "confident", "p_value": None, "fdr_survives": None}
+
+
+def test_the_run_verdict_counts_per_model_and_names_the_weakest_families():
+    records = [_record(f"case-{i}", "failed", "fail for sure", f"family-{i}", i / 10) for i in range(7)]
+    records += [_record("ok", "passed", "pass"), _record("noisy", "passed", "fail within noise", "noisy", 0.01),
+                _record("skipped", "skipped", "skipped")]
+    verdict = run_verdict(records, gate="thresholds", baseline=None)
+    (m,) = verdict["models"]
+    assert (m["cases"], m["pass"], m["fail for sure"], m["fail within noise"], m["skipped"], m["failed"]) == (
+        10, 1, 7, 1, 1, 7)
+    assert [w["family"] for w in m["weakest_families"]] == ["family-6", "family-5", "family-4", "family-3",
+                                                            "family-2"]
+    assert not verdict["passed"] and verdict["failing"] == [f"s::m::case-{i}" for i in range(7)]
+    lines = verdict_lines(verdict)
+    assert lines[0] == "m: 9 cases: 1 pass, 7 fail for sure, 1 fail within noise, 1 skipped"
+    assert lines[-1] == "FAILED: 7 robustness tests failed the gate (--memerobust-gate=thresholds)"
+    outcomes = [CaseOutcome(r["nodeid"], r["outcome"], "m", r["verdict"], line=f"why {r['condition']}")
+                for r in records]
+    assert failure_lines(outcomes)[:2] == ["s::m::", "  case-0  why case-0"]
 
 
 @pytest.fixture(scope="module")
