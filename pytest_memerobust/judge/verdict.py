@@ -102,7 +102,7 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
                         "ci": list(v.ci), "sure": v.sure, "fails": v in failing_now} for v in violations],
         "p_value": p_value, "fdr_survives": None, "regressed": regressed,
         "regressions": [c.as_dict() for c in comparisons],
-        "gated_by": ([f"thresholds"] if failing_now and gates_thresholds(gate) else [])
+        "gated_by": (["thresholds"] if failing_now and gates_thresholds(gate) else [])
                     + (["regressions"] if regressed and gates_regressions(gate) else []),
     }
 
@@ -123,7 +123,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     `fdr_survives` is set), and the baseline comparison's summary. What every renderer shows; none computes it."""
     import numpy as np
 
-    from .gate import summarize
+    from .gate import Comparison, summarize
     from .metrics import benjamini_hochberg
 
     confident = [r for r in records if r.get("decision") == "confident" and r.get("p_value") is not None
@@ -147,8 +147,6 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
                        "regressed": sum(r["regressed"] for r in mine),
                        "weakest_families": _weakest_families(mine)})
     comparisons = [c for r in records for c in r["regressions"]]
-    from .gate import Comparison
-
     summary_of_gate = None
     if baseline is not None:
         rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci")},
