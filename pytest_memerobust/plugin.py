@@ -107,7 +107,7 @@ def _value(config, name: str, convert, repeatable: bool):
 
 
 def build_options(config):
-    from .features import FEATURE_MEMORY_MIB
+    from .engine.features import FEATURE_MEMORY_MIB
     from .results import StatsConfig
     from .session import Options
 

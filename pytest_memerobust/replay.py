@@ -97,7 +97,7 @@ def needs_batch(condition) -> bool:
 
 def picture_digest(picture) -> str:
     """The digest the feature cache keys a picture by (`features.input_digests`), the same on every device."""
-    from .features import input_digests
+    from .engine.features import input_digests
 
     return input_digests([picture])[0]
 
@@ -283,7 +283,7 @@ def manifest(cases: list[dict], kept: list[dict] = ()) -> dict:
     """The manifest of the gathered cases (and of the `kept` entries of other cases, from an earlier manifest),
     ordered by case, each case's entries in their order (the same with or without pytest-xdist)."""
     from . import __version__
-    from .features import FORMAT as FEATURES_FORMAT
+    from .engine.features import FORMAT as FEATURES_FORMAT
 
     entries = [*kept, *(entry for c in cases for entry in c.get("entries", []))]
     return {"format": FORMAT, "version": __version__, "picture_digests": f"features/{FEATURES_FORMAT}",

@@ -18,7 +18,7 @@ from .detectors.base import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError, ModeNotRead
-from .features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
+from .engine.features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
 from .results import ConditionResult, StatsConfig
 
 DEFAULT_DATA = "demo"

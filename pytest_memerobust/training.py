@@ -17,7 +17,7 @@ import numpy as np
 from .atomic import atomic_path, atomic_write_text
 from .data.meme import Dataset
 from .errors import DataError
-from .features import FeatureStore, detector_feature_store
+from .engine.features import FeatureStore, detector_feature_store
 from .detectors.checkpoints import save_state_dict
 from .detectors.base import class_probabilities, classification_loss, is_multilabel
 from .judge.metrics import METRICS, auroc

@@ -22,7 +22,7 @@ from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.detectors.cards import available_cards
 from pytest_memerobust.errors import CheckpointError
-from pytest_memerobust.features import FeatureStore
+from pytest_memerobust.engine.features import FeatureStore
 
 DEMO_WEIGHTS = available_cards()["demo"].parent / "demo.safetensors"
 

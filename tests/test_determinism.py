@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from pytest_memerobust.determinism import RESULT_THREADS, fixed_threads
-from pytest_memerobust.features import FeatureStore
+from pytest_memerobust.engine.features import FeatureStore
 
 MODEL = "memeblip2-tda"
 SUITE = """

@@ -306,7 +306,7 @@ def test_background_perturbations_use_one_cpu_thread_and_leave_the_others_theirs
 
     import torch
 
-    from pytest_memerobust import engine
+    from pytest_memerobust.engine import engine
 
     before = torch.get_num_threads()
     background = engine._background()

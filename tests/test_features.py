@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pytest_memerobust.engine import Condition, Engine
-from pytest_memerobust.features import (FeatureStore, HeldArrays, input_digest, input_digests, pack_digests,
+from pytest_memerobust.engine.features import (FeatureStore, HeldArrays, input_digest, input_digests, pack_digests,
                                        unpack_digests)
 
 from test_engine import CountingSplit, make_dataset

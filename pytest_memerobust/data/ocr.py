@@ -17,7 +17,7 @@ import numpy as np
 
 from ..atomic import atomic_write_text
 from ..errors import BackendMissing
-from ..features import input_digest
+from ..engine.features import input_digest
 from .meme import Dataset
 from .text_boxes import TEXT_BOXES, TextBox, joined_text, reading_order
 

@@ -117,7 +117,7 @@ class HostedDetector:
     def _cache_path(self, picture: np.ndarray, caption: str) -> Path | None:
         if self.cache_dir is None:
             return None
-        from ..features import input_digest
+        from ..engine.features import input_digest
 
         key = json.dumps([self.base_url, self.model, self.prompt.system, self.prompt.text(caption),
                           input_digest(_array(picture))], ensure_ascii=False)

@@ -7,94 +7,19 @@ combined condition reuses both sides computed for the single-channel ones.
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
-from .data.meme import Dataset
-from .data.text_boxes import TEXT_BOXES
-from .detectors.base import is_split
-from .determinism import fixed_threads
+from ..data.meme import Dataset
+from ..data.text_boxes import TEXT_BOXES
+from ..detectors.base import is_split
+from ..determinism import fixed_threads
 from .features import FeatureStore, HeldArrays, input_digests, pack_digests, unpack_digests
-from .perturb import get as get_perturbation
-
-_SIDE = re.compile(r"^(text|image|prompt)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
-_DEFENCE_SIDE = re.compile(r"^defence=([A-Za-z0-9_.:\-]+(?:,[A-Za-z0-9_.:\-]+)*)$")
-
-
-@dataclass(frozen=True)
-class Condition:
-    """Clean, text-only, image-only or combined; `prompt` rewords a prompted detector's instruction (alone or with
-    the other two). Its `id` reads like `text=typos@3+image=gaussian_noise@3` or `prompt=paraphrase@2+image=...`."""
-
-    text: str | None = None
-    text_severity: int | None = None
-    image: str | None = None
-    image_severity: int | None = None
-    prompt: str | None = None  # a prompt edit (prompt_invariance.PROMPT_EDITS)
-    prompt_severity: int | None = None
-    defence: str | None = None  # a text defence's id ("nfkc+confusables", defences.Defence): captions normalised
-
-    @property
-    def undefended(self) -> "Condition":
-        """The same condition without its defence: what the defence is measured against."""
-        return replace(self, defence=None)
-
-    @property
-    def kind(self) -> str:
-        if self.prompt:
-            return "prompt"
-        if self.text and self.image:
-            return "combined"
-        return "text" if self.text else "image" if self.image else "clean"
-
-    @staticmethod
-    def _side(modality: str, name: str | None, severity: int | None) -> str | None:
-        if name is None:
-            return None
-        return f"{modality}={name}" + (f"@{severity}" if severity is not None else "")
-
-    @property
-    def id(self) -> str:
-        sides = [s for s in (self._side("text", self.text, self.text_severity),
-                             self._side("image", self.image, self.image_severity),
-                             self._side("prompt", self.prompt, self.prompt_severity)) if s]
-        if self.defence:  # `+` joins the sides, so the defence's normalisers are joined by `,` here
-            sides.append(f"defence={self.defence.replace('+', ',')}")
-        return "+".join(sides) or "clean"
-
-    @property
-    def test_name(self) -> str:
-        """The case's pytest name, e.g. `typos-3+uap-3`: a whole `-k` expression (pytest's `-k` grammar has no `@`
-        or `=`), and unambiguous because a perturbation's name belongs to one modality."""
-        sides = [f"{name}-{severity}" if severity is not None else name
-                 for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity),
-                                        (self.prompt, self.prompt_severity)) if name]
-        return "+".join(sides + ["defended"] * bool(self.defence)) or "clean"
-
-    @classmethod
-    def parse(cls, condition_id: str) -> "Condition":
-        if condition_id == "clean":
-            return cls()
-        values: dict = {}
-        for part in condition_id.split("+"):
-            defence = _DEFENCE_SIDE.match(part.strip())
-            if defence and "defence" not in values:
-                values["defence"] = defence.group(1).replace(",", "+")
-                continue
-            match = _SIDE.match(part.strip())
-            if not match or match.group(1) in values:
-                raise ValueError(f"bad condition {condition_id!r}: expected e.g. 'text=typos@3+image=contrast@2' "
-                             f"(and '+defence=nfkc,confusables' for a defended one)")
-            modality, name, severity = match.groups()
-            values[modality] = name
-            values[f"{modality}_severity"] = int(severity) if severity else None
-        return cls(**values)
-
+from ..perturb import get as get_perturbation
+from .conditions import Condition
 
 PREFETCH_SIDES = 2  # sides perturbed ahead: enough to keep the encoder fed, few enough to bound memory
 PROGRESS_MIN_INPUTS = 2048  # encodes this long show a progress bar on a terminal
@@ -319,7 +244,7 @@ class Engine:
             captions = [texts[i] for i in indices]
         boxes = self.text_boxes(indices, perturbation.name) if perturbation.reads_text_boxes else None
         if self.defence is not None and perturbation.modality == "text" and context is None and captions is None:
-            from .defences import adaptive_perturb
+            from ..defences import adaptive_perturb
 
             return [adaptive_perturb(perturbation.name, text, severity, (self.seed, self.ids[i]), self.defence)
                     for text, i in zip(items, indices)]
@@ -349,7 +274,7 @@ class Engine:
         """Meme `i`'s picture under the condition's image side as an array, for the report's thumbnails (an edge),
         recomputed alone (perturbed pictures are dropped once encoded); an attack's pictures come from the
         whole-dataset pass, since attacks fit on the batch."""
-        from .pictures import to_array
+        from ..pictures import to_array
 
         side = self.image_side(condition)
         clean = self._clean("image")
@@ -368,7 +293,7 @@ class Engine:
             return None
         side = (condition.text, condition.text_severity)
         if side not in self._caption_edits:  # a grid pairs one text side with many image sides
-            from .perturb.distance import words_changed
+            from ..perturb.distance import words_changed
 
             clean, edited = self._clean("text"), self.inputs("text", *side)
             out = {"words_changed": float(np.mean([words_changed(a, b) for a, b in zip(clean, edited)]))}
@@ -380,7 +305,7 @@ class Engine:
 
     def attack_context(self):
         """Detector, true labels and clean image features for the attacks that query the detector."""
-        from .perturb.attacks import AttackContext
+        from ..perturb.attacks import AttackContext
 
         if self._attack_context is None:
             if self.labels is None:
@@ -394,7 +319,7 @@ class Engine:
             images = self.inputs("image", None, None) if not split and "image" in modalities else None
             detector = self.detector
             if self.defence is not None:
-                from .defences import DefendedDetector
+                from ..defences import DefendedDetector
 
                 detector = DefendedDetector(self.detector, self.defence)
             self._attack_context = AttackContext(detector, np.asarray(self.labels), image_features, images,
@@ -468,7 +393,7 @@ class Engine:
         """The detector as `condition` asks it: itself, or, under a prompt edit, a view with the reworded prompt."""
         if not condition.prompt:
             return self.detector
-        from .judge.prompt_invariance import prompt_edit, supports_prompts
+        from ..judge.prompt_invariance import prompt_edit, supports_prompts
 
         if not supports_prompts(self.detector):
             raise ValueError(f"condition {condition.id!r} rewords the prompt of a detector that has none")
@@ -495,7 +420,7 @@ class Engine:
         arrays for a detector that says `takes_pictures = "array"` (converted at this edge, batch by batch)."""
         if getattr(self.detector, "takes_pictures", "tensor") != "array":
             return method
-        from .pictures import to_array
+        from ..pictures import to_array
 
         def with_arrays(images, *rest):
             return method([None if x is None else to_array(x) for x in images], *rest)

@@ -24,8 +24,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .atomic import atomic_path
-from .determinism import fixed_shapes
+from ..atomic import atomic_path
+from ..determinism import fixed_shapes
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 MODALITIES = ("image", "text")
@@ -85,7 +85,7 @@ def input_digests(items: Sequence) -> list[str]:
     """`input_digest` of many inputs; pictures are digested together, on their device."""
     if not items or isinstance(items[0], str):
         return [input_digest(x) for x in items]
-    from .pictures import as_picture, digests
+    from ..pictures import as_picture, digests
 
     return digests([as_picture(x) for x in items])
 
