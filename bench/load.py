@@ -11,6 +11,11 @@ number of memes or conditions is visible:
     python bench/load.py --memes 50000 --conditions 12              # many memes
     python bench/load.py --memes 500 --conditions 1000              # many conditions
     python bench/load.py --memes 50000 --conditions 12 --memory-budget 64   # features held in memory: 64 MiB at most
+    python bench/load.py --memes 5000 --size 512 --only gaussian_noise@3,jpeg_compression@3   # 512 px pictures
+
+The conditions are planned before the first is asked for, as the pytest suites plan theirs, so the engine evaluates
+them shard by shard (`--shard-size` memes at a time; default: from the pictures' size); `--ray local:2` hands the
+shards to a local Ray cluster's actors.
 """
 from __future__ import annotations
 
@@ -79,6 +84,19 @@ def conditions(count: int) -> list[Condition]:
     return single + pairs[: count - len(single)]
 
 
+def named_conditions(names: str) -> list[Condition]:
+    """`gaussian_noise@3,typos@2` -> one single-side condition each (the side's modality from the catalogue)."""
+    out = []
+    for part in names.split(","):
+        name, _, severity = part.strip().partition("@")
+        side = {"text": name, "text_severity": None} if get(name).modality == "text" else \
+            {"image": name, "image_severity": None}
+        key = "text_severity" if "text" in side else "image_severity"
+        side[key] = int(severity) if severity else None
+        out.append(Condition(**side))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memes", type=int, default=2000)
@@ -88,6 +106,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="where the memes and the cache go (default: temp)")
     parser.add_argument("--bootstrap", type=int, default=200)
     parser.add_argument("--memory-budget", type=int, default=None, help="MiB of features held in memory")
+    parser.add_argument("--only", default=None,
+                        help="these conditions instead of the grid: image or text sides, NAME@SEVERITY, comma-separated")
+    parser.add_argument("--shard-size", type=int, default=None, help="memes per shard (default: from picture size)")
+    parser.add_argument("--ray", default=None, help="evaluate the shards on Ray: auto, local:N or ADDRESS")
+    parser.add_argument("--no-cache", action="store_true", help="keep features in memory only")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
 
@@ -109,11 +132,14 @@ def main() -> None:
     phase("generate", started, memes=args.memes, size=args.size)
 
     started = time.perf_counter()
-    todo = conditions(args.conditions)
+    todo = named_conditions(args.only) if args.only else conditions(args.conditions)
     extra = {} if args.memory_budget is None else {"feature_memory_mib": args.memory_budget}
     session = RobustnessSession(Options(models=(args.model,), data=f"csv:{csv}", device="cpu", task="label",
                                         cache_dir=work / "cache", stats=StatsConfig(n_resamples=args.bootstrap),
+                                        feature_cache=not args.no_cache, shard_size=args.shard_size, ray=args.ray,
                                         **extra))
+    for condition in todo:
+        session.plan(args.model, None, condition)
     session.evaluate(args.model, Condition())
     phase("load and clean", started)
 
@@ -128,6 +154,7 @@ def main() -> None:
     report = build_report(session)
     size = len(json.dumps(report))
     phase("report", started, report_mib=round(size / 2**20, 1))
+    session.close()
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "phases": phases},
                                         indent=1))

@@ -22,6 +22,18 @@ def positive_int(text: str) -> int:
     return _integer(text, 1, "a positive integer")
 
 
+def ray_target(text: str) -> str:
+    """auto, local:N or a cluster ADDRESS (checked for reachability when the run starts)."""
+    from .engine.executors import parse_ray_target
+    from .errors import ConfigError
+
+    try:
+        parse_ray_target(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).split(": ", 1)[-1]) from None
+    return text.strip()
+
+
 def seed(text: str) -> int:
     return _integer(text, 0, "a non-negative integer seed")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from . import options as conv
-from .errors import MemeRobustError
+from .errors import ConfigError, MemeRobustError
 from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session  # the run's session, read below the plugin too
 
 OUTCOMES_KEY = pytest.StashKey[list]()  # the robustness tests' outcomes, read once all have run
@@ -31,6 +31,13 @@ _OPTIONS = [
     ("feature-memory", conv.positive_int, False,
      "MiB of encoded features held in memory at most (default 2048); beyond it the least recently used are read "
      "again from the cache, so a run over many memes and conditions stays within it"),
+    ("shard-size", conv.positive_int, False,
+     "memes per shard: every condition is evaluated a shard of memes at a time, so memory is bounded by the shard, "
+     "not the dataset (default: as many as 256 MiB of decoded pictures hold, a multiple of the batch size)"),
+    ("ray", conv.ray_target, False,
+     "evaluate the shards on a Ray cluster (the [ray] extra): auto (the cluster this host belongs to, else a local "
+     "one), local:N (a local cluster of N CPUs) or ADDRESS (host:port of a running cluster); one actor per GPU, or "
+     "per CPU on a cluster without GPUs, each loading the detector once"),
     ("ocr", conv.ocr, False, "read the captions a dataset lacks off the pictures: rapidocr (the [ocr] extra)"),
     ("captions", conv.captions, False,
      "dataset (default): the dataset's captions; ocr: every condition's captions read off its (perturbed) pictures, "
@@ -129,6 +136,7 @@ def build_options(config):
         gate=v["gate"], tables=v["tables"] or "summary",
         allow_outside_paths=bool(v["allow_outside_paths"]),
         counterexamples=v["counterexamples"], replay=v["replay"],
+        shard_size=v["shard_size"], ray=v["ray"],
     )
 
 
@@ -158,6 +166,10 @@ def _interrupt_on_sigterm(config) -> None:
 def pytest_unconfigure(config):
     import signal
 
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
     previous = config.stash.get(SIGTERM_KEY, None)
     if previous is not None and signal.getsignal(signal.SIGTERM) is _raise_terminated:
         signal.signal(signal.SIGTERM, previous)
@@ -173,6 +185,9 @@ def pytest_configure(config):
         if worker is not None and options.models:
             options = dataclasses.replace(options, device=worker_device(options.device, worker["workerid"]))
             share_cpu_threads(int(worker.get("workercount", 1)))
+        if options.ray and (worker is not None or getattr(config.option, "numprocesses", None)):
+            raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
+                              "actors itself")
         session = RobustnessSession(options)
     except MemeRobustError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -6,7 +6,8 @@ It is plain Python, so the same evaluation runs without pytest.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from .engine import Condition, Engine
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError, ModeNotRead
 from .engine.features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
+from .engine.shards import ShardRunner
 from .results import ConditionResult, StatsConfig
 
 DEFAULT_DATA = "demo"
@@ -107,6 +109,8 @@ class Options:
     stats: StatsConfig = field(default_factory=StatsConfig)
     counterexamples: Path | None = None  # failing cases' worst memes go here (None: counterexamples.json in cache_dir)
     replay: Path | None = None  # a counterexamples manifest whose entries this run replays as tests (replay.py)
+    shard_size: int | None = None  # memes per shard of the shard-major pass (None: from the pictures' size)
+    ray: str | None = None  # evaluate the shards on a Ray cluster: auto, local:N or ADDRESS (engine/executors.py)
 
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
@@ -123,6 +127,12 @@ def bf16_check(detector, dataset: Dataset) -> dict:
     agreement = float((fp32.argmax(1) == bf16.argmax(1)).mean())
     return {"n": len(dataset), "mean_abs_diff": mean_abs_diff, "agreement": agreement,
             "passed": mean_abs_diff <= BF16_TOLERANCE["mean_abs_diff"] and agreement >= BF16_TOLERANCE["agreement"]}
+
+
+def engine_in_worker(options: Options, model: str, spec: str, task: str | None, defence: str | None) -> Engine:
+    """The engine of `model` on `spec` built from `options` in another process (a Ray actor): the same detector,
+    memes and settings as the run's, for the shards it is handed."""
+    return RobustnessSession(options).engine(model, spec, task, defence)
 
 
 class RobustnessSession:
@@ -163,6 +173,11 @@ class RobustnessSession:
         from .judge.gate import gate_mode
 
         self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
+        self.executor = None  # who evaluates the shards (None: this process); connected now, so a bad cluster is
+        if options.ray and options.models:  # one usage error before any case
+            from .engine.executors import RayActors
+
+            self.executor = RayActors(options.ray, gpus=resolve_device(options.device).startswith("cuda"))
         self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
         self.verdict: dict | None = None  # the run's verdict (judge.verdict.run_verdict), once every case ran
 
@@ -404,11 +419,25 @@ class RobustnessSession:
                 training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir,
                 features=None if mode else self.feature_store(name), precision=self.precision(name),
                 ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr(),
-                side_memory_limit=self.held_features_limit(), defence=_defence(defence))
+                side_memory_limit=self.held_features_limit(), defence=_defence(defence),
+                shards=ShardRunner(self.executor, self.options.shard_size),
+                recipe=functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence))
             if defence and not mode:  # the pictures are the undefended engine's: decoded once
                 self._engines[key].share_pictures(self.engine(model, spec, task))
             self._engines[key].plan([c for c in self._planned.get((model, spec), []) if c.defence == defence])
         return self._engines[key]
+
+    def worker_options(self) -> Options:
+        """These options as a worker that evaluates shards builds its engines from: no cluster of its own, and
+        nothing of the run's end (baselines, reports, counterexamples)."""
+        return replace(self.options, ray=None, baseline=None, save_baseline=None, reports=(), counterexamples=None,
+                       replay=None)
+
+    def close(self) -> None:
+        """Let go of what the run started (a Ray pool, and the local cluster it started)."""
+        if self.executor is not None:
+            self.executor.close()
+            self.executor = None
 
     def training_memes(self, spec: str, task: str):
         """(captions, labels, memes) of the training split that goes with `spec`, for attacks fitted once per

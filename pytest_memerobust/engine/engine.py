@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -81,7 +82,8 @@ class Engine:
     def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
                  precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
-                 defence=None):
+                 defence=None, shards=None, attack_memo: dict | None = None, given_inputs: dict | None = None,
+                 recipe=None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
         (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
@@ -93,7 +95,12 @@ class Engine:
         bound); a side dropped is found again in `features` by its inputs' digests. `defence`: a text defence
         (defences.Defence) that normalises every caption on its way to the detector; the caption edits are then
         chosen adaptively (`defences.adaptive_perturb`) and the attacks query the defended detector, so what gets
-        past is what an attacker who knows the defence gets."""
+        past is what an attacker who knows the defence gets. `shards`: how the planned conditions are evaluated
+        (shards.ShardRunner: the memes a shard at a time, by an executor); None evaluates each condition over the
+        whole dataset when asked (case-major). `attack_memo`: what attacks fitted (a UAP's pattern, a trigger),
+        shared with the engine that fitted them; `given_inputs`: side key -> inputs computed elsewhere (a shard's
+        rows of captions attacked over the whole dataset). `recipe`: a picklable callable that builds this engine
+        again in another process (a Ray actor), from the run's options."""
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.precision = precision
@@ -102,6 +109,13 @@ class Engine:
         self.text_reader = text_reader
         self.defence = defence
         self._attack_context = None
+        self._attack_memo = {} if attack_memo is None else attack_memo
+        self._given_inputs = given_inputs or {}
+        self.shards, self.recipe = shards, recipe
+        self._sharded: dict[str, tuple] = {}  # condition id -> (probabilities, abstained) from the shard-major pass
+        self._sharded_errors: dict[str, Exception] = {}  # condition id -> why the pass could not evaluate it
+        self._sharded_words: dict[tuple, np.ndarray] = {}  # (text edit, severity) -> words changed, per meme
+        self._conditions: list[Condition] = []  # the planned conditions, clean first
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
         self.ids = [m.id for m in dataset.memes]
@@ -167,6 +181,9 @@ class Engine:
         key = self._key(modality, name, severity, *caption_side)
         if key in self._pending and key not in self._inputs:
             self._inputs[key] = self._pending.pop(key).result()
+        given = self._given_inputs.get((modality, name, severity, *caption_side))
+        if key not in self._inputs and given is not None:
+            self._inputs[key] = list(given)
         if key not in self._inputs:
             read = caption_side[:1] == ("ocr",)
             if read:  # captions read off this condition's pictures
@@ -190,6 +207,16 @@ class Engine:
                     out[i] = value
                 self._inputs[key] = out
         return self._inputs[key]
+
+    @property
+    def defence_id(self) -> str | None:
+        return None if self.defence is None else self.defence.id
+
+    def clean_picture(self, i: int):
+        """Meme `i`'s clean picture on the detector's device: the held one, else decoded alone (nothing kept)."""
+        if self._clean_pictures:
+            return self._clean_pictures[i]
+        return self.dataset.memes[i].picture(self.device)
 
     def _clean(self, modality: str) -> list:
         """The dataset's captions, or its pictures as uint8 tensors on the detector's device (decoded once)."""
@@ -216,6 +243,7 @@ class Engine:
                 if not perturbation.needs_model and not perturbation.caption_source and not reads and key not in plan:
                     plan.append(key)
         self._plan = plan
+        self._conditions = list({c.id: c for c in [Condition(defence=self.defence_id)] + list(conditions)}.values())
 
     def _prefetch_after(self, key: tuple) -> None:
         if key not in self._plan:
@@ -263,7 +291,7 @@ class Engine:
         out = []
         for i in indices:
             if self._text_boxes[i] is None and read is not None:
-                self._text_boxes[i] = read(self._clean("image")[i])
+                self._text_boxes[i] = read(self.clean_picture(i))
             out.append(self._text_boxes[i])
         missing = {i for i, boxes in zip(indices, out) if not boxes}
         if edit is not None and missing:
@@ -272,18 +300,35 @@ class Engine:
 
     def picture(self, condition: Condition, i: int) -> np.ndarray:
         """Meme `i`'s picture under the condition's image side as an array, for the report's thumbnails (an edge),
-        recomputed alone (perturbed pictures are dropped once encoded); an attack's pictures come from the
-        whole-dataset pass, since attacks fit on the batch."""
+        recomputed alone (perturbed pictures are dropped once encoded); an attack's in a one-meme shard of this
+        engine, which sees the meme's own label and features and what the attack fitted."""
         from ..pictures import to_array
 
         side = self.image_side(condition)
-        clean = self._clean("image")
         if condition.image is None:
-            return to_array(clean[i])
+            return to_array(self.clean_picture(i))
         perturbation = get_perturbation(condition.image)
         if perturbation.needs_model:
-            return to_array(self.inputs(*side)[i])
-        return to_array(self._apply(perturbation, [clean[i]], [i], condition.image_severity, side[3:])[0])
+            return to_array(self.shard(range(i, i + 1)).inputs(*side)[0])
+        return to_array(self._apply(perturbation, [self.clean_picture(i)], [i], condition.image_severity,
+                                    side[3:])[0])
+
+    def shard(self, rows: range, given_inputs: dict | None = None, attack_memo: dict | None = None) -> "Engine":
+        """An engine over memes `rows` of this one: the same detector, seed, batch size, store of encoded inputs,
+        defence and readers, and what its attacks fitted (`attack_memo`, default this engine's). Each meme's
+        outputs are those it gets in the whole dataset: perturbations are keyed by meme, the encoders see batches
+        of one shape, and a shard that starts at a multiple of the batch size batches its heads as the whole does.
+        `given_inputs`: this engine's key of a side -> that side's inputs for the whole dataset, sliced here."""
+        memes = list(self.dataset.memes[rows.start : rows.stop])
+        sub = Engine(self.detector, replace(self.dataset, memes=memes), seed=self.seed, batch_size=self.batch_size,
+                     labels=None if self.labels is None else np.asarray(self.labels)[rows.start : rows.stop],
+                     training=self.training, cache_dir=self.cache_dir, features=self.features,
+                     precision=self.precision, ocr=self.ocr, text_reader=self.text_reader, defence=self.defence,
+                     attack_memo=self._attack_memo if attack_memo is None else attack_memo,
+                     given_inputs={key: values[rows.start : rows.stop]
+                                   for key, values in (given_inputs or {}).items()})
+        sub._text_boxes = self._text_boxes[rows.start : rows.stop]
+        return sub
 
     def caption_edit(self, condition: Condition) -> dict | None:
         """How much the condition's caption edit changed the captions (mean share of words changed, distance.py)
@@ -293,15 +338,29 @@ class Engine:
             return None
         side = (condition.text, condition.text_severity)
         if side not in self._caption_edits:  # a grid pairs one text side with many image sides
-            from ..perturb.distance import words_changed
-
-            clean, edited = self._clean("text"), self.inputs("text", *side)
-            out = {"words_changed": float(np.mean([words_changed(a, b) for a, b in zip(clean, edited)]))}
+            rows = self._sharded_words.get(side)
+            if rows is None:
+                rows = self.words_changed(condition)
+            out = {"words_changed": float(np.mean(rows))}
             measured = self._attack_context.outcomes.get(side) if self._attack_context is not None else None
             if measured:
                 out["textattack"] = dict(measured)
             self._caption_edits[side] = out
         return dict(self._caption_edits[side])
+
+    def attack_memo(self) -> dict:
+        """What this engine's attacks fitted (a UAP's pattern, a universal trigger), by the attacks' own keys."""
+        return self._attack_memo
+
+    def words_changed(self, condition: Condition) -> np.ndarray | None:
+        """Each meme's share of caption words the condition's caption edit changed (distance.py); None without a
+        caption edit or when OCR reads the captions."""
+        if not condition.text or self.ocr is not None:
+            return None
+        from ..perturb.distance import words_changed
+
+        clean, edited = self._clean("text"), self.inputs("text", condition.text, condition.text_severity)
+        return np.array([words_changed(a, b) for a, b in zip(clean, edited)], dtype=np.float64)
 
     def attack_context(self):
         """Detector, true labels and clean image features for the attacks that query the detector."""
@@ -323,7 +382,8 @@ class Engine:
 
                 detector = DefendedDetector(self.detector, self.defence)
             self._attack_context = AttackContext(detector, np.asarray(self.labels), image_features, images,
-                                                 training=self.training, cache_dir=self.cache_dir)
+                                                 training=self.training, cache_dir=self.cache_dir,
+                                                 memo=self._attack_memo)
         return self._attack_context
 
     @fixed_threads()
@@ -332,36 +392,46 @@ class Engine:
         held = self._features.get(key)
         if held is None and key in self._side_digests:  # encoded before, dropped from memory since
             held = self.features.cached(modality, unpack_digests(self._side_digests[key]))
+        if held is None and self.shards is not None and key == ("image", None, None) and not self._clean_pictures:
+            # the clean pictures a shard at a time, none held: what attacks and modality swaps read
+            chunks = [self._encode_items("image", [self.clean_picture(i) for i in rows])
+                      for rows in self.shards.row_ranges(self)]
+            held = np.concatenate([features for features, _ in chunks])
+            self._side_digests[key] = np.concatenate([digests for _, digests in chunks])
         if held is None:
             items = self.inputs(modality, name, severity, *caption_side)
             if modality == "text":
                 items = self.defended(items)
-            digests = input_digests(items)
-            encode = self._fitting(self.detector.encode_texts if modality == "text"
-                                   else self._as_the_detector_takes(self.detector.encode_images))
-
-            bar = None
-
-            def encoded(n: int, total: int) -> None:
-                nonlocal bar
-                self.encoder_calls[modality] += n
-                if bar is None and total >= PROGRESS_MIN_INPUTS:
-                    bar = _progress_bar(total, f"encoding {'pictures' if modality == 'image' else 'captions'}")
-                if bar is not None:
-                    bar.update(n)
-
             self._prefetch_after(key)  # the next sides are perturbed while the detector encodes this one
-            try:
-                with self._precision():
-                    held = self.features.features(modality, items, encode, self.batch_size, encoded, digests)
-            finally:
-                if bar is not None:
-                    bar.close()
-            self._side_digests[key] = pack_digests(digests)
+            held, self._side_digests[key] = self._encode_items(modality, items)
             if modality == "image" and name is not None:
                 del self._inputs[key]  # perturbed pictures are large and no longer needed once encoded
         self._features.put(key, held)
         return held
+
+    def _encode_items(self, modality: str, items: list) -> tuple[np.ndarray, np.ndarray]:
+        """(features, packed digests) of `items` through the store of encoded inputs."""
+        digests = input_digests(items)
+        encode = self._fitting(self.detector.encode_texts if modality == "text"
+                               else self._as_the_detector_takes(self.detector.encode_images))
+
+        bar = None
+
+        def encoded(n: int, total: int) -> None:
+            nonlocal bar
+            self.encoder_calls[modality] += n
+            if bar is None and total >= PROGRESS_MIN_INPUTS:
+                bar = _progress_bar(total, f"encoding {'pictures' if modality == 'image' else 'captions'}")
+            if bar is not None:
+                bar.update(n)
+
+        try:
+            with self._precision():
+                held = self.features.features(modality, items, encode, self.batch_size, encoded, digests)
+        finally:
+            if bar is not None:
+                bar.close()
+        return held, pack_digests(digests)
 
     def predict_pairs(self, image_of: Sequence[int], text_of: Sequence[int]) -> np.ndarray:
         """Class probabilities of clean pictures and captions re-paired: row k shows meme `image_of[k]`'s picture
@@ -454,11 +524,34 @@ class Engine:
         device = str(getattr(self.detector, "device", "cpu")).split(":")[0]
         return torch.autocast(device_type=device, dtype=torch.bfloat16)
 
+    def planned(self) -> list[Condition]:
+        """The conditions this engine was told it will be asked for (`plan`), clean first."""
+        return list(self._conditions)
+
+    def _take_shards(self, evaluated) -> None:
+        """Keep what a shard-major pass (shards.ShardRunner.run) put together, in meme order."""
+        self._sharded.update(evaluated.outputs)
+        self._sharded_errors.update(evaluated.errors)
+        self._sharded_words.update(evaluated.words_changed)
+        for edit, rows in evaluated.boxless.items():
+            self.boxless.setdefault(edit, set()).update(rows)
+        for modality, count in evaluated.encoder_calls.items():
+            self.encoder_calls[modality] += count
+
     def predict(self, condition: Condition) -> np.ndarray:
         """Class probabilities [N, C] under `condition`."""
         if condition.defence != (None if self.defence is None else self.defence.id):
             raise ValueError(f"condition {condition.id!r} asks for another defence than this engine's "
                              f"({'none' if self.defence is None else self.defence.id})")
+        if self.shards is not None and self.shards.takes(self, condition):
+            if condition.id not in self._sharded and condition.id not in self._sharded_errors:
+                self._take_shards(self.shards.run(self))
+            if condition.id in self._sharded_errors:
+                raise self._sharded_errors[condition.id]
+            proba, abstained = self._sharded[condition.id]
+            if abstained is not None:
+                self.abstentions[condition.id] = abstained
+            return proba
         asked = self._asked(condition)
         image_side = self.image_side(condition)
         text_side = self.text_side(condition)

@@ -1,0 +1,149 @@
+"""Who evaluates a shard: this process, or a pool of Ray actors on one host or many.
+
+Every executor yields `ShardResult`s keyed by their shard; `ShardRunner` puts them back in meme order, so the report
+is the same bytes whichever executor ran the shards. Ray is an optional extra (`pip install "pytest-memerobust[ray]"`):
+it does the distribution, the restarts and the retries; nothing here schedules beyond handing each idle actor the
+next shard.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from ..errors import ConfigError
+from .shards import ShardResult, ShardTask, evaluate_shard
+
+ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
+
+
+class InProcess:
+    """Shards one after the other in this process, sharing its store of encoded inputs and its attack memo."""
+
+    name = "in-process"
+
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict) -> Iterator[ShardResult]:
+        for task in tasks:
+            yield evaluate_shard(engine, task, conditions, given)
+
+
+def parse_ray_target(value: str) -> tuple[str | None, int | None]:
+    """`auto` (the cluster this host belongs to, or a new local one), `local:N` (a new local cluster of N CPUs) or
+    an ADDRESS (`host:port` or `ray://host:port`) -> (address for ray.init, CPUs of a new local cluster)."""
+    value = value.strip()
+    if value.startswith("local:"):
+        try:
+            cpus = int(value.removeprefix("local:"))
+        except ValueError:
+            cpus = 0
+        if cpus < 1:
+            raise ConfigError(f"--memerobust-ray={value}: local:N needs a number of CPUs >= 1, e.g. local:2")
+        return None, cpus
+    if value in ("", "local"):
+        raise ConfigError("--memerobust-ray: give auto, local:N or a cluster's ADDRESS (host:port)")
+    return value, None
+
+
+class RayActors:
+    """A pool of Ray actors, each building the engine once (its detector loaded on its own GPU, or on `cpus`
+    CPUs) from the engine's `recipe`, and evaluating the shards handed to it.
+
+    `target`: see `parse_ray_target`. `actors`: how many (default: one per GPU of the cluster when `gpus`, else one
+    per `cpus` CPUs of it). Connecting checks the cluster at once: one ConfigError names what is wrong (unreachable,
+    no GPU where the run asks for one, Ray not installed), before any case runs."""
+
+    name = "ray"
+
+    def __init__(self, target: str, gpus: bool = False, actors: int | None = None, cpus: int = 1):
+        try:
+            import ray
+        except ImportError as error:
+            raise ConfigError(f"--memerobust-ray={target}: Ray is not installed ({error}); install the extra: "
+                              f"pip install \"pytest-memerobust[ray]\"") from None
+        self.ray = ray
+        address, local_cpus = parse_ray_target(target)
+        self.target, self.gpus, self.cpus = target, gpus, cpus
+        self.started_here = False
+        if not ray.is_initialized():
+            try:
+                if address is None:
+                    ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
+                             configure_logging=False)
+                else:
+                    ray.init(address=address, log_to_driver=False, configure_logging=False)
+            except Exception as error:  # ConnectionError, RuntimeError, ValueError: Ray's words for "not there"
+                raise ConfigError(f"--memerobust-ray={target}: cannot reach a Ray cluster there "
+                                  f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
+            self.started_here = True
+        resources = ray.cluster_resources()
+        if gpus and resources.get("GPU", 0) < 1:
+            raise ConfigError(f"--memerobust-ray={target}: the run asks for a GPU (--memerobust-device) but the "
+                              f"cluster has none (resources: CPU {resources.get('CPU', 0):g}, GPU 0)")
+        per_actor = "GPU" if gpus else "CPU"
+        available = int(resources.get(per_actor, 0) // (1 if gpus else cpus))
+        self.size = actors or max(1, available)
+        self._actors: list = []
+        self._actor_class = None
+
+    def _pool(self) -> list:
+        if not self._actors:
+            worker = self.ray.remote(ShardWorker).options(
+                num_gpus=1 if self.gpus else 0, num_cpus=0 if self.gpus else self.cpus,
+                max_restarts=ACTOR_RESTARTS, max_task_retries=ACTOR_RESTARTS)
+            self._actors = [worker.remote() for _ in range(self.size)]
+        return self._actors
+
+    def actor_pids(self) -> list[int]:
+        """The actors' process ids (for tests that kill one)."""
+        return self.ray.get([a.pid.remote() for a in self._pool()])
+
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict) -> Iterator[ShardResult]:
+        recipe = getattr(engine, "recipe", None)
+        if recipe is None:  # an engine built by hand, not by a session: nothing to rebuild it from elsewhere
+            yield from InProcess().run(engine, tasks, conditions, given)
+            return
+        ray = self.ray
+        shared = ray.put((recipe, list(conditions), given, engine.attack_memo()))
+        todo, running = list(tasks), {}
+        for actor in self._pool():
+            if todo:
+                running[actor.evaluate.remote(shared, todo.pop(0))] = actor
+        while running:
+            done, _ = ray.wait(list(running), num_returns=1)
+            actor = running.pop(done[0])
+            yield ray.get(done[0])
+            if todo:
+                running[actor.evaluate.remote(shared, todo.pop(0))] = actor
+
+    def close(self) -> None:
+        """Let the actors go, and the cluster too when this pool started it."""
+        for actor in self._actors:
+            self.ray.kill(actor)
+        self._actors = []
+        if self.started_here:
+            self.ray.shutdown()
+
+
+class ShardWorker:
+    """A Ray actor's state: the engines it built, by recipe, each with its detector loaded once."""
+
+    def __init__(self):
+        self.engines: dict = {}
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def evaluate(self, shared: tuple, task: ShardTask) -> ShardResult:
+        recipe, conditions, given, memo = shared
+        key = recipe_key(recipe)
+        if key not in self.engines:
+            self.engines[key] = recipe()
+        return evaluate_shard(self.engines[key], task, conditions, given, memo)
+
+
+def recipe_key(recipe: Callable) -> str:
+    """A recipe's identity across processes (the pickled bytes of a partial's function and arguments)."""
+    import hashlib
+    import pickle
+
+    return hashlib.sha256(pickle.dumps(recipe)).hexdigest()

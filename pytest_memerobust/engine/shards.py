@@ -1,0 +1,213 @@
+"""Shard-major evaluation: every planned condition of an engine, a shard of memes at a time.
+
+A shard's pictures are decoded, each condition side is perturbed and encoded for the shard's memes, the heads run for
+every condition (text x image pairs included), and only per-meme outputs survive the shard: probabilities,
+abstentions, the share of caption words an edit changed. So memory is bounded by the shard, not the dataset.
+
+Each meme's outputs are those it gets in one pass over the whole dataset (tests/test_shards.py compares): the
+perturbations are keyed by meme, the encoders see batches of one shape (determinism.py), and shards start at
+multiples of the batch size, so the heads' batches are the whole pass's. Attacks are fitted once, before the shards,
+and shared: a caption attack runs over the whole dataset (captions are small, and an attack that batches its queries
+across memes would otherwise see other batches), and what an image attack fits (a UAP's pattern) goes with every
+shard in the attack memo. Which process evaluates a shard is the executor's business (executors.py); results are
+keyed by shard and put back in meme order, so every executor gives the same bytes.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..perturb import get as get_perturbation
+from .conditions import Condition
+
+PICTURE_BUDGET_MIB = 256  # decoded clean pictures of one shard, at most (its perturbed sides come on top)
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Memes `start` to `stop` (exclusive) of an engine's dataset; `ids` lets a remote worker check it has the
+    same memes."""
+
+    index: int
+    start: int
+    stop: int
+    ids: tuple[str, ...] = ()
+
+
+@dataclass
+class ShardResult:
+    """What survives a shard: per condition id, (probabilities, abstained or None) of its memes."""
+
+    index: int
+    outputs: dict[str, tuple[np.ndarray, np.ndarray | None]]
+    errors: dict[str, Exception] = field(default_factory=dict)  # condition id -> why it could not be evaluated
+    words_changed: dict[tuple, np.ndarray] = field(default_factory=dict)  # (text edit, severity) -> per meme
+    boxless: dict[str, list[int]] = field(default_factory=dict)  # typographic edit -> memes without text boxes
+    encoder_calls: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluated:
+    """A whole shard-major pass, in meme order."""
+
+    outputs: dict[str, tuple[np.ndarray, np.ndarray | None]]
+    errors: dict[str, Exception]  # raised by the condition's own case, not by the whole pass
+    words_changed: dict[tuple, np.ndarray]
+    boxless: dict[str, set[int]]
+    encoder_calls: dict[str, int]
+
+
+def picture_bytes(engine) -> int:
+    """Bytes of one decoded clean picture (the first meme's; 0 for caption-only data)."""
+    if not engine.dataset.memes or not engine.dataset.memes[0].has_picture:
+        return 0
+    picture = engine.clean_picture(0)
+    return int(picture.numel() * picture.element_size()) if hasattr(picture, "numel") else int(picture.nbytes)
+
+
+def shard_memes(engine, size: int | None = None, budget_mib: int = PICTURE_BUDGET_MIB) -> int:
+    """Memes per shard: `size`, else as many as `budget_mib` of decoded pictures hold; a multiple of the engine's
+    batch size either way, so the heads batch as in one pass."""
+    batch = engine.batch_size
+    if size is None:
+        one = picture_bytes(engine)
+        size = len(engine.ids) if one == 0 else budget_mib * 2**20 // one
+    return max(batch, size // batch * batch)
+
+
+class ShardRunner:
+    """Evaluates an engine's planned conditions shard-major with an executor (executors.py)."""
+
+    def __init__(self, executor=None, size: int | None = None, budget_mib: int = PICTURE_BUDGET_MIB,
+                 progress: bool = True):
+        from .executors import InProcess
+
+        self.executor = executor or InProcess()
+        self.size, self.budget_mib, self.progress = size, budget_mib, progress
+
+    def takes(self, engine, condition: Condition) -> bool:
+        """Whether `condition` is evaluated shard-major: a planned condition of an engine that does not read its
+        captions by OCR (its readings are per picture too, but the OCR view reads them from the engine)."""
+        return engine.ocr is None and any(c.id == condition.id for c in engine.planned())
+
+    def row_ranges(self, engine) -> list[range]:
+        size = shard_memes(engine, self.size, self.budget_mib)
+        n = len(engine.ids)
+        return [range(start, min(start + size, n)) for start in range(0, n, size)]
+
+    def tasks(self, engine) -> list[ShardTask]:
+        return [ShardTask(k, rows.start, rows.stop, tuple(engine.ids[rows.start : rows.stop]))
+                for k, rows in enumerate(self.row_ranges(engine))]
+
+    def run(self, engine) -> Evaluated:
+        conditions = [c for c in engine.planned() if self.takes(engine, c)]
+        given, failed = fitted_before_shards(engine, conditions)
+        conditions = [c for c in conditions if c.id not in failed]
+        tasks = self.tasks(engine)
+        results: dict[int, ShardResult] = {}
+        with _progress(len(engine.ids), len(conditions), self.progress) as bar:
+            for result in self.executor.run(engine, tasks, conditions, given):
+                results[result.index] = result
+                bar.update(tasks[result.index].stop - tasks[result.index].start)
+        missing = [t.index for t in tasks if t.index not in results]
+        if missing:
+            raise RuntimeError(f"shards {missing} came back from no worker")
+        evaluated = assemble([results[t.index] for t in tasks], conditions)
+        evaluated.errors.update(failed)
+        return evaluated
+
+
+def fitted_before_shards(engine, conditions: list[Condition]) -> tuple[dict[tuple, list], dict[str, Exception]]:
+    """Attacks, before any shard: each caption attack's captions over the whole dataset (returned, by side key, for
+    the shards to slice), and each image attack run on the first meme, which fits what it fits (a UAP's pattern)
+    into the engine's attack memo that every shard shares. Also returns the conditions whose attack failed, with
+    the error."""
+    given: dict[tuple, list] = {}
+    failed: dict[str, Exception] = {}
+    for condition in conditions:
+        try:
+            if condition.text and get_perturbation(condition.text).needs_model:
+                side = ("text", condition.text, condition.text_severity)
+                if side not in given:
+                    given[side] = engine.inputs(*side)
+            if condition.image and get_perturbation(condition.image).needs_model and engine.ids:
+                engine.shard(range(0, 1)).inputs(*engine.image_side(condition))
+        except Exception as error:  # this condition's own failure: its case reports it
+            failed[condition.id] = error
+    return given, failed
+
+
+def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: dict,
+                   attack_memo: dict | None = None) -> ShardResult:
+    """Every condition on one shard of `engine`'s memes, in the plan's order (so the next sides are perturbed
+    while the detector encodes one)."""
+    if task.ids and tuple(engine.ids[task.start : task.stop]) != tuple(task.ids):
+        raise RuntimeError(f"shard {task.index}: this worker's memes {task.start}-{task.stop} are not the run's "
+                           f"(another dataset or --memerobust-limit on this host?)")
+    sub = engine.shard(range(task.start, task.stop), given, attack_memo)
+    sub.plan(conditions)
+    outputs, errors, words = {}, {}, {}
+    for condition in conditions:
+        try:
+            outputs[condition.id] = (sub.predict(condition), sub.abstentions.get(condition.id))
+        except Exception as error:  # this condition's own failure: its case reports it, the others go on
+            errors[condition.id] = error
+            continue
+        side = (condition.text, condition.text_severity)
+        if condition.text and side not in words:
+            changed = sub.words_changed(condition)
+            if changed is not None:
+                words[side] = changed
+    boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
+    return ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls))
+
+
+def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluated:
+    """Shards' outputs, given in meme order, as one pass's."""
+    outputs, errors = {}, {}
+    for condition in conditions:
+        error = next((r.errors[condition.id] for r in results if condition.id in r.errors), None)
+        if error is not None:
+            errors[condition.id] = error
+            continue
+        parts = [r.outputs[condition.id] for r in results]
+        abstained = [a for _, a in parts]
+        outputs[condition.id] = (np.concatenate([p for p, _ in parts]),
+                                 None if any(a is None for a in abstained) else np.concatenate(abstained))
+    words = {side: np.concatenate([r.words_changed[side] for r in results])
+             for side in (results[0].words_changed if results else {})
+             if all(side in r.words_changed for r in results)}
+    boxless: dict[str, set[int]] = {}
+    calls: dict[str, int] = {}
+    for r in results:
+        for edit, rows in r.boxless.items():
+            boxless.setdefault(edit, set()).update(rows)
+        for modality, count in r.encoder_calls.items():
+            calls[modality] = calls.get(modality, 0) + count
+    return Evaluated(outputs, errors, words, boxless, calls)
+
+
+class _progress:
+    """One bar over every shard of a pass, on the real terminal (past pytest's capture); silent elsewhere and for
+    small passes."""
+
+    def __init__(self, memes: int, conditions: int, wanted: bool):
+        self.bar = None
+        if wanted and memes * conditions >= 2048:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=memes, desc=f"{conditions} conditions, shard by shard", unit="meme", leave=False,
+                            disable=None, file=sys.__stderr__)
+
+    def __enter__(self):
+        return self
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
