@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import torch
 
 from pytest_memerobust.determinism import RESULT_THREADS, fixed_threads
 from pytest_memerobust.engine.features import FeatureStore
+from report_compare import comparable
 
 MODEL = "memeblip2-tda"
 SUITE = """
@@ -42,19 +42,6 @@ KINDS = {"text=typos@3", "text=homoglyphs@3", "text=hotflip@1", "text=universal_
          "image=gaussian_noise@3", "image=uap@1", "text=typos@3+image=uap@1"}
 RUN = [f"--memerobust-model={MODEL}", "--memerobust-limit=24", "--memerobust-bootstrap=100", "-k", "determinism",
        "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
-# Keys whose values legitimately differ between two runs of the same command: versions, timings, paths.
-NOT_COMPARED = re.compile(r"(^|_)(versions|checkpoint|path|dir|time|seconds|duration|elapsed)$")
-
-
-def comparable(value):
-    """A report without the keys NOT_COMPARED matches, at any depth."""
-    if isinstance(value, dict):
-        return {k: comparable(v) for k, v in value.items() if not NOT_COMPARED.search(k)}
-    if isinstance(value, list):
-        return [comparable(v) for v in value]
-    return value
-
-
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """The same selection run three ways: one intra-op thread, three, and three in each of two pytest-xdist workers

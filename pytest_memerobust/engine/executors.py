@@ -42,6 +42,21 @@ def parse_ray_target(value: str) -> tuple[str | None, int | None]:
     return value, None
 
 
+def check_reachable(target: str, address: str, timeout_s: float = 5.0) -> None:
+    """A ConfigError unless something listens at `address` (host:port, or ray://host:port)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--memerobust-ray={target}: expected auto, local:N or host:port")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise ConfigError(f"--memerobust-ray={target}: no Ray cluster answers at {host}:{port} "
+                          f"({error.strerror or error}); start one with `ray start --head --port={port}`, or use "
+                          f"--memerobust-ray=local:N for a cluster on this host") from None
+
+
 class RayActors:
     """A pool of Ray actors, each building the engine once (its detector loaded on its own GPU, or on `cpus`
     CPUs) from the engine's `recipe`, and evaluating the shards handed to it.
@@ -63,9 +78,17 @@ class RayActors:
         self.target, self.gpus, self.cpus = target, gpus, cpus
         self.started_here = False
         if not ray.is_initialized():
+            if address not in (None, "auto"):
+                check_reachable(target, address)  # Ray itself retries an unreachable address for minutes
             try:
-                if address is None:
-                    ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
+                if address == "auto":
+                    try:
+                        ray.init(address="auto", log_to_driver=False, configure_logging=False)
+                    except ConnectionError:  # no cluster on this host: a local one of its CPUs
+                        ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                                 configure_logging=False)
+                elif address is None:  # "local": a new cluster, even where another runs on this host
+                    ray.init(address="local", num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
                              configure_logging=False)
                 else:
                     ray.init(address=address, log_to_driver=False, configure_logging=False)
@@ -75,6 +98,8 @@ class RayActors:
             self.started_here = True
         resources = ray.cluster_resources()
         if gpus and resources.get("GPU", 0) < 1:
+            if self.started_here:
+                ray.shutdown()
             raise ConfigError(f"--memerobust-ray={target}: the run asks for a GPU (--memerobust-device) but the "
                               f"cluster has none (resources: CPU {resources.get('CPU', 0):g}, GPU 0)")
         per_actor = "GPU" if gpus else "CPU"

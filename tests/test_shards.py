@@ -1,0 +1,105 @@
+"""Shard-major evaluation (engine/shards.py): every planned condition a shard of memes at a time gives each meme the
+outputs of one pass over the whole dataset, for every kind of perturbation, attacks included; the run never holds
+more than a shard's pictures; a condition that cannot be evaluated fails its own case only.
+
+memeblip2-tda has torch encoders (the demo detector's are numpy, which would hide batch effects)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import executors
+from pytest_memerobust.engine.shards import ShardRunner, shard_memes
+from pytest_memerobust.results import StatsConfig
+from pytest_memerobust.session import Options, RobustnessSession
+
+MODEL = "memeblip2-tda"
+MEMES, BATCH = 40, 16  # shards of 16, 16 and 8 memes
+KINDS = ["clean", "text=typos@3", "text=homoglyphs@3", "text=hotflip@1", "text=universal_trigger@1",
+         "image=gaussian_noise@3", "image=jpeg_compression@2", "image=augmix@2", "image=uap@1", "image=sticker@3",
+         "image=counter_text@2", "text=typos@3+image=rendered_caption", "text=typos@3+image=uap@1",
+         "text=hotflip@1+image=gaussian_noise@3", "text=homoglyphs@3+defence=nfkc,confusables"]
+
+
+def _session(tmp_path, **options) -> RobustnessSession:
+    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
+                                        feature_cache=False, cache_dir=tmp_path, stats=StatsConfig(n_resamples=20),
+                                        **options))
+    for condition in KINDS:
+        session.plan(MODEL, None, Condition.parse(condition))
+    return session
+
+
+def _evaluate(session) -> dict:
+    out = {}
+    for condition in KINDS:
+        result = session.evaluate(MODEL, condition)
+        out[condition] = (result.proba, result.abstained, result.caption_edit)
+    return out
+
+
+@pytest.fixture(scope="module")
+def case_major(tmp_path_factory):
+    """Each condition over the whole dataset when its case asks (the engine without its shard runner)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ShardRunner, "takes", lambda self, engine, condition: False)
+        return _evaluate(_session(tmp_path_factory.mktemp("case-major")))
+
+
+def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_major, tmp_path, monkeypatch):
+    shards = []
+    evaluate_shard = executors.evaluate_shard
+
+    def spy(engine, task, conditions, given, attack_memo=None):
+        result = evaluate_shard(engine, task, conditions, given, attack_memo)
+        shards.append((task.start, task.stop))
+        assert not engine._clean_pictures  # the parent never holds the dataset's pictures
+        return result
+
+    monkeypatch.setattr(executors, "evaluate_shard", spy)
+    session = _session(tmp_path)
+    sharded = _evaluate(session)
+    # one pass of three shards for the undefended engine and one for the defended one, every condition in it
+    assert shards == [(0, 16), (16, 32), (32, 40)] * 2
+    for condition in KINDS:
+        proba, abstained, edit = sharded[condition]
+        assert proba.shape == (MEMES, 2)
+        assert np.array_equal(proba, case_major[condition][0]), condition  # to the last bit
+        assert abstained is None and case_major[condition][1] is None
+        assert edit == case_major[condition][2], condition
+    # the conditions did change something: the comparison is not of clean copies
+    changed = [c for c in KINDS[1:] if not np.array_equal(sharded[c][0], sharded["clean"][0])]
+    assert len(changed) == len(KINDS) - 1
+
+
+def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp_path):
+    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False))
+    engine = session.engine(MODEL, session.data_spec())
+    one = engine.clean_picture(0)
+    per_picture = one.numel() * one.element_size()
+    assert shard_memes(engine, budget_mib=1) == max(BATCH, 2**20 // per_picture // BATCH * BATCH)
+    assert shard_memes(engine, size=40) == 32  # rounded down to the batch
+    assert shard_memes(engine, size=3) == BATCH  # at least one batch
+    assert shard_memes(engine, budget_mib=1024) % BATCH == 0
+
+
+def test_a_condition_that_cannot_run_fails_its_own_case_only(tmp_path):
+    session = RobustnessSession(Options(models=(MODEL,), limit=20, batch_size=BATCH, shard_size=BATCH,
+                                        feature_cache=False, stats=StatsConfig(n_resamples=20)))
+    prompt = Condition(prompt="paraphrase", prompt_severity=1)  # memeblip2-tda has no prompt to reword
+    for condition in (Condition(text="typos", text_severity=3), prompt):
+        session.plan(MODEL, None, condition)
+    assert session.evaluate(MODEL, "text=typos@3").proba.shape == (20, 2)
+    with pytest.raises(ValueError, match="rewords the prompt of a detector that has none"):
+        session.evaluate(MODEL, prompt)
+
+
+def test_an_engine_built_by_hand_evaluates_case_by_case(tmp_path):
+    """The library's plain use (no plan, no shard runner) is the whole-dataset pass the shards are checked against."""
+    session = RobustnessSession(Options(models=(MODEL,), limit=20, feature_cache=False))
+    detector, dataset = session.detector(MODEL), session.dataset(session.data_spec()).labelled("hate")
+    engine = Engine(detector, dataset)
+    assert engine.shards is None
+    proba = engine.predict(Condition(image="gaussian_noise", image_severity=3))
+    assert proba.shape == (20, 2) and len(engine._clean_pictures) == 20
