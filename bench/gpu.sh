@@ -65,3 +65,19 @@ python3 bench/ocr.py --device cuda --memes 40 2>&1 | tail -8 | tee "$OUT/ocr.log
 # 7. a prompted vision-language detector (issue 21): Qwen2-VL-2B's shape with random bf16 weights, the built-in grid's
 # conditions through the engine against the bare forward pass on the same batches, at 512 px
 python3 bench/vlm.py --config 2b --device cuda --memes 256 --size 512 --batch-size 16 2>&1 | tail -4 | tee "$OUT/vlm.log"
+
+# 8. runs that outgrow one machine (issue 32): Ray actors against one process on the same grid, results identical
+# to the last bit. Needs ray and its 11 dependencies in .whl/ (the ray wheel is about 80 MB, over one call's 64 MiB:
+# a second call carries it). On one GPU: the GPU actor against in-process, then CPU actor pools of the machine's
+# 16 cores; with several GPUs `--device cuda` gives one actor per GPU.
+if python3 -c "import ray" 2>/dev/null; then
+  python3 bench/ray_actors.py --device cuda --memes 2048 --size 512 --actors 1 2>&1 | tail -4 | tee "$OUT/ray_gpu.log"
+  python3 bench/ray_actors.py --device cpu --memes 1024 --size 224 --actors 1,4,8,14 2>&1 | tail -6 \
+      | tee "$OUT/ray_cpu.log"
+  # peak host memory, flat in memes (the larger within 1.3x of the smaller)
+  for n in 500 5000; do /usr/bin/time -v python3 bench/load.py --memes $n --size 512 --device cuda --no-cache \
+      --only gaussian_noise@3,jpeg_compression@3 --bootstrap 50 2>&1 | grep -E "phase.*report|Maximum resident" \
+      | tee "$OUT/load_$n.log"; done
+else
+  echo "ray not installed: step 8 skipped" | tee "$OUT/ray.log"
+fi

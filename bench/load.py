@@ -110,6 +110,7 @@ def main() -> None:
                         help="these conditions instead of the grid: image or text sides, NAME@SEVERITY, comma-separated")
     parser.add_argument("--shard-size", type=int, default=None, help="memes per shard (default: from picture size)")
     parser.add_argument("--ray", default=None, help="evaluate the shards on Ray: auto, local:N or ADDRESS")
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-cache", action="store_true", help="keep features in memory only")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
@@ -134,7 +135,7 @@ def main() -> None:
     started = time.perf_counter()
     todo = named_conditions(args.only) if args.only else conditions(args.conditions)
     extra = {} if args.memory_budget is None else {"feature_memory_mib": args.memory_budget}
-    session = RobustnessSession(Options(models=(args.model,), data=f"csv:{csv}", device="cpu", task="label",
+    session = RobustnessSession(Options(models=(args.model,), data=f"csv:{csv}", device=args.device, task="label",
                                         cache_dir=work / "cache", stats=StatsConfig(n_resamples=args.bootstrap),
                                         feature_cache=not args.no_cache, shard_size=args.shard_size, ray=args.ray,
                                         **extra))

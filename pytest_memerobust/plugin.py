@@ -141,6 +141,7 @@ def build_options(config):
 
 
 SIGTERM_KEY = pytest.StashKey()
+SHARD_FOLDER_KEY = pytest.StashKey[Path]()  # the pytest-xdist workers' shared shards, removed by the controller
 
 
 class Terminated(KeyboardInterrupt):
@@ -169,6 +170,11 @@ def pytest_unconfigure(config):
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.close()
+    folder = config.stash.get(SHARD_FOLDER_KEY, None)
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
     previous = config.stash.get(SIGTERM_KEY, None)
     if previous is not None and signal.getsignal(signal.SIGTERM) is _raise_terminated:
@@ -176,15 +182,22 @@ def pytest_unconfigure(config):
 
 
 def pytest_configure(config):
-    from .session import RobustnessSession, share_cpu_threads, worker_device
+    from .session import RobustnessSession, share_cpu_threads, shard_folder, worker_device
     from .suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
 
     try:
         options = build_options(config)
         worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: its own GPU when there are several
         if worker is not None and options.models:
-            options = dataclasses.replace(options, device=worker_device(options.device, worker["workerid"]))
+            options = dataclasses.replace(options, device=worker_device(options.device, worker["workerid"]),
+                                          shard_folder=shard_folder(options, worker["testrunuid"]))
             share_cpu_threads(int(worker.get("workercount", 1)))
+        elif options.models and getattr(config.option, "numprocesses", None):  # the pytest-xdist controller: it
+            import uuid  # names the run, so it can remove the workers' shard folder at the end
+
+            if getattr(config.option, "testrunuid", None) is None:
+                config.option.testrunuid = uuid.uuid4().hex
+            config.stash[SHARD_FOLDER_KEY] = shard_folder(options, config.option.testrunuid)
         if options.ray and (worker is not None or getattr(config.option, "numprocesses", None)):
             raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
                               "actors itself")

@@ -70,6 +70,13 @@ def share_cpu_threads(worker_count: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, worker_count)))
 
 
+def shard_folder(options: "Options", run_id: str) -> Path:
+    """Where the pytest-xdist workers of run `run_id` leave the shards each evaluated, for the others to read."""
+    import tempfile
+
+    return Path(options.cache_dir or tempfile.gettempdir()) / "memerobust-shards" / run_id
+
+
 def split_model(model: str) -> tuple[str, str | None]:
     """`memeclip:text` -> ("memeclip", "text"): a card name (or .toml path) and an optional fusion mode."""
     if model.endswith(".toml") or ":" not in model:
@@ -111,6 +118,7 @@ class Options:
     replay: Path | None = None  # a counterexamples manifest whose entries this run replays as tests (replay.py)
     shard_size: int | None = None  # memes per shard of the shard-major pass (None: from the pictures' size)
     ray: str | None = None  # evaluate the shards on a Ray cluster: auto, local:N or ADDRESS (engine/executors.py)
+    shard_folder: Path | None = None  # pytest-xdist workers: the run's folder where they split each pass's shards
 
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
@@ -178,6 +186,10 @@ class RobustnessSession:
             from .engine.executors import RayActors
 
             self.executor = RayActors(options.ray, gpus=resolve_device(options.device).startswith("cuda"))
+        elif options.shard_folder is not None:  # a pytest-xdist worker: the workers share each pass
+            from .engine.executors import SharedFolder
+
+            self.executor = SharedFolder(options.shard_folder)
         self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
         self.verdict: dict | None = None  # the run's verdict (judge.verdict.run_verdict), once every case ran
 
@@ -421,7 +433,8 @@ class RobustnessSession:
                 ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr(),
                 side_memory_limit=self.held_features_limit(), defence=_defence(defence),
                 shards=ShardRunner(self.executor, self.options.shard_size),
-                recipe=functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence))
+                recipe=functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence),
+                label=f"{model} on {spec}, task {task}" + (f", defence {defence}" if defence else ""))
             if defence and not mode:  # the pictures are the undefended engine's: decoded once
                 self._engines[key].share_pictures(self.engine(model, spec, task))
             self._engines[key].plan([c for c in self._planned.get((model, spec), []) if c.defence == defence])
@@ -430,7 +443,7 @@ class RobustnessSession:
     def worker_options(self) -> Options:
         """These options as a worker that evaluates shards builds its engines from: no cluster of its own, and
         nothing of the run's end (baselines, reports, counterexamples)."""
-        return replace(self.options, ray=None, baseline=None, save_baseline=None, reports=(), counterexamples=None,
+        return replace(self.options, ray=None, shard_folder=None, baseline=None, save_baseline=None, reports=(), counterexamples=None,
                        replay=None)
 
     def close(self) -> None:

@@ -103,3 +103,50 @@ def test_an_engine_built_by_hand_evaluates_case_by_case(tmp_path):
     assert engine.shards is None
     proba = engine.predict(Condition(image="gaussian_noise", image_severity=3))
     assert proba.shape == (20, 2) and len(engine._clean_pictures) == 20
+
+
+def test_pytest_xdist_workers_split_a_pass_through_their_shared_folder(tmp_path, monkeypatch):
+    """Two workers of one run: the first claims and evaluates every shard nobody claimed, the second reads them;
+    a shard claimed by a process that died is taken over. Both end with the same outputs."""
+    import subprocess
+    import sys
+
+    from pytest_memerobust.engine.executors import SharedFolder
+
+    conditions = [Condition(text="typos", text_severity=3), Condition(image="gaussian_noise", image_severity=3)]
+    evaluated = []
+    evaluate_shard = executors.evaluate_shard
+
+    def spy(engine, task, *args):
+        evaluated.append(task.index)
+        return evaluate_shard(engine, task, *args)
+
+    monkeypatch.setattr(executors, "evaluate_shard", spy)
+
+    def worker(folder):
+        session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
+                                            feature_cache=False, stats=StatsConfig(n_resamples=20),
+                                            shard_folder=folder))
+        assert isinstance(session.executor, SharedFolder)
+        for condition in conditions:
+            session.plan(MODEL, None, condition)
+        return {c.id: session.evaluate(MODEL, c).proba for c in conditions}
+
+    first = worker(tmp_path / "run")
+    assert evaluated == [0, 1, 2]
+    evaluated.clear()
+    second = worker(tmp_path / "run")
+    assert evaluated == []  # every shard read from the first worker's results
+    for condition in conditions:
+        assert np.array_equal(first[condition.id], second[condition.id])
+    # a claim left by a process that is gone: the shard is evaluated here
+    (pass_folder,) = (tmp_path / "run").iterdir()
+    (pass_folder / "1.result").unlink()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+
+    (pass_folder / "1.claim").write_text(f"{socket.gethostname()} {dead.stdout.strip()}")
+    third = worker(tmp_path / "run")
+    assert evaluated == [1]
+    for condition in conditions:
+        assert np.array_equal(first[condition.id], third[condition.id])

@@ -83,7 +83,7 @@ class Engine:
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
                  precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
                  defence=None, shards=None, attack_memo: dict | None = None, given_inputs: dict | None = None,
-                 recipe=None):
+                 recipe=None, label: str = ""):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
         (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
@@ -100,7 +100,8 @@ class Engine:
         whole dataset when asked (case-major). `attack_memo`: what attacks fitted (a UAP's pattern, a trigger),
         shared with the engine that fitted them; `given_inputs`: side key -> inputs computed elsewhere (a shard's
         rows of captions attacked over the whole dataset). `recipe`: a picklable callable that builds this engine
-        again in another process (a Ray actor), from the run's options."""
+        again in another process (a Ray actor), from the run's options. `label`: what the engine evaluates (model,
+        data, task, defence), the same in every process of a run."""
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.precision = precision
@@ -111,7 +112,7 @@ class Engine:
         self._attack_context = None
         self._attack_memo = {} if attack_memo is None else attack_memo
         self._given_inputs = given_inputs or {}
-        self.shards, self.recipe = shards, recipe
+        self.shards, self.recipe, self.label = shards, recipe, label
         self._sharded: dict[str, tuple] = {}  # condition id -> (probabilities, abstained) from the shard-major pass
         self._sharded_errors: dict[str, Exception] = {}  # condition id -> why the pass could not evaluate it
         self._sharded_words: dict[tuple, np.ndarray] = {}  # (text edit, severity) -> words changed, per meme

@@ -1,4 +1,5 @@
-"""Who evaluates a shard: this process, or a pool of Ray actors on one host or many.
+"""Who evaluates a shard: this process, the pytest-xdist workers of a run together, or a pool of Ray actors on one
+host or many.
 
 Every executor yields `ShardResult`s keyed by their shard; `ShardRunner` puts them back in meme order, so the report
 is the same bytes whichever executor ran the shards. Ray is an optional extra (`pip install "pytest-memerobust[ray]"`):
@@ -7,6 +8,10 @@ next shard.
 """
 from __future__ import annotations
 
+import os
+import socket
+import time
+from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import ConfigError
@@ -172,3 +177,100 @@ def recipe_key(recipe: Callable) -> str:
     import pickle
 
     return hashlib.sha256(pickle.dumps(recipe)).hexdigest()
+
+
+class SharedFolder:
+    """Shards split between the pytest-xdist workers of one run through a folder they all see: a worker claims each
+    shard nobody has claimed (an exclusive create), evaluates it and leaves its result there, then reads the shards
+    the others evaluated. Every worker so ends with the whole pass, having computed its share of it; a worker that
+    dies leaves its claim to be taken over. The folder is the run's (pytest-xdist's run id); the controller removes
+    it at the end."""
+
+    name = "xdist"
+    POLL_S = 0.2
+
+    def __init__(self, folder: Path, wait_s: float = 6 * 3600):
+        self.folder, self.wait_s = Path(folder), wait_s
+
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict) -> Iterator[ShardResult]:
+        import hashlib
+
+        what = repr((engine.label, [c.id for c in conditions])).encode()
+        folder = self.folder / hashlib.sha256(what).hexdigest()[:24]
+        folder.mkdir(parents=True, exist_ok=True)
+        others = []
+        for task in tasks:
+            if _claim(folder / f"{task.index}.claim"):
+                yield self._evaluated(engine, folder, task, conditions, given)
+            else:
+                others.append(task)
+        deadline = time.monotonic() + self.wait_s
+        while others:
+            waiting = []
+            for task in others:
+                result = _read_result(folder / f"{task.index}.result")
+                if result is not None:
+                    yield result
+                elif not _claimant_alive(folder / f"{task.index}.claim"):  # it died: the shard is ours now
+                    yield self._evaluated(engine, folder, task, conditions, given)
+                else:
+                    waiting.append(task)
+            others = waiting
+            if others:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"shards {[t.index for t in others]} of {folder} were claimed by a worker "
+                                       f"that gave no result in {self.wait_s:.0f} s")
+                time.sleep(self.POLL_S)
+
+    def close(self) -> None:
+        """Nothing to let go: the controller removes the run's folder once every worker is done."""
+
+    @staticmethod
+    def _evaluated(engine, folder: Path, task: ShardTask, conditions, given: dict) -> ShardResult:
+        import pickle
+
+        from ..atomic import atomic_path
+
+        result = evaluate_shard(engine, task, conditions, given)
+        with atomic_path(folder / f"{task.index}.result") as tmp:
+            with open(tmp, "wb") as f:
+                pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+        return result
+
+
+def _claim(path: Path) -> bool:
+    """Claim a shard: True for the one process whose exclusive create succeeded (it writes its process id)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}")
+    return True
+
+
+def _claimant_alive(path: Path) -> bool:
+    """Whether the process that claimed a shard still runs (on another host: assumed so)."""
+    try:
+        host, pid = path.read_text().split()
+    except (OSError, ValueError):
+        return True  # being written
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_result(path: Path) -> ShardResult | None:
+    import pickle
+
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        return None
