@@ -52,5 +52,8 @@ def test_train_demo_rebuilds_the_shipped_weights_on_the_demo_memes(tmp_path, cap
 
 
 def test_network_is_cut_during_the_tests():
+    """Every address but this machine's loopback (where the Ray tests start their clusters) is cut."""
     with pytest.raises(RuntimeError, match="network access attempted"):
+        socket.create_connection(("192.0.2.1", 9), timeout=1)  # TEST-NET-1: never routed
+    with pytest.raises(ConnectionRefusedError):  # loopback is reached: nothing listens on port 9 here
         socket.create_connection(("127.0.0.1", 9), timeout=1)
