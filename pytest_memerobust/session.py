@@ -20,6 +20,7 @@ from .engine import Condition, Engine
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError, ModeNotRead
 from .engine.features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
+from .engine.executors import make_executor
 from .engine.shards import ShardRunner
 from .results import ConditionResult, StatsConfig
 
@@ -181,15 +182,10 @@ class RobustnessSession:
         from .judge.gate import gate_mode
 
         self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
-        self.executor = None  # who evaluates the shards (None: this process); connected now, so a bad cluster is
-        if options.ray and options.models:  # one usage error before any case
-            from .engine.executors import RayActors
-
-            self.executor = RayActors(options.ray, gpus=resolve_device(options.device).startswith("cuda"))
-        elif options.shard_folder is not None:  # a pytest-xdist worker: the workers share each pass
-            from .engine.executors import SharedFolder
-
-            self.executor = SharedFolder(options.shard_folder)
+        # who evaluates the shards (None: this process); a cluster is reached now, so a bad one is one usage error
+        # before any case
+        self.executor = make_executor(options.ray if options.models else None, options.shard_folder,
+                                      gpus=bool(options.models) and resolve_device(options.device).startswith("cuda"))
         self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
         self.verdict: dict | None = None  # the run's verdict (judge.verdict.run_verdict), once every case ran
 

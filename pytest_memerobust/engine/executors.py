@@ -30,6 +30,16 @@ class InProcess:
             yield evaluate_shard(engine, task, conditions, given)
 
 
+def make_executor(ray: str | None = None, shard_folder: Path | None = None, gpus: bool = False):
+    """The executor a run's options ask for: Ray actors (`ray`: auto, local:N or ADDRESS), the pytest-xdist workers'
+    shared folder, or None (in this process)."""
+    if ray:
+        return RayActors(ray, gpus=gpus)
+    if shard_folder is not None:
+        return SharedFolder(shard_folder)
+    return None
+
+
 def parse_ray_target(value: str) -> tuple[str | None, int | None]:
     """`auto` (the cluster this host belongs to, or a new local one), `local:N` (a new local cluster of N CPUs) or
     an ADDRESS (`host:port` or `ray://host:port`) -> (address for ray.init, CPUs of a new local cluster)."""

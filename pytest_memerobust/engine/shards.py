@@ -161,7 +161,26 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: 
             if changed is not None:
                 words[side] = changed
     boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
-    return ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls))
+    result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls))
+    del sub
+    release_freed_memory()
+    return result
+
+
+def release_freed_memory() -> None:
+    """Hand the memory a dropped shard freed back to the system. glibc's malloc keeps freed blocks for reuse, and
+    after a large block is freed it serves blocks of up to that size from its heaps instead of fresh mappings: a
+    shard's pictures and their float copies then stay resident, shard after shard (measured, 1,500 memes of 512 px
+    in shards of 64: 2.2 GB peak for 50 MB of pictures per shard). malloc_trim returns the free pages; elsewhere
+    than glibc this does nothing."""
+    import ctypes
+    import gc
+
+    gc.collect()  # a shard's engine may sit in a reference cycle (a background future's bound method)
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluated:
