@@ -33,7 +33,7 @@ _OPTIONS = [
      "again from the cache, so a run over many memes and conditions stays within it"),
     ("shard-size", conv.positive_int, False,
      "memes per shard: every condition is evaluated a shard of memes at a time, so memory is bounded by the shard, "
-     "not the dataset (default: as many as 256 MiB of decoded pictures hold, a multiple of the batch size)"),
+     "not the dataset (default: as many as 16 MiB of decoded pictures hold, a multiple of the batch size)"),
     ("ray", conv.ray_target, False,
      "evaluate the shards on a Ray cluster (the [ray] extra): auto (the cluster this host belongs to, else a local "
      "one), local:N (a local cluster of N CPUs) or ADDRESS (host:port of a running cluster); one actor per GPU, or "

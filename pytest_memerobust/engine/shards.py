@@ -22,7 +22,8 @@ import numpy as np
 from ..perturb import get as get_perturbation
 from .conditions import Condition
 
-PICTURE_BUDGET_MIB = 256  # decoded clean pictures of one shard, at most (its perturbed sides come on top)
+PICTURE_BUDGET_MIB = 16  # decoded clean pictures of one shard, at most; a side being perturbed takes 10-30x
+# that (float copies, keyed noise drawn with int64 hashes, the next side prefetched)
 
 
 @dataclass(frozen=True)
