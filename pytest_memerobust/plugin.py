@@ -29,7 +29,7 @@ _OPTIONS = [
      ".pytest_cache/d/memerobust)"),
     ("no-cache", conv.flag, False, "keep encoded features in memory only, for this run"),
     ("feature-memory", conv.positive_int, False,
-     "MiB of encoded features held in memory at most (default 2048); beyond it the least recently used are read "
+     "MiB of encoded features held in memory at most (default 1024); beyond it the least recently used are read "
      "again from the cache, so a run over many memes and conditions stays within it"),
     ("shard-size", conv.positive_int, False,
      "memes per shard: every condition is evaluated a shard of memes at a time, so memory is bounded by the shard, "

@@ -29,7 +29,8 @@ from ..determinism import fixed_shapes
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 MODALITIES = ("image", "text")
-FEATURE_MEMORY_MIB = 2048  # features a run holds in memory by default: per input and per condition side, half each
+FEATURE_MEMORY_MIB = 1024  # features a run holds in memory by default: per input and per condition side, half each
+# (a shard-major pass needs its sides for one shard only; 2048 before it, when every side stayed for the run)
 
 
 class HeldArrays:
