@@ -150,3 +150,34 @@ def test_pytest_xdist_workers_split_a_pass_through_their_shared_folder(tmp_path,
     assert evaluated == [1]
     for condition in conditions:
         assert np.array_equal(first[condition.id], third[condition.id])
+
+
+def test_memory_is_flat_in_memes_at_most_a_shard_of_pictures_is_alive(monkeypatch):
+    """Decoded pictures alive at once, counted over a whole pass: one shard's, however many memes the run has."""
+    import weakref
+
+    from pytest_memerobust.data.meme import Meme
+
+    decode = Meme.picture
+    alive = {"now": 0, "most": 0}
+
+    def counted(self, device="cpu"):
+        picture = decode(self, device)
+        alive["now"] += 1
+        alive["most"] = max(alive["most"], alive["now"])
+        weakref.finalize(picture, lambda: alive.__setitem__("now", alive["now"] - 1))
+        return picture
+
+    monkeypatch.setattr(Meme, "picture", counted)
+    most = {}
+    for memes in (32, 96):
+        alive.update(now=0, most=0)
+        session = RobustnessSession(Options(models=(MODEL,), limit=memes, batch_size=BATCH, shard_size=BATCH,
+                                            feature_cache=False, stats=StatsConfig(n_resamples=20)))
+        conditions = [Condition(image="gaussian_noise", image_severity=3), Condition("typos", 3, "contrast", 2)]
+        for condition in conditions:
+            session.plan(MODEL, None, condition)
+        for condition in conditions:
+            assert session.evaluate(MODEL, condition).proba.shape == (memes, 2)
+        most[memes] = alive["most"]
+    assert most[32] == most[96] <= BATCH + 1  # a shard's pictures (and the first meme's, to size the shards)
