@@ -69,11 +69,11 @@ def _side_stream():
         yield stream
 
 
-def _progress_bar(total: int, description: str):
+def progress_bar(total: int, description: str, unit: str = "input"):
     """A transient bar on the real terminal (past pytest's capture), silent when stderr is not a terminal."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=description, unit="input", leave=False, disable=None, file=sys.__stderr__)
+    return tqdm(total=total, desc=description, unit=unit, leave=False, disable=None, file=sys.__stderr__)
 
 
 class Engine:
@@ -422,7 +422,7 @@ class Engine:
             nonlocal bar
             self.encoder_calls[modality] += n
             if bar is None and total >= PROGRESS_MIN_INPUTS:
-                bar = _progress_bar(total, f"encoding {'pictures' if modality == 'image' else 'captions'}")
+                bar = progress_bar(total, f"encoding {'pictures' if modality == 'image' else 'captions'}")
             if bar is not None:
                 bar.update(n)
 

@@ -14,13 +14,13 @@ keyed by shard and put back in meme order, so every executor gives the same byte
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..perturb import get as get_perturbation
 from .conditions import Condition
+from .engine import PROGRESS_MIN_INPUTS, progress_bar
 
 PICTURE_BUDGET_MIB = 16  # decoded clean pictures of one shard, at most; a side being perturbed takes 10-30x
 # that (float copies, keyed noise drawn with int64 hashes, the next side prefetched)
@@ -108,10 +108,17 @@ class ShardRunner:
         conditions = [c for c in conditions if c.id not in failed]
         tasks = self.tasks(engine)
         results: dict[int, ShardResult] = {}
-        with _progress(len(engine.ids), len(conditions), self.progress) as bar:
+        bar = None  # one bar over every shard of a pass that is not small
+        if self.progress and len(engine.ids) * len(conditions) >= PROGRESS_MIN_INPUTS:
+            bar = progress_bar(len(engine.ids), f"{len(conditions)} conditions, shard by shard", unit="meme")
+        try:
             for result in self.executor.run(engine, tasks, conditions, given):
                 results[result.index] = result
-                bar.update(tasks[result.index].stop - tasks[result.index].start)
+                if bar is not None:
+                    bar.update(tasks[result.index].stop - tasks[result.index].start)
+        finally:
+            if bar is not None:
+                bar.close()
         missing = [t.index for t in tasks if t.index not in results]
         if missing:
             raise RuntimeError(f"shards {missing} came back from no worker")
@@ -207,27 +214,3 @@ def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluat
         for modality, count in r.encoder_calls.items():
             calls[modality] = calls.get(modality, 0) + count
     return Evaluated(outputs, errors, words, boxless, calls)
-
-
-class _progress:
-    """One bar over every shard of a pass, on the real terminal (past pytest's capture); silent elsewhere and for
-    small passes."""
-
-    def __init__(self, memes: int, conditions: int, wanted: bool):
-        self.bar = None
-        if wanted and memes * conditions >= 2048:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=memes, desc=f"{conditions} conditions, shard by shard", unit="meme", leave=False,
-                            disable=None, file=sys.__stderr__)
-
-    def __enter__(self):
-        return self
-
-    def update(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
