@@ -119,6 +119,7 @@ class CaseItem(pytest.Item):
                              condition=self.condition, thresholds=thresholds, violations=violations,
                              decision=thresholds.decision, p_value=case_p_value(result, thresholds),
                              comparisons=comparisons, gate=session.gate)
+        record["baseline_key"] = session.baseline_key(self.model, self.condition, suite.dataset, suite.captions)
         failed = failing(violations, thresholds.decision)
         # What the run's verdict reads back from the test reports (also on a pytest-xdist controller).
         self.user_properties += [
@@ -136,7 +137,7 @@ class CaseItem(pytest.Item):
             raise RobustnessFailure(failed if "thresholds" in record["gated_by"] else [], result,
                                     regressed if "regressions" in record["gated_by"] else [])
         if failed or regressed:  # reported, not gating (--memerobust-gate): an expected failure, with its numbers
-            what = "below its thresholds" if failed else "regressed against the baseline"
+            what = "below its thresholds" if failed else f"{regressed[0].state} against the baseline"
             pytest.xfail(f"{what}, not gating under --memerobust-gate={session.gate}: "
                          f"{compact_line(failed, regressed, result)}")
 

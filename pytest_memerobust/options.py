@@ -161,6 +161,16 @@ def gate(text: str) -> str:
     return text
 
 
+def gate_error(text: str):
+    """`fwer`, `fwer:0.01`, `fdr:10%`, `holm` or `none` -> a gate.ErrorControl."""
+    from .judge.gate import ErrorControl
+
+    try:
+        return ErrorControl.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 TABLES = ("summary", "full", "none")
 
 

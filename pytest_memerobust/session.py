@@ -71,6 +71,10 @@ def share_cpu_threads(worker_count: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, worker_count)))
 
 
+def baseline_condition_name(model: str, spec: str, condition: str) -> str:
+    return f"{model} on {spec}: {condition}"
+
+
 def shard_folder(options: "Options", run_id: str) -> Path:
     """Where the pytest-xdist workers of run `run_id` leave the shards each evaluated, for the others to read."""
     import tempfile
@@ -111,7 +115,9 @@ class Options:
     baseline: Path | None = None  # compare against this saved baseline
     save_baseline: Path | None = None  # write this run's baseline here
     regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
-    gate: str | None = None  # what fails the run: thresholds, regressions or both (None: both with a baseline)
+    gate: str | None = None  # what fails the run: thresholds, regressions, both or non-inferiority (None: both with a
+    # baseline)
+    gate_error: object = None  # gate.ErrorControl over the run's comparisons (None: the family-wise error at 5%)
     tables: str = "summary"  # the terminal's tables: summary (per-family roll-ups), full or none
     allow_outside_paths: bool = False  # a dataset's image paths may lead outside its folder
     stats: StatsConfig = field(default_factory=StatsConfig)
@@ -162,6 +168,8 @@ class RobustnessSession:
         self.positions: dict[str, int] = {}
         self.order: dict[tuple[str, str, str], float] = {}
         self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
+        self._cases: list[tuple] = []  # (nodeid, model, data, task, group, captions, condition) of the run's cases
+        self._family: dict[tuple, list] | None = None  # the gate's comparisons per (model label, spec, condition)
         self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
         self.prompt_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see prompt_invariance.py
         self.budget_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> family -> budgets.py entry
@@ -218,9 +226,13 @@ class RobustnessSession:
                     self._detectors[model].use_cache(self.options.cache_dir if self.options.feature_cache else None)
         return self._detectors[model]
 
-    def plan(self, model: str, data: str | None, condition: Condition, captions: str | None = None) -> None:
-        """Announce a condition the run will evaluate (in order), so its perturbations can be computed ahead."""
+    def plan(self, model: str, data: str | None, condition: Condition, captions: str | None = None, *,
+             task: str | None = None, group: str | None = None, nodeid: str | None = None) -> None:
+        """Announce a condition the run will evaluate (in order), so its perturbations can be computed ahead; with
+        its case's `nodeid`, the case is one of the gate's family (every case a baseline can judge)."""
         self._planned.setdefault((model, self.data_spec(data, captions)), []).append(condition)
+        if nodeid is not None:
+            self._cases.append((nodeid, model, data, task, group, captions, condition))
 
     def precision(self, model: str) -> str:
         """fp32 or bf16 for a model's encoders. `auto` means bf16 on a GPU (about twice as fast) once it passes
@@ -612,22 +624,85 @@ class RobustnessSession:
     def regressions(self, model: str, condition: Condition, result: ConditionResult, data: str | None = None,
                     captions: str | None = None) -> list:
         """The gate's comparisons (judge.gate.Comparison) of `result` with the baseline, every rule that applies to
-        the condition, regressed or not; none without a baseline or without this condition in it."""
+        the condition, failing or not; none without a baseline or without this condition in it. The run's cases
+        are judged as one family (gate.judge_family), so the first call evaluates every case the baseline holds."""
         if self.baseline is None:
             return []
-        from .judge.gate import DEFAULT_CHECKS, baseline_cell, compare_condition
+        from .judge.gate import baseline_cell, compare_condition
 
         spec = self.data_spec(data, captions)
         then = self.baseline["results"].get(model, {}).get(spec, {}).get(condition.id)
         if then is None:
             return []
-        if then["y"] != result.y_true.tolist():
-            raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels: the comparison is refused")
+        key = (self.model_label(model), spec, condition.id)
+        family = self.gate_family()
+        if key in family:
+            return family[key]
+        self._check_same_memes(model, spec, condition, then, result)  # a condition outside the planned cases
+        return compare_condition(baseline_cell(result), then, key, condition.kind, **self._gate_options())
+
+    def baseline_key(self, model: str, condition: Condition, data: str | None = None,
+                     captions: str | None = None) -> str | None:
+        """`model on spec: condition` when the baseline holds this case (so it is gated), else None; without a
+        baseline, None. The run's verdict names the cases it holds not (new) and what it holds that did not run."""
+        if self.baseline is None:
+            return None
+        spec = self.data_spec(data, captions)
+        held = condition.id in self.baseline["results"].get(model, {}).get(spec, {})
+        return baseline_condition_name(model, spec, condition.id) if held else None
+
+    def baseline_conditions(self) -> list[str]:
+        """Every `model on spec: condition` the baseline holds (none without one)."""
+        held = (self.baseline or {}).get("results", {})
+        return [baseline_condition_name(m, s, c) for m, by_spec in held.items() for s, by_c in by_spec.items()
+                for c in by_c]
+
+    def _gate_options(self) -> dict:
+        from .judge.gate import DEFAULT_CHECKS, DEFAULT_CONTROL, comparison_mode
+
         stats = self.options.stats
-        return compare_condition(baseline_cell(result), then, (self.model_label(model), spec, condition.id),
-                                 condition.kind, self.options.regression_checks or DEFAULT_CHECKS,
-                                 confidence=stats.confidence, n_resamples=stats.n_resamples, seed=stats.seed,
-                                 scale=stats.scale)
+        return {"checks": self.options.regression_checks or DEFAULT_CHECKS,
+                "control": self.options.gate_error or DEFAULT_CONTROL, "mode": comparison_mode(self.gate),
+                "confidence": stats.confidence, "n_resamples": stats.n_resamples, "seed": stats.seed,
+                "scale": stats.scale}
+
+    def _check_same_memes(self, model, spec, condition, then, result) -> None:
+        if then["y"] != result.y_true.tolist():
+            raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels ({condition.id}): the "
+                              "comparison is refused")
+
+    def gate_family(self) -> dict[tuple, list]:
+        """Every planned case the baseline holds, evaluated and compared as one family: {(model label, spec,
+        condition id): comparisons}. A case that cannot be evaluated (it raises, or its model does not read the
+        channel) is left out here and reports its own error when it runs."""
+        if self._family is None:
+            from .errors import MemeRobustError
+            from .judge.gate import PairedCell, baseline_cell, judge_family
+
+            cells, here = {}, self.position
+            for nodeid, model, data, task, group, captions, condition in self._cases:
+                spec = self.data_spec(data, captions)
+                then = self.baseline["results"].get(model, {}).get(spec, {}).get(condition.id)
+                key = (self.model_label(model), spec, condition.id)
+                if then is None or key in cells:
+                    continue
+                self.position = self.positions.get(nodeid, here)  # the report orders results by their case
+                try:
+                    if self.unread_modalities(model, condition):
+                        continue
+                    result = self.evaluate(model, condition, data=data, task=task, group=group, captions=captions)
+                except (MemeRobustError, RuntimeError, ValueError, OSError):
+                    continue
+                finally:
+                    self.position = here
+                self._check_same_memes(model, spec, condition, then, result)
+                cells[key] = PairedCell(*key, condition.kind, baseline_cell(result), then)
+            options = self._gate_options()
+            family: dict[tuple, list] = {key: [] for key in cells}
+            for c in judge_family(list(cells.values()), options.pop("checks"), **options):
+                family[(c.model, c.dataset, c.condition)].append(c)
+            self._family = family
+        return self._family
 
     def check_baseline(self, cases) -> None:
         """Before any case runs: the baseline matches this run (seed, limit, task, card, data, versions) for the

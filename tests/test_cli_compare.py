@@ -72,7 +72,7 @@ def _row(out: str, condition: str) -> list[str]:
                                           if line.startswith(condition + " ")).split("  ") if cell.strip()]
 
 
-def test_compare_shows_the_interval_of_the_difference_and_mcnemar(tmp_path, monkeypatch, capsys):
+def test_compare_shows_the_bound_and_the_adjusted_one_sided_p(tmp_path, monkeypatch, capsys):
     """A is wrong on memes 0-19 perturbed, B on 0-59: 40 discordant memes, all against B."""
     monkeypatch.chdir(tmp_path)
     a, b = _baseline(range(20)), _baseline(range(60))
@@ -81,27 +81,28 @@ def test_compare_shows_the_interval_of_the_difference_and_mcnemar(tmp_path, monk
     assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "300", "--fail-on", "acc"]) == 1
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("condition"))
-    assert "base -> now" in header and "Δ [95% CI]" in header
-    expected = DEFAULT_CHECKS[0].compare(b["results"]["demo"]["demo"]["text=typos@5"],
-                                         a["results"]["demo"]["demo"]["text=typos@5"], n_resamples=300)
-    assert expected.regressed and expected.high < 0
+    assert header.split() == ["condition", "rule", "base", "->", "now", "Δ", "bound", "adj.", "p", "verdict"]
+    expected = {c.condition: c for c in compare_baselines(a, b, (DEFAULT_CHECKS[0],), n_resamples=300,
+                                                          seed=b["seed"])}["text=typos@5"]
+    assert expected.regressed and expected.high < 0 and expected.bound < 0
     # accuracy under the condition (the default rule, not relative robustness): 380/400 before, 340/400 after
     row = _row(out, "typos@5")
     assert row[1:3] == ["acc", "0.950 -> 0.850"]
-    assert row[3] == f"−0.100 [{expected.low:+.2f}, {expected.high:+.2f}]".replace("-", "−")
-    assert row[4] == f"{2 / 2 ** 40:.2g}" == "1.8e-12"  # exact two-sided: 2 * P(X <= 0), X ~ Bin(40, 1/2)
-    assert row[5] == "REGRESSED"
-    assert out.strip().splitlines()[-1] == "1 of 2 conditions regressed (clean did not)"
+    assert row[3:5] == ["−0.100", f"{expected.bound:+.3f}".replace("-", "−")]
+    # every resample is worse: the smallest p 300 resamples can give, adjusted over the family of 4 rules
+    assert row[5] == f"{1 / 301:.2g}" == "0.0033" and expected.p_value == expected.p_raw == 1 / 301
+    assert row[6] == "REGRESSED"
+    assert "1 of 2 conditions regressed (clean did not); family-wise error 5% over 2 rules" in out
 
 
-def test_compare_of_a_baseline_with_itself_has_a_zero_interval_and_p_one(tmp_path, monkeypatch, capsys):
+def test_compare_of_a_baseline_with_itself_has_a_zero_bound_and_p_one(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "a.json", _baseline(range(20)))
     assert cli_main(["compare", "a.json", "a.json", "--bootstrap", "100"]) == 0
     out = capsys.readouterr().out
     row = _row(out, "typos@5")
-    assert row[2:] == ["0.950 -> 0.950", "+0.000 [+0.00, +0.00]", "1", "ok"]
-    assert out.strip().splitlines()[-1] == "0 of 2 conditions regressed (clean did not)"
+    assert row[2:] == ["0.950 -> 0.950", "+0.000", "+0.000", "1", "ok"]
+    assert "0 of 2 conditions regressed (clean did not); family-wise error 5% over 7 rules" in out
 
 
 def test_compare_takes_the_gates_rules():

@@ -58,23 +58,29 @@ def test_the_default_rules_are_the_metrics_themselves_and_the_flip_rate():
     assert not RegressionCheck.parse("rel_acc").applies_to("clean")
 
 
-def test_an_injected_regression_fails_with_old_new_interval_and_mcnemar():
+def _one(check, now, then, where=("demo", "demo", "text=typos@5"), **options):
+    """One rule on one perturbed condition, as a family of its own."""
+    return compare_condition(now, then, where, "perturbed", (check,), **options)[0]
+
+
+def test_an_injected_regression_fails_with_old_new_bound_and_one_sided_p():
     before, after = _results(flip_share=0.02), _results(flip_share=0.15)
-    c = DEFAULT_CHECKS[0].compare(after, before, ("demo", "demo", "text=typos@5"), n_resamples=300)
-    assert c.regressed and c.test == "McNemar" and c.p_value < 1e-6
-    assert (c.before, c.now) == (0.98, 0.85) and c.high < 0
-    assert "accuracy regressed (dropped): baseline 0.9800 -> now 0.8500 (difference -0.1300" in str(c)
-    flips = DEFAULT_CHECKS[3].compare(after, before, n_resamples=300)  # the flip rate rose from 0.02 to 0.15
-    assert flips.regressed and flips.low > 0 and (flips.before, flips.now) == (0.02, 0.15)
+    c = _one(DEFAULT_CHECKS[0], after, before, n_resamples=300)
+    assert c.regressed and c.state == "regressed" and c.p_value == c.p_raw == 1 / 301  # alone: nothing to adjust
+    assert (c.before, c.now) == (0.98, 0.85) and c.high < 0 and c.bound < 0
+    assert "accuracy regressed: baseline 0.9800 -> now 0.8500 (difference -0.1300" in str(c)
+    assert "adjusted p 0.00332 under fwer:0.05" in str(c)
+    flips = _one(DEFAULT_CHECKS[3], after, before, n_resamples=300)  # the flip rate rose from 0.02 to 0.15
+    assert flips.regressed and flips.low > 0 and flips.bound > 0 and (flips.before, flips.now) == (0.02, 0.15)
 
 
 def test_an_equal_run_does_not_regress_and_a_small_drop_is_within_the_allowed_effect():
     same = _results(flip_share=0.05)
     for check in DEFAULT_CHECKS:
-        c = check.compare(same, same, n_resamples=200)
-        assert not c.regressed and (c.low, c.high) == (0.0, 0.0)
+        c = _one(check, same, same, n_resamples=200)
+        assert not c.regressed and (c.low, c.high) == (0.0, 0.0) and c.p_value == 1.0
     slightly_worse = _results(flip_share=0.08)
-    assert not RegressionCheck("relative", "accuracy", 0.05).compare(slightly_worse, _results(flip_share=0.05)).regressed
+    assert not _one(RegressionCheck("relative", "accuracy", 0.05), slightly_worse, _results(flip_share=0.05)).regressed
 
 
 def test_a_weaker_checkpoint_is_caught_where_relative_robustness_rewards_it():
@@ -93,13 +99,14 @@ def test_a_weaker_checkpoint_is_caught_where_relative_robustness_rewards_it():
     weak_pert[90:100] = weak_pert[90:100, ::-1]  # 0.7 -> 0.667
     strong = {"y": y, "clean": strong_clean, "perturbed": strong_pert}
     weak = {"y": y, "clean": weak_clean, "perturbed": weak_pert}
-    assert not RegressionCheck.parse("rel_acc").compare(weak, strong, n_resamples=300).regressed
-    assert DEFAULT_CHECKS[0].compare(weak, strong, n_resamples=300).regressed
+    assert not _one(RegressionCheck.parse("rel_acc"), weak, strong, n_resamples=300).regressed
+    assert _one(DEFAULT_CHECKS[0], weak, strong, n_resamples=300).regressed
     clean = [c for c in compare_condition({**weak, "perturbed": weak_clean}, {**strong, "perturbed": strong_clean},
                                           ("m", "d", "clean"), "clean", n_resamples=300)]
     assert [c.rule for c in clean] == ["acc", "auroc", "f1"] and clean[0].regressed
     summary = summarize(clean)
-    assert summary["summary"] == "1 of 1 condition regressed, clean included"
+    assert summary["summary"].startswith("1 of 1 condition regressed, clean included; family-wise error 5% over 3 "
+                                         "rules")
 
 
 def test_the_gate_mode_defaults_to_both_with_a_baseline_and_thresholds_without():
@@ -234,7 +241,7 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
     assert result.parseoutcomes().get("failed", 0) >= 1
-    result.stdout.fnmatch_lines(["*accuracy regressed (dropped): baseline *-> now *CI*"])
+    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *simultaneous bound at most*adjusted p*"])
 
     refused = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                  "--memerobust-seed=3", ".")
@@ -292,7 +299,7 @@ def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pyte
                                 f"--memerobust-checkpoint={reseeded}", ".")
     result.assert_outcomes(passed=4)
     assert "REGRESSED" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["0 of 4 conditions regressed (clean did not)"])
+    result.stdout.fnmatch_lines(["0 of 4 conditions regressed (clean did not); family-wise error 5% over 15 rules"])
 
 
 @pytest.mark.parametrize("checkpoints, message", [
@@ -341,7 +348,7 @@ def test_the_regressions_gate_fails_only_what_regressed_naming_clean(pytester, t
                               f"--memerobust-report={report}", ".")
     assert same.ret == 0
     same.stdout.fnmatch_lines(["*memerobust gate: this run against the baseline*",
-                               "0 of 2 conditions regressed (clean did not)"])
+                               "0 of 2 conditions regressed (clean did not); family-wise error 5% over 7 rules"])
     data = json.loads(report.read_text())
     assert [(c["condition"], c["outcome"], c["verdict"], c["regressed"]) for c in data["cases"]] == [
         ("clean", "passed", "pass", False), ("text=typos@5", "xfailed", "fail within noise", False)]

@@ -5,11 +5,16 @@ comparison meaningful: dataset fingerprint, seed, memes limit, task, model card 
 A baseline that does not match the run is refused before any case runs, naming the field.
 
 The default rules judge, per condition (clean included), the metric itself under the perturbation (accuracy, AUROC,
-macro-F1) and the flip rate, each as a paired difference (now - baseline) on the same memes with its bootstrap
-interval and a paired test (McNemar's exact test for accuracy and the flip rate, the paired bootstrap for AUROC and
-macro-F1). Relative robustness ("loses less than it had") rewards a weaker model, so it is a rule to ask for
-(`rel_acc`), never the default. A rule is a regression when the whole interval is on the worse side of zero and the
-change is larger than its minimum effect (`--memerobust-fail-on=acc:1%`).
+macro-F1) and the flip rate, each as the paired change "how much worse now" on the same memes. Relative robustness
+("loses less than it had") rewards a weaker model, so it is a rule to ask for (`rel_acc`), never the default.
+
+Every rule of every condition of a run is one family (`judge_family`): one set of bootstrap resamples of the memes
+per (model, dataset), every statistic evaluated on it, and the run's error controlled over the whole family
+(`--memerobust-gate-error`, default the family-wise error at 5% by the step-down max-T; see multiplicity.py). A rule
+regresses when its adjusted one-sided p is at most the level, testing "worse by more than its minimum effect"
+(`--memerobust-fail-on=acc:1%`). Under `--memerobust-gate=non-inferiority` the question flips: a rule passes only
+when the simultaneous upper bound of its worsening stays within its margin (the same `acc:2%`; 2 points unless
+given). What cannot be judged (one class left, no answers) is a named state, never a silent pass.
 """
 from __future__ import annotations
 
@@ -22,11 +27,13 @@ from typing import Callable
 import numpy as np
 
 from . import metrics
+from .multiplicity import (CONTROLS, binomial_upper_tail, bh_adjusted_p, holm_adjusted_p, marginal_p,
+                           maxt_adjusted_p, maxt_critical_value, studentized, upper_critical_value)
 from ..atomic import atomic_write_text
 from ..errors import ConfigError
 
 FORMAT = "pytest-memerobust-baseline/1"
-GATES = ("thresholds", "regressions", "both")
+GATES = ("thresholds", "regressions", "both", "non-inferiority")
 _METRICS = {"acc": "accuracy", "auroc": "auroc", "f1": "macro_f1", "flip": "flip_rate"}
 _KINDS = {"rel": "relative", "abs": "absolute", "": "metric"}
 _SHORT = {"relative": "rel. ", "absolute": "abs. ", "metric": "", "accuracy": "acc.", "auroc": "AUROC",
@@ -51,14 +58,74 @@ def gates_thresholds(mode: str) -> bool:
 
 
 def gates_regressions(mode: str) -> bool:
-    return mode in ("regressions", "both")
+    """Whether the baseline comparison fails the run: as regressions, or as conditions not shown non-inferior."""
+    return mode in ("regressions", "both", "non-inferiority")
+
+
+def comparison_mode(gate: str) -> str:
+    """The question the comparisons answer: "is it worse beyond noise?" (regressions) or "is it shown to be no
+    worse than the margin?" (non-inferiority)."""
+    return "non-inferiority" if gate == "non-inferiority" else "regressions"
+
+
+@dataclass(frozen=True)
+class ErrorControl:
+    """What a run's gate controls over every (model, condition, rule) it compares: `fwer` (the family-wise error:
+    the chance that an unchanged or equally good checkpoint fails the job at all, by the bootstrap max-T), `holm`
+    (the same by Holm on per-rule p-values: exact McNemar where it exists), `fdr` (the expected share of false alarms
+    among the conditions flagged, Benjamini-Hochberg) or `none` (each rule alone), at `alpha`."""
+
+    method: str = "fwer"
+    alpha: float = 0.05
+
+    @classmethod
+    def parse(cls, text: str) -> "ErrorControl":
+        method, _, level = str(text).strip().partition(":")
+        if method not in CONTROLS:
+            raise ValueError(f"expected one of {', '.join(CONTROLS)}, optionally with a level: fwer, fwer:0.01, "
+                             f"fdr:10%; got {text!r}")
+        if not level:
+            return cls(method)
+        try:
+            alpha = float(level.rstrip("%")) / (100 if level.endswith("%") else 1)
+        except ValueError:
+            raise ValueError(f"bad level in {text!r}: expected a number such as 0.05 or 5%") from None
+        if not 0.0 < alpha <= 0.5:
+            raise ValueError(f"level {level!r} in {text!r} is not an error rate a gate can mean: expected a value in "
+                             "(0, 0.5], e.g. 0.05 or 5%")
+        return cls(method, alpha)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.method}:{self.alpha:g}"
+
+    def short(self) -> str:
+        """For summary lines: `family-wise error 5%`."""
+        return {"fwer": f"family-wise error {self.alpha:.0%}", "holm": f"family-wise error {self.alpha:.0%} (Holm)",
+                "fdr": f"false discovery rate {self.alpha:.0%}",
+                "none": f"each rule alone at {self.alpha:.0%}"}[self.method]
+
+    def describe(self) -> str:
+        return {"fwer": f"family-wise error {self.alpha:.0%} (bootstrap max-T, step-down)",
+                "holm": f"family-wise error {self.alpha:.0%} (Holm)",
+                "fdr": f"false discovery rate {self.alpha:.0%} (Benjamini-Hochberg)",
+                "none": f"no error control over the run (each rule alone at {self.alpha:.0%})"}[self.method]
+
+
+DEFAULT_CONTROL = ErrorControl()
+DEFAULT_MARGIN = 0.02  # non-inferiority: how much worse a rule without its own margin may be (2 points)
+POWER = 0.8
+_Z_POWER = 0.8416212335729143  # the standard normal's 80% quantile: the minimum detectable effect at 80% power
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One rule on one condition: the baseline's score and this run's, the paired difference (now - before) with
-    its interval, the paired test's p-value (one-sided for McNemar: the exact two-sided test halved toward worse is
-    not used; the p is McNemar's two-sided exact p) and whether it counts as a regression."""
+    """One rule on one condition: the baseline's score and this run's, the paired difference (now - before), the
+    one-sided test in the worse direction (`p_raw` alone, `p_value` adjusted for the run's family under `control`),
+    the simultaneous bound on the difference (`bound`: under `regressions` the side nearest to "no worse", under
+    `non-inferiority` the worst the data allow) and the decision. `regressed` is whether this rule fails the gate;
+    `state` says what was decided ("regressed", "no regression", "non-inferior", "not shown non-inferior" or "not
+    judged: why"). `low`..`high` is the per-rule percentile interval at the run's confidence, for reading only."""
 
     model: str
     dataset: str
@@ -71,19 +138,34 @@ class Comparison:
     low: float
     high: float
     p_value: float
-    test: str  # "McNemar" or "paired bootstrap"
+    test: str
     min_effect: float
     regressed: bool
+    p_raw: float = float("nan")
+    bound: float = float("nan")
+    state: str = ""
+    control: str = ""
+    mode: str = "regressions"
+    memes: int = 0
+    memes_needed: int | None = None  # non-inferiority not shown: memes that would show it at this difference
+    detectable: float = float("nan")  # the worsening this test detects at 80% power under the run's control
 
     @property
     def difference(self) -> float:
         return self.now - self.before
 
     @property
-    def margin(self) -> float:
-        """How far the interval is from the worse side of zero: negative when it lies wholly on it (nan last)."""
-        edge = self.high if self.higher_is_better else -self.low
-        return edge if edge == edge else float("inf")
+    def judged(self) -> bool:
+        return not self.state.startswith("not judged")
+
+    @property
+    def room(self) -> float:
+        """How far the decision is from flipping to a failure, in adjusted p (negative: failing); inf if not
+        judged."""
+        if not self.judged:
+            return float("inf")
+        alpha = float(self.control.partition(":")[2] or 0.05)
+        return (self.p_value - alpha) * (-1 if self.mode == "non-inferiority" else 1)
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -92,17 +174,22 @@ class Comparison:
         return d
 
     def __str__(self) -> str:
-        worse = "dropped" if self.higher_is_better else "rose"
-        state = f"regressed ({worse})" if self.regressed else "no regression"
-        return (f"{self.what} {state}: baseline {self.before:.4f} -> now {self.now:.4f} "
-                f"(difference {self.difference:+.4f}, CI {self.low:+.4f}..{self.high:+.4f}, {self.test} p "
-                f"{self.p_value:.3g}" + (f", allowed {self.min_effect:.4f})" if self.min_effect else ")"))
+        if not self.judged:
+            return f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f}"
+        side = "at least" if self.mode == "non-inferiority" else "at most"
+        allowed = (f", margin {self.min_effect:.4f}" if self.mode == "non-inferiority" else
+                   f", allowed {self.min_effect:.4f}" if self.min_effect else "")
+        needed = f"; about {self.memes_needed} memes would show it" if self.memes_needed else ""
+        return (f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f} "
+                f"(difference {self.difference:+.4f}, simultaneous bound {side} {self.bound:+.4f}{allowed}; "
+                f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under {self.control}{needed})")
 
 
 @dataclass(frozen=True)
 class RegressionCheck:
-    """`acc:1%` = accuracy under the condition may not fall by more than 1 point beyond noise; `flip` = the flip
-    rate may not rise beyond noise; `rel_acc` = relative robustness of accuracy (a secondary rule)."""
+    """`acc:1%` = accuracy under the condition may not fall by more than 1 point beyond noise (the margin, under
+    non-inferiority); `flip` = the flip rate may not rise beyond noise; `rel_acc` = relative robustness of accuracy
+    (a secondary rule)."""
 
     kind: str  # "relative", "absolute" or "metric" (the score under the condition itself)
     metric: str  # accuracy, auroc, macro_f1, flip_rate
@@ -115,10 +202,18 @@ class RegressionCheck:
         if prefix not in _KINDS or short not in _METRICS or (short == "flip" and prefix):
             raise ValueError(f"bad regression spec {spec!r}: expected acc|auroc|f1|flip[:EFFECT] or "
                              f"rel_|abs_ + acc|auroc|f1, e.g. acc:1%, flip:2% or rel_auroc:0.02")
+        if not effect:
+            return cls(_KINDS[prefix], _METRICS[short], 0.0)
         try:
-            value = float(effect.rstrip("%")) / (100 if effect.endswith("%") else 1) if effect else 0.0
+            value = float(effect.rstrip("%")) / (100 if effect.endswith("%") else 1)
         except ValueError:
             raise ValueError(f"bad effect size in {spec!r}: expected a number or a percentage") from None
+        if not effect.endswith("%") and value >= 1:
+            raise ValueError(f"effect size {effect!r} in {spec!r} is read as a fraction of 1 (scores lie in 0..1): "
+                             f"write {value:g}% for {value:g} points, or {value / 100:g}")
+        if not 0.0 <= value < 1.0 or value != value:
+            raise ValueError(f"effect size {effect!r} in {spec!r} is not a change a score in 0..1 can make: expected "
+                             "a value from 0 up to below 100%, e.g. 1% or 0.01")
         return cls(_KINDS[prefix], _METRICS[short], value)
 
     @property
@@ -139,6 +234,10 @@ class RegressionCheck:
         what = {"relative": "relative robustness of ", "absolute": "absolute robustness of ", "metric": ""}[self.kind]
         return f"{what}{self.metric.replace('_', ' ')}"
 
+    def short_label(self) -> str:
+        """For table headers: `rel. acc.`, `abs. AUROC`, `macro-F1`, `flip rate`."""
+        return _SHORT[self.kind] + _SHORT[self.metric]
+
     def _score(self, y, clean, perturbed, scale):
         if self.metric == "flip_rate":
             from ..results import predicted_labels
@@ -152,36 +251,23 @@ class RegressionCheck:
             return metrics.relative_robustness(base, value)
         return metrics.absolute_robustness(base, value, scale)
 
-    def short_label(self) -> str:
-        """For table headers: `rel. acc.`, `abs. AUROC`, `macro-F1`, `flip rate`."""
-        return _SHORT[self.kind] + _SHORT[self.metric]
+    def _resampled(self, side: "_Resampler", clean, perturbed, scale) -> np.ndarray:
+        """The score on each of `side`'s resamples of the memes [B]: the same quantity as `_score`."""
+        if self.metric == "flip_rate":
+            return side.flip_rate(clean, perturbed)
+        value = side.metric(self.metric, perturbed)
+        if self.kind == "metric":
+            return value
+        return metrics._robustness_fn(self.kind, scale)(side.metric(self.metric, clean), value)
 
-    def compare(self, current: dict, baseline: dict, where: tuple[str, str, str] = ("", "", ""), *,
-                confidence: float = 0.95, n_resamples: int = 1000, seed: int = 0,
-                scale: str = "percent") -> Comparison:
-        """Both scores, the paired bootstrap interval of (now - before) over the same memes resampled for both, the
-        paired test, and the verdict. Both are {"y": labels, "clean": proba, "perturbed": proba} over the same memes
-        in the same order; `where` is (model, dataset, condition)."""
-        y = np.asarray(current["y"])
-        arrays = [np.asarray(a, dtype=np.float64) for a in (current["clean"], current["perturbed"],
-                                                             baseline["clean"], baseline["perturbed"])]
-
-        def difference(yy, cc, cp, bc, bp):
-            return self._score(yy, cc, cp, scale) - self._score(yy, bc, bp, scale)
-
-        now, before = self._score(y, *arrays[:2], scale), self._score(y, *arrays[2:], scale)
-        samples = metrics.paired_bootstrap_samples(difference, y, *arrays, n_resamples=n_resamples, seed=seed)
-        low, high = metrics._percentile_interval(samples, confidence)
-        if self.kind == "metric" and self.metric in ("accuracy", "flip_rate"):
-            test = "McNemar"
-            p = metrics.mcnemar_p_value(*(self._paired_outcomes(y, arrays[i], arrays[i + 1]) for i in (2, 0)))
-        else:
-            test = "paired bootstrap"
-            p = metrics.bootstrap_one_sided_p(samples, 0.0, "min" if self.higher_is_better else "max")
-        value = now - before
-        worse = high < 0 and value < -self.min_effect if self.higher_is_better else low > 0 and value > self.min_effect
-        return Comparison(*where, self.spec, self.label(), self.higher_is_better, float(before), float(now),
-                          float(low), float(high), float(p), test, self.min_effect, bool(worse))
+    def exact_p(self, y, now: tuple, before: tuple) -> float:
+        """The exact one-sided McNemar p of "now is worse" for accuracy and the flip rate without an effect size (the
+        discordant memes going the worse way, of all discordant); nan for rules without an exact test."""
+        if self.kind != "metric" or self.metric not in ("accuracy", "flip_rate") or self.min_effect:
+            return float("nan")
+        good_now, good_before = (self._paired_outcomes(y, *side) for side in (now, before))
+        worse, better = int(np.sum(good_before & ~good_now)), int(np.sum(~good_before & good_now))
+        return binomial_upper_tail(worse, worse + better)
 
     def _paired_outcomes(self, y, clean, perturbed) -> np.ndarray:
         """Per meme, what McNemar pairs: right under the condition (accuracy), or kept its clean prediction (flip
@@ -196,48 +282,337 @@ class RegressionCheck:
 DEFAULT_CHECKS = tuple(RegressionCheck("metric", m) for m in ("accuracy", "auroc", "macro_f1", "flip_rate"))
 
 
+@dataclass(frozen=True)
+class PairedCell:
+    """One condition of one model on one dataset in both runs: {"y", "clean", "perturbed"} (and optionally
+    "declined": the memes the detector declined, clean or under the condition) over the same memes in the same
+    order."""
+
+    model: str
+    dataset: str
+    condition: str
+    kind: str  # "clean" or not: which rules apply
+    now: dict
+    then: dict
+
+
+class _Resampler:
+    """The bootstrap resamples of one (model, dataset)'s memes, drawn once and shared by every condition and rule:
+    conditions share their memes, and the max-T procedure needs their statistics on the same resamples. Keyed by
+    (seed, model, dataset) alone, never by condition. A resample is held as how often it draws each meme, so a
+    metric over all resamples is a few matrix products of exact integer counts (the same bits on any thread count);
+    metrics of a side are computed once (the clean side is shared by every condition of a run)."""
+
+    BLOCK = 250  # resamples scored at once where a metric has no count form (multi-label)
+
+    def __init__(self, y: np.ndarray, n_resamples: int, key: tuple):
+        self.y, self.n = y, len(y)
+        digest = hashlib.sha256(json.dumps([str(k) for k in key]).encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        self.index = rng.integers(0, self.n, size=(n_resamples, self.n))
+        flat = (self.index + (np.arange(n_resamples) * self.n)[:, None]).ravel()
+        self.counts = np.bincount(flat, minlength=n_resamples * self.n).reshape(n_resamples, self.n).astype(float)
+        self._memo: dict[tuple, np.ndarray] = {}
+
+    def _remember(self, key: tuple, compute) -> np.ndarray:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @staticmethod
+    def _digest(*arrays) -> str:
+        h = hashlib.sha256()
+        for a in arrays:
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+    def metric(self, name: str, proba: np.ndarray) -> np.ndarray:
+        """`name` (accuracy, auroc, macro_f1) on every resample [B], NaN where a resample leaves it undefined."""
+        return self._remember((name, self._digest(proba)), lambda: self._metric(name, proba))
+
+    def _metric(self, name: str, proba: np.ndarray) -> np.ndarray:
+        y, counts = self.y, self.counts
+        if y.ndim == 2:
+            of_resamples = metrics.METRICS_OF_RESAMPLES[name]
+            return np.concatenate([np.asarray(of_resamples(y[block], proba[block]), dtype=np.float64) for block in
+                                   np.array_split(self.index, max(1, len(self.index) // self.BLOCK))])
+        classes = np.arange(proba.shape[1])
+        if name == "accuracy":
+            return counts @ (proba.argmax(axis=1) == y).astype(float) / self.n
+        if name == "macro_f1":
+            predicted = proba.argmax(axis=1)
+            is_true, is_predicted = y[:, None] == classes, predicted[:, None] == classes
+            tp, true, said = np.split(counts @ np.hstack([is_true & is_predicted, is_true, is_predicted]).astype(float),
+                                      3, axis=1)
+            denominator = true + said
+            seen = denominator > 0
+            f1 = np.where(seen, 2.0 * tp / np.maximum(denominator, 1), 0.0)
+            return f1.sum(axis=1) / seen.sum(axis=1)
+        if proba.shape[1] == 2:
+            return self._binary_auc(y == 1, proba[:, 1])
+        per_class = np.stack([self._binary_auc(y == c, proba[:, c]) for c in classes])
+        present = (counts @ (y[:, None] == classes).astype(float)).T > 0
+        n_present = present.sum(axis=0)
+        with np.errstate(invalid="ignore"):
+            mean = np.where(present, per_class, 0.0).sum(axis=0) / n_present
+        return np.where(n_present >= 2, mean, np.nan)
+
+    def _binary_auc(self, positive: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Mann-Whitney's AUROC on every resample: each (positive, negative) pair of memes counts 1 when the positive
+        scores higher and 1/2 on a tie, weighted by how often the resample draws each, over P x N. Per positive the
+        weight of the negatives below it is a cumulative sum over the negatives sorted by score (exact integers)."""
+        pos, neg = np.flatnonzero(positive), np.flatnonzero(~positive)
+        order = neg[np.argsort(scores[neg], kind="stable")]
+        below = np.zeros((len(self.counts), len(order) + 1))
+        np.cumsum(self.counts[:, order], axis=1, out=below[:, 1:])
+        sorted_scores = scores[order]
+        lower = np.searchsorted(sorted_scores, scores[pos], side="left")
+        upper = np.searchsorted(sorted_scores, scores[pos], side="right")
+        w_pos = self.counts[:, pos]
+        pairs = (w_pos * (below[:, lower] + below[:, upper])).sum(axis=1) / 2  # below + ties / 2, doubled then halved
+        n_pos, n_neg = w_pos.sum(axis=1), below[:, -1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where((n_pos > 0) & (n_neg > 0), pairs / (n_pos * n_neg), np.nan)
+
+    def flip_rate(self, clean: np.ndarray, perturbed: np.ndarray) -> np.ndarray:
+        from ..results import predicted_labels
+
+        flipped = (predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed)).astype(np.float64)
+        return self._remember(("flip", self._digest(clean, perturbed)), lambda: self.counts @ flipped / self.n)
+
+
+def _not_judged_reason(answered: np.ndarray | None) -> str | None:
+    """Why a condition cannot be compared at all: the detector declined (nearly) every meme in one of the runs."""
+    if answered is not None and answered.sum() < 2:
+        return "not judged: no answers" if not answered.any() else "not judged: fewer than 2 memes answered"
+    return None
+
+
+def _why_undefined(check: RegressionCheck, y) -> str:
+    if check.metric == "auroc" and len(np.unique(np.asarray(y), axis=0)) < 2:
+        return "not judged: one class left"
+    if check.kind == "relative":
+        return "not judged: clean score 0 (relative robustness undefined)"
+    return "not judged: undefined"
+
+
+def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAULT_CONTROL,
+                 mode: str = "regressions", n_resamples: int = 1000, seed: int = 0, scale: str = "percent",
+                 confidence: float = 0.95) -> list[Comparison]:
+    """Every rule that applies to every `PairedCell` (baseline `then` against `now`), judged as one family under
+    `control`: a pure function of the paired per-meme outputs. Per rule the statistic is w = how much worse now is
+    (before - now; now - before for the flip rate) on the same memes, resampled on one index matrix per (model,
+    dataset); `regressions` tests "w <= the rule's minimum effect" one-sided, `non-inferiority` tests "w >= the
+    margin" (passing only where the simultaneous upper bound of w stays within it)."""
+    if mode not in ("regressions", "non-inferiority"):
+        raise ValueError(f"mode must be 'regressions' or 'non-inferiority', got {mode!r}")
+    inferiority = mode == "non-inferiority"
+    resamplers: dict[tuple, _Resampler] = {}
+    tests: list[dict] = []
+    for cell in cells:
+        y = np.asarray(cell.now["y"])
+        arrays = [np.asarray(a, dtype=np.float64) for a in (cell.now["clean"], cell.now["perturbed"],
+                                                            cell.then["clean"], cell.then["perturbed"])]
+        declined = [np.asarray(c["declined"], bool) for c in (cell.now, cell.then) if c.get("declined") is not None]
+        answered = ~np.logical_or.reduce(declined) if declined and np.logical_or.reduce(declined).any() else None
+        reason = _not_judged_reason(answered)
+        key = (seed, cell.model, cell.dataset)
+        if answered is not None and reason is None:  # the memes answered in both runs: resampled on their own
+            y, arrays = y[answered], [a[answered] for a in arrays]
+            key += (_Resampler._digest(answered),)
+        if reason is None and key not in resamplers:
+            resamplers[key] = _Resampler(y, n_resamples, key)
+        for check in checks:
+            if not check.applies_to(cell.kind):
+                continue
+            sign = 1.0 if check.higher_is_better else -1.0
+            margin = check.min_effect or (DEFAULT_MARGIN if inferiority else 0.0)
+            test = {"cell": cell, "check": check, "sign": sign, "null": margin, "reason": reason, "n": len(y)}
+            tests.append(test)
+            if reason is not None:
+                test.update(before=float("nan"), now=float("nan"), w=float("nan"), samples=None)
+                continue
+            now, before = (float(check._score(y, *arrays[i:i + 2], scale)) for i in (0, 2))
+            side = resamplers[key]
+            w = sign * (before - now)
+            samples = sign * (check._resampled(side, *arrays[2:], scale) - check._resampled(side, *arrays[:2], scale))
+            test.update(before=before, now=now, w=w, samples=samples, exact=check.exact_p(y, arrays[:2], arrays[2:]))
+            if w != w:
+                test["reason"] = _why_undefined(check, y)
+    return _decide(tests, control, mode, n_resamples, confidence)
+
+
+def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: int, confidence: float):
+    """The family's adjusted p-values, simultaneous bounds and decisions (see judge_family)."""
+    inferiority = mode == "non-inferiority"
+    judged = [t for t in tests if t["reason"] is None]
+    direction = -1.0 if inferiority else 1.0  # the statistic whose large values are the evidence sought
+    if judged:
+        w = np.array([t["w"] for t in judged])
+        samples = np.stack([t["samples"] for t in judged])
+        nulls = np.array([t["null"] for t in judged])
+        se, z, draws = studentized(direction * w, direction * samples, direction * nulls)
+        raw = marginal_p(z, draws)
+        exact = np.array([t.get("exact", np.nan) for t in judged])
+        if control.method == "fwer":
+            adjusted, c = maxt_adjusted_p(z, draws), np.full(len(judged), maxt_critical_value(draws, control.alpha))
+        elif control.method == "holm":
+            raw = np.where(np.isnan(exact) | inferiority, raw, exact)
+            adjusted = holm_adjusted_p(raw)
+            c = _quantiles(draws, control.alpha / max(1, int(np.sum(~np.isnan(z)))))
+        else:
+            adjusted = bh_adjusted_p(raw) if control.method == "fdr" else raw
+            c = _quantiles(draws, control.alpha)
+        with np.errstate(invalid="ignore"):
+            detectable = np.where(se > 0, (c + _Z_POWER) * se, np.nan) + nulls
+        for i, t in enumerate(judged):
+            t.update(se=se[i], p_raw=float(raw[i]), p=float(adjusted[i]), c=float(c[i]),
+                     detectable=float(detectable[i]))
+            if np.isnan(z[i]):
+                t["reason"] = "not judged: undefined on the resamples"
+    out = []
+    for t in tests:
+        cell, check, sign = t["cell"], t["check"], t["sign"]
+        where = (cell.model, cell.dataset, cell.condition)
+        nan = float("nan")
+        if t["reason"] is not None:
+            out.append(Comparison(*where, check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
+                                  nan, nan, nan, _TESTS[control.method], t["null"], False, state=t["reason"],
+                                  control=control.spec, mode=mode, memes=t["n"]))
+            continue
+        w, se, c = t["w"], t["se"], t["c"]
+        spread = c * se if se > 0 and c == c else 0.0  # no spread: every resample gives the estimate
+        bound_w = w + spread if inferiority else w - spread  # the worst / the least worsening the data allow
+        low, high = metrics._percentile_interval(-sign * t["samples"], confidence)
+        rejected = t["p"] <= control.alpha
+        if inferiority:
+            state = "non-inferior" if rejected else "not shown non-inferior"
+            failing = not rejected
+        else:
+            state = "regressed" if rejected else "no regression"
+            failing = rejected
+        needed = None
+        if inferiority and failing and w < t["null"] and se > 0 and c == c:
+            needed = int(np.ceil(t["n"] * (c * se / (t["null"] - w)) ** 2))
+        out.append(Comparison(*where, check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
+                              float(low), float(high), t["p"], _TESTS[control.method], t["null"], bool(failing),
+                              p_raw=t["p_raw"], bound=float(-sign * bound_w) + 0.0, state=state, control=control.spec,
+                              mode=mode, memes=t["n"], memes_needed=needed,
+                              detectable=float(t["detectable"]) if not inferiority else nan))
+    return out
+
+
+_TESTS = {"fwer": "paired bootstrap, max-T", "holm": "McNemar / paired bootstrap, Holm",
+          "fdr": "paired bootstrap, Benjamini-Hochberg", "none": "paired bootstrap"}
+
+
+def _quantiles(draws: np.ndarray, alpha: float) -> np.ndarray:
+    """Per test its own critical value at `alpha` (multiplicity.upper_critical_value of its draws)."""
+    return np.array([upper_critical_value(row, alpha) for row in draws])
+
+
 def compare_condition(now: dict, then: dict, where: tuple[str, str, str], condition_kind: str,
                       checks=DEFAULT_CHECKS, **options) -> list[Comparison]:
-    """Every rule that applies to the condition, baseline `then` against `now`."""
-    return [check.compare(now, then, where, **options) for check in checks if check.applies_to(condition_kind)]
+    """Every rule that applies to one condition, baseline `then` against `now`, as a family of its own."""
+    return judge_family([PairedCell(*where, condition_kind, now, then)], checks, **options)
 
 
-def summarize(comparisons: list[Comparison], closest: int = CLOSEST) -> dict:
-    """The gate's verdict over a run: how many conditions were compared and regressed (and whether clean did), the
-    regressed comparisons and the `closest` nearest to regressing, for a side-by-side table."""
+def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: list[str] = (),
+              missing: list[str] = ()) -> dict:
+    """The gate's verdict over a run: how many conditions were compared and failed it (and whether clean did), how
+    many rules could not be judged and why, the conditions only one side has (`new`: run but not in the baseline;
+    `missing`: in the baseline, not run), the error control, the power, and the failing comparisons plus the
+    `closest` nearest to failing, for a side-by-side table."""
     conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons))
-    regressed = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.regressed))
-    clean = [key for key in regressed if key[2] == "clean"]
+    failing = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.regressed))
+    clean = [key for key in failing if key[2] == "clean"]
+    mode = comparisons[0].mode if comparisons else "regressions"
     n = len(conditions)
-    line = f"{len(regressed)} of {n} condition{'s' * (n != 1)} regressed"
+    verb = "not shown non-inferior" if mode == "non-inferiority" else "regressed"
+    line = f"{len(failing)} of {n} condition{'s' * (n != 1)} {verb}"
     if any(key[2] == "clean" for key in conditions):
         line += ", clean included" if clean else " (clean did not)"
-    bad = sorted((c for c in comparisons if c.regressed), key=lambda c: (c.condition != "clean", c.margin))
-    regressed_keys = set(regressed)
-    nearest: dict[tuple, Comparison] = {}  # per condition that did not regress, its rule nearest to regressing
-    for c in comparisons:
+    judged = [c for c in comparisons if c.judged]
+    if judged:
+        line += f"; {ErrorControl.parse(judged[0].control).short()} over {len(judged)} rule{'s' * (len(judged) != 1)}"
+    unjudged = [c for c in comparisons if not c.judged]
+    reasons: dict[str, int] = {}
+    for c in unjudged:
+        reasons[c.state.removeprefix("not judged: ")] = reasons.get(c.state.removeprefix("not judged: "), 0) + 1
+    if unjudged:
+        line += f"; {len(unjudged)} not judged (" + ", ".join(f"{why}: {k}" for why, k in reasons.items()) + ")"
+    if new:
+        line += f"; {len(new)} new condition{'s' * (len(new) != 1)} not gated"
+    if missing:
+        line += f"; {len(missing)} baseline condition{'s' * (len(missing) != 1)} not run"
+    if not comparisons and not new and not missing:
+        line = "nothing compared"
+    bad = sorted((c for c in comparisons if c.regressed), key=lambda c: (c.condition != "clean", c.room))
+    failing_keys = set(failing)
+    nearest: dict[tuple, Comparison] = {}  # per condition that did not fail, its rule nearest to failing
+    for c in judged:
         key = (c.model, c.dataset, c.condition)
-        if key not in regressed_keys and (key not in nearest or c.margin < nearest[key].margin):
+        if key not in failing_keys and (key not in nearest or c.room < nearest[key].room):
             nearest[key] = c
-    near = sorted(nearest.values(), key=lambda c: c.margin)[:closest]
-    return {"conditions": n, "regressed": len(regressed), "clean_regressed": bool(clean), "summary": line,
-            "rows": [c.as_dict() for c in bad + near]}
+    near = sorted(nearest.values(), key=lambda c: c.room)[:closest]
+    return {"conditions": n, "regressed": len(failing), "clean_regressed": bool(clean), "summary": line,
+            "mode": mode, "control": judged[0].control if judged else None,
+            "control_text": ErrorControl.parse(judged[0].control).describe() if judged else None,
+            "rules": len(judged), "not_judged": reasons, "new": list(new), "missing": list(missing),
+            "power": _power(judged) if mode == "regressions" else {},
+            "rows": [c.as_dict() for c in bad + near] + [c.as_dict() for c in unjudged]}
+
+
+def _power(judged: list[Comparison]) -> dict:
+    """Per rule the median worsening its tests detect at 80% power under the run's control (a normal
+    approximation: (critical value + z_0.8) x standard error): what the run can and cannot see."""
+    by_rule: dict[str, list[float]] = {}
+    for c in judged:
+        if c.detectable == c.detectable:
+            by_rule.setdefault(c.what, []).append(c.detectable)
+    return {what: float(np.median(values)) for what, values in by_rule.items()}
+
+
+def power_line(summary: dict) -> str | None:
+    """`at 80% power this run detects a worsening of about: accuracy 0.061, AUROC 0.083, flip rate 0.050`."""
+    power = summary.get("power") or {}
+    if not power:
+        return None
+    return (f"at {POWER:.0%} power this run detects a worsening of about (median over conditions): "
+            + ", ".join(f"{what} {value:.3f}" for what, value in power.items()))
 
 
 def comparison_headers(confidence: float = 0.95) -> list[str]:
-    return ["condition", "rule", "base -> now", f"Δ [{confidence:.0%} CI]", "p", "verdict"]
+    return ["condition", "rule", "base -> now", "Δ", "bound", "adj. p", "verdict"]
+
+
+VERDICT_CELLS = {"regressed": "REGRESSED", "no regression": "ok", "non-inferior": "ok",
+                 "not shown non-inferior": "NOT SHOWN"}
+
+
+def verdict_cell(row: dict) -> str:
+    """A comparison's decision in a few letters: REGRESSED, NOT SHOWN (non-inferiority), ok, or not judged."""
+    state = row.get("state") or ("regressed" if row.get("regressed") else "no regression")
+    return VERDICT_CELLS.get(state, "not judged")
 
 
 def comparison_rows(rows: list[dict], limit: int | None = None) -> list[list[str]]:
     """`summarize`'s rows (Comparison.as_dict) as table rows for `comparison_headers`, one per condition (its
-    rule nearest to, or furthest past, regressing) and at most `limit` of them (`comparison_conditions` counts
+    rule nearest to, or furthest past, failing) and at most `limit` of them (`comparison_conditions` counts
     them); the model and dataset prefix the condition when the rows hold more than one."""
     chosen = _by_condition(rows)
     several = len({(r["model"], r["dataset"]) for r in chosen}) > 1
     return [[(f"{r['model']} {r['dataset']} " if several else "") + short_condition(r["condition"]), r["rule"],
-             f"{r['before']:.3f} -> {r['now']:.3f}", f"{_signed(r['difference'])} [{_signed(r['ci'][0], 2)}, "
-             f"{_signed(r['ci'][1], 2)}]", f"{r['p_value']:.2g}", "REGRESSED" if r["regressed"] else "ok"]
+             f"{r['before']:.3f} -> {r['now']:.3f}", _signed(r["difference"]), _signed(r.get("bound", NAN)),
+             _p(r["p_value"]), verdict_cell(r)]
             for r in chosen[:limit]]
+
+
+NAN = float("nan")
+
+
+def _p(value) -> str:
+    return "-" if value is None or value != value else f"{value:.2g}"
 
 
 def short_condition(condition_id: str) -> str:
@@ -264,9 +639,11 @@ def _by_condition(rows: list[dict]) -> list[dict]:
 
 
 def _worse_first(row: dict) -> tuple:
-    """Regressed before not, then the furthest past (or nearest to) the worse side of zero."""
-    edge = row["ci"][1] if row["higher_is_better"] else -row["ci"][0]
-    return (not row["regressed"], edge if edge == edge else float("inf"))
+    """Failing before not, judged before not, then the nearest to (or furthest past) failing."""
+    p = row.get("p_value")
+    judged = p is not None and p == p
+    toward = (p if row.get("mode") != "non-inferiority" else -p) if judged else float("inf")
+    return (not row["regressed"], not judged, toward)
 
 
 BASELINE_DECIMALS = 6  # probabilities are saved, and compared, at this precision
@@ -275,8 +652,13 @@ BASELINE_DECIMALS = 6  # probabilities are saved, and compared, at this precisio
 def baseline_cell(result) -> dict:
     """A condition's entry in a baseline (and the current run's side of a comparison, rounded alike, so an
     unchanged checkpoint compares equal to its own baseline to the last digit)."""
-    return {"y": result.y_true.tolist(), "clean": np.round(result.proba_clean, BASELINE_DECIMALS).tolist(),
+    cell = {"y": result.y_true.tolist(), "clean": np.round(result.proba_clean, BASELINE_DECIMALS).tolist(),
             "perturbed": np.round(result.proba, BASELINE_DECIMALS).tolist()}
+    declined = [np.asarray(a, bool) for a in (getattr(result, "abstained_clean", None), getattr(result, "abstained", None))
+                if a is not None]
+    if declined:  # a detector that can decline: the memes it declined clean or under the condition
+        cell["declined"] = np.logical_or.reduce(declined).tolist()
+    return cell
 
 
 def card_digest(card: dict) -> str:
@@ -463,11 +845,34 @@ def _check_shape(path, data: dict) -> None:
         for spec, by_condition in (by_spec.items() if isinstance(by_spec, dict) else [(None, by_spec)]):
             for condition, cell in (by_condition.items() if isinstance(by_condition, dict) else [(None, None)]):
                 ok = isinstance(cell, dict) and all(isinstance(cell.get(k), list) for k in ("y", "clean", "perturbed"))
+                where = "/".join(str(k) for k in (model, spec, condition) if k is not None)
                 if not ok or not len(cell["y"]) == len(cell["clean"]) == len(cell["perturbed"]):
-                    where = "/".join(str(k) for k in (model, spec, condition) if k is not None)
                     raise ConfigError(f"baseline {path}: results/{where} is not a condition entry (lists 'y', "
                                       f"'clean' and 'perturbed' of one length per meme)")
+                _check_cell_values(path, where, cell)
     _check_memes(path, data)
+
+
+def _check_cell_values(path, where: str, cell: dict) -> None:
+    """Probabilities that are numbers in 0..1 and labels that are integers (a NaN in a baseline is the file's
+    fault, not the model's), and `declined`, when present, one true/false per meme."""
+    try:
+        proba = np.asarray([cell["clean"], cell["perturbed"]], dtype=np.float64)
+        labels = np.asarray(cell["y"], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"baseline {path}: results/{where} holds values that are not numbers (or rows of unequal "
+                          "length)") from None
+    bad = np.argwhere(~np.isfinite(proba) | (proba < 0) | (proba > 1))
+    if bad.size:
+        side, meme = ("clean", "perturbed")[bad[0][0]], int(bad[0][1])
+        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] holds {proba[tuple(bad[0])]!r}, not a "
+                          "probability in 0..1: the file is damaged; save the baseline again")
+    if not np.all(np.isfinite(labels) & (labels == np.round(labels))):
+        raise ConfigError(f"baseline {path}: results/{where}/y holds a label that is not an integer")
+    declined = cell.get("declined")
+    if declined is not None and not (isinstance(declined, list) and len(declined) == len(cell["y"])
+                                     and all(isinstance(v, bool) for v in declined)):
+        raise ConfigError(f"baseline {path}: results/{where}/declined is not one true/false per meme")
 
 
 def _check_memes(path, data: dict) -> None:
@@ -548,12 +953,22 @@ def paired_cells(before: dict, after: dict, names=("baseline A", "baseline B")):
 def compare_baselines(before: dict, after: dict, checks=DEFAULT_CHECKS, *, names=("baseline A", "baseline B"),
                       **options) -> list[Comparison]:
     """The gate's comparisons of two saved baselines (B = now, A = the baseline), every rule on every condition in
-    both: what `memerobust compare` prints. Baselines the gate would not compare are refused the same way."""
-    out = []
-    for model, spec, condition, then, now in paired_cells(before, after, names):
-        kind = "clean" if condition == "clean" else "perturbed"
-        out += compare_condition(now, then, (model, spec, condition), kind, checks, **options)
-    if not out:
+    both, judged as one family: what `memerobust compare` prints. Baselines the gate would not compare are refused
+    the same way."""
+    cells = [PairedCell(model, spec, condition, "clean" if condition == "clean" else "perturbed", now, then)
+             for model, spec, condition, then, now in paired_cells(before, after, names)]
+    if not cells:
         raise ConfigError(f"{names[0]} and {names[1]} share no model, dataset and condition to compare "
                           f"({', '.join(c.spec for c in checks)})")
-    return out
+    return judge_family(cells, checks, **options)
+
+
+def unmatched_conditions(before: dict, after: dict) -> tuple[list[str], list[str]]:
+    """(conditions in `after` but not in `before`, conditions in `before` but not in `after`), as
+    `model on dataset: condition`: what the gate cannot compare, named rather than silently skipped."""
+    def keys(data):
+        return [f"{m} on {s}: {c}" for m, by_spec in data["results"].items() for s, by_c in by_spec.items()
+                for c in by_c]
+
+    made, run = keys(before), keys(after)
+    return [k for k in run if k not in set(made)], [k for k in made if k not in set(run)]

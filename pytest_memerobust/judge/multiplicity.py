@@ -1,0 +1,123 @@
+"""Error control over many one-sided tests at once: the run's gate compares hundreds of (condition, rule) pairs, and
+a run fails if any of them does, so the error a team feels is the run's, not one rule's.
+
+Pure numpy on arrays of statistics, so every procedure can be checked against answers worked out by hand:
+- `maxt_adjusted_p`: Westfall & Young's (1993) step-down max-T, on bootstrap draws of the centred, studentized
+  statistics (Romano & Wolf 2005 show the bootstrap version controls the family-wise error asymptotically). It uses
+  the correlation of the statistics (conditions share their memes), so it is sharper than Bonferroni or Holm.
+- `holm_adjusted_p`: Holm's (1979) step-down Bonferroni, on p-values of any valid test: the fallback where no
+  resampled statistic exists.
+- `bh_adjusted_p`: Benjamini & Hochberg's (1995) step-up false discovery rate, as adjusted p-values.
+- `marginal_p`: each test alone, from the same bootstrap draws.
+Every test here is one-sided: a large statistic is evidence against the null (e.g. "no worse than the baseline").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+CONTROLS = ("fwer", "holm", "fdr", "none")
+
+
+def studentized(estimates: np.ndarray, samples: np.ndarray, nulls: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                         np.ndarray]:
+    """(se, z, draws) for K one-sided tests of "theta_k <= null_k": `estimates` [K], their bootstrap `samples`
+    [K, B] (NaN where a resample leaves the statistic undefined), `nulls` [K]. se is the bootstrap standard error,
+    z = (estimate - null) / se, and draws [K, B] = (sample - estimate) / se: the centred statistic, whose law under
+    the null the bootstrap imitates. An undefined draw is -inf (it never exceeds anything). A test whose samples do
+    not vary has se 0: z is +inf when its estimate is past the null (every resample says so) and -inf otherwise."""
+    estimates, samples, nulls = (np.asarray(a, dtype=np.float64) for a in (estimates, samples, nulls))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        defined = ~np.isnan(samples)
+        n = defined.sum(axis=1)
+        mean = np.where(defined, samples, 0.0).sum(axis=1) / np.maximum(n, 1)
+        var = np.where(defined, (samples - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(n - 1, 1)
+        constant = np.where(defined, samples, -np.inf).max(axis=1) == np.where(defined, samples, np.inf).min(axis=1)
+        se = np.where(n >= 2, np.where(constant, 0.0, np.sqrt(var)), np.nan)  # equal samples: exactly no spread
+        gap = estimates - nulls
+        z = np.where(se > 0, gap / se, np.where(gap > 0, np.inf, -np.inf))
+        z = np.where(np.isnan(se) | np.isnan(estimates), np.nan, z)
+        draws = np.where(defined & (se[:, None] > 0), (samples - estimates[:, None]) / se[:, None], -np.inf)
+    return se, z, draws
+
+
+def maxt_adjusted_p(z: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Step-down max-T adjusted p-values (Westfall & Young 1993, algorithm 2.8): for the tests ordered from the
+    largest z down, p_(j) = (1 + #{b: max_{i >= j} draws_(i),b >= z_(j)}) / (B + 1), made monotone. Rejecting
+    where p <= alpha controls the family-wise error at alpha. NaN z (a test that cannot be judged) gets NaN and
+    takes no part."""
+    z, draws = np.asarray(z, dtype=np.float64), np.asarray(draws, dtype=np.float64)
+    out = np.full(z.shape, np.nan)
+    judged = np.flatnonzero(~np.isnan(z))
+    if judged.size == 0:
+        return out
+    order = judged[np.argsort(-z[judged], kind="stable")]
+    tail_max = np.maximum.accumulate(draws[order][::-1], axis=0)[::-1]  # row j: max over the tests from j down
+    exceed = (tail_max >= z[order][:, None]).sum(axis=1)
+    out[order] = np.maximum.accumulate((exceed + 1) / (draws.shape[1] + 1))
+    return out
+
+
+def maxt_critical_value(draws: np.ndarray, alpha: float) -> float:
+    """The single-step critical value: the largest centred statistic of each draw, and of those the (r + 1)-th
+    largest with r = floor(alpha (B + 1)) - 1, so that z > c exactly when the single-step p, (1 + #{max >= z}) /
+    (B + 1), is at most alpha. estimate - c * se is then a simultaneous lower bound; inf when B is too small for
+    alpha."""
+    draws = np.asarray(draws, dtype=np.float64)
+    return upper_critical_value(draws.max(axis=0) if draws.size else draws.reshape(-1), alpha)
+
+
+def upper_critical_value(values: np.ndarray, alpha: float) -> float:
+    """The (r + 1)-th largest of `values` (B draws), r = floor(alpha (B + 1)) - 1: a statistic z is beyond it
+    exactly when its bootstrap p (1 + #{values >= z}) / (B + 1) is at most alpha."""
+    values = np.sort(np.asarray(values, dtype=np.float64).reshape(-1))[::-1]
+    if values.size == 0:
+        return float("nan")
+    r = int(np.floor(alpha * (values.size + 1) + 1e-9)) - 1
+    return float(values[r]) if r >= 0 else float("inf")
+
+
+def marginal_p(z: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Each test alone: (1 + #{b: draws_k,b >= z_k}) / (B + 1); NaN where z is."""
+    z, draws = np.asarray(z, dtype=np.float64), np.asarray(draws, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        p = ((draws >= z[:, None]).sum(axis=1) + 1) / (draws.shape[1] + 1)
+    return np.where(np.isnan(z), np.nan, p)
+
+
+def _sorted_judged(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p as float, an all-NaN output of its shape, the indices of its defined p-values sorted ascending)."""
+    p = np.asarray(p, dtype=np.float64)
+    judged = np.flatnonzero(~np.isnan(p))
+    return p, np.full(p.shape, np.nan), judged[np.argsort(p[judged], kind="stable")]
+
+
+def holm_adjusted_p(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values: sorted ascending, p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)). NaN
+    p-values take no part (and stay NaN)."""
+    p, out, order = _sorted_judged(p)
+    m = order.size
+    if m:
+        out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out
+
+
+def bh_adjusted_p(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values: sorted ascending, p~_(i) = min_{j >= i} min(1, m p_(j) / j); rejecting
+    where p~ <= q keeps the expected share of false rejections at q (independent or positively dependent tests).
+    NaN p-values take no part."""
+    p, out, order = _sorted_judged(p)
+    m = order.size
+    if m:
+        scaled = p[order] * m / np.arange(1, m + 1)
+        out[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
+    return out
+
+
+def binomial_upper_tail(k: int, n: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2), exactly: the one-sided McNemar p of k discordant pairs of n going the
+    worse way."""
+    from math import comb
+
+    if k <= 0:
+        return 1.0
+    return sum(comb(n, i) for i in range(k, n + 1)) / (1 << n)
