@@ -719,6 +719,16 @@ class RobustnessSession:
             facts.append((model, spec, self.task(model, task), card_digest(card.as_dict()), self.fingerprint(spec)))
         check_run(self.baseline, path=self.options.baseline, seed=self.options.seed, limit=self.options.limit,
                   cases=facts, versions=versions())
+        held = [c for _, model, data, _, _, captions, c in self._cases
+                 if self.baseline_key(model, c, data, captions) is not None]
+        if self._cases and not held:  # the gate would compare nothing and pass
+            ours = sorted({c.id for *_, c in self._cases})
+            theirs = sorted({c for by_spec in self.baseline["results"].values() for by_c in by_spec.values()
+                             for c in by_c})
+            raise ConfigError(f"baseline {self.options.baseline} holds none of this run's {len(ours)} conditions "
+                              f"({', '.join(ours[:5])}{', ...' if len(ours) > 5 else ''}); it holds "
+                              f"{', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}: nothing would be gated "
+                              "(another suite or -k selection than the baseline's?)")
 
     def fingerprint(self, spec: str) -> str:
         if spec not in self._fingerprints:

@@ -69,7 +69,7 @@ def test_an_injected_regression_fails_with_old_new_bound_and_one_sided_p():
     assert c.regressed and c.state == "regressed" and c.p_value == c.p_raw == 1 / 301  # alone: nothing to adjust
     assert (c.before, c.now) == (0.98, 0.85) and c.high < 0 and c.bound < 0
     assert "accuracy regressed: baseline 0.9800 -> now 0.8500 (difference -0.1300" in str(c)
-    assert "adjusted p 0.00332 under fwer:0.05" in str(c)
+    assert "one-sided p 0.00332, adjusted p 0.00332 under family-wise error 5%" in str(c)
     flips = _one(DEFAULT_CHECKS[3], after, before, n_resamples=300)  # the flip rate rose from 0.02 to 0.15
     assert flips.regressed and flips.low > 0 and flips.bound > 0 and (flips.before, flips.now) == (0.02, 0.15)
 
@@ -241,7 +241,7 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
     assert result.parseoutcomes().get("failed", 0) >= 1
-    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *simultaneous bound at most*adjusted p*"])
+    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *simultaneous bound*adjusted p*"])
 
     refused = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                  "--memerobust-seed=3", ".")
@@ -300,6 +300,29 @@ def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pyte
     result.assert_outcomes(passed=4)
     assert "REGRESSED" not in result.stdout.str()
     result.stdout.fnmatch_lines(["0 of 4 conditions regressed (clean did not); family-wise error 5% over 15 rules"])
+    # non-inferiority asks more: 60 memes cannot show "at most 2 points worse", and the run says how many would
+    strict = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
+                                f"--memerobust-checkpoint={reseeded}", "--memerobust-gate=non-inferiority", ".")
+    assert strict.ret == 1
+    strict.stdout.fnmatch_lines(["*not shown non-inferior with 60 memes: baseline * -> now *, its * may reach "
+                                 "* (simultaneous bound) > margin 0.0200 *memes would show it*",
+                                 "* of 4 conditions not shown non-inferior*; family-wise error 5% over 15 rules*"])
+    wide = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
+                              f"--memerobust-checkpoint={reseeded}", "--memerobust-gate=non-inferiority",
+                              *(f"--memerobust-fail-on={rule}:40%" for rule in ("acc", "auroc", "f1", "flip")), ".")
+    wide.assert_outcomes(passed=4)
+    wide.stdout.fnmatch_lines(["0 of 4 conditions not shown non-inferior (clean did not); family-wise error 5%*"])
+
+
+def test_a_baseline_holding_none_of_the_runs_conditions_is_refused(pytester, tmp_path):
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    base = tmp_path / "base.json"
+    pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}", "-k", "typos", ".")
+    other = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}", "-k", "contrast",
+                               ".")
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    other.stderr.fnmatch_lines(["*baseline * holds none of this run's 1 conditions (image=contrast@3); it holds "
+                                "clean, text=typos@2, text=typos@5: nothing would be gated*"])
 
 
 @pytest.mark.parametrize("checkpoints, message", [

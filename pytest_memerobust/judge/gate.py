@@ -176,13 +176,22 @@ class Comparison:
     def __str__(self) -> str:
         if not self.judged:
             return f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f}"
-        side = "at least" if self.mode == "non-inferiority" else "at most"
-        allowed = (f", margin {self.min_effect:.4f}" if self.mode == "non-inferiority" else
-                   f", allowed {self.min_effect:.4f}" if self.min_effect else "")
-        needed = f"; about {self.memes_needed} memes would show it" if self.memes_needed else ""
+        tests = (f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under "
+                 f"{ErrorControl.parse(self.control).short()}")
+        if self.mode == "non-inferiority":
+            worst = -self.bound if self.higher_is_better else self.bound
+            verb = "drop" if self.higher_is_better else "rise"
+            if self.regressed:
+                needed = (f"; about {self.memes_needed} memes would show it at this difference" if self.memes_needed
+                          else "; no number of memes shows it: the observed change is past the margin")
+                return (f"{self.what} not shown non-inferior with {self.memes} memes: baseline {self.before:.4f} -> "
+                        f"now {self.now:.4f}, its {verb} may reach {worst:.4f} (simultaneous bound) > margin "
+                        f"{self.min_effect:.4f} ({tests}){needed}")
+            return (f"{self.what} non-inferior: baseline {self.before:.4f} -> now {self.now:.4f}, its {verb} is at "
+                    f"most {worst:.4f} <= margin {self.min_effect:.4f} ({tests})")
+        allowed = f", allowed {self.min_effect:.4f}" if self.min_effect else ""
         return (f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f} "
-                f"(difference {self.difference:+.4f}, simultaneous bound {side} {self.bound:+.4f}{allowed}; "
-                f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under {self.control}{needed})")
+                f"(difference {self.difference:+.4f}, simultaneous bound {self.bound:+.4f}{allowed}; {tests})")
 
 
 @dataclass(frozen=True)
