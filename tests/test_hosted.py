@@ -1,6 +1,7 @@
 """A hosted model behind an OpenAI-compatible endpoint (detectors/hosted.py), against a fake server this test starts
 on 127.0.0.1: logprobs read as probabilities, real refusal phrasings and malformed replies as abstentions, HTTP 429
-and timeouts retried, a re-run answered from the response cache with no request, and no socket to anywhere else."""
+and timeouts retried, a re-run answered from the response cache with no request, no socket to anywhere else, and the
+key never sent elsewhere by a redirect nor shown in an error."""
 from __future__ import annotations
 
 import _socket
@@ -34,10 +35,13 @@ class FakeEndpoint(BaseHTTPRequestHandler):
     """Answers by the caption: "yes ..." -> Yes (0.8), "no ..." -> No (0.9), any other -> Yes and No summing to 0.95
     by a hash of the caption, "refuse k" -> REFUSALS[k] with no label
     word among the logprobs, "plain" -> "Yes" without logprobs, "broken" -> not JSON, "busy" -> HTTP 429 on the first
-    try, "slow" -> an answer after the client's timeout on the first try, "badkey" -> HTTP 401."""
+    try, "slow" -> an answer after the client's timeout on the first try, "badkey" -> HTTP 401, "echo" -> HTTP 401
+    whose body repeats the Authorization header it got (from byte 286, where a body clipped to 300 bytes cut the key
+    in half), and "redirect NNN" -> HTTP NNN to `elsewhere`, a second server."""
 
     requests: list[str] = []
     seen: set = set()
+    elsewhere = ""
 
     def log_message(self, *args):  # quiet
         pass
@@ -58,6 +62,17 @@ class FakeEndpoint(BaseHTTPRequestHandler):
             time.sleep(1.5)
         if caption == "badkey":
             return self._send(401, b'{"error": {"message": "Incorrect API key provided"}}')
+        if caption == "echo":
+            said = self.headers.get("Authorization", "")
+            echoed = f"Incorrect API key provided: {said.removeprefix('Bearer ')}; header was {said}"
+            return self._send(401, json.dumps({
+                "trace": "retry with Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.c2Vzc2lvbg.c2lnbmF0dXJl",
+                "padding": "x" * 130, "error": {"message": echoed}}).encode())
+        if caption.startswith("redirect"):
+            self.send_response(int(caption.split()[1]))
+            self.send_header("Location", f"{self.elsewhere}/v1/chat/completions")
+            self.send_header("Content-Length", "0")
+            return self.end_headers()
         if caption == "broken":
             return self._send(200, b"<html>502 Bad Gateway</html>")
         if caption.startswith("refuse"):
@@ -89,12 +104,39 @@ def _reply(text: str, top) -> dict:
     return {"choices": [choice], "usage": {"prompt_tokens": 100, "completion_tokens": 1}}
 
 
+class Elsewhere(BaseHTTPRequestHandler):
+    """The server a redirect points at: records each request's method and Authorization header, answers 200."""
+
+    received: list[tuple[str, str | None]] = []
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _record(self):
+        self.received.append((self.command, self.headers.get("Authorization")))
+        payload = json.dumps(_reply("Yes", None)).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = _record
+
+
+def _serve(handler) -> ThreadingHTTPServer:
+    """A server on 127.0.0.1 in a thread; it checks for shutdown every 50 ms, so stopping it takes no longer."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def endpoint(monkeypatch):
-    """The fake server's base URL; every other connection is refused."""
-    FakeEndpoint.requests, FakeEndpoint.seen = [], set()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    """The fake server's base URL (and a second server, where its redirects point); every other connection is
+    refused."""
+    FakeEndpoint.requests, FakeEndpoint.seen, Elsewhere.received = [], set(), []
+    server, elsewhere = _serve(FakeEndpoint), _serve(Elsewhere)
+    FakeEndpoint.elsewhere = f"http://127.0.0.1:{elsewhere.server_address[1]}"
     def local_only(self, address):  # (tests/conftest.py refuses every connection; this one lets 127.0.0.1 through)
         if not (isinstance(address, tuple) and address[0] == "127.0.0.1"):
             raise AssertionError(f"connection to {address!r} attempted")
@@ -102,7 +144,9 @@ def endpoint(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", local_only)
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    for running in (server, elsewhere):
+        running.shutdown()
+        running.server_close()
 
 
 def card(url: str, **params) -> ModelCard:
@@ -153,6 +197,55 @@ def test_an_endpoint_that_never_answers_is_one_error_after_the_retries(endpoint)
     detector = HostedDetector(card("http://127.0.0.1:9/v1", retries=1, timeout_s=0.5))  # the discard port
     with pytest.raises(EndpointError, match=r"did not answer after 2 tries \(last: URLError"):
         detector.predict_proba([PICTURE], ["yes"])
+
+
+KEY = "sk-proj-" + "Zq9" * 12  # looks like an OpenAI project key
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_refused_and_the_key_never_reaches_the_other_server(endpoint, monkeypatch, status):
+    """urllib followed 301/302/303 to any host as a GET carrying the Authorization header (and turned 307/308 into
+    "refused the request")."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with pytest.raises(EndpointError) as err:
+        load_detector(card(endpoint)).predict_proba([PICTURE], [f"redirect {status}"])
+    assert Elsewhere.received == [], "the request followed the redirect"
+    assert f"HTTP {status} redirect to {FakeEndpoint.elsewhere} was not followed" in str(err.value), str(err.value)
+    assert FakeEndpoint.requests == [f"redirect {status}"]  # not retried either
+
+
+def test_an_error_body_echoing_the_key_or_a_bearer_token_is_redacted(endpoint, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with pytest.raises(EndpointError) as err:
+        load_detector(card(endpoint)).predict_proba([PICTURE], ["echo"])
+    message = str(err.value)
+    assert "refused the request: HTTP 401" in message and "Incorrect API key provided: ***" in message, message
+    assert "Zq9Zq9" not in message and "eyJhbGci" not in message and "Bearer ***" in message, message
+
+
+def test_credentials_in_the_base_url_are_refused_and_never_printed():
+    """The key comes from $api_key_env, never from the card: a card is committed, printed and copied into reports."""
+    with pytest.raises(ConfigError) as err:
+        HostedDetector(card("http://alice:hunter22@127.0.0.1:1/v1"))
+    message = str(err.value)
+    assert "base_url http://***@127.0.0.1:1/v1 holds credentials" in message and "$OPENAI_API_KEY" in message
+    assert "alice" not in message and "hunter22" not in message, message
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("https://user:pw@host.example/v1 and ftp://u@h/x", "https://***@host.example/v1 and ftp://***@h/x"),
+    ("http://u:p@ss@host/x?next=a@b", "http://***@host/x?next=a@b"),
+    ('{"Authorization": "Bearer abc.DEF-123_456"}', '{"Authorization": "Bearer ***"}'),
+    ("Basic dXNlcjpwYXNzd29yZA==", "Basic ***"),
+    ("key sk-ant-api03-AAAAAAAAAAAAAAAAAAAA leaked", "key *** leaked"),
+    ("https://h/v1?api-key=0123456789abcdef&x=1", "https://h/v1?api-key=***&x=1"),
+    ('{"access_token": "ya29.A0ARrdaM-long", "max_tokens": 1}', '{"access_token": "***", "max_tokens": 1}'),
+    ("my key is s3cr3t!", "my key is ***"),
+])
+def test_secrets_are_redacted_from_any_text(text, shown):
+    from pytest_memerobust.detectors.hosted import redact
+
+    assert redact(text, ["s3cr3t!"]) == shown
 
 
 @pytest.mark.parametrize("params, culprit", [

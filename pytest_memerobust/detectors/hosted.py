@@ -11,6 +11,13 @@ Requests keep to `requests_per_second`, are retried with exponential backoff on 
 answer is kept in a response cache keyed by (endpoint, model, prompt, picture digest), so a re-run sends nothing
 already answered. Tokens are counted, and their cost where the card gives prices.
 
+The key never leaves for another address and is never shown. A redirect is not followed: urllib would carry the
+Authorization header to whatever host the endpoint names and turn the POST into a GET (301/302/303), so the
+error names the status and the target's origin, and the user moves base_url there (as the OpenAI client, httpx, and
+curl do by default). A base_url with credentials in it (https://user:pass@host) is refused: the key belongs in
+$api_key_env, not in a card that is committed, printed and copied into reports. Every message this module produces
+goes through `redact`.
+
     name = "openai-compatible"
     architecture = "hosted"
     classes = ["non-hateful", "hateful"]
@@ -29,8 +36,10 @@ import io
 import json
 import math
 import os
+import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +55,38 @@ from .vlm import PARAMS as PROMPT_PARAMS, card_prompt
 ENDPOINT_PARAMS = ("base_url", "model", "api_key_env", "requests_per_second", "timeout_s", "retries",
                    "top_logprobs", "price_per_million_input_tokens", "price_per_million_output_tokens")
 RETRY_STATUSES = (429, 500, 502, 503, 504)
+ERROR_BODY_CHARS = 300  # of an error reply's body quoted in the message, after redaction
+HIDDEN = "***"
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]+@")  # up to the authority's last @ (p@ss too)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[a-z0-9._~+/=-]+")
+_BASIC = re.compile(r"(?i)\b(basic\s+)(?=[a-z]*[0-9+/=])[a-z0-9+/]{8,}=*")  # base64, not "Basic authentication"
+_KEY_LIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}")  # OpenAI, Anthropic and look-alike API keys
+_SECRET_FIELDS = re.compile(r"(?i)\b([\w-]*(?:api[_-]?key|token|secret|password|passwd)[\w-]*[\"']?\s*[:=]\s*[\"']?)"
+                            r"([a-z0-9._~+/=-]{8,})")
+
+
+def redact(text: str, secrets=()) -> str:
+    """`text` with secrets replaced by ***: each of `secrets` (the API key), the user:password of any URL, Bearer and
+    Basic credentials, sk-... style keys and the value of a key/token/secret/password field of 8+ characters."""
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, HIDDEN)
+    text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
+    text = _BASIC.sub(rf"\1{HIDDEN}", _BEARER.sub(rf"\1{HIDDEN}", text))
+    text = _KEY_LIKE.sub(HIDDEN, text)
+    return _SECRET_FIELDS.sub(rf"\1{HIDDEN}", text)
+
+
+def _shown(text: str, limit: int) -> str:
+    """Text from the endpoint for a message: control characters escaped (no terminal codes), clipped."""
+    text = text if text.isprintable() else repr(text)[1:-1]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Answer a redirect as the error it is here (see the module's docstring): urllib then raises HTTPError 3xx."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
 
 
 class EndpointError(MemeRobustError):
@@ -71,6 +112,10 @@ class HostedDetector:
             if not isinstance(endpoint.get(key), str) or not endpoint[key].strip():
                 raise ConfigError(f"{where} {key} must name the endpoint's {key.replace('_', ' ')}, got "
                                   f"{endpoint.get(key)!r}")
+        if urllib.parse.urlsplit(endpoint["base_url"].strip()).username is not None:
+            raise ConfigError(f"{where} base_url {redact(endpoint['base_url'])} holds credentials: they would be "
+                              f"printed and saved with the card; put the key in "
+                              f"${endpoint.get('api_key_env', 'OPENAI_API_KEY')} (api_key_env) instead")
         self.card, self.classes, self.device = card, tuple(card.classes), "cpu"
         self.base_url, self.model = endpoint["base_url"].rstrip("/"), endpoint["model"]
         self.key_env = str(endpoint.get("api_key_env", "OPENAI_API_KEY"))
@@ -150,6 +195,9 @@ class HostedDetector:
         key = os.environ.get(self.key_env, "")
         headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
         data = json.dumps(body).encode()
+        opener = urllib.request.build_opener(_NoRedirects)
+        hidden = (key,)
+        where = redact(f"{url} (model {self.model!r})", hidden)
         last = ""
         for attempt in range(int(self.retries) + 1):
             if attempt:
@@ -162,30 +210,36 @@ class HostedDetector:
             self._last_request = time.monotonic()
             self.usage["requests"] += 1
             try:
-                with urllib.request.urlopen(urllib.request.Request(url, data, headers),
-                                            timeout=self.timeout_s) as response:
+                with opener.open(urllib.request.Request(url, data, headers), timeout=self.timeout_s) as response:
                     raw = response.read()
             except urllib.error.HTTPError as exc:
                 last = f"HTTP {exc.code}"
                 if exc.code in RETRY_STATUSES:
                     continue
-                detail = exc.read()[:300].decode("utf-8", "replace").replace("\n", " ")
-                raise EndpointError(f"{url} (model {self.model!r}) refused the request: HTTP {exc.code} {detail}"
+                if 300 <= exc.code < 400:
+                    target = urllib.parse.urlsplit(urllib.parse.urljoin(url, exc.headers.get("Location") or ""))
+                    origin = _shown(f"{target.scheme}://{target.netloc.rpartition('@')[2]}", 100)
+                    as_get = " and resend the request as a GET" if exc.code in (301, 302, 303) else ""
+                    message = (f"{where}: its HTTP {exc.code} redirect to {origin} was not followed (following it "
+                               f"would send the key there{as_get}); set base_url to the address the endpoint "
+                               f"answers at")
+                    raise EndpointError(redact(message, hidden)) from None
+                detail = redact(exc.read(64 * 1024).decode("utf-8", "replace").replace("\n", " "), hidden)
+                raise EndpointError(f"{where} refused the request: HTTP {exc.code} {_shown(detail, ERROR_BODY_CHARS)}"
                                     f"{'' if key else f'; no key in ${self.key_env}'}") from None
             except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+                last = redact(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}", hidden)
                 continue
             try:
                 reply = json.loads(raw)
-            except ValueError:
-                return {"malformed": raw[:200].decode("utf-8", "replace")}
+            except ValueError:  # kept in the response cache: redacted before it is cut, so no half key survives
+                return {"malformed": redact(raw[:64 * 1024].decode("utf-8", "replace"), hidden)[:200]}
             usage = reply.get("usage") if isinstance(reply, dict) else None
             if isinstance(usage, dict):
                 self.usage["input_tokens"] += int(usage.get("prompt_tokens") or 0)
                 self.usage["output_tokens"] += int(usage.get("completion_tokens") or 0)
-            return reply if isinstance(reply, dict) else {"malformed": str(reply)[:200]}
-        raise EndpointError(f"{url} (model {self.model!r}) did not answer after {int(self.retries) + 1} tries "
-                            f"(last: {last})")
+            return reply if isinstance(reply, dict) else {"malformed": redact(str(reply)[:64 * 1024], hidden)[:200]}
+        raise EndpointError(f"{where} did not answer after {int(self.retries) + 1} tries (last: {last})")
 
     def read_reply(self, reply: dict) -> tuple[np.ndarray | None, bool]:
         """(class probabilities or None, whether logprobs gave them) of one reply; None is an abstention."""
@@ -238,7 +292,7 @@ class HostedDetector:
         u = self.usage
         cost = (u["input_tokens"] * self.price_per_million_input_tokens
                 + u["output_tokens"] * self.price_per_million_output_tokens) / 1e6
-        note = (f"{self.card.name}: {u['requests']} requests to {self.base_url} ({u['retries']} retried), "
+        note = (f"{self.card.name}: {u['requests']} requests to {redact(self.base_url)} ({u['retries']} retried), "
                 f"{u['cached']} answers from the response cache; {u['input_tokens']} input and {u['output_tokens']} "
                 f"output tokens" + (f", about ${cost:.4f}" if cost else ""))
         if u["without_logprobs"]:
