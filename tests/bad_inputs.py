@@ -2,7 +2,7 @@
 
 Each function of `CASES` writes one bad dataset into an empty folder (and, for paths that escape it, beside the
 folder) and returns the `Case` to expect: the spec to load, the exact error class, and a substring that names the
-culprit (file and row, or the picture). tests/test_bad_inputs.py loads every one.
+culprit (file and row, and the picture). tests/test_bad_inputs.py loads every one.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class Case(NamedTuple):
     spec: str
     error: type[Exception]
     expected: str  # substring of the message naming the culprit
-    decode: bool = False  # the error shows when the pictures are decoded (Meme.image), not when the rows load
+    decode: bool = False  # the error shows only when the pictures are decoded (Meme.image), not when the rows load
     also: tuple[str, ...] = ()  # further substrings the message must hold
 
 
@@ -141,6 +141,28 @@ def caption_zero_width(folder: Path) -> Case:
 
 
 @case
+def caption_100k_characters(folder: Path) -> Case:
+    """Loaded whole; the words-changed measure then took minutes over it in every text case."""
+    path, where = memes_csv(folder, ["x", "m0.png", "long " * 20_000, 1, "test"])
+    return Case(f"csv:{path}", DataError, f"{where}: caption in column 'text' for meme 'x' has 99999 characters, above "
+                f"the limit of 10000")
+
+
+@case
+def figmemes_caption_too_long(folder: Path) -> Case:
+    """FigMemes reads its captions apart (an empty one is allowed there): the bound holds there too."""
+    png(folder / "images" / "a.png")
+    labels = ["allusion", "exaggeration", "irony", "anthrop", "metaphor", "contrast"]
+    for name, rows in (("figmemes_annotations.tsv", [["img_name", *labels], ["a.png", 1, 0, 0, 0, 0, 0]]),
+                       ("standard_split.tsv", [["img_name", "split"], ["a.png", "test"]])):
+        (folder / name).write_text("".join("\t".join(map(str, r)) + "\n" for r in rows), encoding="utf-8")
+    ocr = folder / "figmemes_ocrs.tsv"
+    ocr.write_text("img_name\ttext\na.png\t" + "word " * 2500 + "!\n", encoding="utf-8")
+    return Case(f"figmemes:{folder}", DataError, f"{ocr}, row 1 (line 2): caption in column 'text' for meme 'a.png' "
+                f"has 12501 characters")
+
+
+@case
 def caption_lone_surrogate(folder: Path) -> Case:
     """`"\\ud800"` in JSON is half a UTF-16 pair: every case failed later with a UnicodeEncodeError."""
     path, where = memes_jsonl(folder, {"id": "x", "image": "m0.png", "text": "bad \ud800 text", "label": 1,
@@ -148,13 +170,18 @@ def caption_lone_surrogate(folder: Path) -> Case:
     return Case(f"jsonl:{path}", DataError, f"{where}: column 'text' holds a lone surrogate (U+D800 at character 5)")
 
 
+def blank_png(path: Path, side: int) -> Path:
+    """A `side` x `side` 1-bit PNG: a few KB on disk, side * side pixels once decoded."""
+    return write_png(path, side, side, 1, 0, (bytes(side // 8) for _ in range(side)))
+
+
 @case
 def decompression_bomb(folder: Path) -> Case:
-    """A 16000 x 16000 1-bit PNG of 32 KB: 256 million pixels once decoded, above PIL's limit."""
-    side = 16000
-    bomb = write_png(folder / "bomb.png", side, side, 1, 0, (bytes(side // 8) for _ in range(side)))
-    path, _ = memes_csv(folder, ["x", "bomb.png", "a bomb", 1, "test"])
-    return Case(f"csv:{path}", DataError, f"image {bomb} is too large to decode", decode=True)
+    """A 16000 x 16000 1-bit PNG of 32 KB: 256 million pixels once decoded, above PIL's limit. It failed every case
+    that decoded it; now the row is refused from the picture's header."""
+    bomb = blank_png(folder / "bomb.png", 16000)
+    path, where = memes_csv(folder, ["x", "bomb.png", "a bomb", 1, "test"])
+    return Case(f"csv:{path}", DataError, f"{where}: image {bomb} is too large to decode")
 
 
 @case
@@ -387,27 +414,90 @@ def image_path_terminal_codes(folder: Path) -> Case:
     return Case(f"csv:{path}", DataError, f"{where}: image file not found", also=("\\x1b[2Jgone.png",))
 
 
+def noise_picture(path: Path, format: str, cut: float = 1.0) -> Path:
+    """A 64 x 64 picture of noise in `format`, its file cut to the first `cut` of its bytes."""
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(path, format=format)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * cut)])
+    return path
+
+
+# Unreadable pictures failed every case that decoded them (exit 1, a model failure); each is now its row's error.
+
+
 @case
 def image_truncated(folder: Path) -> Case:
-    path, _ = memes_csv(folder, ["x", "cut.png", "t", 1, "test"])
-    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(folder / "cut.png")
-    data = (folder / "cut.png").read_bytes()
-    (folder / "cut.png").write_bytes(data[: len(data) // 2])
-    return Case(f"csv:{path}", DataError, f"unreadable image {folder / 'cut.png'}", decode=True)
+    path, where = memes_csv(folder, ["x", "cut.png", "t", 1, "test"])
+    noise_picture(folder / "cut.png", "PNG", cut=0.5)
+    return Case(f"csv:{path}", DataError, f"{where}: unreadable image {folder / 'cut.png'}: Truncated File Read")
+
+
+@case
+def image_truncated_jpeg(folder: Path) -> Case:
+    """PIL's verify() checks nothing of a JPEG: its end-of-image marker is missing."""
+    path, where = memes_csv(folder, ["x", "cut.jpg", "t", 1, "test"])
+    noise_picture(folder / "cut.jpg", "JPEG", cut=0.9)
+    return Case(f"csv:{path}", DataError, f"{where}: unreadable image {folder / 'cut.jpg'}: image file is truncated")
+
+
+@case
+def image_png_bad_checksum(folder: Path) -> Case:
+    """One byte of the compressed pixels changed: the chunk's CRC no longer matches."""
+    path, where = memes_csv(folder, ["x", "flipped.png", "t", 1, "test"])
+    data = bytearray(noise_picture(folder / "flipped.png", "PNG").read_bytes())
+    data[data.index(b"IDAT") + 40] ^= 0xFF
+    (folder / "flipped.png").write_bytes(bytes(data))
+    return Case(f"csv:{path}", DataError, f"{where}: unreadable image {folder / 'flipped.png'}: broken PNG file")
 
 
 @case
 def image_zero_bytes(folder: Path) -> Case:
-    path, _ = memes_csv(folder, ["x", "empty.png", "t", 1, "test"])
+    path, where = memes_csv(folder, ["x", "empty.png", "t", 1, "test"])
     (folder / "empty.png").write_bytes(b"")
-    return Case(f"csv:{path}", DataError, f"unreadable image {folder / 'empty.png'}", decode=True)
+    return Case(f"csv:{path}", DataError, f"{where}: unreadable image {folder / 'empty.png'}: not a picture")
 
 
 @case
 def image_not_a_picture(folder: Path) -> Case:
-    path, _ = memes_csv(folder, ["x", "noise.png", "t", 1, "test"])
+    path, where = memes_csv(folder, ["x", "noise.png", "t", 1, "test"])
     (folder / "noise.png").write_bytes(np.random.default_rng(1).bytes(256))
-    return Case(f"csv:{path}", DataError, f"unreadable image {folder / 'noise.png'}", decode=True)
+    return Case(f"csv:{path}", DataError, f"{where}: unreadable image {folder / 'noise.png'}: not a picture")
+
+
+@case
+def image_text_file_named_png(folder: Path) -> Case:
+    path, where = memes_csv(folder, ["x", "notes.png", "t", 1, "test"])
+    (folder / "notes.png").write_text("remember to export the pictures\n", encoding="utf-8")
+    return Case(f"csv:{path}", DataError, f"{where}: unreadable image {folder / 'notes.png'}: not a picture")
+
+
+# Pictures too large to work with: refused from the header, before a byte of pixels is decoded.
+
+
+@case
+def image_144_megapixels(folder: Path) -> Case:
+    """The probe's 12000 x 12000 PNG: under PIL's error limit, so it was decoded, and asked 6.9 GB in every case."""
+    big = blank_png(folder / "big.png", 12000)
+    path, where = memes_csv(folder, ["x", "big.png", "big", 1, "test"])
+    return Case(f"csv:{path}", DataError, f"{where}: image {big} is too large to decode: 12000 x 12000 pixels "
+                f"(144 megapixels), above the limit of 64 megapixels")
+
+
+@case
+def image_72_megapixels(folder: Path) -> Case:
+    """Under PIL's warning limit (89.5 megapixels) too: only MAX_PICTURE_PIXELS refuses it."""
+    big = blank_png(folder / "big.png", 8500)
+    path, where = memes_csv(folder, ["x", "big.png", "big", 1, "test"])
+    return Case(f"csv:{path}", DataError, f"{where}: image {big} is too large to decode: 8500 x 8500 pixels")
+
+
+@case
+def image_jpeg_bomb(folder: Path) -> Case:
+    """A 300-byte JPEG whose header claims 60000 x 60000 pixels."""
+    folder.mkdir(parents=True, exist_ok=True)
+    bomb = jpeg_bomb(folder / "bomb.jpg")
+    path, where = memes_csv(folder, ["x", "bomb.jpg", "a bomb", 1, "test"])
+    return Case(f"csv:{path}", DataError, f"{where}: image {bomb} is too large to decode")
 
 
 def jpeg_bomb(path: Path, side: int = 60000) -> Path:
@@ -426,8 +516,10 @@ def _categories() -> dict[str, str]:
         "images": ["decompression_bomb", "image_absolute_path", "image_dotdot_path", "image_is_folder", "image_missing",
                    "image_name_too_long", "image_not_a_picture", "image_path_nul", "image_path_terminal_codes",
                    "image_symlink_out", "image_truncated", "image_zero_bytes", "hateful_memes_absolute_img",
-                   "pridemm_dotdot_name"],
-        "captions": ["caption_lone_surrogate", "caption_zero_width", "text_not_a_string"],
+                   "pridemm_dotdot_name", "image_truncated_jpeg", "image_png_bad_checksum",
+                   "image_text_file_named_png", "image_144_megapixels", "image_72_megapixels", "image_jpeg_bomb"],
+        "captions": ["caption_lone_surrogate", "caption_zero_width", "text_not_a_string", "caption_100k_characters",
+                     "figmemes_caption_too_long"],
         "labels": ["label_200k", "label_5000_digits", "label_billion", "label_boolean", "label_negative",
                    "label_not_integer", "one_class"],
         "rows": ["csv_field_too_large", "duplicate_column", "duplicate_huge_id", "duplicate_id", "empty_file",

@@ -1,5 +1,6 @@
 """Every broken or hostile dataset in the corpus (tests/bad_inputs.py) is one short DataError naming the culprit, raised
-while the rows load (or, for a picture's content, when it is decoded), and nothing is written."""
+while the rows load (pictures too: from their headers), and nothing is written; a run stops on it once, before any
+case, with pytest's usage error (exit 4)."""
 from __future__ import annotations
 
 import time
@@ -8,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bad_inputs import CASES, Case, jpeg_bomb, png_16bit, sixteen_bit_dataset
+from bad_inputs import CASES, Case, blank_png, jpeg_bomb, png_16bit, sixteen_bit_dataset
+from PIL import Image
+
 from pytest_memerobust import pictures
+from pytest_memerobust.data import loaders, meme as meme_module
 from pytest_memerobust.data.loaders import LOADERS, MAX_GENERIC_CLASSES, load_dataset, register_loader
-from pytest_memerobust.data.meme import Dataset, Meme, load_rgb
+from pytest_memerobust.data.meme import Dataset, Meme, check_picture_file, load_rgb
 from pytest_memerobust.errors import DataError
 
 OUTSIDE_KINDS = ["image_absolute_path", "image_dotdot_path", "image_symlink_out", "hateful_memes_absolute_img",
@@ -62,6 +66,16 @@ def test_every_bad_input_is_one_short_error_naming_the_culprit(corpus, kind: str
     for part in case.also:
         assert part in message, message[:1000]
     assert len(message) < 1000 and "\n" not in message and "\x1b" not in message, message[:1000]
+
+
+def test_a_bad_picture_stops_the_run_once_before_any_case(corpus, pytester):
+    """It failed the clean case as a model failure (exit 1); the README promises one usage error naming the row."""
+    case = corpus("image_text_file_named_png")
+    result = pytester.runpytest("--memerobust-model=demo", f"--memerobust-data={case.spec}", "--memerobust-task=label",
+                                "--memerobust-limit=2", "-k", "rainbow and clean", "-p", "no:cacheprovider")
+    err, out = result.stderr.str(), result.stdout.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-1500:] + err[-1500:]
+    assert err.count(case.expected) == 1 and "Traceback" not in out + err and " passed" not in out, err[-1500:]
 
 
 # ------------------------------------------------------------------------------------ the probe's seven kinds
@@ -118,15 +132,59 @@ def test_a_surrogate_pair_is_text(tmp_path: Path):
     assert load_dataset(f"jsonl:{path}").memes[1].text == "ok \U0001f600"  # json.dumps wrote \ud83d\ude00
 
 
-def test_a_decompression_bomb_is_one_error_naming_the_picture(corpus):
-    case = corpus("decompression_bomb")
-    dataset = load_dataset(case.spec)  # the loader only stats pictures
-    bomb = dataset.memes[1]
-    for decode in (lambda: bomb.image, lambda: bomb.picture("cpu")):
+@pytest.mark.parametrize("side", [16000, 8500])  # above PIL's limit; above only MAX_PICTURE_PIXELS
+def test_a_picture_too_large_is_refused_where_it_is_decoded_too(tmp_path: Path, side: int):
+    """A Meme built without a loader (library use) meets the same limit when its picture is decoded."""
+    big = Meme("x", "t", {}, blank_png(tmp_path / "big.png", side))
+    for decode in (lambda: big.image, lambda: big.picture("cpu")):
         with pytest.raises(DataError) as err:
             decode()
-        assert type(err.value) is DataError and str(bomb.image_path) in str(err.value)
+        assert type(err.value) is DataError and str(big.image_path) in str(err.value)
         assert "too large to decode" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_limits_can_be_raised(tmp_path: Path, monkeypatch):
+    """Both are module constants read at each row, so a conftest.py can allow larger pictures or longer captions."""
+    monkeypatch.setattr(meme_module, "MAX_PICTURE_PIXELS", 73_000_000)
+    monkeypatch.setattr(loaders, "MAX_CAPTION_CHARS", 100_000)
+    for kind in ("image_72_megapixels", "caption_100k_characters"):
+        assert len(load_dataset(CASES[kind](tmp_path / kind).spec)) == 4
+
+
+# Readable pictures of every kind the check treats apart (format, options, bytes after the picture): none is refused.
+READABLE = {
+    "png": ("a.png", "PNG", {}, b""),
+    "png_named_jpg": ("a.jpg", "PNG", {}, b""),
+    "png_palette": ("p.png", "PNG", {"palette": True}, b""),
+    "jpeg": ("a.jpg", "JPEG", {}, b""),
+    "jpeg_progressive": ("p.jpg", "JPEG", {"progressive": True}, b""),
+    "jpeg_with_bytes_after_its_end": ("t.jpg", "JPEG", {}, b"a trailer, as motion photos append one"),
+    "jpeg_cmyk": ("c.jpg", "JPEG", {"mode": "CMYK"}, b""),
+    "gif": ("a.gif", "GIF", {}, b""),
+    "webp": ("a.webp", "WEBP", {}, b""),
+    "bmp": ("a.bmp", "BMP", {}, b""),
+}
+
+
+def readable(folder: Path, kind: str) -> Path:
+    name, format, options, trailer = READABLE[kind]
+    options = dict(options)
+    picture = Image.fromarray(np.random.default_rng(2).integers(0, 255, (24, 32, 3), dtype=np.uint8))
+    if options.pop("palette", False):
+        picture = picture.quantize(16)
+    if "mode" in options:
+        picture = picture.convert(options.pop("mode"))
+    picture.save(folder / name, format=format, **options)
+    with (folder / name).open("ab") as f:
+        f.write(trailer)
+    return folder / name
+
+
+@pytest.mark.parametrize("kind", sorted(READABLE))
+def test_every_readable_picture_passes_the_check(tmp_path: Path, kind: str):
+    path = readable(tmp_path, kind)
+    check_picture_file(path)
+    assert load_rgb(path).ndim == 3
 
 
 def test_a_jpeg_bomb_is_refused_before_the_gpu_decoder_reads_it(tmp_path: Path, monkeypatch):

@@ -184,12 +184,15 @@ def test_missing_image_allowed_for_text_only_use(generic_csv: Path):
         ds.memes[1].image
 
 
-def test_unreadable_image_fails_lazily_naming_file(generic_csv: Path):
+def test_unreadable_image_names_row_and_file_at_load(generic_csv: Path):
+    """The loader checks each picture's header (a run stops once, before any case); decoding still names the file."""
     bad = generic_csv.parent / "pics" / "c.png"
     bad.write_bytes(np.random.default_rng(0).bytes(64))
-    ds = load_csv(generic_csv)  # existence is all the loader checks
+    with pytest.raises(DataError) as err:
+        load_csv(generic_csv)
+    assert f"{generic_csv}, row 3 (line 4): unreadable image {bad}: not a picture" in str(err.value)
     with pytest.raises(DataError, match="unreadable image") as err:
-        ds.memes[2].image
+        Meme("c", "t", {}, bad).image
     assert str(bad) in str(err.value)
 
 

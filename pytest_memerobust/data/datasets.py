@@ -2,7 +2,8 @@
 
 Each reads the files as their authors distribute them (the docstring of each loader names the layout and where it
 was checked) and follows the rules of `loaders.py`: strict UTF-8, every problem a `DataError` naming the file, the
-row and what is wrong, images only stat-ed and kept inside the dataset's folder, nothing written to disk.
+row and what is wrong, images kept inside the dataset's folder and checked from their headers, captions bounded,
+nothing written to disk.
 
 Multi-label tasks (FigMemes' figurative devices, MAMI's misogyny types, the protected categories and attack types of
 fine-grained Hateful Memes) are named in `Dataset.multilabel`, and each of their classes is also a binary task of its
@@ -19,6 +20,7 @@ from ..errors import DataError
 from .loaders import (
     HATEFUL_MEMES_CLASSES,
     _Row,
+    _bounded,
     _caption,
     _check_columns,
     _check_unique,
@@ -137,10 +139,10 @@ FIGMEMES_SPLITS = ("train", "validation", "test")
 FIGMEMES_STYLES = ("arts", "real", "infograph", "mixed")  # one-hot visual style columns, kept in meta["style"]
 
 
-def _figmemes_caption(ocr: _Row | None) -> str:
+def _figmemes_caption(ocr: _Row | None, name: str) -> str:
     """OCR text, or "" when the meme has none (or only invisible characters): 8.5% of FigMemes memes carry no text (an
     OCR step fills them later), so here, and only here, an empty caption is not an error."""
-    text = "" if ocr is None else _string(ocr, "text").strip()
+    text = "" if ocr is None else _bounded(ocr, "text", name, _string(ocr, "text").strip())
     return text if has_visible_text(text) else ""
 
 
@@ -175,7 +177,7 @@ def load_figmemes(path: Path, split: str | None = None, *, require_images: bool 
             raise DataError(f"{row.where}: meme {_quoted(name)} has no row in {annotations_file}")
         annotation = annotations[name]
         labels = _multilabel_labels("figurative", FIGMEMES_LABELS, _flag_columns(annotation, FIGMEMES_LABEL_COLUMNS))
-        text = _figmemes_caption(ocrs.get(name))
+        text = _figmemes_caption(ocrs.get(name), name)
         style = next((s for s in FIGMEMES_STYLES if str(annotation.values.get(s, "")).strip() == "1"), None)
         meta = {"split": str(row.values["split"]).strip(), "caption_missing": not text, "style": style}
         image = _image_path(row, [root / "images" / name], require_images, root=root,

@@ -1,8 +1,11 @@
 """Dataset loaders by name: each turns a file layout (PrideMM, Hateful Memes, generic csv/jsonl) into a `Dataset`.
 
 Loaders validate everything they can without decoding pictures: text is strict UTF-8 (no lone surrogates from JSON
-escapes either), captions have visible content, labels fit the declared classes (or a bound, for files that declare
-none), ids are unique and image files exist inside the dataset's folder (stat only; `Meme.image` decodes lazily).
+escapes either), captions have visible content and at most MAX_CAPTION_CHARS characters, labels fit the declared
+classes (or a bound, for files that declare none), ids are unique, and image files exist inside the dataset's folder
+and pass a cheap check of their header and structure (`meme.check_picture_file`: a format PIL reads, at most
+`meme.MAX_PICTURE_PIXELS` pixels, not cut short; `Meme.image` decodes lazily). So a bad row stops the run once,
+before any case, instead of failing every case that decodes it.
 Every problem raises `DataError` naming the file, the 1-based data row (and the line) and what is wrong, so a
 user can fix the file without a traceback; values and lists quoted in messages are clipped, so a hostile file
 cannot make a message megabytes long. Loaders never write to disk.
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import DataError, UnknownNameError
-from .meme import Dataset, Meme
+from .meme import Dataset, Meme, check_picture_file
 
 LoaderFn = Callable[..., Dataset]
 
@@ -34,6 +37,10 @@ GENERIC_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl"}
 # A csv/jsonl file declares no classes: they are 0..its highest label. Meme tasks have a handful of classes; the
 # bound keeps a typo (label 1000000000) from building a billion class names.
 MAX_GENERIC_CLASSES = 100
+# The longest caption read: a meme's text is a few lines (PrideMM's longest of 5,063 has 9,516 characters). Measures
+# over words grow faster than linearly: one of 10,000 characters repeating one word takes the words-changed measure
+# about 5 s, one of 100,000 minutes. Read at each row, so a conftest.py may raise it.
+MAX_CAPTION_CHARS = 10_000
 MESSAGE_ITEMS = 10  # names a message lists before "... (N more)"
 MESSAGE_CHARS = 80  # characters of a value a message quotes
 MESSAGE_PATH_CHARS = 300  # characters of a path a message names
@@ -299,10 +306,19 @@ def has_visible_text(text: str) -> bool:
     return any(c not in _BLANK_LETTERS and unicodedata.category(c) not in _INVISIBLE_CATEGORIES for c in text)
 
 
+def _bounded(row: _Row, column: str, meme_id: str, text: str) -> str:
+    """`text`, unless it is longer than MAX_CAPTION_CHARS."""
+    if len(text) > MAX_CAPTION_CHARS:
+        raise DataError(f"{row.where}: caption in column {column!r} for meme {_quoted(meme_id)} has {len(text)} "
+                        f"characters, above the limit of {MAX_CAPTION_CHARS} (MAX_CAPTION_CHARS in "
+                        f"pytest_memerobust.data.loaders); a meme's caption is a few lines")
+    return text
+
+
 def _caption(row: _Row, column: str, meme_id: str, required: bool = True) -> str:
     """Captions are stripped; one with nothing visible is an error because text models would see nothing, unless
     not `required` (an OCR backend reads it off the picture later: data/ocr.py), when it becomes ""."""
-    text = _string(row, column).strip()
+    text = _bounded(row, column, meme_id, _string(row, column).strip())
     if has_visible_text(text):
         return text
     if required:
@@ -349,14 +365,16 @@ def _inside(row: _Row, candidate: Path, root: Path) -> None:
 
 def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: Path,
                 allow_outside: bool = False) -> Path | None:
-    """The first candidate file that exists; missing is an error unless images are optional (text-only use). Every
-    candidate must lie in `root`, the dataset's folder, unless `allow_outside`: the report embeds what it reads."""
+    """The first candidate file that exists, checked as a picture (`meme.check_picture_file`); missing is an error
+    unless images are optional (text-only use). Every candidate must lie in `root`, the dataset's folder, unless
+    `allow_outside`: the report embeds what it reads."""
     if not allow_outside:
         for candidate in candidates:
             _inside(row, candidate, root)
     for candidate in candidates:
         try:
             if candidate.is_file():
+                _check_picture(row, candidate)
                 return candidate
         except OSError as exc:  # a name too long for the file system
             raise DataError(f"{row.where}: unusable image path {_path(repr(str(candidate)))}: "
@@ -368,6 +386,15 @@ def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: P
         raise DataError(f"{row.where}: image path {_path(folders[0])} is a folder, not a picture file")
     tried = " or ".join(_path(c) for c in candidates)
     raise DataError(f"{row.where}: image file not found: {tried}")
+
+
+def _check_picture(row: _Row, path: Path) -> None:
+    """A picture the decoder would refuse is this row's error, even for a run that reads only captions: the
+    dataset's fingerprint decodes every picture there is."""
+    try:
+        check_picture_file(path)
+    except DataError as exc:
+        raise DataError(f"{row.where}: {exc}") from None
 
 
 def _select_split(rows: list[_Row], column: str | None, split: str | None, known: Sequence[str] = ()) -> list[_Row]:
