@@ -225,7 +225,9 @@ def model_lines(cards: dict) -> list[str]:
             import os
 
             env = str(card.params.get("api_key_env", "OPENAI_API_KEY"))
-            weights = f"endpoint {card.params.get('base_url')} model {card.params.get('model')}"
+            from .detectors.hosted import redact
+
+            weights = f"endpoint {redact(str(card.params.get('base_url')))} model {card.params.get('model')}"
             present = f"key {'set' if os.environ.get(env) else 'not set'} in ${env}"
             head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
         elif card.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
