@@ -1,11 +1,15 @@
 """The same numbers on every machine (DESIGN.md 9, pytest_memerobust/determinism.py): a report does not depend on the
 thread count, nor on how pytest-xdist splits the cases, for every kind of perturbation (typos, look-alike letters,
-an image corruption, a universal adversarial perturbation, a universal trigger, HotFlip, a text x image pair).
+an image corruption, a universal adversarial perturbation, a universal trigger, HotFlip, a text x image pair), and
+for what OCR reads (captions and text boxes, onnxruntime and OpenCV), a typographic edit drawn into those boxes, a
+prompt edit and prompt invariance on a prompted model.
 
 The plugin runs in subprocesses on a detector with torch encoders (the demo detector's are numpy, which hides
-exactly what is checked here); the reports must be equal once package versions and paths are left out."""
+exactly what is checked here) and on a tiny random vision-language model; the reports must be equal once package
+versions and paths are left out."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +22,8 @@ import torch
 from pytest_memerobust.determinism import RESULT_THREADS, fixed_threads
 from pytest_memerobust.engine.features import FeatureStore
 from report_compare import comparable
+from test_vlm import _card_file
+from tiny_vlms import save_tiny_vlm
 
 MODEL = "memeblip2-tda"
 SUITE = """
@@ -40,14 +46,54 @@ image = ["uap@1"]
 """
 KINDS = {"text=typos@3", "text=homoglyphs@3", "text=hotflip@1", "text=universal_trigger@1",
          "image=gaussian_noise@3", "image=uap@1", "text=typos@3+image=uap@1"}
-RUN = [f"--memerobust-model={MODEL}", "--memerobust-limit=24", "--memerobust-bootstrap=100", "-k", "determinism",
-       "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+RUN = ["--memerobust-limit=24", "--memerobust-bootstrap=100", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+
+# A prompted model on memes whose text only OCR knows: a csv of demo pictures without text boxes and with every other
+# caption left out, so OCR reads those captions and every picture's boxes, which the re-typed caption is drawn into.
+OCR = importlib.util.find_spec("rapidocr_onnxruntime") is not None  # in the dev extra
+VLM = "tiny-qwen2_vl"  # a tiny random Qwen2-VL (tiny_vlms.py), its card as test_vlm.py writes it
+OCR_MEMES = 8
+OCR_SUITE = """
+[suite]
+name = "determinism-ocr-prompts"
+dataset = "{data}"
+task = "label"
+[thresholds]
+max_flip_rate = 1.0
+[prompt]
+paraphrase = [2]
+[grid]
+text = ["typos@3"]
+image = ["rendered_caption"]
+"""
+OCR_KINDS = {"prompt=paraphrase@2", "text=typos@3+image=rendered_caption"}
+# MODEL on the first suite; VLM on the second and in the prompt-invariance suite (the Python suites ask the first model)
+SELECTED = f"determinism and {MODEL} and not prompts or {VLM} and prompts or verdicts_do_not_depend"
+
+
+def _prompted_run(root) -> list[str]:
+    """The arguments that add the VLM, its suite and its OCR'd memes to a run, written under `root`."""
+    from PIL import Image
+
+    from pytest_memerobust.data import demo_dataset
+
+    rows = ["id,image,text,label"]
+    for i, meme in enumerate(demo_dataset("test").head(OCR_MEMES).memes):
+        Image.fromarray(meme.image).save(root / f"{meme.id}.png")
+        rows.append(f"{meme.id},{meme.id}.png,{meme.text if i % 2 else ''},{meme.labels['hate']}")
+    (root / "memes.csv").write_text("\n".join(rows) + "\n")
+    (root / "memerobust-determinism-ocr-prompts.toml").write_text(OCR_SUITE.format(data=root / "memes.csv"))
+    card = _card_file(root, "qwen2_vl", save_tiny_vlm("qwen2_vl", root / "vlm"))
+    return [f"--memerobust-model={card}", f"--memerobust-model={MODEL}", "--memerobust-ocr=rapidocr", "-k", SELECTED]
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """The same selection run three ways: one intra-op thread, three, and three in each of two pytest-xdist workers
-    (each with a fresh cache, so no run reads what another computed)."""
+    (each with a fresh cache, so no run reads what another computed). Each: (exit code, report, output)."""
     root = tmp_path_factory.mktemp("determinism")
     (root / "memerobust-determinism.toml").write_text(SUITE)
+    selection = _prompted_run(root) if OCR else [f"--memerobust-model={MODEL}", "-k", "determinism"]
     runs = {"one-thread": ("1", []), "three-threads": ("3", [])}
     try:
         import xdist  # noqa: F401
@@ -58,22 +104,34 @@ def reports(tmp_path_factory):
     out = {}
     for name, (threads, extra) in runs.items():
         report = root / f"{name}.json"
-        run = subprocess.run([sys.executable, "-m", "pytest", *RUN, *extra, f"--memerobust-report={report}",
+        run = subprocess.run([sys.executable, "-m", "pytest", *RUN, *selection, *extra, f"--memerobust-report={report}",
                               f"--memerobust-cache-dir={root / name}"], cwd=root, capture_output=True, text=True,
                              env={**os.environ, "OMP_NUM_THREADS": threads}, timeout=600)
         assert report.is_file(), run.stdout[-3000:] + run.stderr[-3000:]
-        out[name] = (run.returncode, json.loads(report.read_text()))
+        out[name] = (run.returncode, json.loads(report.read_text()), run.stdout)
     return out
 
 
 def test_every_kind_of_perturbation_is_in_the_runs(reports):
-    _, report = reports["one-thread"]
-    conditions = {r["condition"] for group in report["groups"] for r in group["results"]}
+    _, report, _ = reports["one-thread"]
+    conditions = {r["condition"] for group in report["groups"] if group["model"] == MODEL for r in group["results"]}
     assert conditions == KINDS
 
 
+def test_ocr_a_typographic_edit_a_prompt_edit_and_prompt_invariance_are_in_the_runs(reports):
+    if not OCR:
+        pytest.skip("rapidocr-onnxruntime is in the dev and ocr extras")
+    _, report, output = reports["one-thread"]
+    (group,) = [g for g in report["groups"] if g["model"] != MODEL]
+    assert {r["condition"] for r in group["results"]} == OCR_KINDS and group["clean"]["n"] == OCR_MEMES
+    # the captions left out were read (the run refuses a meme without one), and so was every picture's text boxes
+    assert "text boxes are unknown" not in output
+    (prompts,) = report["prompt_invariance"]
+    assert prompts["model"] == group["model"] and len(prompts["variants"]) == 8
+
+
 def test_the_thread_count_does_not_change_a_single_number(reports):
-    (code_one, one), (code_three, three) = reports["one-thread"], reports["three-threads"]
+    (code_one, one, _), (code_three, three, _) = reports["one-thread"], reports["three-threads"]
     assert code_one == code_three
     assert comparable(one) == comparable(three)  # every probability digest, interval, thumbnail and verdict
 
@@ -81,7 +139,7 @@ def test_the_thread_count_does_not_change_a_single_number(reports):
 def test_pytest_xdist_workers_report_what_one_process_reports(reports):
     if "two-workers" not in reports:
         pytest.skip("pytest-xdist is in the dev extra")
-    (code_one, one), (code_split, split) = reports["three-threads"], reports["two-workers"]
+    (code_one, one, _), (code_split, split, _) = reports["three-threads"], reports["two-workers"]
     assert code_one == code_split
     assert comparable(one) == comparable(split)  # the cases in the same order too
 
@@ -110,6 +168,82 @@ def test_fixed_threads_holds_the_count_inside_and_gives_the_callers_back():
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+def test_fixed_threads_holds_opencv_until_the_last_one_inside_leaves():
+    """OpenCV's count is the process's: a scope that ends while another (the engine's background thread) is still
+    inside must leave it pinned."""
+    cv2 = pytest.importorskip("cv2")
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(3)
+    try:
+        first, second = fixed_threads(), fixed_threads()
+        first.__enter__()
+        second.__enter__()
+        assert cv2.getNumThreads() == RESULT_THREADS
+        first.__exit__(None, None, None)
+        assert cv2.getNumThreads() == RESULT_THREADS
+        second.__exit__(None, None, None)
+        assert cv2.getNumThreads() == 3
+    finally:
+        cv2.setNumThreads(before)
+
+
+def test_ocr_reads_on_fixed_threads_whatever_the_machine():
+    """onnxruntime fixes its threads when rapidocr creates a session (one per core by default, which no
+    OMP_NUM_THREADS changes); OpenCV prepares the models' inputs and reads their outputs."""
+    pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend is in the dev and ocr extras")
+    import cv2
+
+    from pytest_memerobust.data.ocr import RapidOcr
+
+    backend = RapidOcr()
+    engine = backend._engine
+    for session in (engine.text_det.infer, engine.text_cls.infer, engine.text_rec.session):
+        options = session.session.get_session_options()
+        assert (options.intra_op_num_threads, options.inter_op_num_threads) == (RESULT_THREADS, RESULT_THREADS)
+    seen = []
+    backend._engine = lambda picture: (seen.append((cv2.getNumThreads(), torch.get_num_threads())), (None, None))[1]
+    before = cv2.getNumThreads(), torch.get_num_threads()
+    cv2.setNumThreads(3)
+    torch.set_num_threads(3)
+    try:
+        assert backend.read(np.zeros((8, 8, 3), np.uint8)) == ""
+        assert seen == [(RESULT_THREADS, RESULT_THREADS)]
+        assert (cv2.getNumThreads(), torch.get_num_threads()) == (3, 3)
+    finally:
+        cv2.setNumThreads(before[0])
+        torch.set_num_threads(before[1])
+
+
+class Prompted:
+    """A prompted detector that records the torch threads it is asked at."""
+
+    def __init__(self):
+        from pytest_memerobust.detectors.vlm import Prompt
+
+        self.prompt, self.threads = Prompt(), []
+
+    def with_prompt(self, prompt):
+        return self
+
+    def predict_with_abstentions(self, pictures, captions):
+        self.threads.append(torch.get_num_threads())
+        return np.tile([0.4, 0.6], (len(captions), 1)), np.zeros(len(captions), bool)
+
+
+def test_prompt_invariance_asks_every_wording_on_fixed_threads():
+    from pytest_memerobust.judge.prompt_invariance import evaluate_prompt_invariance
+
+    detector, before = Prompted(), torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        evaluate_prompt_invariance(detector, [None] * 3, ["a", "b", "c"], [1, 0, 1], ["x", "y", "z"], batch_size=2,
+                                   n_resamples=10)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    assert len(detector.threads) == 2 * 9 and set(detector.threads) == {RESULT_THREADS}
 
 
 class Rows:

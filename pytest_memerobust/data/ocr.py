@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from ..atomic import atomic_write_text
+from ..determinism import RESULT_THREADS, fixed_threads
 from ..errors import BackendMissing
 from ..engine.features import input_digest
 from .meme import Dataset
@@ -47,8 +48,9 @@ class RapidOcr:
         except ImportError:
             raise BackendMissing("OCR needs rapidocr-onnxruntime: pip install \"pytest-memerobust[ocr]\"") from None
         self.use_cuda = use_cuda
-        self._engine = (RapidOCR(det_use_cuda=True, cls_use_cuda=True, rec_use_cuda=True) if use_cuda
-                        else RapidOCR())
+        cuda = {"det_use_cuda": True, "cls_use_cuda": True, "rec_use_cuda": True} if use_cuda else {}
+        # readings that do not depend on the machine's cores (determinism.py); rapidocr's default is one thread per core
+        self._engine = RapidOCR(intra_op_num_threads=RESULT_THREADS, inter_op_num_threads=RESULT_THREADS, **cuda)
         self.cache_dir = Path(cache_dir) / "ocr" if cache_dir is not None else None
         self._memory: dict[str, tuple[TextBox, ...]] = {}
 
@@ -69,7 +71,8 @@ class RapidOcr:
                     image = to_array(image)
                 image = np.asarray(image, dtype=np.uint8)
                 upscaled = _upscaled(image)
-                found, _ = self._engine(upscaled)
+                with fixed_threads():  # OpenCV, which reads and crops for the models (determinism.py)
+                    found, _ = self._engine(upscaled)
                 back = image.shape[0] / upscaled.shape[0]
                 boxes = reading_order(TextBox(tuple((float(x), float(y)) for x, y in corners), str(text).strip(),
                                               float(score)).scaled(back)

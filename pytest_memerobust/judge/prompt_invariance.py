@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import metrics
+from ..determinism import fixed_threads
 
 PARAPHRASES = (
     'Here is a meme. Its text says: "{caption}". Is it hateful? Reply {options}.',
@@ -64,6 +65,7 @@ def supports_prompts(detector) -> bool:
     return callable(getattr(detector, "with_prompt", None)) and getattr(detector, "prompt", None) is not None
 
 
+@fixed_threads()  # every variant's verdicts at every thread count, as the engine's steps (determinism.py)
 def _verdicts(detector, pictures, captions, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
     """(predicted class, or -1 where declined; probabilities) of every meme, in batches."""
     probas, declined = [], []
