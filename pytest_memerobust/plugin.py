@@ -14,6 +14,7 @@ from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session  # the run
 
 OUTCOMES_KEY = pytest.StashKey[list]()  # the robustness tests' outcomes, read once all have run
 REPORT_LINES_KEY = pytest.StashKey[list]()  # what pytest_sessionfinish wrote (and could not), for the summary
+COLLECTED_KEY = pytest.StashKey[int]()  # how many robustness tests were selected: an interrupted run says how far
 
 # name, converter (None: plain string), repeatable, help
 _OPTIONS = [
@@ -181,6 +182,20 @@ def pytest_unconfigure(config):
         signal.signal(signal.SIGTERM, previous)
 
 
+def _check_baseline_paths(baseline: Path | None, save: Path | None) -> None:
+    """A run never overwrites the baseline it is gated against: its regressions would become the reference, and the
+    next gated run would pass."""
+    if baseline is None or save is None:
+        return
+    same = Path(baseline).resolve() == Path(save).resolve() or (
+        Path(baseline).exists() and Path(save).exists() and Path(baseline).samefile(save))
+    if same:
+        raise ConfigError(f"--memerobust-save-baseline={save} is the file --memerobust-baseline={baseline} gates this "
+                          "run against: a run never overwrites its own baseline (a regression would become the "
+                          "reference and the next gated run would pass); save to another file and replace the "
+                          "baseline once this run is reviewed")
+
+
 def pytest_configure(config):
     from .session import RobustnessSession, share_cpu_threads, shard_folder, worker_device
     from .suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
@@ -201,6 +216,7 @@ def pytest_configure(config):
         if options.ray and (worker is not None or getattr(config.option, "numprocesses", None)):
             raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
                               "actors itself")
+        _check_baseline_paths(options.baseline, options.save_baseline)
         session = RobustnessSession(options)
     except MemeRobustError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -413,6 +429,17 @@ def pytest_terminal_summary_compact(terminalreporter, config):
             terminalreporter.stats["failed"] = failed
 
 
+def _raised(item, call) -> bool:
+    """A robustness case that raised instead of being measured (an error, or a detector that declined every meme),
+    as opposed to one failing its thresholds or regressing: its record says which exception."""
+    from .items import BudgetFailure, BudgetItem, CaseItem, RobustnessFailure
+
+    if call.when != "call":
+        return True
+    return isinstance(item, (CaseItem, BudgetItem)) and not isinstance(call.excinfo.value,
+                                                                        (RobustnessFailure, BudgetFailure))
+
+
 def _outcomes_of(reports) -> list:
     from .judge.verdict import CaseOutcome
 
@@ -433,6 +460,8 @@ def pytest_runtest_makereport(item, call):
         lines += [note for note in getattr(exc, "__notes__", [])
                   if note.startswith(("Falsifying", "Failing test case"))][:1]
         report.user_properties.append(("memerobust.line", "\n".join(lines)))
+    if report.failed and call.excinfo is not None and _is_robustness_test(report) and _raised(item, call):
+        report.user_properties.append(("memerobust.error", call.excinfo.typename))  # the case's record names it
     rs = item.config.stash.get(SESSION_KEY, None)
     if report.failed and call.excinfo is not None and rs is not None and rs.gate == "regressions" \
             and any(name == "memerobust.suite" for name, _ in report.user_properties):
@@ -479,11 +508,12 @@ def pytest_terminal_summary(terminalreporter, config):
         _say(tr, b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
     tr.write_sep("=", "memerobust verdict", red=not verdict["passed"], green=verdict["passed"])
     for line in verdict_lines(verdict):
-        last = line.startswith(("PASSED", "FAILED"))
-        _say(tr, line, bold=last, red=last and not verdict["passed"], green=last and verdict["passed"])
+        last = line.startswith(("PASSED", "FAILED", "INTERRUPTED"))
+        _say(tr, line, bold=last, red=last and not verdict["passed"] and not verdict.get("interrupted"),
+             yellow=last and bool(verdict.get("interrupted")), green=last and verdict["passed"])
     written = config.stash.get(REPORT_LINES_KEY, [])
     for path in session.options.reports:  # where the whole story is, as the very last line
-        if path.suffix == ".html" and f"memerobust: report written to {path}" in written:
+        if path.suffix == ".html" and _written(path) in written:
             _say(tr, f"memerobust: the full report is {path.resolve()}")
 
 
@@ -532,6 +562,7 @@ def pytest_collection_modifyitems(session, config, items):
     rs.positions = {item.nodeid: i for i, item in enumerate(items)}
     if rs.options.models:
         _mark_robustness_tests(items, rs)
+        config.stash[COLLECTED_KEY] = sum(_is_robustness_test(item) for item in items)
     cases = {}
     for item in items:
         if isinstance(item, CaseItem):
@@ -592,35 +623,60 @@ def pytest_sessionfinish(session, exitstatus):
         from .judge.verdict import run_verdict
 
         rs.case_records = case_records(session.config)
-        rs.verdict = run_verdict(rs.case_records, gate=rs.gate, baseline=rs.options.baseline)
-    if not (rs.results or rs.reliance_results or rs.prompt_results) and exitstatus != pytest.ExitCode.INTERRUPTED:
-        return
+        rs.verdict = run_verdict(rs.case_records, gate=rs.gate, baseline=rs.options.baseline,
+                                 interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                                 collected=_collected(session))
+    if not (rs.results or rs.reliance_results or rs.prompt_results or rs.case_records) \
+            and exitstatus != pytest.ExitCode.INTERRUPTED:
+        return  # nothing ran (no case selected): no report claims anything
     session.config.stash[REPORT_LINES_KEY] = write_outputs(rs, exitstatus, session.config)
+
+
+def _collected(session) -> int | None:
+    """How many robustness tests the run selected (on a pytest-xdist controller, which collects nothing itself, how
+    many tests its workers collected); None when it was interrupted before collection ended."""
+    collected = session.config.stash.get(COLLECTED_KEY, None)
+    if collected is None and getattr(session.config.option, "numprocesses", None):
+        return session.testscollected or None
+    return collected
 
 
 def write_outputs(rs, exitstatus, config) -> list[str]:
     """Write the report files and the baseline; the lines that say what was written, and what could not be.
-    An interrupted run writes none: a partial report in the report's place would pass for the whole run. A
-    failure while building or writing one file never loses the others, nor the tables."""
+    A report's path never keeps an earlier run's report, which a CI step would read as this run's: an interrupted
+    run writes there its verdict alone (INTERRUPTED, how many cases ran, their records; no results, which would pass
+    for the whole run) and no baseline; a report that cannot be built is replaced by the verdict alone; a file that
+    cannot be written is removed. A failure with one file never loses the others, nor the tables."""
     from .judge.gate import save_baseline, terminal_line
-    from .report import write_report
+    from .report import verdict_report
 
-    outputs = [*rs.options.reports, *([rs.options.save_baseline] if rs.options.save_baseline is not None else [])]
     if exitstatus == pytest.ExitCode.INTERRUPTED:
-        return [f"memerobust: interrupted: {path} not written (it would hold only the cases that ran)"
-                for path in outputs]
-    lines = []
-    try:
-        report = rs.report() if rs.options.reports else None
-    except Exception as exc:
-        return [f"memerobust: the report could not be built ({type(exc).__name__}: {exc}); no report file written"]
-    for path in rs.options.reports:
+        from .judge.verdict import cases_ran_text
+
+        v = rs.verdict or {}
+        ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
+        lines = _write_reports(rs.options.reports, lambda: verdict_report(rs, "the run was interrupted"),
+                               lambda path: f"memerobust: interrupted: {path} holds only the verdict INTERRUPTED "
+                                            f"({ran}), no results")
+        if rs.options.save_baseline is not None:
+            lines.append(f"memerobust: interrupted: baseline {rs.options.save_baseline} not saved ({ran})")
+        return lines
+
+    lines: list[str] = []
+
+    def report():
         try:
-            write_report(path, report)
-            lines.append(f"memerobust: report written to {path}")
+            return rs.report()
         except Exception as exc:
-            lines.append(f"memerobust: could not write {path} ({type(exc).__name__}: {exc})")
-    if rs.options.save_baseline is not None:
+            why = f"the report could not be built ({type(exc).__name__}: {exc})"
+            lines.append(f"memerobust: {why}; the reports hold the verdict and the cases' records only")
+            return verdict_report(rs, why)
+
+    lines += _write_reports(rs.options.reports, report)
+    if rs.options.save_baseline is not None and not rs.results:
+        lines.append(f"memerobust: baseline {rs.options.save_baseline} not saved: no case was measured"
+                     + (" (its cases raised errors)" if rs.verdict and rs.verdict.get("errors") else ""))
+    elif rs.options.save_baseline is not None:
         try:
             save_baseline(rs, rs.options.save_baseline, write=terminal_line(config))
         except Exception as exc:
@@ -641,3 +697,31 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
     if log is not None:  # the failing cases' counterexamples, gathered from their reports
         lines += write_manifest(manifest_path(rs.options), log.cases, explicit=rs.options.counterexamples is not None)
     return lines
+
+
+def _written(path) -> str:
+    return f"memerobust: report written to {path}"
+
+
+def _write_reports(paths, build, written=_written) -> list[str]:
+    """Write the report `build()` returns (built once, only when there is a path) to every path; a path that
+    cannot be written loses the earlier run's file there rather than keep it under this run's name."""
+    from .report import write_report
+
+    lines, report = [], build() if paths else None
+    for path in paths:
+        try:
+            write_report(path, report)
+            lines.append(written(path))
+        except Exception as exc:
+            lines.append(f"memerobust: could not write {path} ({type(exc).__name__}: {exc})" + _removed(path))
+    return lines
+
+
+def _removed(path: Path) -> str:
+    """Remove an earlier run's report that this run could not replace; say what became of it."""
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError as exc:
+        return f"; STALE: the file there is an earlier run's and could not be removed ({exc})"
+    return "; no earlier report is left there"

@@ -198,30 +198,35 @@ class ConditionResult:
         key = (name, kind)
         cache = self.__dict__.setdefault("_samples_cache", {})
         if key not in cache:
-            y, proba_clean, proba, groups = self._scored
             resampling = {"n_resamples": self.stats.n_resamples, "seed": self.stats.seed}
-            if kind == "metric":
-                cache[key] = metrics.metric_samples(name, y, proba, **resampling)
-            elif kind == "flip_rate":
-                cache[key] = metrics.flip_rate_samples(*self._scored_labels[1:], **resampling)
-            elif kind == "abstention_rate":
+            # the abstentions' intervals are over every meme: they exist when too few answers are left to score
+            if kind == "abstention_rate":
                 cache[key] = metrics.paired_bootstrap_samples(lambda now: float(np.mean(now)),
                                                               self.abstained.astype(float), **resampling)
             elif kind == "abstention_increase":
                 cache[key] = metrics.paired_bootstrap_samples(
                     lambda clean, now: float(np.mean(now) - np.mean(clean)), self.abstained_clean.astype(float),
                     self.abstained.astype(float), **resampling)
-            elif kind == "group_gap":
-                def gap(y, clean, perturbed, groups):
-                    view = ConditionResult(self.model, self.dataset, self.condition, y, clean, perturbed, self.stats,
-                                           groups, self.min_group_size)
-                    return view.group_gap(name)
-
-                cache[key] = metrics.paired_bootstrap_samples(gap, y, proba_clean, proba, groups, **resampling)
             else:
-                cache[key] = metrics.robustness_samples(name, y, proba_clean, proba, kind=kind,
-                                                        scale=self.stats.scale, **resampling)
+                cache[key] = self._scored_samples(name, kind, resampling)
         return cache[key]
+
+    def _scored_samples(self, name: str, kind: str, resampling: dict) -> np.ndarray:
+        """The resamples of a measure of the memes scored (answered clean and here)."""
+        y, proba_clean, proba, groups = self._scored
+        if kind == "metric":
+            return metrics.metric_samples(name, y, proba, **resampling)
+        if kind == "flip_rate":
+            return metrics.flip_rate_samples(*self._scored_labels[1:], **resampling)
+        if kind == "group_gap":
+            def gap(y, clean, perturbed, groups):
+                view = ConditionResult(self.model, self.dataset, self.condition, y, clean, perturbed, self.stats,
+                                       groups, self.min_group_size)
+                return view.group_gap(name)
+
+            return metrics.paired_bootstrap_samples(gap, y, proba_clean, proba, groups, **resampling)
+        return metrics.robustness_samples(name, y, proba_clean, proba, kind=kind, scale=self.stats.scale,
+                                          **resampling)
 
     @cached_property
     def predictions_digest(self) -> str:

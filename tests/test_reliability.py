@@ -78,14 +78,19 @@ def test_output_paths_are_checked_before_the_run(pytester, tmp_path, make, culpr
     assert culprit in result.stderr.str() and "Traceback" not in result.stderr.str()
 
 
-def test_a_suites_own_task_reaches_the_report(pytester, tmp_path):
-    """A suite scoring a csv's `label` while the card's task is `hate`: the cases and the report use the suite's."""
+def _csv_memes(folder, n: int, side: int) -> None:
+    """`folder/memes.csv`: `n` memes of random `side` px pictures, labelled 0 and 1 in turn in its `label` column."""
     rows = ["id,image,text,label"]
     rng = np.random.default_rng(0)
-    for i in range(24):
-        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (side, side, 3), dtype=np.uint8)).save(folder / f"{i}.png")
         rows.append(f"m{i},{i}.png,caption number {i},{i % 2}")
-    (tmp_path / "memes.csv").write_text("\n".join(rows) + "\n")
+    (folder / "memes.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_a_suites_own_task_reaches_the_report(pytester, tmp_path):
+    """A suite scoring a csv's `label` while the card's task is `hate`: the cases and the report use the suite's."""
+    _csv_memes(tmp_path, 24, 32)
     pytester.makefile(".toml", **{"memerobust-task": f"""
 [suite]
 name = "task"
@@ -104,22 +109,41 @@ contrast = [3]
     assert group["task"] == "label" and group["results"][0]["task"] == "label"
 
 
-def test_a_report_that_cannot_be_built_is_said_and_the_run_ends_normally(pytester, tmp_path, monkeypatch):
+def test_a_report_that_cannot_be_built_or_written_never_leaves_an_earlier_one(pytester, tmp_path, monkeypatch):
+    """The build fails: each report holds the verdict and the cases' records instead; a file that cannot be written
+    is removed, so an earlier run's "passed" report is never read as this run's."""
+    from pytest_memerobust.report import write_report
+
     def broken(session):
         raise ZeroDivisionError("boom")
 
+    def unwritable_markdown(path, report):
+        if path.suffix == ".md":
+            raise PermissionError("read-only")
+        write_report(path, report)
+
     monkeypatch.setattr("pytest_memerobust.report.build_report", broken)
-    report = tmp_path / "r.json"
+    monkeypatch.setattr("pytest_memerobust.report.write_report", unwritable_markdown)
+    report, markdown = tmp_path / "r.json", tmp_path / "r.md"
+    for stale in (report, markdown):
+        stale.write_text('{"verdict": {"passed": true}}\n')
     result = pytester.runpytest("--memerobust-model=demo", "-k", "rainbow and typos-1", f"--memerobust-report={report}",
-                                *QUICK)
+                                f"--memerobust-report={markdown}", *QUICK)
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out
     assert "the tables could not be built (ZeroDivisionError: boom)" in out
-    assert "the report could not be built (ZeroDivisionError: boom)" in out and not report.exists()
+    assert "the report could not be built (ZeroDivisionError: boom); the reports hold the verdict" in out
+    written = json.loads(report.read_text())
+    assert written["verdict"]["passed"] and written["groups"] == [] and "ZeroDivisionError" in written["partial"]
+    assert [c["nodeid"] for c in written["cases"]] == ["rainbow-noise::demo::typos-1"]
+    assert f"could not write {markdown} (PermissionError: read-only); no earlier report is left there" in out
+    assert not markdown.exists()
 
 
-def test_an_interrupted_run_leaves_the_old_report_in_place(pytester, tmp_path):
+def test_an_interrupted_run_says_so_and_replaces_the_old_report_with_that_alone(pytester, tmp_path):
+    """Never PASSED: the verdict says how many cases ran of how many; the report's path holds that verdict, not an
+    earlier run's report that a CI step would read as this run's, nor this run's partial numbers."""
     pytester.syspathinsert()  # a plugin, not a conftest: the built-in suites lie outside this folder
     pytester.makepyfile(interrupter="""
 import pytest
@@ -132,12 +156,85 @@ def pytest_runtest_call(item):
         raise KeyboardInterrupt
 """)
     report = tmp_path / "r.json"
-    report.write_text("previous run\n")
+    report.write_text('{"verdict": {"passed": true}}\n')
     result = pytester.runpytest("--memerobust-model=demo", "-p", "interrupter", "-k", "rainbow and typos",
                                 f"--memerobust-report={report}", *QUICK, no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    assert report.read_text() == "previous run\n" and not list(tmp_path.glob("*.tmp*"))
-    assert f"interrupted: {report} not written" in result.stdout.str()
+    out = result.stdout.str()
+    verdict_lines = out.split("memerobust verdict")[1].splitlines()
+    assert [line for line in verdict_lines if line.startswith(("PASSED", "FAILED", "INTERRUPTED"))] == [
+        "INTERRUPTED: 1 of 8 cases ran; no verdict"]
+    assert f"interrupted: {report} holds only the verdict INTERRUPTED (1 of 8 cases ran), no results" in out
+    written = json.loads(report.read_text())
+    assert written["verdict"]["passed"] is False and written["verdict"]["interrupted"] is True
+    assert (written["verdict"]["cases_run"], written["verdict"]["cases_collected"]) == (1, 8)
+    assert written["groups"] == [] and len(written["cases"]) == 1 and not list(tmp_path.glob("*.tmp*"))
+
+
+def test_a_run_whose_every_case_errors_writes_a_failed_report_over_the_old_one(pytester, tmp_path):
+    """Pictures that pass the checks at the start and are cut short before the cases read them (a share going away):
+    every case raises. The report still says so (failed, each case's error named) in place of an earlier "passed"
+    one, and no empty baseline is saved."""
+    _csv_memes(tmp_path, 8, 64)
+    pytester.syspathinsert()
+    pytester.makepyfile(cutter=f"""
+from pathlib import Path
+
+def pytest_collection_finish(session):
+    for picture in Path({str(tmp_path)!r}).glob("*.png"):
+        picture.write_bytes(picture.read_bytes()[: picture.stat().st_size // 3])
+""")
+    report, baseline = tmp_path / "r.json", tmp_path / "b.json"
+    report.write_text('{"verdict": {"passed": true}}\n')
+    result = pytester.runpytest("--memerobust-model=demo", f"--memerobust-data=csv:{tmp_path / 'memes.csv'}",
+                                "--memerobust-task=label", "-p", "cutter", "-k", "rainbow and (clean or typos-1)",
+                                f"--memerobust-report={report}", f"--memerobust-save-baseline={baseline}", *QUICK)
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert f"baseline {baseline} not saved: no case was measured (its cases raised errors)" in out
+    assert "2 raised an error instead of a measurement: DataError ×2" in out and not baseline.exists()
+    written = json.loads(report.read_text())
+    verdict = written["verdict"]
+    assert verdict["passed"] is False and len(verdict["errors"]) == 2 and "DataError ×2" in verdict["summary"]
+    assert [(c["error"], c["gated_by"]) for c in written["cases"]] == [("DataError", ["error"])] * 2
+    assert all("unreadable image" in c["message"] for c in written["cases"])
+
+
+def test_a_case_that_raises_is_named_in_its_record_beside_the_measured_ones(pytester, tmp_path):
+    pytester.syspathinsert()
+    pytester.makepyfile(breaker="""
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    if item.name == "typos-2":
+        raise RuntimeError("the detector's server went away")
+""")
+    report = tmp_path / "r.json"
+    result = pytester.runpytest("--memerobust-model=demo", "-p", "breaker", "-k", "rainbow and (typos-1 or typos-2)",
+                                f"--memerobust-report={report}", *QUICK)
+    result.assert_outcomes(passed=1, failed=1)
+    written = json.loads(report.read_text())
+    cases = {c["condition"]: c for c in written["cases"]}
+    broken = cases["text=typos@2"]
+    assert broken["error"] == "RuntimeError" and "server went away" in broken["message"]
+    assert "error" not in cases["text=typos@1"] and cases["text=typos@1"]["verdict"] == "pass"
+    assert [r["condition"] for g in written["groups"] for r in g["results"]] == ["text=typos@1"]
+    assert "0 of 1 cases below their thresholds (0 for sure), 1 more raised an error (RuntimeError ×1)" in written[
+        "verdict"]["summary"]
+
+
+def test_saving_the_baseline_onto_the_one_gated_against_is_refused_before_any_case(pytester, tmp_path):
+    """Else a regression would be reported, then saved as the reference, and the next gated run would pass."""
+    baseline = tmp_path / "b.json"
+    case = ["--memerobust-model=demo", "-k", "rainbow and typos-1", *QUICK]
+    pytester.runpytest(*case, f"--memerobust-save-baseline={baseline}").assert_outcomes(passed=1)
+    saved = baseline.read_bytes()
+    (tmp_path / "sub").mkdir()
+    result = pytester.runpytest(*case, f"--memerobust-baseline={baseline}",
+                                f"--memerobust-save-baseline={tmp_path / 'sub' / '..' / 'b.json'}")
+    _usage_error(result, "gates this run against: a run never overwrites its own baseline")
+    assert baseline.read_bytes() == saved
 
 
 def test_back_translation_without_its_models_asks_nobody(monkeypatch):

@@ -186,6 +186,26 @@ def test_the_run_verdict_counts_per_model_and_names_the_weakest_families():
     assert failure_lines(outcomes)[:2] == ["s::m::", "  case-0  why case-0"]
 
 
+def test_an_interrupted_run_has_no_verdict_and_says_how_far_it_got():
+    """4 cases of 26 passed, then Ctrl-C: never PASSED, in the data and in every rendering of it."""
+    from pytest_memerobust.report.markdown import markdown
+    from pytest_memerobust.report.outline import verdict_lines as report_lines
+
+    records = [_record(f"case-{i}", "passed", "pass") for i in range(4)]
+    verdict = run_verdict(records, gate="thresholds", baseline=None, interrupted=True, collected=26)
+    assert verdict["passed"] is False and verdict["interrupted"] is True
+    assert (verdict["cases_run"], verdict["cases_collected"]) == (4, 26)
+    assert verdict["summary"].startswith("interrupted: 4 of 26 cases ran, no verdict; so far m: 0 of 4 cases")
+    assert verdict_lines(verdict)[-1] == "INTERRUPTED: 4 of 26 cases ran; no verdict"
+    report = {"verdict": verdict, "cases": records, "groups": [], "partial": "the run was interrupted"}
+    assert report_lines(report)[0].startswith("INTERRUPTED: interrupted: 4 of 26 cases ran")
+    assert "> **⚠ INTERRUPTED**" in markdown(report) and "PASS" not in markdown(report)
+    page = to_html(report)
+    assert "⚠ INTERRUPTED" in page and "PASS" not in page and "the run was interrupted. This report holds" in page
+    finished = run_verdict(records, gate="thresholds", baseline=None, collected=4)
+    assert finished["passed"] and not finished["interrupted"] and verdict_lines(finished)[-1].startswith("PASSED")
+
+
 @pytest.fixture(scope="module")
 def two_suite_session():
     """Two suites that share a condition, run the way the plugin runs them."""

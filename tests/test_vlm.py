@@ -4,6 +4,7 @@ logits, abstentions counted apart, and the built-in suites run on them end to en
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -193,6 +194,43 @@ def test_rainbow_noise_cases_run_on_each_tiny_family_with_abstention_rates(pytes
     assert group["clean"]["abstention_rate"] == 0.0 and rows["text=typos@3"]["n_declined"] == 0
     typos = rows["text=typos@3"]
     assert typos["abstention_increase"] == 0.0 and len(typos["abstention_increase_ci"]) == 2
+
+
+def test_a_model_that_declines_every_meme_still_gets_its_reports(pytester, tmp_path):
+    """Label words with almost no mass: every case fails with AbstainedTooOften, and that is the verdict, not a
+    report that cannot be built. JSON, Markdown and HTML are written: the declined share per condition (all of them,
+    clean too), each case's error, the prompt and label words asked with, and `no answers` where a metric has none."""
+    from tiny_vlms import save_tiny_decliner
+
+    folder = save_tiny_decliner(tmp_path / "decliner")
+    card = tmp_path / "decliner.toml"  # the default abstain_below (0.5): the label words get ~1e-38 of the mass
+    card.write_text(f'name = "decliner"\narchitecture = "vlm"\nclasses = ["non-hateful", "hateful"]\n'
+                    f'[backbone]\nkind = "vlm"\nname = "{folder}"\n')
+    reports = [tmp_path / f"r.{suffix}" for suffix in ("json", "md", "html")]
+    result = pytester.runpytest(f"--memerobust-model={card}", *QUICK, "-k", "rainbow and (clean or typos-3+uap-3)",
+                                *(f"--memerobust-report={r}" for r in reports))
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "could not be built" not in out and "Traceback" not in out, out[-3000:]
+    assert "2 raised an error instead of a measurement: AbstainedTooOften ×2" in out
+    report = json.loads(reports[0].read_text())
+    assert "every case (2) raised an error instead of a measurement (AbstainedTooOften ×2)" in report["verdict"][
+        "summary"]
+    assert [(c["condition"], c["error"]) for c in report["cases"]] == [("clean", "AbstainedTooOften"),
+                                                                      ("text=typos@3+image=uap@3", "AbstainedTooOften")]
+    assert all("declined 8 of 8 memes" in c["message"] and c["gated_by"] == ["error"] for c in report["cases"])
+    (group,) = report["groups"]
+    assert group["clean"]["abstention_rate"] == 1.0 and group["clean"]["n"] == 0
+    assert group["results"][0]["abstention_rate"] == 1.0
+    prompt = report["models"][str(card)]["prompt"]
+    assert prompt["label_words"] == ["No", "Yes"] and "{caption}" in prompt["instruction"]
+    assert prompt["abstain_below"] == 0.5
+    markdown, page = reports[1].read_text(), reports[2].read_text()
+    for text in (out, markdown, page):
+        assert "no answers" in text and not re.search(r"\bnan\b", text)
+    for text in (markdown, page):
+        assert "AbstainedTooOften" in text and "label words (one per class)" in text
+    assert "| clean " in markdown.split("abstentions: memes the detector declined")[1]
 
 
 SKIP_REASONS = ("has no channel-ablation modes", "back-translation needs MarianMT", "classifies no meme correctly",

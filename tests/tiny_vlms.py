@@ -95,6 +95,27 @@ def save_tiny_vlm(family: str, folder: Path) -> Path:
     return folder
 
 
+def save_tiny_decliner(folder: Path) -> Path:
+    """A tiny Qwen2-VL whose label words ("Yes", "No") get almost none of its answer's mass: their rows of the output
+    layer are zero and every other row is scaled up, so the other words' logits tower over theirs. With a card's
+    default `abstain_below` it declines every meme, clean or perturbed."""
+    import torch
+
+    from pytest_memerobust.detectors.vlm import DEFAULT_LABEL_WORDS, label_token_ids
+
+    folder = Path(folder)
+    torch.manual_seed(0)
+    tok = tokenizer("qwen2_vl")
+    model, processor = _qwen2_vl(tok)
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        head.mul_(200.0)
+        head[[i for ids in label_token_ids(tok, DEFAULT_LABEL_WORDS) for i in ids]] = 0.0
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
 def _llava(tok):
     from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
                               LlavaForConditionalGeneration, LlavaProcessor)

@@ -5,6 +5,7 @@ pytest-xdist controller, which runs no case itself, builds the same verdict; the
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 
 WORST = 5
@@ -117,10 +118,13 @@ def skipped_record(nodeid: str, where: dict, reason: str) -> dict:
 WEAKEST = 5  # families named per model in the run's verdict
 
 
-def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q) -> dict:
+def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q,
+                interrupted: bool = False, collected: int | None = None) -> dict:
     """The run's verdict from its case records (each with its `outcome`): per model the counts and the weakest
     families, the failing cases, false-discovery-rate control over the confident cases (each record's
-    `fdr_survives` is set), and the baseline comparison's summary. What every renderer shows; none computes it."""
+    `fdr_survives` is set), and the baseline comparison's summary. What every renderer shows; none computes it.
+    `interrupted`: the run stopped before its last case (Ctrl-C, SIGTERM), so it has no verdict and never passes;
+    `collected`: how many robustness tests it collected, said beside how many ran."""
     import numpy as np
 
     from .gate import Comparison, summarize
@@ -145,6 +149,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
         models.append({"model": model, "cases": len(mine), **count,
                        "failed": sum(r["outcome"] == "failed" for r in mine),
                        "regressed": sum(r["regressed"] for r in mine),
+                       "errors": dict(Counter(r["error"] for r in mine if r.get("error"))),
                        "weakest_families": _weakest_families(mine)})
     comparisons = [c for r in records for c in r["regressions"]]
     summary_of_gate = None
@@ -153,8 +158,21 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
                            low=c["ci"][0], high=c["ci"][1]) for c in comparisons]
         summary_of_gate = {"path": str(baseline), **summarize(rows)}
     failed = [r["nodeid"] for r in records if r["outcome"] == "failed"]
-    return {"passed": not failed, "gate": gate, "summary": _summary_line(models, summary_of_gate, gate),
-            "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate}
+    return {"passed": not failed and not interrupted, "gate": gate,
+            "summary": _interrupted_prefix(interrupted, len(records), collected)
+            + _summary_line(models, summary_of_gate, gate),
+            "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
+            "interrupted": interrupted, "cases_run": len(records), "cases_collected": collected,
+            "errors": [r["nodeid"] for r in records if r.get("error")]}
+
+
+def cases_ran_text(ran: int, collected: int | None) -> str:
+    """`4 of 26 cases ran`: how far an interrupted run got (`collected` None: interrupted before it was known)."""
+    return f"{ran} of {collected} cases ran" if collected is not None else f"{ran} case{'s' * (ran != 1)} ran"
+
+
+def _interrupted_prefix(interrupted: bool, ran: int, collected: int | None) -> str:
+    return f"interrupted: {cases_ran_text(ran, collected)}, no verdict; so far " if interrupted else ""
 
 
 def _weakest_families(records: list[dict]) -> list[dict]:
@@ -176,10 +194,17 @@ def _weakest_families(records: list[dict]) -> list[dict]:
 def _summary_line(models: list[dict], gate_summary: dict | None, gate: str) -> str:
     parts = []
     for m in models:
-        ran = m["cases"] - m["skipped"]
-        bad = m["fail for sure"] + m["fail within noise"]
-        parts.append(f"{m['model']}: {bad} of {ran} cases below their thresholds ({m['fail for sure']} for sure)"
-                     + ("" if gate in ("thresholds", "both") else ", not gating"))
+        errors = m.get("errors") or {}
+        ran, raised = m["cases"] - m["skipped"], sum(errors.values())
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors.items())
+        if raised and raised == ran:
+            parts.append(f"{m['model']}: every case ({ran}) raised an error instead of a measurement ({kinds})")
+            continue
+        bad = m["fail for sure"] + m["fail within noise"] - raised  # an error counts as failing for sure
+        parts.append(f"{m['model']}: {bad} of {ran - raised} cases below their thresholds "
+                     f"({m['fail for sure'] - raised} for sure)"
+                     + ("" if gate in ("thresholds", "both") else ", not gating")
+                     + (f", {raised} more raised an error ({kinds})" if raised else ""))
     if gate_summary is not None:
         parts.append(f"against the baseline: {gate_summary['summary']}"
                      + ("" if gate in ("regressions", "both") else ", not gating"))
@@ -208,6 +233,8 @@ def record_from_report(nodeid: str, outcome: str, properties, reason: str | None
         return skipped_record(nodeid, where, reason or "")
     verdict = {"passed": "pass", "failed": "fail for sure", "xfailed": "fail for sure"}[outcome]
     return {"nodeid": nodeid, **where, "outcome": outcome, "verdict": verdict, "skip_reason": None,
-            "message": p.get("memerobust.line") or None, "violations": [], "regressions": [], "regressed": False,
-            "gated_by": ["thresholds"] if outcome == "failed" else [], "p_value": None, "fdr_survives": None,
+            "message": p.get("memerobust.line") or None, "error": p.get("memerobust.error"),
+            "violations": [], "regressions": [], "regressed": False,
+            "gated_by": ([] if outcome != "failed" else ["error"] if p.get("memerobust.error") else ["thresholds"]),
+            "p_value": None, "fdr_survives": None,
             **({"not_gating": reason} if outcome == "xfailed" else {})}

@@ -74,6 +74,9 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
                                                                           and cid not in conditions):
             continue
         drop = true_probability(result.proba_clean, result.y_true) - true_probability(result.proba, result.y_true)
+        declined = [a for a in (result.abstained_clean, result.abstained) if a is not None]
+        if declined:  # a meme the detector declined is scored nowhere: its label words' share says nothing
+            drop = np.where(np.logical_or.reduce(declined), -np.inf, drop)
         candidates += [(float(drop[i]), int(i), result) for i in np.argsort(-drop)[:n] if drop[i] > 0]
     out = []
     if not candidates:
@@ -207,21 +210,13 @@ def build_report(session) -> dict:
     for model in dict.fromkeys(r["model"] for r in results):
         detector = session.detector(model)
         models[model] = {"card": detector.card.as_dict(), "checkpoint": str(detector.checkpoint),
-                         "checkpoint_sha256": detector.fingerprint}
+                         "checkpoint_sha256": detector.fingerprint, **_prompt_of(detector)}
     datasets = {}
     for spec in dict.fromkeys(r["dataset"] for r in results):
         ds = session.dataset(spec)
         datasets[spec] = {"name": ds.name, "n": len(ds), "fingerprint": session.fingerprint(spec)}
-    o = session.options
     return {
-        "tool": "pytest-memerobust", "format": REPORT_FORMAT, "seed": o.seed,
-        # the run's verdict and every case's (judge.verdict): what the renderers show first
-        "verdict": getattr(session, "verdict", None), "cases": list(getattr(session, "case_records", [])),
-        "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
-                    "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
-                    "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
-                    "ocr_view": o.ocr_view},
-        "versions": versions(), "models": models, "datasets": datasets, "groups": groups,
+        **_run_header(session), "models": models, "datasets": datasets, "groups": groups,
         "reliance": [{"model": model, "dataset": spec, **value}
                      for (model, spec), value in session.reliance_results.items()],
         "prompt_invariance": [{"model": model, "dataset": spec, **value}
@@ -229,6 +224,42 @@ def build_report(session) -> dict:
         "budgets": [{"model": model, "label": session.model_label(model), "dataset": spec,
                      "entries": list(value.values())} for (model, spec), value in session.budget_results.items()],
     }
+
+
+def _run_header(session) -> dict:
+    """What every report starts with: the tool, format and seed, the run's verdict and every case's record
+    (judge.verdict: what the renderers show first), the options and the versions."""
+    o = session.options
+    return {
+        "tool": "pytest-memerobust", "format": REPORT_FORMAT, "seed": o.seed,
+        "verdict": getattr(session, "verdict", None), "cases": list(getattr(session, "case_records", [])),
+        "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
+                    "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
+                    "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
+                    "ocr_view": o.ocr_view},
+        "versions": versions(),
+    }
+
+
+def verdict_report(session, partial: str) -> dict:
+    """The verdict and the cases' records without any numbers: what an interrupted run, or one whose full report
+    could not be built, leaves at the report's path, so that an earlier run's report there is never read as this
+    run's, and a partial one never passes for the whole run. `partial` says why the numbers are missing."""
+    return {**_run_header(session), "partial": partial, "models": {}, "datasets": {}, "groups": [], "reliance": [],
+            "prompt_invariance": [], "budgets": []}
+
+
+def _prompt_of(detector) -> dict:
+    """A prompted vision-language model's question: the instruction, system message and label words it was asked
+    with, and below what mass on those words it declines; nothing for other detectors."""
+    from ..detectors.vlm import Prompt
+
+    prompt = getattr(detector, "prompt", None)
+    if not isinstance(prompt, Prompt):
+        return {}
+    return {"prompt": {"instruction": prompt.instruction, "system": prompt.system,
+                       "label_words": list(prompt.label_words), "abstain_below": getattr(detector, "abstain_below",
+                                                                                          None)}}
 
 
 def to_markdown(report: dict) -> str:
@@ -253,4 +284,5 @@ def write_report(path: Path, report: dict) -> None:
         raise ValueError(f"unsupported report format {path.suffix!r} for {path}; use one of {REPORT_SUFFIXES}")
 
 
-__all__ = ["build_report", "render", "to_markdown", "versions", "write_report", "atomic_write_text", "REPORT_SUFFIXES"]
+__all__ = ["build_report", "render", "to_markdown", "verdict_report", "versions", "write_report", "atomic_write_text",
+           "REPORT_SUFFIXES"]

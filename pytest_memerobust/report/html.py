@@ -12,9 +12,11 @@ import re
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS, brief, case_of, counts, counts_text,
-                      has_verdict, interval, number, regression_text, run_details, section_title, severity_order,
-                      short_title, signed, slug, table_heading, verdict_of, violation_parts, worst_violations)
-from .tables import (budget_table, budget_title, p_value, prompt_summary, prompt_table, reliance_table, render)
+                      has_verdict, interval, number, partial_note, regression_text, report_meta, run_details,
+                      section_title, severity_order, short_title, signed, slug, table_heading, verdict_of,
+                      verdict_word, violation_parts, worst_violations)
+from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
+                     reliance_table, render, unanswered)
 
 # verdict -> (strong colour: marks, bars, borders; light colour: backgrounds, heat map cells)
 PALETTE = {
@@ -232,12 +234,13 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
                 "verdicts were recorded: the sections below carry the numbers, not whether the run passed."
                 "</span></span></div></section>")
     verdict = report["verdict"]
-    passed = bool(verdict.get("passed"))
     gate = verdict.get("gate") or "thresholds"
-    word, style = ("PASS", "pass") if passed else ("FAIL", "fail for sure")
+    word, mark, style = verdict_word(verdict)
+    note = partial_note(report)
     parts = [f"<section id='verdict'><div class='banner v-{_CLASS[style]}'><span class='word'>"
-             f"{MARKS[style]} {word}</span><span><span class='summary'>{_e(verdict.get('summary', ''))}</span><br>"
-             f"<span class='gate'>gate: <b>{_e(gate)}</b>: {_e(GATES.get(gate, ''))}</span></span></div>"]
+             f"{mark} {word}</span><span><span class='summary'>{_e(verdict.get('summary', ''))}</span><br>"
+             f"<span class='gate'>gate: <b>{_e(gate)}</b>: {_e(GATES.get(gate, ''))}</span>"
+             + (f"<br><span class='gate'><b>{_e(note)}</b></span>" if note else "") + "</span></div>"]
     models = verdict.get("models") or []
     if models:  # most failing first, as the suites
         models = sorted(models, key=lambda m: (-int(m.get("failed", 0) or 0), -int(m.get("fail for sure", 0) or 0),
@@ -343,19 +346,21 @@ def _heatmap(group: dict, cases: list[dict]) -> str:
                 shade = max(0.0, min(1.0, -change / max(clean, 1e-9) / 0.5))  # 50% relative drop = full red
                 fill, stroke = f"rgb(255,{int(255 * (1 - shade))},{int(255 * (1 - shade))})", "#bbb"
             verdict = verdict_of(case) if cases else NO_VERDICT
-            tip = f"{r['condition']}: accuracy {r['metrics']['accuracy']:.3f} (clean {clean:.3f}); {verdict}"
+            tip = (f"{r['condition']}: accuracy {metric_text(r, r['metrics']['accuracy'])} (clean "
+                   f"{metric_text(group['clean'], clean)}); {verdict}")
             mark = MARKS.get(verdict, "")
             parts.append(f'<rect x="{x + 1}" y="{y + 1}" width="{size - 2}" height="{size - 2}" fill="{fill}" '
                          f'stroke="{stroke}" stroke-width="1.5"><title>{_e(tip)}</title></rect>'
                          f'<text x="{x + size / 2}" y="{y + size / 2 + 1}" text-anchor="middle" font-size="14" '
-                         f'font-weight="bold">{signed(change)}</text>'
+                         f'font-weight="bold">{"–" if unanswered(r) else signed(change)}</text>'
                          f'<text x="{x + size / 2}" y="{y + size / 2 + 17}" text-anchor="middle" fill="#3d444d">'
-                         f'{_e(mark)} acc {r["metrics"]["accuracy"]:.3f}</text>')
+                         f'{_e(mark)} ' + (NO_ANSWERS if unanswered(r) else f'acc {r["metrics"]["accuracy"]:.3f}')
+                         + '</text>')
     parts.append("</svg>")
     key = ("cell colour: the case's verdict" if cases else "no verdict recorded: cells tinted red by the drop "
            "(full red: half the clean accuracy lost)")
     return (f"<p>Accuracy drop from clean per text x image pair, shown as perturbed − clean accuracy (clean "
-            f"{clean:.3f}; −0.200: 20 points lower); {key}</p>" + "".join(parts))
+            f"{metric_text(group['clean'], clean)}; −0.200: 20 points lower); {key}</p>" + "".join(parts))
 
 
 def _bars(group: dict, cases: list[dict]) -> str:
@@ -394,11 +399,13 @@ def _bars(group: dict, cases: list[dict]) -> str:
                      f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{_e(_short(r["condition"]))}</text>'
                      f'<rect x="{x(lo_axis)}" y="{y + 3}" width="{max(0.0, x(value) - x(lo_axis))}" height="12" '
                      f'fill="{colour}" opacity=".78"/>'
-                     f'<line x1="{x(lo)}" y1="{y + 9}" x2="{x(hi)}" y2="{y + 9}" stroke="#111" stroke-width="1.5"/>'
+                     + ("" if unanswered(r) else f'<line x1="{x(lo)}" y1="{y + 9}" x2="{x(hi)}" y2="{y + 9}" '
+                                                 f'stroke="#111" stroke-width="1.5"/>')
                      + (f'<line x1="{x(floor)}" y1="{y + 1}" x2="{x(floor)}" y2="{y + 17}" stroke="#111" '
                         f'stroke-width="2"/>' if floor is not None else "")
-                     + f'<text x="{left + scale + 8}" y="{y + 12}">{value:.3f} ({lo:.3f} .. {hi:.3f}) '
-                     f'<tspan fill="{colour}">{_e(note)}</tspan></text></g>')
+                     + f'<text x="{left + scale + 8}" y="{y + 12}">'
+                     + (NO_ANSWERS if unanswered(r) else f"{value:.3f} ({lo:.3f} .. {hi:.3f})")
+                     + f' <tspan fill="{colour}">{_e(note)}</tspan></text></g>')
     for tick in (0.0, 0.5, 1.0):
         parts.append(f'<text x="{x(tick)}" y="{height - 6}" text-anchor="middle">{tick}</text>')
     parts.append("</svg>")
@@ -546,17 +553,15 @@ def to_html(report: dict) -> str:
     toc.append(("run-details", "Run details and versions", ""))
 
     if has_verdict(report):
-        passed = bool(report["verdict"].get("passed"))
-        badge = _chip("pass" if passed else "fail for sure", "✓ PASS" if passed else "✗ FAIL").replace(
-            'class="chip', 'class="badge')
+        word, mark, style = verdict_word(report["verdict"])
+        tip = "the run stopped before its last case: no verdict" if report["verdict"].get("interrupted") else None
+        badge = _chip(style, f"{mark} {word}", tip).replace('class="chip', 'class="badge')
     else:
         badge = f'<span class="badge v-none">{NO_VERDICT}</span>'
     nav = (f"<nav id='contents' aria-label='contents'>{badge}<h2>Contents</h2><ol>"
            + "".join(f"<li><a href='#{anchor}'>{_e(label)}</a>" + (f"<span class='n'>{_e(n)}</span>" if n else "")
                      + "</li>" for anchor, label, n in toc) + "</ol></nav>")
-    data = "; ".join(f"{name}: {info.get('n')} memes" for name, info in (report.get("datasets") or {}).items())
-    meta = (f"{', '.join(report.get('models') or {})} on {data}; seed {report.get('seed')}. "
-            "Suites are ordered most failing first; run details and versions are at the end.")
+    meta = report_meta(report)
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>Robustness report</title>"
             f"<style>{_STYLE}</style></head><body><div class='layout'>{nav}<main><h1>Robustness report</h1>"

@@ -9,9 +9,11 @@ import html
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (GATES, MARKS, NO_VERDICT, VERDICTS, brief, case_of, counts, counts_text, has_verdict,
-                      interval, number, regression_text, run_details, section_title, severity_order, short_title,
-                      signed, slug, table_heading, verdict_of, violation_parts, worst_violations)
-from .tables import budget_table, budget_title, p_value, prompt_summary, prompt_table, reliance_table, render
+                      interval, number, partial_note, regression_text, report_meta, run_details, section_title,
+                      severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
+                      violation_parts, worst_violations)
+from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
+                     reliance_table, render, unanswered)
 
 _SPECIAL = {"\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", ">": "&gt;"}
 _CAPTION = {**_SPECIAL, "_": "\\_", "~": "\\~", "#": "\\#"}  # free text: no emphasis, strike or heading either
@@ -113,10 +115,12 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
         return ['<a id="verdict"></a>', "> **NO VERDICT**: no verdict recorded. This report was written before "
                 "verdicts were recorded: the sections below carry the numbers, not whether the run passed."]
     verdict = report["verdict"]
-    passed = bool(verdict.get("passed"))
+    word, mark, _ = verdict_word(verdict)
     gate = verdict.get("gate") or "thresholds"
-    out = ['<a id="verdict"></a>', f"> **{'✓ PASS' if passed else '✗ FAIL'}**: {cell(verdict.get('summary', ''))}"
-           f"  \n> gate: **{cell(gate)}**: {GATES.get(gate, '')}", "## Verdict"]
+    note = partial_note(report)
+    out = ['<a id="verdict"></a>', f"> **{mark} {word}**: {cell(verdict.get('summary', ''))}"
+           f"  \n> gate: **{cell(gate)}**: {GATES.get(gate, '')}" + (f"  \n> {cell(note)}" if note else ""),
+           "## Verdict"]
     models = verdict.get("models") or []
     if models:  # most failing first, as the suites
         models = sorted(models, key=lambda m: (-int(m.get("failed", 0) or 0), -int(m.get("fail for sure", 0) or 0),
@@ -210,10 +214,12 @@ def _grid(group: dict, cases: list[dict]) -> list[str]:
                 row.append("")
                 continue
             mark = MARKS.get(verdict_of(case_of(cases, r["condition"])), "") if cases else ""
-            row.append(f"{mark} {signed(r['metrics']['accuracy'] - clean)}".strip())
+            change = NO_ANSWERS if unanswered(r) else signed(r["metrics"]["accuracy"] - clean)
+            row.append(f"{mark} {change}".strip())
         rows.append(row)
     key = "; ✗ fail for sure, ~ fail within noise, ✓ pass: the case's verdict" if cases else ""
-    return [f"**Accuracy change per text x image pair**: perturbed − clean accuracy (clean {clean:.3f}; −0.200: 20 "
+    return [f"**Accuracy change per text x image pair**: perturbed − clean accuracy (clean "
+            f"{metric_text(group['clean'], clean)}; −0.200: 20 "
             f"points lower){key}",
             table(["text \\ image", *(cell(i.split("=", 1)[1]) for i in group["grid_image"])], rows,
                   set(range(1, len(group["grid_image"]) + 1)))]
@@ -268,9 +274,7 @@ def markdown(report: dict) -> str:
         body += [f"### {title}", table(headers, [[cell(x) for x in row] for row in rows])]
     toc.append(("run-details", "Run details and versions", ""))
 
-    data = "; ".join(f"{name}: {info.get('n')} memes" for name, info in (report.get("datasets") or {}).items())
-    head = ["# Robustness report", f"{', '.join(report.get('models') or {})} on {data}; seed {report.get('seed')}. "
-            "Suites are ordered most failing first; run details and versions are at the end."]
+    head = ["# Robustness report", report_meta(report)]
     contents = ['<a id="contents"></a>', "## Contents",
                 "\n".join(f"{k}. [{label}](#{anchor})" + (f": {note}" if note else "")
                           for k, (anchor, label, note) in enumerate(toc, 1))]

@@ -30,6 +30,35 @@ def has_verdict(report: dict) -> bool:
     return isinstance(report.get("verdict"), dict)
 
 
+def verdict_word(verdict: dict) -> tuple[str, str, str]:
+    """(word, mark, the verdict whose colour it wears): PASS, FAIL, or INTERRUPTED for a run that did not finish
+    (no verdict: it neither passed nor failed its gate, and must not read as either)."""
+    if verdict.get("interrupted"):
+        return "INTERRUPTED", "⚠", "fail within noise"
+    return ("PASS", MARKS["pass"], "pass") if verdict.get("passed") else ("FAIL", MARKS["fail for sure"],
+                                                                          "fail for sure")
+
+
+def report_meta(report: dict) -> str:
+    """The line under the title: the models on the data, the seed, and how the page is ordered (the models and data
+    of the cases' records, for a report that holds only the verdict)."""
+    cases = [c for c in report.get("cases") or [] if isinstance(c, dict)]
+    models = list(report.get("models") or {}) or list(dict.fromkeys(str(c.get("model")) for c in cases))
+    data = "; ".join(f"{name}: {info.get('n')} memes" for name, info in (report.get("datasets") or {}).items()) \
+        or ", ".join(dict.fromkeys(str(c["dataset"]) for c in cases if c.get("dataset")))
+    return (f"{', '.join(models)} on {data or 'no data'}; seed {report.get('seed')}. "
+            "Suites are ordered most failing first; run details and versions are at the end.")
+
+
+def partial_note(report: dict) -> str | None:
+    """Why a report holds the verdict and the cases' records but no numbers (report.verdict_report), or None."""
+    partial = report.get("partial")
+    if not partial:
+        return None
+    return (f"{partial}. This report holds the verdict and the records of the cases that ran, not their numbers; "
+            "an earlier report at this path was replaced so that it is not read as this run's.")
+
+
 def minus(text: str) -> str:
     """A typographic minus sign in a formatted number: `−0.031` reads as negative at a glance; `-` looks like a
     dash."""
@@ -209,6 +238,13 @@ def run_details(report: dict) -> list[tuple[str, list[list[str]], list[str]]]:
     if models:
         out.append(("models", [[name, str(info.get("checkpoint", "")), str(info.get("checkpoint_sha256", ""))]
                                for name, info in models.items()], ["model", "checkpoint", "sha256"]))
+    prompts = [(name, info["prompt"]) for name, info in models.items() if isinstance(info.get("prompt"), dict)]
+    if prompts:  # what a prompted model was asked: the first thing to check when it declines every meme
+        out.append(("prompts", [[name, str(p.get("instruction", "")), str(p.get("system") or "none"),
+                                 " / ".join(map(str, p.get("label_words") or [])), str(p.get("abstain_below"))]
+                                for name, p in prompts],
+                    ["model", "instruction", "system message", "label words (one per class)",
+                     "declines below this mass on them"]))
     versions = report.get("versions") or {}
     if versions:
         out.append(("versions", [[k, str(v) if v else "not installed"] for k, v in versions.items()],
@@ -223,12 +259,14 @@ def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
         return [f"{NO_VERDICT}: this report was written before verdicts were recorded"]
     verdict = report["verdict"]
     gate = verdict.get("gate") or "thresholds"
-    lines = [f"{'PASS' if verdict.get('passed') else 'FAIL'}: {verdict.get('summary', '')}",
-             f"gate: {gate} ({GATES.get(gate, '')})"]
+    lines = [f"{verdict_word(verdict)[0]}: {verdict.get('summary', '')}", f"gate: {gate} ({GATES.get(gate, '')})"]
+    if partial_note(report):
+        lines.append(partial_note(report))
     for m in verdict.get("models") or []:
         c = {v: int(m.get(v, 0) or 0) for v in VERDICTS}
+        errors = sum((m.get("errors") or {}).values())
         lines.append(f"{m.get('model')}: {m.get('cases', 0)} cases: {counts_text(c)} · {m.get('failed', 0)} failed "
-                     "the run")
+                     "the run" + (f" · {errors} raised an error" if errors else ""))
     failing = list(verdict.get("failing") or [])
     if failing:
         lines.append(f"failing ({len(failing)}): " + ", ".join(failing[:failing_shown])

@@ -10,6 +10,21 @@ def _fmt(value, digits=3) -> str:
     return "nan" if value is None or value != value else f"{value:.{digits}f}"
 
 
+NO_ANSWERS = "no answers"
+
+
+def unanswered(row: dict | None) -> bool:
+    """A result with no meme left to score: the detector declined them (a prompted model whose label words got too
+    little of its answer), so its metrics are undefined, not zero."""
+    return bool(row) and row.get("n") == 0 and bool(row.get("n_declined"))
+
+
+def metric_text(row: dict, value, digits=3) -> str:
+    """A measure of `row`: `no answers` where the detector declined every meme, else the number (`nan` where it is
+    undefined for another reason)."""
+    return NO_ANSWERS if unanswered(row) and (value is None or value != value) else _fmt(value, digits)
+
+
 def p_value(p) -> str:
     """A p-value as people read them: 3 significant digits, and `<0.001` below that."""
     if p is None or p != p:
@@ -30,13 +45,14 @@ def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:
     if not rows:
         return None
     clean = group["clean"]
-    body = [["Clean", *(_fmt(clean["metrics"][m]) for m, _ in METRIC_COLUMNS), "–", "–", "–", "–", "–"]]
+    body = [["Clean", *(metric_text(clean, clean["metrics"][m]) for m, _ in METRIC_COLUMNS), *["–"] * 5]]
     for r in rows:
         side = r["condition"] if kind == "prompt" else r["condition"].split("=", 1)[1]
         lo, hi = r["relative_robustness_ci"]["accuracy"]
-        body.append([side, *(_fmt(r["metrics"][m]) for m, _ in METRIC_COLUMNS),
-                     _fmt(r["absolute_robustness"]["accuracy"], 5), _fmt(r["relative_robustness"]["accuracy"], 5),
-                     f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3), p_value(r.get("mcnemar_p"))])
+        body.append([side, *(metric_text(r, r["metrics"][m]) for m, _ in METRIC_COLUMNS),
+                     *(["–"] * 4 if unanswered(r) else
+                       [_fmt(r["absolute_robustness"]["accuracy"], 5), _fmt(r["relative_robustness"]["accuracy"], 5),
+                        f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3)]), p_value(r.get("mcnemar_p"))])
     # Robustness columns are of accuracy, as the paper prints them; McNemar's exact test asks whether accuracy
     # changed more than chance would (same memes, clean vs perturbed).
     headers = ["Perturbation", *(h for _, h in METRIC_COLUMNS), "Abs. Rob. Acc.", "Rel. Rob. Acc.",
@@ -50,18 +66,21 @@ def grid_table(group: dict, tablefmt: str) -> str | None:
     if not cells:
         return None
     clean = group["clean"]["metrics"]
-    body = [["0", "0", *(_fmt(clean[m]) for m, _ in METRIC_COLUMNS), "–", "–", "–"]]
+    body = [["0", "0", *(metric_text(group["clean"], clean[m]) for m, _ in METRIC_COLUMNS), "–", "–", "–"]]
     for ti, text in enumerate(group["grid_text"], 1):
         for ii, image in enumerate(group["grid_image"], 1):
             r = cells.get(f"{text}+{image}")
             if r is None:
                 continue
-            body.append([str(ti), str(ii), *(_fmt(r["metrics"][m]) for m, _ in METRIC_COLUMNS),
-                         *(_fmt(clean[m] - r["metrics"][m]) for m, _ in METRIC_COLUMNS)])
+            body.append([str(ti), str(ii), *(metric_text(r, r["metrics"][m]) for m, _ in METRIC_COLUMNS),
+                         *(metric_text(r, clean[m] - r["metrics"][m]) for m, _ in METRIC_COLUMNS)])
     summary = group["grid_summary"]
-    body.append(["Average drop", "", "", "", "", *(_fmt(summary["average_drop"][m], 4) for m, _ in METRIC_COLUMNS)])
-    body.append(["Average dropping rate", "", "", "", "",
-                 *(f"{100 * summary['dropping_rate'][m]:.2f}%" for m, _ in METRIC_COLUMNS)])
+    if unanswered(group["clean"]):  # declined every clean meme: no cell has answers either
+        body += [[name, "", "", "", "", *[NO_ANSWERS] * 3] for name in ("Average drop", "Average dropping rate")]
+    else:
+        body.append(["Average drop", "", "", "", "", *(_fmt(summary["average_drop"][m], 4) for m, _ in METRIC_COLUMNS)])
+        body.append(["Average dropping rate", "", "", "", "",
+                     *(f"{100 * summary['dropping_rate'][m]:.2f}%" for m, _ in METRIC_COLUMNS)])
     headers = ["Text noise", "Image noise", *(h for _, h in METRIC_COLUMNS), "Δ Acc", "Δ AUROC", "Δ F1"]
     table = tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
     legend = ("Text-noise indices: " + "; ".join(f"{i} = {t.split('=', 1)[1]}" for i, t in
@@ -133,7 +152,7 @@ def caption_attack_table(group: dict, tablefmt: str) -> str | None:
 def abstention_table(group: dict, tablefmt: str) -> str | None:
     """When the detector can decline (a prompted vision-language model): per condition, how often it declined, the
     change from clean with its interval, and how many memes were left out of the metrics (declined clean or there)."""
-    rows = [r for r in group["results"] if "abstention_rate" in r]
+    rows = [r for r in [group["clean"], *group["results"]] if "abstention_rate" in r]
     if not rows:
         return None
     body = []
@@ -186,9 +205,9 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
             if table:
                 parts.append(heading(f"{title}: {label}") + table)
         if len(parts) == 0 or not any(r["kind"] != "clean" for r in group["results"]):
-            c = group["clean"]["metrics"]
+            c = group["clean"]
             parts.append(heading(f"{title}: clean") + tabulate(
-                [[_fmt(c[m]) for m, _ in METRIC_COLUMNS]], headers=[h for _, h in METRIC_COLUMNS],
+                [[metric_text(c, c["metrics"][m]) for m, _ in METRIC_COLUMNS]], headers=[h for _, h in METRIC_COLUMNS],
                 tablefmt=tablefmt, disable_numparse=True))
     for entry in report.get("prompt_invariance", []):
         parts.append(heading(f"prompt invariance: {entry['model']} on {entry['dataset']} (n={entry['n']})")
@@ -300,7 +319,7 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
 
     rows_by_case = {(g["label"], g["dataset"], g["suite"], r["condition"]): r
                     for g in report["groups"] for r in g["results"]}
-    clean = {(g["label"], g["dataset"], g["suite"]): g["clean"]["metrics"] for g in report["groups"]}
+    clean = {(g["label"], g["dataset"], g["suite"]): g["clean"] for g in report["groups"]}
     parts = []
     records = [r for r in report.get("cases", []) if r.get("condition") is not None and r.get("dataset")]
     for key in dict.fromkeys((r["suite"], r["model"], r["dataset"]) for r in records):
@@ -324,10 +343,12 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
             record, worst = max(ran, key=lambda rr: (VERDICT_RANK[rr[0]["verdict"]], _drop(rr[1])))
             drop = worst["metrics"]["accuracy"] - worst["clean_metrics"]["accuracy"]
             lines.append([family, f"{failing}/{len(cases)}", *regressed, short_condition(worst["condition"]),
-                          _signed(drop), _fmt(worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
-        c = clean.get((model, dataset, suite), {})
+                          NO_ANSWERS if unanswered(worst) else _signed(drop),
+                          metric_text(worst, worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
+        c = clean.get((model, dataset, suite))
         clean_record = next((r for r in mine if r["condition"] == "clean"), None)
-        title = (f"{suite}: {model} on {dataset}: clean accuracy {_fmt(c.get('accuracy', float('nan')))}"
+        title = (f"{suite}: {model} on {dataset}: clean accuracy "
+                 f"{metric_text(c, (c or {}).get('metrics', {}).get('accuracy', float('nan')))}"
                  + (f" ({clean_record['verdict']}" + (", regressed" if clean_record["regressed"] else "") + ")"
                     if clean_record else ""))
         headers = ["family", "fail", *(["regr."] if regressions else []), "worst case", "Δ acc.", "flips", "verdict"]
@@ -365,14 +386,22 @@ def gate_table(baseline: dict, tablefmt: str = "simple", limit: int | None = 12)
 
 def verdict_lines(verdict: dict) -> list[str]:
     """The run's verdict (judge.verdict.run_verdict) as the terminal's last lines: per model the counts and the
-    weakest families, the false-discovery-rate line, the gate's summary, and PASSED or FAILED with what decided it."""
+    weakest families, the false-discovery-rate line, the gate's summary, and PASSED or FAILED with what decided it
+    (INTERRUPTED with how many cases ran, for a run that did not finish)."""
     lines = []
+    failed_comparison = ("not shown non-inferior to the baseline"
+                         if (verdict.get("baseline") or {}).get("mode") == "non-inferiority"
+                         else "regressed against the baseline")
     for m in verdict["models"]:
         ran = m["cases"] - m["skipped"]
         lines.append(f"{m['model']}: {ran} case{'s' * (ran != 1)}: {m['pass']} pass, {m['fail for sure']} fail for sure, "
                      f"{m['fail within noise']} fail within noise"
                      + (f", {m['skipped']} skipped" if m["skipped"] else "")
-                     + (f"; {m['regressed']} regressed against the baseline" if m["regressed"] else ""))
+                     + (f"; {m['regressed']} {failed_comparison}" if m["regressed"] else ""))
+        errors = m.get("errors") or {}
+        if errors:
+            lines.append(f"  {sum(errors.values())} raised an error instead of a measurement: "
+                         + ", ".join(f"{kind} ×{n}" for kind, n in errors.items()))
         if m["weakest_families"]:
             lines.append("  weakest: " + "; ".join(
                 f"{w['family']} ({w['condition']}: {w['what'].replace('relative robustness of ', 'rel. ')} "
@@ -385,6 +414,11 @@ def verdict_lines(verdict: dict) -> list[str]:
                         else ""))
     if verdict.get("baseline"):
         lines.append(f"against the baseline {verdict['baseline']['path']}: {verdict['baseline']['summary']}")
+    if verdict.get("interrupted"):  # never PASSED nor FAILED: the cases that did not run decided nothing
+        from ..judge.verdict import cases_ran_text
+
+        return lines + [f"INTERRUPTED: {cases_ran_text(verdict['cases_run'], verdict.get('cases_collected'))}; "
+                        "no verdict"]
     gate = verdict["gate"]
     n = len(verdict["failing"])
     unarmed = gate == "regressions" and not verdict.get("baseline")
