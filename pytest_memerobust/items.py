@@ -113,7 +113,7 @@ class CaseItem(pytest.Item):
         violations = assess(result, thresholds)
         comparisons = session.regressions(self.model, self.condition, result, data=suite.dataset,
                                           captions=suite.captions)
-        regressed = [c for c in comparisons if c.regressed]
+        regressed = sorted((c for c in comparisons if c.regressed), key=lambda c: c.room)  # the clearest first
         record = case_record(nodeid=self.nodeid, model=session.model_label(self.model),
                              dataset=session.data_spec(suite.dataset, suite.captions), suite=suite.name,
                              condition=self.condition, thresholds=thresholds, violations=violations,

@@ -62,8 +62,13 @@ _OPTIONS = [
      "cases that regressed beyond noise"),
     ("gate", conv.gate, False,
      "what fails the run: thresholds (the suites' absolute thresholds), regressions (only what regressed against "
-     "--memerobust-baseline; threshold failures are reported as xfail) or both; default: both with a baseline, "
-     "thresholds without"),
+     "--memerobust-baseline; threshold failures are reported as xfail), both, or non-inferiority (pass only where "
+     "each rule is shown no worse than the baseline by more than its margin, --memerobust-fail-on=acc:2%, 2 points "
+     "unless given); default: both with a baseline, thresholds without"),
+    ("gate-error", conv.gate_error, False,
+     "error control of the baseline comparison over every condition and rule of the run: fwer (default: an equally "
+     "good checkpoint fails the run at most 5% of the time; bootstrap max-T), holm, fdr (false discovery rate) or "
+     "none (each rule alone), with an optional level: fwer:0.01, fdr:10%"),
     ("tables", conv.tables, False,
      "robustness tables at the end of the run: summary (default: one line per perturbation family with its worst "
      "case), full (every table) or none"),
@@ -116,6 +121,7 @@ def _value(config, name: str, convert, repeatable: bool):
 
 def build_options(config):
     from .engine.features import FEATURE_MEMORY_MIB
+    from .judge.gate import ErrorControl
     from .results import StatsConfig
     from .session import Options
 
@@ -134,7 +140,7 @@ def build_options(config):
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
         baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),
-        gate=v["gate"], tables=v["tables"] or "summary",
+        gate=v["gate"], gate_error=v["gate_error"] or ErrorControl(), tables=v["tables"] or "summary",
         allow_outside_paths=bool(v["allow_outside_paths"]),
         counterexamples=v["counterexamples"], replay=v["replay"],
         shard_size=v["shard_size"], ray=v["ray"],
@@ -478,6 +484,7 @@ def pytest_terminal_summary(terminalreporter, config):
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.options.models:
         return
+    from .report.outline import baseline_notes
     from .report.tables import family_rollup, gate_table, verdict_lines
 
     tr = terminalreporter
@@ -506,6 +513,8 @@ def pytest_terminal_summary(terminalreporter, config):
         if b["rows"]:
             tr.write_line(_fit(gate_table(b), tr))
         _say(tr, b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
+        for line in baseline_notes(b):  # the error control, the power, conditions only one side has
+            _say(tr, line)
     tr.write_sep("=", "memerobust verdict", red=not verdict["passed"], green=verdict["passed"])
     for line in verdict_lines(verdict):
         last = line.startswith(("PASSED", "FAILED", "INTERRUPTED"))
@@ -566,8 +575,8 @@ def pytest_collection_modifyitems(session, config, items):
     cases = {}
     for item in items:
         if isinstance(item, CaseItem):
-            rs.plan(item.model, item.suite.dataset, item.condition, item.suite.captions)
             s = item.suite
+            rs.plan(item.model, s.dataset, item.condition, s.captions, task=s.task, group=s.group, nodeid=item.nodeid)
             cases.setdefault((item.model, s.dataset, s.task, s.captions, s.group), item.nodeid)
     if any(("memerobust.suite", Path(str(item.path)).name) in item.user_properties for item in items):
         cases.setdefault((rs.options.models[0], None, None, None, None), "")  # the Python suites' model and data
@@ -624,6 +633,7 @@ def pytest_sessionfinish(session, exitstatus):
 
         rs.case_records = case_records(session.config)
         rs.verdict = run_verdict(rs.case_records, gate=rs.gate, baseline=rs.options.baseline,
+                                 baseline_conditions=rs.baseline_conditions(),
                                  interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                                  collected=_collected(session))
     if not (rs.results or rs.reliance_results or rs.prompt_results or rs.case_records) \

@@ -119,7 +119,7 @@ WEAKEST = 5  # families named per model in the run's verdict
 
 
 def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q,
-                interrupted: bool = False, collected: int | None = None) -> dict:
+                baseline_conditions=(), interrupted: bool = False, collected: int | None = None) -> dict:
     """The run's verdict from its case records (each with its `outcome`): per model the counts and the weakest
     families, the failing cases, false-discovery-rate control over the confident cases (each record's
     `fdr_survives` is set), and the baseline comparison's summary. What every renderer shows; none computes it.
@@ -153,10 +153,14 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
                        "weakest_families": _weakest_families(mine)})
     comparisons = [c for r in records for c in r["regressions"]]
     summary_of_gate = None
-    if baseline is not None:
+    if baseline is not None:  # `baseline_conditions`: every `model on spec: condition` the baseline holds
         rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci")},
                            low=c["ci"][0], high=c["ci"][1]) for c in comparisons]
-        summary_of_gate = {"path": str(baseline), **summarize(rows)}
+        ran = {r["baseline_key"] for r in records if r.get("baseline_key") and r["outcome"] != "skipped"}
+        new = [f"{r['model']} on {r['dataset']}: {r['condition']}" for r in records
+               if "baseline_key" in r and r["baseline_key"] is None and r["outcome"] != "skipped"]
+        summary_of_gate = {"path": str(baseline), **summarize(
+            rows, new=new, missing=[name for name in baseline_conditions if name not in ran])}
     failed = [r["nodeid"] for r in records if r["outcome"] == "failed"]
     return {"passed": not failed and not interrupted, "gate": gate,
             "summary": _interrupted_prefix(interrupted, len(records), collected)

@@ -11,10 +11,11 @@ import html
 import re
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS, brief, case_of, counts, counts_text,
-                      has_verdict, interval, number, partial_note, regression_text, report_meta, run_details,
-                      section_title, severity_order, short_title, signed, slug, table_heading, verdict_of,
-                      verdict_word, violation_parts, worst_violations)
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS,
+                      baseline_cells, baseline_failure_word, baseline_notes, brief, case_of, counts, counts_text,
+                      has_verdict, number, partial_note, regression_text, report_meta, run_details, section_title,
+                      severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
+                      violation_parts, worst_violations)
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
                      reliance_table, render, unanswered)
 
@@ -163,7 +164,7 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             lines.append(f"<td class='l w'>{mark} {what}</td><td class='n'>{value}</td><td class='n'>{limit}</td>"
                          f"<td class='n'>{ci}</td>")
         for r in regressions:
-            lines.append(f"<td class='l' colspan='4'>regressed against the baseline: {_e(regression_text(r))}</td>")
+            lines.append(f"<td class='l' colspan='4'>against the baseline, {_e(regression_text(r))}</td>")
         rest = [v for v in violations if not any(v is w for w in shown)]
         if rest:
             lines.append(f"<td class='l note' colspan='4'>also past a limit within noise: " + "; ".join(
@@ -181,8 +182,8 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             gated = ", ".join(case.get("gated_by") or [])
             failed = ("" if all_failed else "<br><b>failed the run</b>") + (f"<br><small>by {_e(gated)}</small>"
                                                                            if gated else "")
-        regressed = ("<br>" + _chip("fail for sure", f"{MARKS['fail for sure']} regressed",
-                                    "worse than the baseline on the same memes, beyond noise")
+        regressed = ("<br>" + _chip("fail for sure", f"{MARKS['fail for sure']} {baseline_failure_word(case)}",
+                                    "against the baseline on the same memes, under the run's error control")
                      if case.get("regressed") else "")
         lead = (f"<td class='l name' rowspan='{n}'>{_case_name(case, anchors)}</td>"
                 f"<td class='l v' rowspan='{n}'>{_chip(verdict)}{regressed}{failed}</td>")
@@ -279,20 +280,21 @@ def _baseline_section(report: dict) -> str:
     if not baseline:
         return ""
     rows = sorted(baseline.get("rows") or [], key=lambda r: not r.get("regressed"))
-    body = "".join(
-        f"<tr><td>{_e(r.get('model', ''))}</td><td class='l'>{_e(r.get('dataset', ''))}</td>"
-        f"<td class='l'>{_e(_short(str(r.get('condition', ''))))}</td><td class='l'>{_e(r.get('what', ''))}</td>"
-        f"<td>{_e(number(r.get('before')))}</td><td>{_e(number(r.get('now')))}</td>"
-        f"<td>{_e(signed(r.get('difference')))}</td><td>{_e(interval(r.get('ci')))}</td>"
-        f"<td>{_e(p_value(r.get('p_value')))}</td><td class='l'>"
-        + (_chip("fail for sure", "✗ regressed") if r.get("regressed") else _chip("pass", "✓ within noise"))
-        + "</td></tr>" for r in rows)
+
+    def row(r):
+        cells = baseline_cells(r)
+        decision = (_chip("fail for sure", f"✗ {cells[-1]}") if r.get("regressed") else
+                    _chip("skipped", cells[-1]) if str(r.get("state", "")).startswith("not judged") else
+                    _chip("pass", f"✓ {cells[-1]}"))
+        return ("<tr>" + "".join(f"<td{'' if i in BASELINE_NUMERIC else ' class=l'}>{_e(c)}</td>"
+                                 for i, c in enumerate(cells[:-1])) + f"<td class='l'>{decision}</td></tr>")
+
+    notes = "".join(f"<p>{_e(n)}</p>" for n in baseline_notes(baseline))
     return (f"<h2 id='baseline'>Baseline comparison: {_e(baseline.get('path', ''))}</h2><p>"
-            f"{_e(baseline.get('summary', ''))} ({baseline.get('regressed', 0)} of {baseline.get('conditions', 0)} "
-            "conditions regressed; difference = now − before, with its paired interval and test).</p>"
-            "<div class='scroll'><table><tr><th>model</th><th class='l'>dataset</th><th class='l'>condition</th>"
-            "<th class='l'>measure</th><th>before</th><th>now</th><th>difference</th><th>interval</th><th>p</th>"
-            f"<th class='l'>regressed?</th></tr>{body}</table></div>")
+            f"{_e(baseline.get('summary', ''))}. Difference = now − before on the same memes.</p>{notes}"
+            "<div class='scroll'><table><tr>" + "".join(
+                f"<th{'' if i in BASELINE_NUMERIC else ' class=l'}>{h}</th>" for i, h in enumerate(BASELINE_HEADERS))
+            + f"</tr>{''.join(row(r) for r in rows)}</table></div>")
 
 
 # --- per suite -------------------------------------------------------------------------------------------------

@@ -8,10 +8,10 @@ from __future__ import annotations
 import html
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (GATES, MARKS, NO_VERDICT, VERDICTS, brief, case_of, counts, counts_text, has_verdict,
-                      interval, number, partial_note, regression_text, report_meta, run_details, section_title,
-                      severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
-                      violation_parts, worst_violations)
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICTS, baseline_cells,
+                      baseline_notes, brief, case_of, counts, counts_text, has_verdict, number, partial_note,
+                      regression_text, report_meta, run_details, section_title, severity_order, short_title, signed,
+                      slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
                      reliance_table, render, unanswered)
 
@@ -91,7 +91,7 @@ def case_rows(cases: list[dict], anchors: dict[str, str] | None = None, all_fail
                 "", "", ""])
         for r in case.get("regressions") or []:
             if r.get("regressed", True):
-                lines.append([f"regressed against the baseline: {cell(regression_text(r))}", "", "", ""])
+                lines.append([f"against the baseline, {cell(regression_text(r))}", "", "", ""])
         if not lines and case.get("message"):  # a test that is not a suite case: its failure message
             lines.append(["<br>".join(f"`{line}`" if line.strip() and not set("`|") & set(line) else cell(line)
                                       for line in case["message"].splitlines()), "", "", ""])
@@ -166,14 +166,10 @@ def _baseline(report: dict) -> list[str]:
         return []
     rows = sorted(baseline.get("rows") or [], key=lambda r: not r.get("regressed"))
     return ['<a id="baseline"></a>', f"## Baseline comparison: `{baseline.get('path', '')}`",
-            f"{cell(baseline.get('summary', ''))} ({baseline.get('regressed', 0)} of {baseline.get('conditions', 0)} "
-            "conditions regressed; difference = now − before, with its paired interval and test).",
-            table(["model", "dataset", "condition", "measure", "before", "now", "difference", "interval", "p",
-                   "regressed?"],
-                  [[cell(r.get("model", "")), cell(r.get("dataset", "")), f"`{r.get('condition', '')}`",
-                    cell(r.get("what", "")), number(r.get("before")), number(r.get("now")),
-                    signed(r.get("difference")), interval(r.get("ci")), p_value(r.get("p_value")),
-                    "✗ regressed" if r.get("regressed") else "✓ within noise"] for r in rows], {4, 5, 6, 7, 8})]
+            f"{cell(baseline.get('summary', ''))}. Difference = now − before on the same memes.",
+            *[cell(n) for n in baseline_notes(baseline)],
+            table(BASELINE_HEADERS, [[cell(c) if i != 2 else f"`{c}`" for i, c in enumerate(baseline_cells(r))]
+                                     for r in rows], BASELINE_NUMERIC)]
 
 
 def _worst(group: dict, cases: list[dict]) -> list[str]:

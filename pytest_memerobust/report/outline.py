@@ -105,11 +105,62 @@ def violation_text(v: dict) -> str:
 
 
 def regression_text(r: dict) -> str:
-    """`accuracy 0.825 → 0.700 (−0.125, CI −0.200 .. −0.050, p 0.004) on text=typos@3`."""
+    """`accuracy 0.825 → 0.700 (−0.125, bound −0.050, adjusted p 0.004) on text=typos@3`."""
     from .tables import p_value
 
-    return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} ({signed(r.get('difference'))}, "
-            f"CI {interval(r.get('ci'))}, p {p_value(r.get('p_value'))})")
+    if r.get("state", "").startswith("not judged"):
+        return f"{r.get('what', '')} {r['state']}"
+    if "bound" not in r:  # a report written before the run-level gate
+        return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} "
+                f"({signed(r.get('difference'))}, CI {interval(r.get('ci'))}, p {p_value(r.get('p_value'))})")
+    return (f"{r.get('state', '')}: {r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} "
+            f"({signed(r.get('difference'))}, simultaneous bound {signed(r.get('bound'))}, adjusted p "
+            f"{p_value(r.get('p_value'))})")
+
+
+def baseline_failure_word(case: dict) -> str:
+    """What a case's failing comparisons say: `regressed`, or `not shown non-inferior` under non-inferiority."""
+    states = {r.get("state") for r in case.get("regressions") or [] if r.get("regressed", True)}
+    return "not shown non-inferior" if "not shown non-inferior" in states else "regressed"
+
+
+BASELINE_HEADERS = ["model", "dataset", "condition", "measure", "before", "now", "difference", "simultaneous bound",
+                    "p (one-sided)", "adjusted p", "decision"]
+BASELINE_NUMERIC = {4, 5, 6, 7, 8, 9}
+
+
+def baseline_cells(r: dict) -> list[str]:
+    """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
+    from .tables import p_value
+
+    needed = f"; about {r['memes_needed']} memes would show it" if r.get("memes_needed") else ""
+    return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
+            number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound")),
+            p_value(r.get("p_raw")), p_value(r.get("p_value")),
+            (r.get("state") or ("regressed" if r.get("regressed") else "no regression")) + needed]
+
+
+def baseline_notes(baseline: dict) -> list[str]:
+    """Sentences under the gate's summary: the error control, the power, what was not judged, which conditions
+    only one side has (named, the first few)."""
+    from ..judge.gate import power_line
+
+    notes = []
+    if baseline.get("control_text"):
+        question = ("non-inferiority: a rule passes only when the simultaneous bound of its change stays within its "
+                    "margin" if baseline.get("mode") == "non-inferiority" else
+                    "regressions: a rule fails when it is worse beyond noise, one-sided")
+        notes.append(f"{question}; error control: {baseline['control_text']} over {baseline.get('rules', 0)} rules.")
+    power = power_line(baseline)
+    if power:
+        notes.append(power[0].upper() + power[1:] + ".")
+    for key, what in (("new", "in this run but not in the baseline (not gated)"),
+                      ("missing", "in the baseline but not run")):
+        names = baseline.get(key) or []
+        if names:
+            notes.append(f"{len(names)} condition{'s' * (len(names) != 1)} {what}: {', '.join(names[:8])}"
+                         + (f" and {len(names) - 8} more" if len(names) > 8 else "") + ".")
+    return notes
 
 
 def worst_violations(case: dict) -> list[dict]:

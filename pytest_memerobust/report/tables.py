@@ -251,7 +251,7 @@ def failure_table(model: str, condition: str, violations, result, regressions=()
     if violations:
         parts.append(f"{model} under {condition} is below the suite's robustness thresholds:\n{table}")
     if regressions:
-        parts.append(f"{model} under {condition} regressed against the baseline:\n"
+        parts.append(f"{model} under {condition} against the baseline:\n"
                      + "\n".join(f"  {r}" for r in regressions))
     mcnemar = ("" if result.condition.kind == "clean"
                else f"; McNemar p {p_value(result.mcnemar_p)} (did accuracy change more than chance?)")
