@@ -1,7 +1,8 @@
 """Runs on Ray clusters on this machine (engine/executors.py): a local cluster and a two-node cluster on 127.0.0.1
-give the report one process gives, on the built-in suites; an actor killed mid-run is restarted and its shard run
-again, the results unchanged; a cluster that cannot be reached, or lacks the GPU the run asks for, is one usage
-error before any case.
+give the report one process gives, on the built-in suites; an actor killed while it holds a shard (executors'
+test-only hold) is restarted and the shard evaluated again, the report unchanged; SIGTERM mid-shard ends the run on
+pytest's interrupted path with every Ray process of the run gone; a cluster that cannot be reached, an address where
+something else listens, or a cluster without the GPU the run asks for is one usage error before any case.
 
 Ray is the [ray] extra (also in [dev]); without it these tests skip. Every cluster a test starts is stopped by it,
 and only its own processes are ended."""
@@ -18,7 +19,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from report_compare import comparable
@@ -60,20 +60,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _alive(pid: int) -> tuple[bool, int]:
+    """(whether process `pid` runs: not ended, nor a zombie not reaped yet; its session id), from /proc/PID/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False, 0
+    return fields[0] not in "ZX", int(fields[3])  # fields 3 and 6 of /proc/PID/stat: the state, the session id
+
+
+def _in_session(sid: int) -> list[int]:
+    """The live processes of session `sid`: a process started with start_new_session and every process it started
+    (Ray's GCS, raylet, agents and workers keep its session id)."""
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    return [pid for pid in pids if _alive(pid) == (True, sid)]
+
+
 def _end_session(leader: subprocess.Popen) -> None:
-    """End `ray start` and every process it started (they keep its session id), and nothing else."""
-    sid = leader.pid
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid:  # field 6 of /proc/PID/stat: the session id
-                try:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+    """End `leader` (started with start_new_session) and every process it started, and nothing else."""
+    for pid in _in_session(leader.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     leader.wait(timeout=30)
 
 
@@ -115,45 +124,157 @@ def test_a_two_node_cluster_on_127_0_0_1_reports_what_one_process_reports(one_pr
     assert comparable(report) == comparable(one_process[1])
 
 
-def test_an_actor_killed_mid_run_is_restarted_and_changes_nothing():
+@pytest.fixture
+def hold(tmp_path, monkeypatch):
+    """A folder where each actor notes the shards it evaluates and holds those named there (executors.hold_for_tests),
+    so a test acts provably mid-shard; set before any cluster starts, whose actors inherit it."""
+    from pytest_memerobust.engine.executors import HOLD_ENV
+
+    folder = tmp_path / "hold"
+    folder.mkdir()
+    monkeypatch.setenv(HOLD_ENV, str(folder))
+    yield folder
+    for held in folder.glob("hold-*"):  # a shard still held ends its wait
+        held.unlink()
+
+
+def _noted(hold: Path, index: int, deadline_s: float = 300, running: subprocess.Popen | None = None) -> list[int]:
+    """The processes that evaluated shard `index` (at least one: waits for it, as long as `running` runs)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and (running is None or running.poll() is None):
+        pids = [int(p.name.rpartition("-")[2]) for p in hold.glob(f"shard-{index}-pid-*")]
+        if pids:
+            return pids
+        time.sleep(0.05)
+    raise AssertionError(f"no actor evaluated shard {index} in {deadline_s} s")
+
+
+def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_changing_nothing(hold):
     from pytest_memerobust.engine import Condition
     from pytest_memerobust.results import StatsConfig
     from pytest_memerobust.session import Options, RobustnessSession
 
+    # 16 memes in shards of 8 on one actor (two would share 2 cores): shard 0, then shard 1, held and killed; the
+    # attacks are fitted before the shards and shipped to the actor (hotflip's captions, the UAP's pattern)
     conditions = [Condition(text="typos", text_severity=3), Condition(image="gaussian_noise", image_severity=3),
                   Condition(text="hotflip", text_severity=1), Condition("typos", 3, "uap", 1)]
 
-    def evaluate(ray_target, on_start=None):
-        session = RobustnessSession(Options(models=(MODEL,), limit=48, batch_size=8, shard_size=8,
+    def evaluate(ray_target, during=None):
+        session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, shard_size=8,
                                             feature_cache=False, stats=StatsConfig(n_resamples=20), ray=ray_target))
         try:
             for condition in conditions:
                 session.plan(MODEL, None, condition)
-            if on_start is not None:
-                on_start(session.executor)
-            return {c.id: session.evaluate(MODEL, c).proba for c in conditions}
+            if during is not None:
+                during(session.executor)
+            proba = {c.id: session.evaluate(MODEL, c).proba for c in conditions}
+            report = json.dumps(comparable(session.report()), sort_keys=True).encode()
+            return proba, report, session.executor.actor_pids() if ray_target else []
         finally:
             session.close()
 
-    killed = {}
+    returned, killed = [], {}  # (shard, pid that evaluated it) as the driver got them; what the kill saw
 
-    def kill_one_actor(executor):
+    def kill_mid_shard(executor):
+        run = executor.run
+
+        def recorded(*args):
+            for result in run(*args):
+                returned.append((result.index, result.pid))
+                yield result
+
+        executor.run = recorded
+
         def kill():
-            pids = executor.actor_pids()  # waits for the actors to start
-            time.sleep(1.0)  # they are building their engines or evaluating their first shards
-            os.kill(pids[0], signal.SIGKILL)
-            killed["pid"], killed["at"] = pids[0], time.monotonic()
-            killed["restarted"] = executor.actor_pids()  # Ray started it again
+            try:
+                (pid,) = _noted(hold, 1)  # the actor evaluated shard 1 and now waits in hold_for_tests
+                killed["returned before"] = list(returned)
+                os.kill(pid, signal.SIGKILL)  # an actor of the cluster this test's session started
+                deadline = time.monotonic() + 30
+                while _alive(pid)[0] and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                killed.update(pid=pid, gone=not _alive(pid)[0], held=(hold / "hold-1").exists())
+            finally:
+                (hold / "hold-1").unlink(missing_ok=True)  # the retry goes through
+
         threading.Thread(target=kill, daemon=True).start()
 
-    alone = evaluate(None)
-    started = time.monotonic()
-    with_a_kill = evaluate("local:2", kill_one_actor)
-    finished = time.monotonic()
-    assert "pid" in killed and started < killed["at"] < finished  # killed mid-run
-    assert killed["pid"] not in killed["restarted"]
+    (hold / "hold-1").touch()
+    alone, alone_report, _ = evaluate(None)  # in this process: no actor, nothing held or noted
+    assert not list(hold.glob("shard-*"))
+    with_a_kill, report, actors = evaluate("local:1", kill_mid_shard)
+    # the kill landed mid-shard: shard 1 was evaluated by that actor, which was still held (its result not handed
+    # back) when it died, and the driver had not received shard 1
+    assert killed["gone"] and killed["held"], killed
+    assert 1 not in [index for index, _ in killed["returned before"]]
+    # shard 1 was evaluated again, by the restarted actor, and every shard by an actor, not by this process
+    again = [pid for index, pid in returned if index == 1]
+    assert len(again) == 1 and actors == again != [killed["pid"]]
+    assert sorted(_noted(hold, 1)) == sorted([killed["pid"], again[0]])
+    assert sorted(index for index, _ in returned) == [0, 1]
+    assert {pid for _, pid in returned} <= {killed["pid"], *actors} and os.getpid() not in {killed["pid"], *actors}
     for condition in conditions:
-        assert np.array_equal(with_a_kill[condition.id], alone[condition.id]), condition.id
+        assert with_a_kill[condition.id].tobytes() == alone[condition.id].tobytes(), condition.id
+    assert report == alone_report
+
+
+def test_sigterm_mid_shard_ends_a_ray_run_as_interrupted_and_leaves_no_ray_process(hold, tmp_path):
+    """Ray's own SIGTERM handler (a sys.exit inside ray.wait) ended pytest in a SIGABRT (exit 134), nothing printed,
+    with Ray's agents left running."""
+    (hold / "hold-0").touch()
+    report = tmp_path / "r.json"
+    run = subprocess.Popen([sys.executable, "-m", "pytest", *RUN, "--memerobust-ray=local:2", "-k",
+                            "rainbow and typos-3", f"--memerobust-report={report}",
+                            f"--memerobust-cache-dir={tmp_path / 'cache'}"],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    try:
+        _noted(hold, 0, running=run)  # an actor evaluated shard 0 and holds it; the driver waits for it
+        started = _in_session(run.pid)
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=120)
+        deadline = time.monotonic() + 30  # Ray's processes end once the driver shut the cluster down
+        while _in_session(run.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _in_session(run.pid)
+    finally:
+        _end_session(run)
+    assert len(started) >= 5  # pytest, Ray's GCS and raylet, the two actors at least
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert f"memerobust: interrupted: {report}" in out, out[-3000:]
+    assert not report.exists() or json.loads(report.read_text())["groups"] == []  # no numbers of a part of the run
+    assert not left, [Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in left]
+
+
+def test_an_address_where_something_else_listens_is_one_usage_error_within_seconds():
+    """Ray retries such an address for minutes: the run checks for a gRPC server there first (a ConfigError is
+    pytest's usage error, as the next test shows)."""
+    import http.server
+
+    from pytest_memerobust.engine.executors import RayActors
+    from pytest_memerobust.errors import ConfigError
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nothing is ever said
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        for server, said in ((silent, "it said nothing in 5 s)"), (web.socket, "it answered '")):
+            address = f"127.0.0.1:{server.getsockname()[1]}"
+            started = time.monotonic()
+            with pytest.raises(ConfigError) as error:
+                RayActors(address)
+            assert time.monotonic() - started < 10
+            assert str(error.value).startswith(f"--memerobust-ray={address}: something listens at {address} but it "
+                                               f"is not a Ray cluster ({said}")
+    finally:
+        web.shutdown()
+        web.server_close()
+        silent.close()
+    assert not ray.is_initialized()
 
 
 def test_an_unreachable_cluster_is_one_usage_error_before_any_case(tmp_path):

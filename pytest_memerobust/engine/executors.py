@@ -8,6 +8,7 @@ next shard.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -18,6 +19,8 @@ from ..errors import ConfigError
 from .shards import ShardResult, ShardTask, evaluate_shard
 
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
+HOLD_ENV = "MEMEROBUST_TEST_HOLD"  # tests only: a folder where actors note and hold shards (see hold_for_tests)
+HOLD_MAX_S = 300.0  # the longest a held shard waits
 
 
 class InProcess:
@@ -57,19 +60,71 @@ def parse_ray_target(value: str) -> tuple[str | None, int | None]:
     return value, None
 
 
-def check_reachable(target: str, address: str, timeout_s: float = 5.0) -> None:
-    """A ConfigError unless something listens at `address` (host:port, or ray://host:port)."""
-    import socket
+# What an HTTP/2 client sends first: the connection preface and an empty SETTINGS frame. Ray's GCS and Ray Client
+# are gRPC servers, which answer with a SETTINGS frame of their own (a 9-byte frame header of type 4).
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
+
+def check_reachable(target: str, address: str, timeout_s: float = 5.0) -> None:
+    """A ConfigError unless something that speaks gRPC, as a Ray cluster does, answers at `address` (host:port, or
+    ray://host:port) within `timeout_s`: Ray itself retries an address where nothing listens, or where something
+    else does (a web server, a service that says nothing), for minutes. With RAY_USE_TLS the server speaks TLS
+    first, so only the connection is checked."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"--memerobust-ray={target}: expected auto, local:N or host:port")
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            connection.sendall(HTTP2_PREFACE)
+            answer, closed = b"", False
+            deadline = time.monotonic() + timeout_s
+            while len(answer) < 9 and not closed and time.monotonic() < deadline:
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+                try:
+                    chunk = connection.recv(64)
+                except socket.timeout:
+                    break
+                except ConnectionResetError:
+                    chunk = b""
+                answer, closed = answer + chunk, not chunk
     except OSError as error:
         raise ConfigError(f"--memerobust-ray={target}: no Ray cluster answers at {host}:{port} "
                           f"({error.strerror or error}); start one with `ray start --head --port={port}`, or use "
                           f"--memerobust-ray=local:N for a cluster on this host") from None
+    if len(answer) >= 9 and answer[3] == 4:  # the server's SETTINGS frame: a gRPC server, Ray's or not
+        return
+    if answer.strip():
+        said = f"it answered {answer.decode('latin-1').strip().splitlines()[0][:40]!r}, not HTTP/2"
+    else:
+        said = "it closed the connection" if closed else f"it said nothing in {timeout_s:g} s"
+    raise ConfigError(f"--memerobust-ray={target}: something listens at {host}:{port} but it is not a Ray cluster "
+                      f"({said}); give the head node's address (`ray start --head --port=PORT`; ray://host:10001 for "
+                      f"Ray Client), or use --memerobust-ray=local:N for a cluster on this host")
+
+
+@contextlib.contextmanager
+def signal_handlers_kept():
+    """Keep this process's SIGTERM and SIGINT handlers across `ray.init`. Ray's SIGTERM handler for a driver tears the
+    local cluster down and calls sys.exit from inside `ray.wait`, which ended pytest in a SIGABRT (exit 134) with
+    nothing printed and Ray's agents left running. Kept, a signal ends a Ray run as it ends an in-process one: the
+    plugin turns SIGTERM into pytest's interrupted path (plugin.Terminated), and `RayActors.close` shuts the cluster
+    down on the way out. Outside pytest, with no handler set, SIGTERM ends the driver at once: Ray's GCS, raylet and
+    workers die with it (Ray's fate sharing), its agents within a minute."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    kept = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            if handler is not None and signal.getsignal(number) is not handler:  # None: set outside Python
+                signal.signal(number, handler)
 
 
 class RayActors:
@@ -94,19 +149,20 @@ class RayActors:
         self.started_here = False
         if not ray.is_initialized():
             if address not in (None, "auto"):
-                check_reachable(target, address)  # Ray itself retries an unreachable address for minutes
+                check_reachable(target, address)
             try:
-                if address == "auto":
-                    try:
-                        ray.init(address="auto", log_to_driver=False, configure_logging=False)
-                    except ConnectionError:  # no cluster on this host: a local one of its CPUs
-                        ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                with signal_handlers_kept():
+                    if address == "auto":
+                        try:
+                            ray.init(address="auto", log_to_driver=False, configure_logging=False)
+                        except ConnectionError:  # no cluster on this host: a local one of its CPUs
+                            ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                                     configure_logging=False)
+                    elif address is None:  # "local": a new cluster, even where another runs on this host
+                        ray.init(address="local", num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
                                  configure_logging=False)
-                elif address is None:  # "local": a new cluster, even where another runs on this host
-                    ray.init(address="local", num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
-                             configure_logging=False)
-                else:
-                    ray.init(address=address, log_to_driver=False, configure_logging=False)
+                    else:
+                        ray.init(address=address, log_to_driver=False, configure_logging=False)
             except Exception as error:  # ConnectionError, RuntimeError, ValueError: Ray's words for "not there"
                 raise ConfigError(f"--memerobust-ray={target}: cannot reach a Ray cluster there "
                                   f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
@@ -154,12 +210,14 @@ class RayActors:
                 running[actor.evaluate.remote(shared, todo.pop(0))] = actor
 
     def close(self) -> None:
-        """Let the actors go, and the cluster too when this pool started it."""
-        for actor in self._actors:
-            self.ray.kill(actor)
-        self._actors = []
+        """Let the actors go, and the cluster too when this pool started it (its shutdown ends the actors, and
+        every process of the cluster, without a warning per shard an interrupted run left in flight)."""
         if self.started_here:
             self.ray.shutdown()
+        else:
+            for actor in self._actors:
+                self.ray.kill(actor)
+        self._actors = []
 
 
 class ShardWorker:
@@ -169,8 +227,6 @@ class ShardWorker:
         self.engines: dict = {}
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
     def evaluate(self, shared: tuple, task: ShardTask) -> ShardResult:
@@ -178,7 +234,23 @@ class ShardWorker:
         key = recipe_key(recipe)
         if key not in self.engines:
             self.engines[key] = recipe()
-        return evaluate_shard(self.engines[key], task, conditions, given, memo)
+        result = evaluate_shard(self.engines[key], task, conditions, given, memo)
+        hold_for_tests(task.index)
+        return result
+
+
+def hold_for_tests(index: int) -> None:
+    """Tests only, and inert unless the environment variable MEMEROBUST_TEST_HOLD names a folder: note
+    `shard-N-pid-P` there once this process has evaluated shard N, then wait (at most HOLD_MAX_S) while a file
+    `hold-N` exists there. A test so kills or signals an actor provably mid-shard: the shard evaluated, its result
+    not yet handed back (tests/test_ray.py)."""
+    folder = os.environ.get(HOLD_ENV)
+    if not folder:
+        return
+    Path(folder, f"shard-{index}-pid-{os.getpid()}").touch()
+    deadline = time.monotonic() + HOLD_MAX_S
+    while Path(folder, f"hold-{index}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def recipe_key(recipe: Callable) -> str:

@@ -14,6 +14,7 @@ keyed by shard and put back in meme order, so every executor gives the same byte
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +48,9 @@ class ShardResult:
     words_changed: dict[tuple, np.ndarray] = field(default_factory=dict)  # (text edit, severity) -> per meme
     boxless: dict[str, list[int]] = field(default_factory=dict)  # typographic edit -> memes without text boxes
     encoder_calls: dict[str, int] = field(default_factory=dict)
+    # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
+    # work; `assemble` ignores it, so the report is the same whoever did
+    pid: int = field(default_factory=os.getpid)
 
 
 @dataclass
