@@ -368,7 +368,8 @@ def _compare(args) -> int:
     from tabulate import tabulate
 
     from .judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, compare_baselines, comparison_headers,
-                             comparison_rows, load_baseline, power_line, summarize, unmatched_conditions)
+                             comparison_rows, load_baseline, memes_needed_line, power_line, summarize,
+                             unmatched_conditions)
 
     try:
         checks = tuple(RegressionCheck.parse(s) for s in args.fail_on) if args.fail_on else DEFAULT_CHECKS
@@ -396,7 +397,7 @@ def _compare(args) -> int:
     print(tabulate(comparison_rows(summary["rows"]), headers=comparison_headers(args.confidence), tablefmt="simple",
                    disable_numparse=True))
     print(summary["summary"])
-    for line in filter(None, [power_line(summary)]):
+    for line in filter(None, [power_line(summary), memes_needed_line(summary)]):
         print(line)
     if args.ledger:
         from .judge.ledger import flip_ledger, write_ledger

@@ -569,6 +569,7 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
             "control_text": ErrorControl.parse(judged[0].control).describe() if judged else None,
             "rules": len(judged), "not_judged": reasons, "new": list(new), "missing": list(missing),
             "power": _power(judged) if mode == "regressions" else {},
+            "memes_needed": _memes_needed(comparisons) if mode == "non-inferiority" else None,
             "rows": [c.as_dict() for c in bad + near] + [c.as_dict() for c in unjudged]}
 
 
@@ -580,6 +581,31 @@ def _power(judged: list[Comparison]) -> dict:
         if c.detectable == c.detectable:
             by_rule.setdefault(c.what, []).append(c.detectable)
     return {what: float(np.median(values)) for what, values in by_rule.items()}
+
+
+def _memes_needed(comparisons: list[Comparison]) -> dict:
+    """Over the rules not shown non-inferior: the memes that would show them at their observed change (median and
+    most), and how many no number of memes would (their change is already past the margin)."""
+    failing = [c for c in comparisons if c.regressed and c.judged]
+    needed = sorted(c.memes_needed for c in failing if c.memes_needed)
+    return {"rules": len(failing), "median": int(np.median(needed)) if needed else None,
+            "most": needed[-1] if needed else None, "never": len(failing) - len(needed),
+            "memes": max((c.memes for c in comparisons), default=0)}
+
+
+def memes_needed_line(summary: dict) -> str | None:
+    """`9 rules not shown non-inferior with 160 memes: about 1,900 memes would show them (median; 12,000 the most);
+    2 cannot be shown at any number (their change is past the margin)`."""
+    needed = summary.get("memes_needed") or {}
+    if not needed.get("rules"):
+        return None
+    parts = []
+    if needed["median"]:
+        parts.append(f"about {needed['median']:,} memes would show them at their observed change (median; "
+                     f"{needed['most']:,} the most)")
+    if needed["never"]:
+        parts.append(f"{needed['never']} cannot be shown with any number of memes (the change is past the margin)")
+    return f"{needed['rules']} rules not shown non-inferior with {needed['memes']} memes: " + "; ".join(parts)
 
 
 def power_line(summary: dict) -> str | None:

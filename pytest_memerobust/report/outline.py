@@ -143,7 +143,7 @@ def baseline_cells(r: dict) -> list[str]:
 def baseline_notes(baseline: dict) -> list[str]:
     """Sentences under the gate's summary: the error control, the power, what was not judged, which conditions
     only one side has (named, the first few)."""
-    from ..judge.gate import power_line
+    from ..judge.gate import memes_needed_line, power_line
 
     notes = []
     if baseline.get("control_text"):
@@ -151,9 +151,9 @@ def baseline_notes(baseline: dict) -> list[str]:
                     "margin" if baseline.get("mode") == "non-inferiority" else
                     "regressions: a rule fails when it is worse beyond noise, one-sided")
         notes.append(f"{question}; error control: {baseline['control_text']} over {baseline.get('rules', 0)} rules.")
-    power = power_line(baseline)
-    if power:
-        notes.append(power[0].upper() + power[1:] + ".")
+    for line in (power_line(baseline), memes_needed_line(baseline)):
+        if line:
+            notes.append(line[0].upper() + line[1:] + ".")
     for key, what in (("new", "in this run but not in the baseline (not gated)"),
                       ("missing", "in the baseline but not run")):
         names = baseline.get(key) or []
