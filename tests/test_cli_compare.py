@@ -68,8 +68,8 @@ def test_compare_refuses_baselines_over_other_memes(tmp_path, monkeypatch, capsy
 
 
 def _row(out: str, condition: str) -> list[str]:
-    return [cell.strip() for cell in next(line for line in out.splitlines()
-                                          if line.startswith(condition + " ")).split("  ") if cell.strip()]
+    cells = [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in out.splitlines()]
+    return next(row for row in cells if len(row) > 1 and row[1] == condition)
 
 
 def test_compare_shows_the_bound_and_the_adjusted_one_sided_p(tmp_path, monkeypatch, capsys):
@@ -80,18 +80,17 @@ def test_compare_shows_the_bound_and_the_adjusted_one_sided_p(tmp_path, monkeypa
     _write(tmp_path / "b.json", b)
     assert cli_main(["compare", "a.json", "b.json", "--bootstrap", "300", "--fail-on", "acc"]) == 1
     out = capsys.readouterr().out
-    header = next(line for line in out.splitlines() if line.startswith("condition"))
-    assert header.split() == ["condition", "rule", "base", "->", "now", "Δ", "bound", "adj.", "p", "verdict"]
+    header = next(line for line in out.splitlines() if line.startswith("verdict"))
+    assert header.split() == ["verdict", "condition", "rule", "base", "→", "now", "Δ", "bound", "adj.", "p"]
     expected = {c.condition: c for c in compare_baselines(a, b, (DEFAULT_CHECKS[0],), n_resamples=300,
                                                           seed=b["seed"])}["text=typos@5"]
     assert expected.regressed and expected.high < 0 and expected.bound < 0
     # accuracy under the condition (the default rule, not relative robustness): 380/400 before, 340/400 after
     row = _row(out, "typos@5")
-    assert row[1:3] == ["acc", "0.950 -> 0.850"]
-    assert row[3:5] == ["−0.100", f"{expected.bound:+.3f}".replace("-", "−")]
-    # every resample is worse: the smallest p 300 resamples can give, adjusted over the family of 4 rules
-    assert row[5] == f"{1 / 301:.2g}" == "0.0033" and expected.p_value == expected.p_raw == 1 / 301
-    assert row[6] == "REGRESSED"
+    assert row[0] == "REGRESSED" and row[2:4] == ["acc", "0.950 → 0.850"]
+    assert row[4:6] == ["−0.100", f"{expected.bound:+.3f}".replace("-", "−")]
+    # every resample is worse: the smallest p 300 resamples can give, adjusted over the family of 2 rules
+    assert row[6] == f"{1 / 301:.2g}" == "0.0033" and expected.p_value == expected.p_raw == 1 / 301
     assert "1 of 2 conditions regressed (clean did not); family-wise error 5% over 2 rules" in out
 
 
@@ -101,7 +100,7 @@ def test_compare_of_a_baseline_with_itself_has_a_zero_bound_and_p_one(tmp_path, 
     assert cli_main(["compare", "a.json", "a.json", "--bootstrap", "100"]) == 0
     out = capsys.readouterr().out
     row = _row(out, "typos@5")
-    assert row[2:] == ["0.950 -> 0.950", "+0.000", "+0.000", "1", "ok"]
+    assert row[0] == "ok" and row[3:] == ["0.950 → 0.950", "+0.000", "+0.000", "1"]
     assert "0 of 2 conditions regressed (clean did not); family-wise error 5% over 7 rules" in out
 
 

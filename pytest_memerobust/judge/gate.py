@@ -9,8 +9,8 @@ macro-F1) and the flip rate, each as the paired change "how much worse now" on t
 ("loses less than it had") rewards a weaker model, so it is a rule to ask for (`rel_acc`), never the default.
 
 Every rule of every condition of a run is one family (`judge_family`): one set of bootstrap resamples of the memes
-per (model, dataset), every statistic evaluated on it, and the run's error controlled over the whole family
-(`--memerobust-gate-error`, default the family-wise error at 5% by the step-down max-T; see multiplicity.py). A rule
+per dataset (shared by every model scoring its memes), every statistic evaluated on it, and the run's error
+controlled over the whole family (`--memerobust-gate-error`, default the family-wise error at 5% by the step-down max-T; see multiplicity.py). A rule
 regresses when its adjusted one-sided p is at most the level, testing "worse by more than its minimum effect"
 (`--memerobust-fail-on=acc:1%`). Under `--memerobust-gate=non-inferiority` the question flips: a rule passes only
 when the simultaneous upper bound of its worsening stays within its margin (the same `acc:2%`; 2 points unless
@@ -306,9 +306,10 @@ class PairedCell:
 
 
 class _Resampler:
-    """The bootstrap resamples of one (model, dataset)'s memes, drawn once and shared by every condition and rule:
-    conditions share their memes, and the max-T procedure needs their statistics on the same resamples. Keyed by
-    (seed, model, dataset) alone, never by condition. A resample is held as how often it draws each meme, so a
+    """The bootstrap resamples of one dataset's memes, drawn once and shared by every model, condition and rule that
+    scores them: they share their memes, and the max-T procedure needs their statistics on the same resamples (two
+    modes of one detector that give the same outputs then get the same decision). Keyed by the seed, the dataset and
+    the memes' labels, never by model or condition. A resample is held as how often it draws each meme, so a
     metric over all resamples is a few matrix products of exact integer counts (the same bits on any thread count);
     metrics of a side are computed once (the clean side is shared by every condition of a run)."""
 
@@ -410,8 +411,8 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
                  confidence: float = 0.95) -> list[Comparison]:
     """Every rule that applies to every `PairedCell` (baseline `then` against `now`), judged as one family under
     `control`: a pure function of the paired per-meme outputs. Per rule the statistic is w = how much worse now is
-    (before - now; now - before for the flip rate) on the same memes, resampled on one index matrix per (model,
-    dataset); `regressions` tests "w <= the rule's minimum effect" one-sided, `non-inferiority` tests "w >= the
+    (before - now; now - before for the flip rate) on the same memes, resampled on one index matrix per dataset
+    (and labels); `regressions` tests "w <= the rule's minimum effect" one-sided, `non-inferiority` tests "w >= the
     margin" (passing only where the simultaneous upper bound of w stays within it)."""
     if mode not in ("regressions", "non-inferiority"):
         raise ValueError(f"mode must be 'regressions' or 'non-inferiority', got {mode!r}")
@@ -425,7 +426,7 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
         declined = [np.asarray(c["declined"], bool) for c in (cell.now, cell.then) if c.get("declined") is not None]
         answered = ~np.logical_or.reduce(declined) if declined and np.logical_or.reduce(declined).any() else None
         reason = _not_judged_reason(answered)
-        key = (seed, cell.model, cell.dataset)
+        key = (seed, cell.dataset, _Resampler._digest(y))  # the memes, whichever model or condition scores them
         if answered is not None and reason is None:  # the memes answered in both runs: resampled on their own
             y, arrays = y[answered], [a[answered] for a in arrays]
             key += (_Resampler._digest(answered),)
@@ -618,7 +619,8 @@ def power_line(summary: dict) -> str | None:
 
 
 def comparison_headers(confidence: float = 0.95) -> list[str]:
-    return ["condition", "rule", "base -> now", "Δ", "bound", "adj. p", "verdict"]
+    """The decision first, so an 80-column CI log that crops a long row still shows it."""
+    return ["verdict", "condition", "rule", "base → now", "Δ", "bound", "adj. p"]
 
 
 VERDICT_CELLS = {"regressed": "REGRESSED", "no regression": "ok", "non-inferior": "ok",
@@ -634,13 +636,20 @@ def verdict_cell(row: dict) -> str:
 def comparison_rows(rows: list[dict], limit: int | None = None) -> list[list[str]]:
     """`summarize`'s rows (Comparison.as_dict) as table rows for `comparison_headers`, one per condition (its
     rule nearest to, or furthest past, failing) and at most `limit` of them (`comparison_conditions` counts
-    them); the model and dataset prefix the condition when the rows hold more than one."""
+    them). With several models the condition is prefixed by the model (only its mode, `:text`, when every model is
+    one detector's modes), with several datasets by the dataset."""
     chosen = _by_condition(rows)
-    several = len({(r["model"], r["dataset"]) for r in chosen}) > 1
-    return [[(f"{r['model']} {r['dataset']} " if several else "") + short_condition(r["condition"]), r["rule"],
-             f"{r['before']:.3f} -> {r['now']:.3f}", _signed(r["difference"]), _signed(r.get("bound", NAN)),
-             _p(r["p_value"]), verdict_cell(r)]
-            for r in chosen[:limit]]
+    models = {r["model"] for r in chosen}
+    one_detector = len({m.partition(":")[0] for m in models}) == 1
+    several_data = len({r["dataset"] for r in chosen}) > 1
+
+    def where(r):
+        model = "" if len(models) == 1 else (r["model"].partition(":")[1] + r["model"].partition(":")[2]
+                                             if one_detector else r["model"])
+        return " ".join(filter(None, [model, r["dataset"] if several_data else "", short_condition(r["condition"])]))
+
+    return [[verdict_cell(r), where(r), r["rule"], f"{r['before']:.3f} → {r['now']:.3f}", _signed(r["difference"]),
+             _signed(r.get("bound", NAN)), _p(r["p_value"])] for r in chosen[:limit]]
 
 
 NAN = float("nan")
