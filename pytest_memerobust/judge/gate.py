@@ -10,11 +10,11 @@ macro-F1) and the flip rate, each as the paired change "how much worse now" on t
 
 Every rule of every condition of a run is one family (`judge_family`): one set of bootstrap resamples of the memes
 per dataset (shared by every model scoring its memes), every statistic evaluated on it, and the run's error
-controlled over the whole family (`--memerobust-gate-error`, default the family-wise error at 5% by the step-down max-T; see multiplicity.py). A rule
-regresses when its adjusted one-sided p is at most the level, testing "worse by more than its minimum effect"
-(`--memerobust-fail-on=acc:1%`). Under `--memerobust-gate=non-inferiority` the question flips: a rule passes only
-when the simultaneous upper bound of its worsening stays within its margin (the same `acc:2%`; 2 points unless
-given). What cannot be judged (one class left, no answers) is a named state, never a silent pass.
+controlled over the whole family (`--memerobust-gate-error`, default the family-wise error at 5% by the step-down
+max-T; see multiplicity.py). A rule regresses when its adjusted one-sided p is at most the level, testing "worse by
+more than its minimum effect" (`--memerobust-fail-on=acc:1%`). Under `--memerobust-gate=non-inferiority` the
+question flips: a rule passes only when the simultaneous upper bound of its worsening stays within its margin (the
+same `acc:2%`; 2 points unless given). What cannot be judged (one class left, no answers) is a named state, never a silent pass.
 """
 from __future__ import annotations
 
@@ -698,8 +698,8 @@ def baseline_cell(result) -> dict:
     unchanged checkpoint compares equal to its own baseline to the last digit)."""
     cell = {"y": result.y_true.tolist(), "clean": np.round(result.proba_clean, BASELINE_DECIMALS).tolist(),
             "perturbed": np.round(result.proba, BASELINE_DECIMALS).tolist()}
-    declined = [np.asarray(a, bool) for a in (getattr(result, "abstained_clean", None), getattr(result, "abstained", None))
-                if a is not None]
+    sides = (getattr(result, "abstained_clean", None), getattr(result, "abstained", None))
+    declined = [np.asarray(a, bool) for a in sides if a is not None]
     if declined:  # a detector that can decline: the memes it declined clean or under the condition
         cell["declined"] = np.logical_or.reduce(declined).tolist()
     return cell
