@@ -118,15 +118,24 @@ def test_train_and_run_on_caption_only_data_with_the_data_s_task(tmp_path, capti
                      "--quiet"]) == 0
     written = out.with_suffix(".card.toml").read_text()
     assert 'task = "label"' in written
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                          f"--memerobust-model={out.with_suffix('.card.toml')}",
-                          f"--memerobust-data=csv:{captions_csv}:test", "--memerobust-no-cache",
-                          "-k", "rainbow and (clean or typos or gaussian_noise or augmix)", f"--rootdir={tmp_path}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    def run_suites(*extra):
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                               f"--memerobust-model={out.with_suffix('.card.toml')}",
+                               f"--memerobust-data=csv:{captions_csv}:test", "--memerobust-no-cache",
+                               "-k", "(rainbow and (clean or typos or gaussian_noise or augmix)) or channel",
+                               f"--rootdir={tmp_path}", *extra], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600)
+
+    run = run_suites(f"--memerobust-save-baseline={tmp_path / 'base.json'}")
     assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
     assert "8 of 8 memes have no picture; the models of this run read only captions" in run.stdout
     assert "does not read the image" in run.stdout or "skipped" in run.stdout
     assert "error" not in run.stdout.splitlines()[-1]
+    # gated against its own baseline, with the channel ablation's `:image` cases (which skip) in the run: no
+    # usage error for the mode a caption-only detector does not have, and nothing regressed
+    gated = run_suites(f"--memerobust-baseline={tmp_path / 'base.json'}", "--memerobust-gate=regressions")
+    assert gated.returncode == 0, gated.stdout[-3000:] + gated.stderr[-3000:]
+    assert "0 of " in gated.stdout and "conditions regressed" in gated.stdout
 
 
 def test_real_pridemm_captions_train_a_caption_only_card_without_pictures(tmp_path):
