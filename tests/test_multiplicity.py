@@ -128,3 +128,12 @@ def test_what_cannot_be_judged_is_named_and_counted():
     summary = summarize(out, new=["m on d: y"], missing=["m on d: z"])
     assert "5 not judged (one class left: 1, no answers: 4)" in summary["summary"]
     assert summary["summary"].endswith("; 1 new condition not gated; 1 baseline condition not run")
+
+
+def test_a_condition_several_suites_run_counts_once():
+    """Every suite has its own clean case: the same comparisons arrive once per case, and count once."""
+    cells = _null_family(np.random.default_rng(5), n_memes=40, n_conditions=3)
+    comparisons = judge_family(cells, n_resamples=100)
+    clean = [c for c in comparisons if c.condition == "clean"]
+    summary = summarize(comparisons + clean + clean)
+    assert summary["conditions"] == 3 and summary["rules"] == len(comparisons) == 3 + 2 * 4

@@ -532,7 +532,9 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     """The gate's verdict over a run: how many conditions were compared and failed it (and whether clean did), how
     many rules could not be judged and why, the conditions only one side has (`new`: run but not in the baseline;
     `missing`: in the baseline, not run), the error control, the power, and the failing comparisons plus the
-    `closest` nearest to failing, for a side-by-side table."""
+    `closest` nearest to failing, for a side-by-side table. A condition several suites run (clean, in each) counts
+    once."""
+    comparisons = list({(c.model, c.dataset, c.condition, c.rule): c for c in comparisons}.values())
     conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons))
     failing = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.regressed))
     clean = [key for key in failing if key[2] == "clean"]
