@@ -237,6 +237,12 @@ SIGNALS = {
 }
 
 
+def _signals_as_in_a_terminal() -> None:
+    """A test run started in the background (nohup, `cmd &`) ignores SIGINT, and so would the child: Python then
+    keeps it ignored and Ctrl-C could not be tested."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("kind", sorted(SIGNALS))
 def test_a_signal_mid_run_replaces_the_old_report_with_its_interrupted_verdict_alone(kind, tmp_path):
     """No partial numbers and no baseline, but no earlier run's report left either: r.json says INTERRUPTED."""
@@ -246,7 +252,8 @@ def test_a_signal_mid_run_replaces_the_old_report_with_its_interrupted_verdict_a
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     process = subprocess.Popen([sys.executable, "-m", "pytest", "--memerobust-model=demo", "-p", "slowcases",
                                 "--memerobust-report=r.json", "-k", "rainbow and typos", *QUICK, *extra],
-                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=_signals_as_in_a_terminal)
     deadline = time.monotonic() + 120
     while not (tmp_path / "case-started").exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)

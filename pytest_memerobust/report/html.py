@@ -13,7 +13,7 @@ import re
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS,
                       baseline_cells, baseline_failure_word, baseline_notes, brief, case_of, counts, counts_text,
-                      has_verdict, number, partial_note, regression_text, report_meta, run_details, section_title,
+                      has_verdict, number, partial_note, regression_line, report_meta, run_details, section_title,
                       severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
                       violation_parts, worst_violations)
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
@@ -164,7 +164,7 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             lines.append(f"<td class='l w'>{mark} {what}</td><td class='n'>{value}</td><td class='n'>{limit}</td>"
                          f"<td class='n'>{ci}</td>")
         for r in regressions:
-            lines.append(f"<td class='l' colspan='4'>against the baseline, {_e(regression_text(r))}</td>")
+            lines.append(f"<td class='l' colspan='4'>{_e(regression_line(r))}</td>")
         rest = [v for v in violations if not any(v is w for w in shown)]
         if rest:
             lines.append(f"<td class='l note' colspan='4'>also past a limit within noise: " + "; ".join(

@@ -10,7 +10,7 @@ import html
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICTS, baseline_cells,
                       baseline_notes, brief, case_of, counts, counts_text, has_verdict, number, partial_note,
-                      regression_text, report_meta, run_details, section_title, severity_order, short_title, signed,
+                      regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
                      reliance_table, render, unanswered)
@@ -91,7 +91,7 @@ def case_rows(cases: list[dict], anchors: dict[str, str] | None = None, all_fail
                 "", "", ""])
         for r in case.get("regressions") or []:
             if r.get("regressed", True):
-                lines.append([f"against the baseline, {cell(regression_text(r))}", "", "", ""])
+                lines.append([cell(regression_line(r)), "", "", ""])
         if not lines and case.get("message"):  # a test that is not a suite case: its failure message
             lines.append(["<br>".join(f"`{line}`" if line.strip() and not set("`|") & set(line) else cell(line)
                                       for line in case["message"].splitlines()), "", "", ""])

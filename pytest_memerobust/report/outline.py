@@ -113,9 +113,13 @@ def regression_text(r: dict) -> str:
     if "bound" not in r:  # a report written before the run-level gate
         return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} "
                 f"({signed(r.get('difference'))}, CI {interval(r.get('ci'))}, p {p_value(r.get('p_value'))})")
-    return (f"{r.get('state', '')}: {r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} "
-            f"({signed(r.get('difference'))}, simultaneous bound {signed(r.get('bound'))}, adjusted p "
-            f"{p_value(r.get('p_value'))})")
+    return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} ({signed(r.get('difference'))}, "
+            f"simultaneous bound {signed(r.get('bound'))}, adjusted p {p_value(r.get('p_value'))})")
+
+
+def regression_line(r: dict) -> str:
+    """`regressed against the baseline: accuracy 0.825 → 0.700 (...)`, or `not shown non-inferior against ...`."""
+    return f"{r.get('state') or 'regressed'} against the baseline: {regression_text(r)}"
 
 
 def baseline_failure_word(case: dict) -> str:
