@@ -220,6 +220,27 @@ def test_a_file_that_is_not_a_baseline_is_refused(tmp_path):
         load_baseline(path)
 
 
+@pytest.mark.parametrize("damage, says", [
+    (lambda cell: cell["perturbed"][3].__setitem__(0, float("nan")), r"results/demo/demo/text=typos@5/perturbed\[3\] "
+                                                                      r"holds nan, not a probability in 0..1"),
+    (lambda cell: cell["clean"][0].__setitem__(1, 1.5), r"clean\[0\] holds 1.5, not a probability"),
+    (lambda cell: cell["y"].__setitem__(2, 0.5), r"results/demo/demo/text=typos@5/y holds a label that is not an integer"),
+    (lambda cell: cell.__setitem__("declined", [True]), r"declined is not one true/false per meme"),
+])
+def test_a_damaged_baseline_is_named_as_the_files_fault_before_any_case(tmp_path, damage, says):
+    """A NaN in a baseline was reported as the model's error; now it is the file's, naming the entry and meme."""
+    y = [0, 1, 1, 0]
+    cell = {"y": y, "clean": [[0.9, 0.1], [0.2, 0.8], [0.3, 0.7], [0.6, 0.4]],
+            "perturbed": [[0.9, 0.1], [0.2, 0.8], [0.3, 0.7], [0.6, 0.4]]}
+    damage(cell)
+    data = {"format": "pytest-memerobust-baseline/1", "seed": 0, "versions": {}, "datasets": {},
+            "results": {"demo": {"demo": {"text=typos@5": cell}}}}
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(data))  # NaN as Python's json writes it
+    with pytest.raises(ConfigError, match=says):
+        load_baseline(path)
+
+
 def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     pytester.makefile(".toml", **{"memerobust-gate": SUITE})
     base = tmp_path / "base.json"

@@ -911,7 +911,7 @@ def _check_cell_values(path, where: str, cell: dict) -> None:
     bad = np.argwhere(~np.isfinite(proba) | (proba < 0) | (proba > 1))
     if bad.size:
         side, meme = ("clean", "perturbed")[bad[0][0]], int(bad[0][1])
-        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] holds {proba[tuple(bad[0])]!r}, not a "
+        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] holds {float(proba[tuple(bad[0])])!r}, not a "
                           "probability in 0..1: the file is damaged; save the baseline again")
     if not np.all(np.isfinite(labels) & (labels == np.round(labels))):
         raise ConfigError(f"baseline {path}: results/{where}/y holds a label that is not an integer")
