@@ -71,10 +71,6 @@ def share_cpu_threads(worker_count: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, worker_count)))
 
 
-def baseline_condition_name(model: str, spec: str, condition: str) -> str:
-    return f"{model} on {spec}: {condition}"
-
-
 def shard_folder(options: "Options", run_id: str) -> Path:
     """Where the pytest-xdist workers of run `run_id` leave the shards each evaluated, for the others to read."""
     import tempfile
@@ -628,10 +624,10 @@ class RobustnessSession:
         are judged as one family (gate.judge_family), so the first call evaluates every case the baseline holds."""
         if self.baseline is None:
             return []
-        from .judge.gate import baseline_cell, compare_condition
+        from .judge.gate import baseline_cell, baseline_entry, compare_condition
 
         spec = self.data_spec(data, captions)
-        then = self.baseline["results"].get(model, {}).get(spec, {}).get(condition.id)
+        then = baseline_entry(self.baseline, model, spec, condition.id)
         if then is None:
             return []
         key = (self.model_label(model), spec, condition.id)
@@ -647,15 +643,17 @@ class RobustnessSession:
         baseline, None. The run's verdict names the cases it holds not (new) and what it holds that did not run."""
         if self.baseline is None:
             return None
+        from .judge.gate import baseline_entry, condition_name
+
         spec = self.data_spec(data, captions)
-        held = condition.id in self.baseline["results"].get(model, {}).get(spec, {})
-        return baseline_condition_name(model, spec, condition.id) if held else None
+        held = baseline_entry(self.baseline, model, spec, condition.id) is not None
+        return condition_name(model, spec, condition.id) if held else None
 
     def baseline_conditions(self) -> list[str]:
         """Every `model on spec: condition` the baseline holds (none without one)."""
-        held = (self.baseline or {}).get("results", {})
-        return [baseline_condition_name(m, s, c) for m, by_spec in held.items() for s, by_c in by_spec.items()
-                for c in by_c]
+        from .judge.gate import baseline_condition_names
+
+        return baseline_condition_names(self.baseline) if self.baseline is not None else []
 
     def _gate_options(self) -> dict:
         from .judge.gate import DEFAULT_CHECKS, DEFAULT_CONTROL, comparison_mode
@@ -677,12 +675,12 @@ class RobustnessSession:
         channel) is left out here and reports its own error when it runs."""
         if self._family is None:
             from .errors import MemeRobustError
-            from .judge.gate import PairedCell, baseline_cell, judge_family
+            from .judge.gate import PairedCell, baseline_cell, baseline_entry, judge_family
 
             cells, here = {}, self.position
             for nodeid, model, data, task, group, captions, condition in self._cases:
                 spec = self.data_spec(data, captions)
-                then = self.baseline["results"].get(model, {}).get(spec, {}).get(condition.id)
+                then = baseline_entry(self.baseline, model, spec, condition.id)
                 key = (self.model_label(model), spec, condition.id)
                 if then is None or key in cells:
                     continue

@@ -14,7 +14,8 @@ controlled over the whole family (`--memerobust-gate-error`, default the family-
 max-T; see multiplicity.py). A rule regresses when its adjusted one-sided p is at most the level, testing "worse by
 more than its minimum effect" (`--memerobust-fail-on=acc:1%`). Under `--memerobust-gate=non-inferiority` the
 question flips: a rule passes only when the simultaneous upper bound of its worsening stays within its margin (the
-same `acc:2%`; 2 points unless given). What cannot be judged (one class left, no answers) is a named state, never a silent pass.
+same `acc:2%`; 2 points unless given). What cannot be judged (one class left, no answers) is a named state, never
+a silent pass.
 """
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ class Comparison:
         judged."""
         if not self.judged:
             return float("inf")
-        alpha = float(self.control.partition(":")[2] or 0.05)
+        alpha = ErrorControl.parse(self.control).alpha
         return (self.p_value - alpha) * (-1 if self.mode == "non-inferiority" else 1)
 
     def as_dict(self) -> dict:
@@ -387,8 +388,11 @@ class _Resampler:
     def flip_rate(self, clean: np.ndarray, perturbed: np.ndarray) -> np.ndarray:
         from ..results import predicted_labels
 
-        flipped = (predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed)).astype(np.float64)
-        return self._remember(("flip", self._digest(clean, perturbed)), lambda: self.counts @ flipped / self.n)
+        def compute():
+            flipped = predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed)
+            return self.counts @ flipped.astype(np.float64) / self.n
+
+        return self._remember(("flip", self._digest(clean, perturbed)), compute)
 
 
 def _not_judged_reason(answered: np.ndarray | None) -> str | None:
@@ -446,7 +450,9 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
             side = resamplers[key]
             w = sign * (before - now)
             samples = sign * (check._resampled(side, *arrays[2:], scale) - check._resampled(side, *arrays[:2], scale))
-            test.update(before=before, now=now, w=w, samples=samples, exact=check.exact_p(y, arrays[:2], arrays[2:]))
+            test.update(before=before, now=now, w=w, samples=samples)
+            if control.method == "holm":  # the only control that reads exact p-values
+                test["exact"] = check.exact_p(y, arrays[:2], arrays[2:])
             if w != w:
                 test["reason"] = _why_undefined(check, y)
     return _decide(tests, control, mode, n_resamples, confidence)
@@ -629,10 +635,14 @@ VERDICT_CELLS = {"regressed": "REGRESSED", "no regression": "ok", "non-inferior"
                  "not shown non-inferior": "NOT SHOWN"}
 
 
+def comparison_state(row: dict) -> str:
+    """A comparison's decision (Comparison.as_dict), also from a report written before states were recorded."""
+    return row.get("state") or ("regressed" if row.get("regressed") else "no regression")
+
+
 def verdict_cell(row: dict) -> str:
     """A comparison's decision in a few letters: REGRESSED, NOT SHOWN (non-inferiority), ok, or not judged."""
-    state = row.get("state") or ("regressed" if row.get("regressed") else "no regression")
-    return VERDICT_CELLS.get(state, "not judged")
+    return VERDICT_CELLS.get(comparison_state(row), "not judged")
 
 
 def comparison_rows(rows: list[dict], limit: int | None = None) -> list[list[str]]:
@@ -911,8 +921,9 @@ def _check_cell_values(path, where: str, cell: dict) -> None:
     bad = np.argwhere(~np.isfinite(proba) | (proba < 0) | (proba > 1))
     if bad.size:
         side, meme = ("clean", "perturbed")[bad[0][0]], int(bad[0][1])
-        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] holds {float(proba[tuple(bad[0])])!r}, not a "
-                          "probability in 0..1: the file is damaged; save the baseline again")
+        value = float(proba[tuple(bad[0])])
+        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] holds {value!r}, not a probability in "
+                          "0..1: the file is damaged; save the baseline again")
     if not np.all(np.isfinite(labels) & (labels == np.round(labels))):
         raise ConfigError(f"baseline {path}: results/{where}/y holds a label that is not an integer")
     declined = cell.get("declined")
@@ -1009,12 +1020,24 @@ def compare_baselines(before: dict, after: dict, checks=DEFAULT_CHECKS, *, names
     return judge_family(cells, checks, **options)
 
 
+def condition_name(model: str, spec: str, condition: str) -> str:
+    """How the gate names a condition it cannot compare: `model on spec: condition`."""
+    return f"{model} on {spec}: {condition}"
+
+
+def baseline_condition_names(data: dict) -> list[str]:
+    """Every condition a baseline holds, by `condition_name`."""
+    return [condition_name(m, s, c) for m, by_spec in data["results"].items() for s, by_c in by_spec.items()
+            for c in by_c]
+
+
+def baseline_entry(data: dict, model: str, spec: str, condition: str) -> dict | None:
+    """The baseline's cell of `model` on `spec` under `condition`, or None when it holds none."""
+    return data["results"].get(model, {}).get(spec, {}).get(condition)
+
+
 def unmatched_conditions(before: dict, after: dict) -> tuple[list[str], list[str]]:
     """(conditions in `after` but not in `before`, conditions in `before` but not in `after`), as
     `model on dataset: condition`: what the gate cannot compare, named rather than silently skipped."""
-    def keys(data):
-        return [f"{m} on {s}: {c}" for m, by_spec in data["results"].items() for s, by_c in by_spec.items()
-                for c in by_c]
-
-    made, run = keys(before), keys(after)
+    made, run = baseline_condition_names(before), baseline_condition_names(after)
     return [k for k in run if k not in set(made)], [k for k in made if k not in set(run)]

@@ -119,7 +119,9 @@ def regression_text(r: dict) -> str:
 
 def regression_line(r: dict) -> str:
     """`regressed against the baseline: accuracy 0.825 → 0.700 (...)`, or `not shown non-inferior against ...`."""
-    return f"{r.get('state') or 'regressed'} against the baseline: {regression_text(r)}"
+    from ..judge.gate import comparison_state
+
+    return f"{comparison_state({'regressed': True, **r})} against the baseline: {regression_text(r)}"
 
 
 def baseline_failure_word(case: dict) -> str:
@@ -135,13 +137,14 @@ BASELINE_NUMERIC = {4, 5, 6, 7, 8, 9}
 
 def baseline_cells(r: dict) -> list[str]:
     """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
+    from ..judge.gate import comparison_state
     from .tables import p_value
 
     needed = f"; about {r['memes_needed']} memes would show it" if r.get("memes_needed") else ""
     return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
             number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound")),
             p_value(r.get("p_raw")), p_value(r.get("p_value")),
-            (r.get("state") or ("regressed" if r.get("regressed") else "no regression")) + needed]
+            comparison_state(r) + needed]
 
 
 def baseline_notes(baseline: dict) -> list[str]:
