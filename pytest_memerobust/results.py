@@ -8,6 +8,7 @@ from functools import cached_property
 import numpy as np
 
 from .judge import metrics
+from .judge.instructions import followed_entry
 from .engine import Condition
 from .errors import MemeRobustError
 
@@ -52,6 +53,8 @@ class ConditionResult:
     # the caption edit's size ("words_changed": mean share of words changed) and an attack's own measures
     # ("textattack": TextAttack's success rate, queries and words changed); None without a caption edit
     caption_edit: dict | None = None
+    # a per-meme image attack's own measures (image_attacks.summary: success, queries, sanity flags); None otherwise
+    picture_attack: dict | None = None
     # the memes a detector that can decline (a prompted vision-language model) declined to classify, clean and under
     # this condition; None for detectors that always answer
     abstained_clean: np.ndarray | None = None
@@ -86,7 +89,8 @@ class ConditionResult:
         return {"model": self.model, "dataset": self.dataset, "condition": self.condition.id,
                 "y_true": array(np.asarray(self.y_true)), "proba_clean": array(np.asarray(self.proba_clean)),
                 "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task,
-                "caption_edit": self.caption_edit, "abstained_clean": array(self.abstained_clean),
+                "caption_edit": self.caption_edit, "picture_attack": self.picture_attack,
+                "abstained_clean": array(self.abstained_clean),
                 "abstained": array(self.abstained)}
 
     @classmethod
@@ -99,7 +103,8 @@ class ConditionResult:
         groups = None if wire["groups"] is None else np.array(wire["groups"])
         return cls(wire["model"], wire["dataset"], Condition.parse(wire["condition"]), array(wire["y_true"]),
                    array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"),
-                   caption_edit=wire.get("caption_edit"), abstained_clean=array(wire.get("abstained_clean")),
+                   caption_edit=wire.get("caption_edit"), picture_attack=wire.get("picture_attack"),
+                   abstained_clean=array(wire.get("abstained_clean")),
                    abstained=array(wire.get("abstained")))
 
     def group_scores(self, metric: str) -> dict[str, dict]:
@@ -163,6 +168,15 @@ class ConditionResult:
     def attack_success_rate(self) -> float:
         """Of the memes predicted right when clean, the share predicted wrong now (TextAttack's definition)."""
         return metrics.attack_success_rate(*self._scored_labels)
+
+    @cached_property
+    def instruction_followed(self) -> dict | None:
+        """For an image perturbation that writes a verdict or the benign class's words into the picture: the share of
+        the memes scored, not called benign clean, that it turns benign, with its interval (judge/instructions.py);
+        None for any other condition."""
+        _, proba_clean, proba, _ = self._scored
+        return followed_entry(self.condition.image, proba_clean, proba, np.ndim(self.y_true) == 2,
+                              self.stats.confidence)
 
     @cached_property
     def mcnemar_p(self) -> float:
@@ -276,8 +290,12 @@ class ConditionResult:
             out["relative_robustness_ci"] = {m: list(self.ci(m, "relative")) for m in METRIC_NAMES}
             out["mcnemar_p"] = self.mcnemar_p
             out["attack_success_rate"] = self.attack_success_rate
+            if self.instruction_followed is not None:
+                out["instruction_followed"] = self.instruction_followed
         if self.caption_edit is not None:
             out["caption_edit"] = self.caption_edit
+        if self.picture_attack is not None:
+            out["picture_attack"] = self.picture_attack
         if self.abstained is not None:
             out["abstention_rate"] = self.abstention_rate
             out["n_declined"] = int(len(self.y_true) - len(self._scored[0]))  # clean or here: left out of the metrics

@@ -510,6 +510,7 @@ class RobustnessSession:
             self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba, proba,
                                                 self.options.stats, groups, task=task,
                                                 caption_edit=engine.caption_edit(condition),
+                                                picture_attack=engine.picture_attack(condition),
                                                 abstained_clean=clean.abstained,
                                                 abstained=engine.abstentions.get(condition.id))
         return self.results[key]

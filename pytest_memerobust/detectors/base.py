@@ -89,7 +89,7 @@ class ModeView:
         self.modalities = reads if mode == "multimodal" else (mode,)
 
     # Base methods that run the head, so they must run in this view's mode (white-box attack hooks).
-    _MODE_DEPENDENT = ("text_saliency", "text_saliency_vectors", "pixel_loss_gradient")
+    _MODE_DEPENDENT = ("text_saliency", "text_saliency_vectors", "pixel_loss_gradient", "picture_logits")
 
     def __getattr__(self, name):  # card, checkpoint, fingerprint, encoders, token_embedding...
         attr = getattr(self.base, name)

@@ -100,6 +100,16 @@ class DemoDetector:
     def head(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
         return probabilities(self.logits, image_features, text_features, self.device, is_multilabel(self))
 
+    def picture_logits(self, values, text_features):
+        """Logits of pictures given as float 0-255 values [N, 3, H, W] (one size), the caption's features fixed:
+        the thumbnails computed without rounding, so white-box image attacks get a gradient."""
+        from ..pictures import box_resize_values
+
+        side = self.thumbnail_side
+        small = box_resize_values(values.to(self.device).float(), side, side)
+        features = (small.permute(0, 2, 3, 1).reshape(len(values), -1) / 127.5 - 1.0)
+        return self.logits(features, text_features.expand(len(values), -1))
+
     def with_mode(self, mode: str) -> ModeView:
         return ModeView(self, mode)
 

@@ -192,6 +192,14 @@ class MemeDetector:
             self.head_module.zero_grad(set_to_none=True)
         return delta.grad.detach()
 
+    def picture_logits(self, values: torch.Tensor, text_features: torch.Tensor) -> torch.Tensor:
+        """Logits of pictures given as float 0-255 values [N, 3, H, W] (one size), the caption's features fixed:
+        through the backbone's own resize and normalisation, so white-box image attacks see the detector's path."""
+        if self.backbone is None or not self.head_module.has_image:
+            raise NotImplementedError("this detector reads no pictures")
+        image = self.backbone.encode_pixels(self.backbone.fit_pictures(list(values.to(self.device).float())))
+        return self.logits(image.float(), text_features.to(self.device).expand(len(values), -1))
+
     def text_saliency(self, texts: Sequence[str], labels: Sequence[int],
                       image_features: np.ndarray) -> list[list[tuple[int, int, float]]]:
         """Per caption, (start, end, gradient norm) of every token: how strongly the loss on `labels` reacts to that

@@ -116,6 +116,7 @@ class Engine:
         self._sharded: dict[str, tuple] = {}  # condition id -> (probabilities, abstained) from the shard-major pass
         self._sharded_errors: dict[str, Exception] = {}  # condition id -> why the pass could not evaluate it
         self._sharded_words: dict[tuple, np.ndarray] = {}  # (text edit, severity) -> words changed, per meme
+        self._sharded_attacks: dict[tuple, dict[int, dict]] = {}  # image attack side -> per-meme records
         self._conditions: list[Condition] = []  # the planned conditions, clean first
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
@@ -151,7 +152,7 @@ class Engine:
         """Cache key of one condition side. An attack's output depends on the detector it attacked, so engines that
         share caches (channel-ablation views) keep attacked inputs apart."""
         key = (modality, name, severity, *caption_side)
-        if name is not None and get_perturbation(name).needs_model:
+        if (name is not None and get_perturbation(name).needs_model) or caption_side[:1] == ("joint",):
             return (*key, id(self))
         return key
 
@@ -159,6 +160,11 @@ class Engine:
         """The text side of a condition; with OCR, the captions are read off the condition's pictures, so the image
         side becomes part of it."""
         side = ("text", condition.text, condition.text_severity)
+        if condition.image and get_perturbation(condition.image).rewrites_caption:
+            if condition.text or self.ocr is not None:
+                raise ValueError(f"{condition.image!r} is a joint attack: it chooses the caption itself, so the "
+                                 f"condition can have no other caption side and no OCR reading")
+            return ("text", None, None, "joint", condition.image, condition.image_severity)
         if self.ocr is not None:
             image_side = self.image_side(condition)
             if len(image_side) > 3:
@@ -185,6 +191,8 @@ class Engine:
         given = self._given_inputs.get((modality, name, severity, *caption_side))
         if key not in self._inputs and given is not None:
             self._inputs[key] = list(given)
+        if key not in self._inputs and caption_side[:1] == ("joint",):  # the captions a joint attack chose
+            self._inputs[key] = self._joint_captions(*caption_side[1:])
         if key not in self._inputs:
             read = caption_side[:1] == ("ocr",)
             if read:  # captions read off this condition's pictures
@@ -208,6 +216,18 @@ class Engine:
                     out[i] = value
                 self._inputs[key] = out
         return self._inputs[key]
+
+    def _joint_captions(self, name: str, severity: int) -> list:
+        """The captions joint attack `name` chose with its pictures: kept by the attack when it ran (running it
+        here if it has not)."""
+        from ..perturb.joint import joint_captions
+
+        rows = range(len(self.ids))
+        captions = joint_captions(self.attack_context(), name, severity, rows)
+        if captions is None:
+            self.inputs("image", name, severity)
+            captions = joint_captions(self.attack_context(), name, severity, rows)
+        return captions
 
     @property
     def defence_id(self) -> str | None:
@@ -285,6 +305,12 @@ class Engine:
             return captions
         return [None if text is None else self.defence(text) for text in captions]
 
+    def defended_pictures(self, pictures: list) -> list:
+        """Pictures as the detector reads them: through the engine's picture defences (area_resize...), if any."""
+        if self.defence is None or not self.defence.guards_pictures:
+            return pictures
+        return self.defence.pictures(pictures, self.detector)
+
     def text_boxes(self, indices, edit: str | None = None) -> list:
         """Where each clean picture shows its text: the dataset's boxes, else the text reader's (read once), else
         None; the pictures `edit` meets without boxes go into `boxless`, for the run's notes."""
@@ -349,6 +375,24 @@ class Engine:
             self._caption_edits[side] = out
         return dict(self._caption_edits[side])
 
+    def attack_records(self) -> dict[tuple, dict[int, dict]]:
+        """Per-meme records of the image attacks this engine ran (image side -> {meme row: record})."""
+        if self._attack_context is None:
+            return {}
+        return {side: dict(table) for side, table in self._attack_context.outcomes.items()
+                if isinstance(side, tuple) and side[:1] == ("image",)}
+
+    def picture_attack(self, condition: Condition) -> dict | None:
+        """What a per-meme image attack measured of itself under `condition` (success, queries, sanity flags:
+        image_attacks.summary), from the shards or this engine's own pass; None for any other condition."""
+        if not condition.image:
+            return None
+        from ..perturb.image_attacks import summary
+
+        side = ("image", condition.image, condition.image_severity)
+        table = self._sharded_attacks.get(side) or self.attack_records().get(side)
+        return summary(table) if table else None
+
     def attack_memo(self) -> dict:
         """What this engine's attacks fitted (a UAP's pattern, a universal trigger), by the attacks' own keys."""
         return self._attack_memo
@@ -384,7 +428,8 @@ class Engine:
                 detector = DefendedDetector(self.detector, self.defence)
             self._attack_context = AttackContext(detector, np.asarray(self.labels), image_features, images,
                                                  training=self.training, cache_dir=self.cache_dir,
-                                                 memo=self._attack_memo)
+                                                 memo=self._attack_memo, captions=self._clean("text"),
+                                                 ids=list(self.ids), seed=self.seed)
         return self._attack_context
 
     @fixed_threads()
@@ -411,7 +456,10 @@ class Engine:
         return held
 
     def _encode_items(self, modality: str, items: list) -> tuple[np.ndarray, np.ndarray]:
-        """(features, packed digests) of `items` through the store of encoded inputs."""
+        """(features, packed digests) of `items` through the store of encoded inputs (pictures behind the engine's
+        picture defences, if any)."""
+        if modality == "image":
+            items = self.defended_pictures(items)
         digests = input_digests(items)
         encode = self._fitting(self.detector.encode_texts if modality == "text"
                                else self._as_the_detector_takes(self.detector.encode_images))
@@ -476,6 +524,7 @@ class Engine:
         detector that can decline to answer (a prompted vision-language model) says which memes it declined through
         `predict_with_abstentions`."""
         detector = self.detector if detector is None else detector
+        images = self.defended_pictures(images)
         abstains = callable(getattr(detector, "predict_with_abstentions", None))
         predict = self._as_the_detector_takes(detector.predict_with_abstentions if abstains
                                               else detector.predict_proba)
@@ -534,6 +583,8 @@ class Engine:
         self._sharded.update(evaluated.outputs)
         self._sharded_errors.update(evaluated.errors)
         self._sharded_words.update(evaluated.words_changed)
+        for side, table in evaluated.attack_records.items():
+            self._sharded_attacks.setdefault(side, {}).update(table)
         for edit, rows in evaluated.boxless.items():
             self.boxless.setdefault(edit, set()).update(rows)
         for modality, count in evaluated.encoder_calls.items():

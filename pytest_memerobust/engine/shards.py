@@ -48,6 +48,8 @@ class ShardResult:
     words_changed: dict[tuple, np.ndarray] = field(default_factory=dict)  # (text edit, severity) -> per meme
     boxless: dict[str, list[int]] = field(default_factory=dict)  # typographic edit -> memes without text boxes
     encoder_calls: dict[str, int] = field(default_factory=dict)
+    # per-meme image attack: its side -> {meme row in the whole dataset: the attack's record} (image_attacks.py)
+    attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
     # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
     # work; `assemble` ignores it, so the report is the same whoever did
     pid: int = field(default_factory=os.getpid)
@@ -62,6 +64,7 @@ class Evaluated:
     words_changed: dict[tuple, np.ndarray]
     boxless: dict[str, set[int]]
     encoder_calls: dict[str, int]
+    attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
 
 
 def picture_bytes(engine) -> int:
@@ -173,7 +176,9 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: 
             if changed is not None:
                 words[side] = changed
     boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
-    result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls))
+    result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls),
+                         {side: {task.start + row: record for row, record in table.items()}
+                          for side, table in sub.attack_records().items()})
     del sub
     release_freed_memory()
     return result
@@ -217,4 +222,8 @@ def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluat
             boxless.setdefault(edit, set()).update(rows)
         for modality, count in r.encoder_calls.items():
             calls[modality] = calls.get(modality, 0) + count
-    return Evaluated(outputs, errors, words, boxless, calls)
+    records: dict[tuple, dict[int, dict]] = {}
+    for r in results:
+        for side, table in r.attack_records.items():
+            records.setdefault(side, {}).update(table)
+    return Evaluated(outputs, errors, words, boxless, calls, records)

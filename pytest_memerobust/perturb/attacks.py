@@ -36,6 +36,9 @@ class AttackContext:
     cache_dir: Path | None = None
     memo: dict = field(default_factory=dict)
     outcomes: dict = field(default_factory=dict)  # (perturbation, severity) -> an attack's own measures (textattack)
+    captions: Sequence[str] | None = None  # the clean captions (what an image attack holds fixed)
+    ids: Sequence[str] | None = None  # the memes' ids (what a per-meme attack's memo is keyed by)
+    seed: int = 0  # the run's seed: an attack made of other registered attacks draws each one's own generator
 
     def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int = 256) -> np.ndarray:
         """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`."""
@@ -108,10 +111,15 @@ def _char_edits(word: str, rng: np.random.Generator, limit: int) -> list[str]:
     return candidates
 
 
-def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs, context: AttackContext) -> list[str]:
+HOTFLIP_STEPS = (1, 2, 4, 6, 8)  # greedy edits per caption, by severity
+
+
+def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs, context: AttackContext,
+                  steps: int | None = None) -> list[str]:
     """HotFlip on many captions at once: each step is one gradient pass and one batch of candidate queries for all
-    of them, while every caption keeps its own generator, budget and choices."""
-    budget = [1, 2, 4, 6, 8][severity - 1]
+    of them, while every caption keeps its own generator, budget and choices. `steps` overrides the severity's
+    number of edits (a joint attack spends them over its rounds)."""
+    budget = HOTFLIP_STEPS[severity - 1] if steps is None else steps
     texts, rows = [_check_caption(t) for t in texts], list(rows)
     labels = [int(context.labels[r]) for r in rows]
     current = context.losses(texts, rows, labels)

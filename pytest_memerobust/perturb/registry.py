@@ -48,6 +48,9 @@ class Perturbation:
     batch: Callable | None = field(default=None, repr=False)
     # what `fn` takes for a picture: "tensor" (3 x H x W uint8 on its device) or "array" (H x W x 3 uint8)
     takes: str = "array"
+    # a joint attack: an image attack that also chooses the caption the detector reads with its picture (the
+    # engine reads that caption as the condition's text side; joint.py)
+    rewrites_caption: bool = False
 
     def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
         """The generator for one (seed, meme, perturbation, severity): independent of order and batch."""
@@ -131,9 +134,12 @@ def register(
     tags: Iterable[str] = (),
     batch: Callable | None = None,
     takes: str = "array",
+    rewrites_caption: bool = False,
 ):
     """Decorator that records `fn(x, severity, rng)` under `name`; `takes` says whether an image perturbation's
     `fn` takes a picture tensor or an array (see the module's docstring)."""
+    if rewrites_caption and (modality != "image" or not needs_model):
+        raise ValueError(f"perturbation {name!r}: only an image attack (needs_model) may rewrite the caption")
     if takes not in ("tensor", "array"):
         raise ValueError(f"takes must be 'tensor' or 'array', got {takes!r}")
     if modality not in MODALITIES:
@@ -160,6 +166,7 @@ def register(
             doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
             batch=batch,
             takes=takes,
+            rewrites_caption=rewrites_caption,
         )
         return fn
 
@@ -170,7 +177,8 @@ def _ensure_loaded() -> None:
     """Import the built-in catalogue and, once, every third-party entry point."""
     global _entry_points_loaded
     from . import (  # noqa: F401  (each module registers its perturbations on import)
-        attacks, augmix, catalogue, evasion, image, imagenet_c, meme_edits, text, textattack_recipes, translation, uap,
+        attacks, augmix, catalogue, evasion, human_edits, image, image_attacks, imagenet_c, joint, meme_edits, scaling,
+        text, textattack_recipes, translation, typographic, uap,
     )
 
     if not _entry_points_loaded:

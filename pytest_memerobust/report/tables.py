@@ -149,6 +149,45 @@ def caption_attack_table(group: dict, tablefmt: str) -> str | None:
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+def picture_attack_table(group: dict, tablefmt: str) -> str | None:
+    """When a group has per-meme image attacks: per case, robust accuracy with its interval, the attack's success
+    (memes misclassified after it), queries, words changed by a joint attack, which member of an ensemble won, and
+    the sanity flags (image_attacks.summary measures them; this only lays them out)."""
+    rows = [r for r in group["results"] if r.get("picture_attack")]
+    if not rows:
+        return None
+    body = []
+    for r in rows:
+        a = r["picture_attack"]
+        lo, hi = r["relative_robustness_ci"]["accuracy"]
+        won = ", ".join(f"{k} {v}" for k, v in (a.get("won_by") or {}).items()) or "–"
+        body.append([r["condition"].split("=", 1)[1], _fmt(r["metrics"]["accuracy"]),
+                     _fmt(r["relative_robustness"]["accuracy"]), f"{_fmt(lo)}..{_fmt(hi)}",
+                     f"{a['success']} of {a['memes']}", str(a["queries"]) if a["queries"] else "–",
+                     _fmt(a["words_changed"]) if a.get("words_changed") is not None else "–", won,
+                     "; ".join(a.get("flags") or []) or "none"])
+    headers = ["Image attack", "Robust Acc.", "Rel. Rob. Acc.", "Rel. Rob. Acc. CI", "Fooled", "Queries",
+               "Words changed", "Won by", "Sanity flags"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def instruction_table(group: dict, tablefmt: str) -> str | None:
+    """When a group has cases whose image perturbation writes a verdict or the benign class's words into the
+    picture: per case, of the memes not called benign clean, the share whose verdict follows the writing, with its
+    interval (judge/instructions.py computes them)."""
+    rows = [r for r in group["results"] if r.get("instruction_followed")]
+    if not rows:
+        return None
+    body = []
+    for r in rows:
+        f = r["instruction_followed"]
+        lo, hi = f["ci"]
+        body.append([r["condition"], f["written"].replace("_", " "), _fmt(f["share"]), f"{_fmt(lo)}..{_fmt(hi)}",
+                     f"{f['count']} of {f['out_of']}"])
+    headers = ["Condition", "Written", "Followed", "Followed CI", "Memes"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def abstention_table(group: dict, tablefmt: str) -> str | None:
     """When the detector can decline (a prompted vision-language model): per condition, how often it declined, the
     change from clean with its interval, and how many memes were left out of the metrics (declined clean or there)."""
@@ -195,6 +234,10 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                              ("caption attacks: success, queries and words changed (TA: TextAttack's own measures; "
                               "words changed: all memes, TA: its successful attacks)",
                               caption_attack_table(group, tablefmt)),
+                             ("image attacks per meme: robust accuracy, memes fooled, queries, the ensemble's winner "
+                              "and its sanity flags", picture_attack_table(group, tablefmt)),
+                             ("written into the picture: of the memes not called benign clean, the share whose "
+                              "verdict follows the writing (Wilson interval)", instruction_table(group, tablefmt)),
                              ("relative robustness of accuracy per group", group_table(group, tablefmt)),
                              ("abstentions: memes the detector declined to classify (left out of the metrics)",
                               abstention_table(group, tablefmt)),

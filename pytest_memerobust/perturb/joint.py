@@ -1,0 +1,131 @@
+"""Joint image + caption attacks: an evader who controls the whole meme optimises both channels at once.
+
+`co_attack` (after Co-Attack, Zhang et al., ACM MM 2022, which perturbs the caption first and then the picture against
+the perturbed caption) alternates the two on the detector's own fused score, in two rounds: HotFlip edits of the
+caption (half the severity's HotFlip edits, the rest in round two), then L-infinity PGD on the picture against that
+caption (10 steps of 2.5 eps / 10, random start in round one, continued from the round-one picture in round two),
+then the caption again against the attacked picture, then the picture again. The budgets are those of the
+single-channel attacks at the same severity: HotFlip's edits (perturb/attacks.py) and image_attacks.py's L-infinity
+eps, so `co_attack@s` compares with `hotflip@s` and `pgd_linf@s` at equal budgets.
+
+A detector without gradients (a hosted or prompted model) gets the black-box fallback: HotFlip by queries, then Square
+(image_attacks.py) against the attacked caption, with the queries counted in the meme's record.
+
+The attack is an image perturbation that also chooses the caption (`rewrites_caption`): the condition
+`image=co_attack@3` shows the detector the attacked picture with the attacked caption; the engine reads the caption
+from `joint_captions`. Each meme is attacked alone (its own keyed generator, no other meme in its batches), so its
+picture and caption are the same in any shard or worker.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .attacks import HOTFLIP_STEPS, AttackContext, hotflip_batch
+from .distance import words_changed
+from .image_attacks import (LINF_LEVELS, PGD_STEPS, _gradient, _project, _random_start, keep_records, margin, square,
+                            targets, to_picture)
+from .registry import register
+
+ROUNDS = 2
+
+
+def _caption_round(context, caption: str, row: int, picture, steps: int, rng) -> tuple[str, int]:
+    """HotFlip on one caption with `picture` as the meme's picture: (caption, queries asked)."""
+    if steps <= 0:
+        return caption, 0
+    detector = context.detector
+    split = callable(getattr(detector, "head", None)) and callable(getattr(detector, "encode_images", None))
+    reads_image = "image" in getattr(detector, "modalities", ("image", "text"))
+    features = None
+    if split:
+        features = detector.encode_images([picture]) if reads_image else np.zeros((1, 0), dtype=np.float32)
+    one = AttackContext(detector, np.asarray([context.labels[row]]), features, [picture])
+    counted = _Counting(one)
+    return hotflip_batch([caption], [0], 1, [rng], counted, steps=steps)[0], counted.queries
+
+
+class _Counting(AttackContext):
+    """An attack context that counts the captions it asks the detector about (the black-box fallback's queries)."""
+
+    def __init__(self, base: AttackContext):
+        super().__init__(base.detector, base.labels, base.image_features, base.images)
+        self.queries = 0
+
+    def probabilities(self, captions, rows, batch_size: int = 256):
+        self.queries += len(captions)
+        return super().probabilities(captions, rows, batch_size)
+
+
+def _picture_round(target, x0, x, eps: float, rng, first: bool):
+    """PGD on the picture against the target's (current) caption, from a random start or from `x`."""
+    if first:
+        x = _random_start(x0, eps, "linf", rng)
+    step = 2.5 * eps / PGD_STEPS
+    for _ in range(PGD_STEPS):
+        _, grad = _gradient(target, x, "ce")
+        x = _project(x + step * grad.sign(), x0, eps, "linf")
+    return x
+
+
+def co_attack_one(context, row: int, picture, severity: int, rng) -> tuple[object, str, dict]:
+    """(picture, caption, record) of one meme under the joint attack."""
+    caption = context.captions[row]
+    clean_caption = caption
+    eps = float(LINF_LEVELS[severity - 1])
+    edits = HOTFLIP_STEPS[severity - 1]
+    per_round = [edits - edits // 2, edits // 2]
+    x0 = picture.float()[None]
+    x, queries = x0, 0
+    white_box = targets(context, [row])[0].white_box
+    attacked = picture
+    for k in range(ROUNDS):
+        caption, asked = _caption_round(context, caption, row, attacked, per_round[k], rng)
+        queries += asked
+        target = targets(context, [row], [caption])[0]
+        if white_box:
+            x = _picture_round(target, x0, x, eps, rng, first=k == 0)
+            attacked = to_picture(x, x0, eps, "linf")
+        else:
+            attacked, record = square(target, attacked if k else picture, eps, rng)
+            queries += record["queries"]
+        if margin(target.scores([attacked])[0], target.label) < 0:
+            break
+    final = targets(context, [row], [caption])[0]
+    record = {"success": bool(margin(final.scores([attacked])[0], final.label) < 0), "queries": queries,
+              "words_changed": words_changed(clean_caption, caption), "white_box": white_box}
+    return attacked, caption, record
+
+
+def _memo_key(context, name: str, severity: int, row: int) -> tuple:
+    meme = context.ids[row] if context.ids is not None else row
+    return ("joint caption", name, severity, context.fingerprint, meme)
+
+
+def co_attack_batch(images, rows, severity, rngs, context):
+    from ..pictures import as_picture, is_tensor_batch, to_array
+
+    arrays = not is_tensor_batch(list(images))
+    out, records = [], []
+    for x, row, rng in zip(images, rows, rngs):
+        picture, caption, record = co_attack_one(context, int(row), as_picture(x), severity, rng)
+        context.memo[_memo_key(context, "co_attack", severity, int(row))] = caption
+        records.append(record)
+        out.append(to_array(picture) if arrays else picture)
+    keep_records(context, "co_attack", severity, rows, records)
+    return out
+
+
+def joint_captions(context, name: str, severity: int, rows) -> list[str] | None:
+    """The captions joint attack `name` chose for memes `rows`, or None if it has not run on all of them."""
+    keys = [_memo_key(context, name, severity, int(r)) for r in rows]
+    if not all(k in context.memo for k in keys):
+        return None
+    return [context.memo[k] for k in keys]
+
+
+@register("co_attack", modality="image", family="co_attack", needs_model=True, rewrites_caption=True,
+          tags=("white_box", "black_box", "per_meme", "joint"), batch=co_attack_batch, takes="tensor")
+def co_attack(x, severity, rng, context, index):
+    """Joint caption + picture attack (after Co-Attack): HotFlip edits and L-infinity PGD alternated in two rounds on
+    the detector's fused score, at HotFlip's edits and 1 .. 16 /255 by severity (Square for a black box)."""
+    return co_attack_batch([x], [index], severity, [rng], context)[0]
