@@ -8,6 +8,11 @@ edit and its undoing cannot drift apart. Third parties add normalisers through t
 `pytest_memerobust.defences`: an entry point loads a module that calls `register`, or a callable registered under the
 entry point's name.
 
+Picture defences (`fn(pictures, detector) -> pictures`, run before the detector's own resize: `area_resize` and
+`median_filter` against the image-scaling attack, perturb/scaling.py) are registered with `register_picture` and
+join a Defence by name like normalisers (`Defence.parse("nfkc+area_resize")`); captions pass only through the
+normalisers, pictures only through the picture defences.
+
 A robustness number measured behind a defence is an overestimate if the attack keeps edits the defence undoes while
 the same perturbation had edits it does not undo. `adaptive_perturb` re-chooses each undone edit among the
 perturbation's other draws, so the defended number is what an attacker who knows the defence gets.
@@ -23,12 +28,13 @@ from importlib.metadata import entry_points
 from typing import Callable, Iterable, Mapping
 
 from .errors import BackendMissing, UnknownNameError
-from .perturb import evasion
+from .perturb import evasion, scaling
 from .perturb.text import _WHITESPACE, _split_core
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "UnknownDefenceError", "adaptive_perturb",
-    "check_defences", "get", "names", "parse", "register", "undoes",
+    "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "PictureDefence", "UnknownDefenceError",
+    "adaptive_perturb", "check_defences", "get", "names", "parse", "picture_names", "register", "register_picture",
+    "undoes",
 ]
 
 ENTRY_POINT_GROUP = "pytest_memerobust.defences"
@@ -87,17 +93,47 @@ def _ensure_loaded() -> None:
             register(ep.name, loaded)
 
 
-def get(name: str) -> Normaliser:
+@dataclass(frozen=True)
+class PictureDefence:
+    """A picture defence: `fn(pictures, detector)` -> the pictures the detector then reads (uint8 tensors)."""
+
+    name: str
+    fn: Callable = field(repr=False)
+    description: str = ""
+
+    def __call__(self, pictures: list, detector) -> list:
+        return self.fn(pictures, detector)
+
+
+_PICTURES: dict[str, PictureDefence] = {}
+
+
+def register_picture(name: str, fn: Callable, description: str = "") -> Callable:
+    """Record a picture defence `fn(pictures, detector) -> pictures` under `name`. Returns `fn`."""
+    if not isinstance(name, str) or not name.strip() or SEPARATOR in name or name in _REGISTRY:
+        raise ValueError(f"a picture defence name must be a new non-empty str without {SEPARATOR!r}, got {name!r}")
+    doc = (fn.__doc__ or "").strip()
+    _PICTURES[name] = PictureDefence(name, fn, description or (doc.splitlines()[0] if doc else ""))
+    return fn
+
+
+def get(name: str) -> Normaliser | PictureDefence:
     _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownDefenceError("normaliser", name, _REGISTRY) from None
+    found = _REGISTRY.get(name) or _PICTURES.get(name)
+    if found is None:
+        raise UnknownDefenceError("normaliser", name, {**_REGISTRY, **_PICTURES})
+    return found
 
 
 def names() -> list[str]:
+    """The caption normalisers' names."""
     _ensure_loaded()
     return sorted(_REGISTRY)
+
+
+def picture_names() -> list[str]:
+    """The picture defences' names."""
+    return sorted(_PICTURES)
 
 
 # --- built-in normalisers -----------------------------------------------------------------------------------
@@ -279,6 +315,8 @@ def spelling(text: str) -> str:
 
 for _fn in (nfkc, confusables, zero_width, leetspeak, whitespace, case, spelling):
     register(_fn.__name__, _fn)
+for _fn in (scaling.area_resize, scaling.median_filter):
+    register_picture(_fn.__name__, _fn)
 
 
 # --- composed defences --------------------------------------------------------------------------------------
@@ -286,8 +324,8 @@ for _fn in (nfkc, confusables, zero_width, leetspeak, whitespace, case, spelling
 
 @dataclass(frozen=True)
 class Defence:
-    """Normalisers applied in order; `id` ("nfkc+confusables") names it in reports and specs. `names` may be
-    given as a "+"-joined str too."""
+    """Normalisers (and picture defences) applied in order; `id` ("nfkc+confusables") names it in reports and
+    specs. `names` may be given as a "+"-joined str too."""
 
     names: tuple[str, ...]
 
@@ -311,14 +349,32 @@ class Defence:
 
     def __call__(self, text: str) -> str:
         for name in self.names:
-            text = _REGISTRY[name](text)
+            if name in _REGISTRY:
+                text = _REGISTRY[name](text)
         return text
+
+    @property
+    def guards_pictures(self) -> bool:
+        return any(name in _PICTURES for name in self.names)
+
+    def pictures(self, pictures: list, detector) -> list:
+        """`pictures` as `detector` reads them behind this defence (None, a caption-only row, stays None)."""
+        rows = [i for i, x in enumerate(pictures) if x is not None]
+        out = list(pictures)
+        if rows:
+            kept = [pictures[i] for i in rows]
+            for name in self.names:
+                if name in _PICTURES:
+                    kept = _PICTURES[name](kept, detector)
+            for i, x in zip(rows, kept):
+                out[i] = x
+        return out
 
     def check(self) -> None:
         """Raise BackendMissing naming this defence when one of its normalisers cannot run on this machine (its
         extra is not installed): a run says so once, before any case, instead of skipping every defended case. A
         normaliser that needs a backend says so even on an empty caption (as `spelling` does)."""
-        for name in self.names:
+        for name in (n for n in self.names if n in _REGISTRY):
             try:
                 _REGISTRY[name]("")
             except BackendMissing as exc:
@@ -345,7 +401,8 @@ def check_defences(used: Iterable[tuple[str | None, str]]) -> None:
 
 class DefendedDetector:
     """A detector behind a defence, for the attacks that query it: every caption it is asked about is normalised
-    first, so a search over edits only keeps the ones the defence lets through. Everything else is the wrapped
+    first (and every picture passes its picture defences), so a search over edits only keeps the ones the defence
+    lets through. Everything else is the wrapped
     detector's; its `fingerprint` names the defence too, so a trigger or pattern fitted behind it is cached apart.
     (Gradient attacks that read token embeddings directly still see the raw caption; the engine normalises their
     output before the detector reads it.)"""
@@ -356,7 +413,10 @@ class DefendedDetector:
     def __getattr__(self, name: str):
         found = getattr(self.wrapped, name)
         if name == "predict_with_abstentions":  # only a detector that can decline has it
-            return lambda images, texts, *rest, **kw: found(images, self._normalised(texts), *rest, **kw)
+            return lambda images, texts, *rest, **kw: found(self._pictures(images), self._normalised(texts), *rest,
+                                                            **kw)
+        if name == "encode_images":  # only a detector with its own image encoder has it
+            return lambda images, *rest, **kw: found(self._pictures(images), *rest, **kw)
         return found
 
     @property
@@ -366,11 +426,14 @@ class DefendedDetector:
     def _normalised(self, texts) -> list:
         return [None if text is None else self.defence(text) for text in texts]
 
+    def _pictures(self, images) -> list:
+        return self.defence.pictures(list(images), self.wrapped) if self.defence.guards_pictures else images
+
     def encode_texts(self, texts, *args, **kwargs):
         return self.wrapped.encode_texts(self._normalised(texts), *args, **kwargs)
 
     def predict_proba(self, images, texts, *args, **kwargs):
-        return self.wrapped.predict_proba(images, self._normalised(texts), *args, **kwargs)
+        return self.wrapped.predict_proba(self._pictures(images), self._normalised(texts), *args, **kwargs)
 
 
 def _as_defence(defence) -> Callable[[str], str]:

@@ -142,27 +142,66 @@ def fitted_size(height: int, width: int, size: int, center_crop: bool) -> tuple[
     return max(size, round(height * scale)), max(size, round(width * scale))
 
 
-def fit_to_encoder(pictures: Sequence[torch.Tensor], size: int, center_crop: bool, mean: Sequence[float],
-                   std: Sequence[float], device: torch.device | str | None = None) -> torch.Tensor:
-    """The encoder's input [N, 3, size, size] (float32, normalised) on `device`: an antialiased bicubic resize (the
-    kernel of PIL's BICUBIC, a = -0.5), then a centre crop (CLIP) or none (BLIP-2), in batches of one size."""
+# How a backbone resizes a picture for its encoder (its spec's `resize`):
+#   "bicubic-antialias"  PIL's BICUBIC (a = -0.5, kernel widened by the scale factor), as open_clip and the HF CLIP
+#                        processor do: every input pixel is read, so a hidden picture cannot survive it
+#   "bilinear"           two taps per axis, no antialiasing (cv2.INTER_LINEAR, torch's default): image-scaling prey
+#   "nearest"            one tap per axis (torch's legacy nearest, floor(i * scale), as cv2.INTER_NEAREST)
+#   "area"               each output pixel the mean of the input cell it covers (torch's adaptive average pooling)
+RESIZES = ("bicubic-antialias", "bilinear", "nearest", "area")
+DEFAULT_RESIZE = "bicubic-antialias"
+
+
+def check_resize(resize) -> str:
+    """`resize` if it names a known resize, else a ConfigError naming it and the known ones."""
+    if resize not in RESIZES:
+        from .errors import ConfigError
+
+        raise ConfigError(f"unknown resize {resize!r}; known: {', '.join(RESIZES)}")
+    return resize
+
+
+def resize_pictures(batch: torch.Tensor, height: int, width: int, resize: str = DEFAULT_RESIZE) -> torch.Tensor:
+    """A batch [N, 3, H, W] (uint8, or float in pixel units) resized to height x width with the named resize. The
+    default resizes uint8 on a CPU directly (its vectorised path, rounding between passes as PIL does) and floats
+    elsewhere; the others compute in float32, so they are exactly the linear maps perturb/scaling.py reads."""
+    check_resize(resize)
+    if resize == DEFAULT_RESIZE:
+        batch = batch if batch.device.type == "cpu" else batch.float()
+        return F.interpolate(batch, size=(height, width), mode="bicubic", antialias=True, align_corners=False)
+    if resize == "bilinear":
+        return F.interpolate(batch.float(), size=(height, width), mode="bilinear", antialias=False, align_corners=False)
+    return F.interpolate(batch.float(), size=(height, width), mode=resize)
+
+
+def encoder_view(pictures: Sequence[torch.Tensor], size: int, center_crop: bool, resize: str = DEFAULT_RESIZE,
+                 device: torch.device | str | None = None) -> torch.Tensor:
+    """What the encoder sees [N, 3, size, size] (float32, pixel units 0-255, before normalising) on `device`: the
+    named resize, then a centre crop (CLIP) or none (BLIP-2), in batches of one size."""
     if not len(pictures):
         raise ValueError("no pictures to encode")
+    check_resize(resize)
     device = torch.device(device) if device is not None else pictures[0].device
     out = torch.empty((len(pictures), 3, size, size), dtype=torch.float32, device=device)
-    mean_t = torch.tensor(mean, dtype=torch.float32, device=device).view(1, 3, 1, 1)
-    std_t = torch.tensor(std, dtype=torch.float32, device=device).view(1, 3, 1, 1)
     for (h, w), rows in groups_by_size(pictures).items():
         batch = torch.stack([pictures[i].to(device, non_blocking=True) for i in rows])
         rh, rw = fitted_size(h, w, size, center_crop)
         if (rh, rw) != (h, w):
-            # a CPU resizes uint8 directly (its vectorised path, rounding between passes as PIL does); CUDA in float
-            batch = batch if device.type == "cpu" else batch.float()
-            batch = F.interpolate(batch, size=(rh, rw), mode="bicubic", antialias=True, align_corners=False)
+            batch = resize_pictures(batch, rh, rw, resize)
         top, left = (rh - size) // 2, (rw - size) // 2
-        batch = batch[:, :, top : top + size, left : left + size].float().clamp(0, 255) / 255.0
-        out[torch.tensor(rows, device=device)] = (batch - mean_t) / std_t
+        out[torch.tensor(rows, device=device)] = batch[:, :, top : top + size, left : left + size].float().clamp(0, 255)
     return out
+
+
+def fit_to_encoder(pictures: Sequence[torch.Tensor], size: int, center_crop: bool, mean: Sequence[float],
+                   std: Sequence[float], device: torch.device | str | None = None,
+                   resize: str = DEFAULT_RESIZE) -> torch.Tensor:
+    """The encoder's input [N, 3, size, size] (float32, normalised) on `device`: `encoder_view` (by default an
+    antialiased bicubic resize, the kernel of PIL's BICUBIC, a = -0.5), normalised."""
+    view = encoder_view(pictures, size, center_crop, resize, device)
+    mean_t = torch.tensor(mean, dtype=torch.float32, device=view.device).view(1, 3, 1, 1)
+    std_t = torch.tensor(std, dtype=torch.float32, device=view.device).view(1, 3, 1, 1)
+    return (view / 255.0 - mean_t) / std_t
 
 
 # --- Pillow's BOX resize, exactly (pixelate, the demo detector's thumbnails) ---------------------------------

@@ -13,7 +13,9 @@
     [defence]     text = ["nfkc", "confusables", "zero_width"]: normalisers (defences.py) in front of the detector;
                   the clean case and every case with a caption side run twice, without and behind the defence
                   (`text=typos@3+defence=nfkc,confusables`, test name `typos-3+defended`), with the caption edits
-                  re-chosen against it (adaptive); image-only cases run once, the defence leaves pictures alone
+                  re-chosen against it (adaptive); image-only cases run once, the defence leaves pictures alone;
+                  image = ["area_resize"]: picture defences (defences.picture_names) in front of the detector's
+                  resize; then the image cases run behind the defence too (`image=image_scaling@3+defence=area_resize`)
     [budgets]     families = ["char_edits", ...] (default: every family the model reads, budgets.py),
                   min_median_budget = { char_edits = 3 }: one more case per model, `budgets`, that searches each
                   harmful meme's smallest evading edit and fails when a family's median budget is below its floor
@@ -225,9 +227,10 @@ def parse_suite(data: dict, path: Path) -> Suite:
     for p, ps in grid_prompt:
         conditions += [Condition(text=t, text_severity=ts, prompt=p, prompt_severity=ps) for t, ts in grid_text]
         conditions += [Condition(image=i, image_severity=is_, prompt=p, prompt_severity=ps) for i, is_ in grid_image]
-    defence = _defence(data, where)
+    defence, guards_pictures = _defence(data, where)
     if defence:
-        conditions += [replace(c, defence=defence) for c in conditions if c.text or c.kind == "clean"]
+        conditions += [replace(c, defence=defence) for c in conditions
+                       if c.text or c.kind == "clean" or (guards_pictures and c.image)]
     unique = list({c.id: c for c in reversed(conditions)}.values())[::-1]  # first occurrence wins
     return Suite(
         name=meta.get("name", path.stem), path=path, conditions=tuple(unique), thresholds=thresholds,
@@ -266,24 +269,32 @@ def _budgets(data: dict, where: str) -> BudgetCheck | None:
     return BudgetCheck(tuple(dict.fromkeys(families)), tuple(floors.items()))
 
 
-def _defence(data: dict, where: str) -> str | None:
-    """The id of the [defence] table's text defence (normalisers checked against the registry), or None."""
-    from .defences import Defence
+def _defence(data: dict, where: str) -> tuple[str | None, bool]:
+    """(the id of the [defence] table's defence: its text normalisers, then its picture defences, each checked
+    against its registry; or None), and whether it guards pictures."""
+    from .defences import Defence, names as text_names, picture_names
 
     table = _table(data, "defence", where)
     if not table:
-        return None
-    if set(table) - {"text"}:
-        raise SuiteError(f"{where}: [defence] takes only 'text' (a list of normaliser names), got "
-                         f"{sorted(table)}")
-    names = table.get("text")
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
-        raise SuiteError(f"{where}: [defence].text must be a non-empty list of normaliser names, e.g. "
-                         f"[\"nfkc\", \"confusables\"], got {names!r}")
-    try:
-        return Defence.parse(names).id
-    except (KeyError, ValueError) as exc:
-        raise SuiteError(f"{where}: [defence].text: {exc.args[0] if exc.args else exc}") from None
+        return None, False
+    if set(table) - {"text", "image"}:
+        raise SuiteError(f"{where}: [defence] takes only 'text' (a list of normaliser names) and 'image' (a list of "
+                         f"picture defences), got {sorted(table)}")
+    chosen = []
+    for side, known, example in (("text", text_names(), '["nfkc", "confusables"]'),
+                                 ("image", picture_names(), '["area_resize"]')):
+        if side not in table:
+            continue
+        names = table[side]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
+            raise SuiteError(f"{where}: [defence].{side} must be a non-empty list of names, e.g. {example}, got "
+                             f"{names!r}")
+        for name in names:
+            if name.strip() not in known:
+                raise SuiteError(f"{where}: [defence].{side}: unknown {side} defence {name!r}; known: "
+                                 f"{', '.join(known)}")
+        chosen += names
+    return Defence.parse(chosen).id, "image" in table
 
 
 def load_suite(path: Path) -> Suite:

@@ -51,7 +51,9 @@ def test_the_defence_doubles_the_clean_case_and_every_case_that_edits_the_captio
     ('text = ["nfkc", "no_such_thing"]', "no_such_thing"),
     ("text = []", "non-empty list"),
     ('text = "nfkc"', "non-empty list"),
-    ('image = ["jpeg"]', "takes only 'text'"),
+    ('image = ["jpeg"]', "unknown image defence 'jpeg'; known: area_resize, median_filter"),
+    ('text = ["area_resize"]', "unknown text defence 'area_resize'"),
+    ('audio = ["jpeg"]', "takes only 'text'"),
 ])
 def test_a_bad_defence_table_is_refused_naming_the_culprit(defence, says):
     with pytest.raises(SuiteError, match=says) as caught:

@@ -10,6 +10,11 @@
     {"kind": "hf-clip" | "hf-blip2", "config": {...}, "tokenizer": "minilm"}
         a small architecture built from an inline config (random weights, which a checkpoint then supplies);
         this is how the shipped demo checkpoints carry their tiny backbones.
+    {..., "resize": "bilinear"}                                          how any picture encoder resizes: see below
+
+`resize` (pictures.RESIZES): "bicubic-antialias" (the default: PIL, open_clip and the HF CLIP processor), "bilinear"
+(no antialiasing: cv2.INTER_LINEAR, torch's default), "nearest" or "area"; the image-scaling attack
+(perturb/scaling.py) reads it.
 
 Every backbone encodes a batch of RGB uint8 picture tensors (pictures.py) and a batch of captions into feature tensors. A hub id
 (or an open_clip tag) is read from a folder or the local Hugging Face cache; one that is not there is an error at once
@@ -34,7 +39,7 @@ import torch.nn.functional as F
 
 from ..determinism import shapes_fixed
 from ..errors import ConfigError
-from ..pictures import as_picture, fit_to_encoder
+from ..pictures import DEFAULT_RESIZE, as_picture, check_resize, fit_to_encoder
 from .cards import (TOKENIZER_FILES, WeightsNotHere, downloads_allowed, hf_cache_dir, hub_load_options, in_hf_cache,
                     not_here_message)
 
@@ -123,6 +128,10 @@ class Backbone(torch.nn.Module):
         self.spec = dict(spec)
         self._fingerprint: str | None = None
         self._weights_from_spec = True  # False once a checkpoint's weights replace those the spec names
+        try:  # how a picture is resized for the encoder (pictures.RESIZES)
+            self.resize = check_resize(spec.get("resize", DEFAULT_RESIZE))
+        except ConfigError as exc:
+            raise ConfigError(f"backbone {spec}: {exc}") from None
 
     def fingerprint(self) -> str:
         """Digest of what this encoder computes: its weights and how it reads its inputs (spec, picture size, crop
@@ -147,7 +156,8 @@ class Backbone(torch.nn.Module):
         """How pictures and captions become the encoder's inputs."""
         out = {"max_length": self.max_length, "tokenizer": self.tokenizer_identity()}
         if self.image_dim:
-            out.update(image_size=self.image_size, center_crop=self.center_crop, mean=CLIP_MEAN, std=CLIP_STD)
+            out.update(image_size=self.image_size, center_crop=self.center_crop, mean=CLIP_MEAN, std=CLIP_STD,
+                       resize=self.resize)
         return out
 
     def tokenizer_identity(self) -> dict:
@@ -196,7 +206,8 @@ class Backbone(torch.nn.Module):
         """The normalised input tensor [N, 3, S, S] the image encoder reads, computed on the encoder's device from
         picture tensors (3 x H x W uint8; arrays H x W x 3 are moved there first)."""
         pictures = [as_picture(x, self.device) for x in images]
-        return fit_to_encoder(pictures, self.image_size, self.center_crop, CLIP_MEAN, CLIP_STD, self.device)
+        return fit_to_encoder(pictures, self.image_size, self.center_crop, CLIP_MEAN, CLIP_STD, self.device,
+                              self.resize)
 
     def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no image encoder")
