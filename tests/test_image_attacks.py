@@ -181,3 +181,58 @@ def test_every_image_backbone_kind_is_attacked_white_box(kind):
             delta = (attacked.int() - meme.picture().int()).abs()
             assert 0 < int(delta.max()) <= LINF_LEVELS[severity - 1]
         assert summary(context.outcomes[("image", name, severity)])["zero_gradient"] == 0
+
+
+def test_an_attack_crafted_on_one_detector_reaches_another_with_the_same_pictures(world):
+    from pytest_memerobust.engine.transfer import transfer_cells
+    from pytest_memerobust.judge.transfer import transfer_matrix
+
+    detector, test, _ = world
+    demo = load_detector("demo")
+    data = test.head(6)
+    labels = data.labels("hate")
+    condition = Condition.parse("image=pgd_linf@4")
+    crafted = Engine(detector, data, labels=labels).inputs(*Engine.image_side(condition))
+    carried = Engine(demo, data, labels=labels, attack_source=detector).inputs(*Engine.image_side(condition))
+    assert all(torch.equal(a, b) for a, b in zip(crafted, carried))
+    matrix = transfer_matrix(transfer_cells({"blip2": detector, "demo": demo}, data, labels, condition))
+    assert matrix["sources"] == matrix["targets"] == ["blip2", "demo"]
+    white_box = matrix["cells"][0][0]
+    clean = Engine(detector, data, labels=labels).predict(Condition()).argmax(1) == labels
+    attacked = Engine(detector, data, labels=labels).predict(condition).argmax(1) == labels
+    assert (white_box["fooled"], white_box["out_of"]) == (int((clean & ~attacked).sum()), int(clean.sum()))
+    assert all(0 <= c["ci"][0] <= c["share"] <= c["ci"][1] <= 1 for row in matrix["cells"] for c in row
+               if c["out_of"])
+
+
+ADVERSARY_SUITE = """
+[suite]
+name = "adversary"
+description = "per-meme image attacks and the joint attack"
+[thresholds]
+min_relative_robustness = { accuracy = 0.5 }
+[image]
+pgd_linf = [4]
+strongest_image = [1]
+co_attack = [1]
+"""
+
+
+def test_a_suite_of_image_attacks_runs_as_cases_and_the_report_shows_their_measures(pytester):
+    pytester.makefile(".toml", **{"memerobust-adversary": ADVERSARY_SUITE})
+    js = pytester.path / "r.json"
+    result = pytester.runpytest("--memerobust-model=memeblip2-tda", "-v", "--memerobust-tables=full",
+                                "--memerobust-limit=8", "--memerobust-bootstrap=100", "-p", "no:cacheprovider",
+                                f"--memerobust-report={js}", "-k", "adversary", ".")
+    out = result.stdout.str()
+    assert result.ret in (0, 1) and "INTERNALERROR" not in out
+    for name in ("pgd_linf-4", "strongest_image-1", "co_attack-1"):
+        assert f"::memeblip2-tda::{name} " in out
+    assert "image attacks per meme" in out
+    import json
+
+    [group] = json.loads(js.read_text())["groups"]
+    measured = {r["condition"]: r["picture_attack"] for r in group["results"]}
+    assert measured["image=pgd_linf@4"]["memes"] == 8
+    assert measured["image=co_attack@1"]["words_changed"] > 0
+    assert set(measured["image=strongest_image@1"]["won_by"]) <= {"apgd_ce", "apgd_dlr", "square"}

@@ -83,7 +83,7 @@ class Engine:
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
                  precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
                  defence=None, shards=None, attack_memo: dict | None = None, given_inputs: dict | None = None,
-                 recipe=None, label: str = ""):
+                 recipe=None, label: str = "", attack_source=None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
         (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
@@ -101,7 +101,8 @@ class Engine:
         shared with the engine that fitted them; `given_inputs`: side key -> inputs computed elsewhere (a shard's
         rows of captions attacked over the whole dataset). `recipe`: a picklable callable that builds this engine
         again in another process (a Ray actor), from the run's options. `label`: what the engine evaluates (model,
-        data, task, defence), the same in every process of a run."""
+        data, task, defence), the same in every process of a run. `attack_source`: another detector the attacks are
+        crafted on (their pictures and captions then reach this one: transfer between detectors)."""
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
         self.precision = precision
@@ -110,6 +111,7 @@ class Engine:
         self.text_reader = text_reader
         self.defence = defence
         self._attack_context = None
+        self.attack_source = attack_source
         self._attack_memo = {} if attack_memo is None else attack_memo
         self._given_inputs = given_inputs or {}
         self.shards, self.recipe, self.label = shards, recipe, label
@@ -352,6 +354,7 @@ class Engine:
                      training=self.training, cache_dir=self.cache_dir, features=self.features,
                      precision=self.precision, ocr=self.ocr, text_reader=self.text_reader, defence=self.defence,
                      attack_memo=self._attack_memo if attack_memo is None else attack_memo,
+                     attack_source=self.attack_source,
                      given_inputs={key: values[rows.start : rows.stop]
                                    for key, values in (given_inputs or {}).items()})
         sub._text_boxes = self._text_boxes[rows.start : rows.stop]
@@ -414,14 +417,16 @@ class Engine:
         if self._attack_context is None:
             if self.labels is None:
                 raise ValueError("this engine was built without labels, which attacks need")
-            modalities = getattr(self.detector, "modalities", ("image", "text"))
-            split = is_split(self.detector)
+            detector = self.detector if self.attack_source is None else self.attack_source
+            modalities = getattr(detector, "modalities", ("image", "text"))
+            split = is_split(detector)
             image_features = None
-            if split:
-                image_features = (self._encode("image", None, None) if "image" in modalities
-                                  else np.zeros((len(self.ids), 0), dtype=np.float32))
+            if split and "image" not in modalities:
+                image_features = np.zeros((len(self.ids), 0), dtype=np.float32)
+            elif split:  # the source's own features of the clean pictures (this engine's, through its store)
+                image_features = (self._encode("image", None, None) if detector is self.detector
+                                  else np.asarray(detector.encode_images(self.inputs("image", None, None))))
             images = self.inputs("image", None, None) if not split and "image" in modalities else None
-            detector = self.detector
             if self.defence is not None:
                 from ..defences import DefendedDetector
 
