@@ -124,10 +124,13 @@ def digests(pictures: Sequence[torch.Tensor]) -> list[str]:
 
 
 def groups_by_size(pictures: Sequence[torch.Tensor]) -> dict[tuple[int, int], list[int]]:
-    """Indices of the pictures of each size (H, W), in order: the batches pictures of one size can be stacked into."""
+    """Indices of the pictures of each size (H, W), in order: the batches pictures of one size can be stacked into.
+    (A white-box attack's float 0-255 values pass too: they are pictures on their way to uint8.)"""
     groups: dict[tuple[int, int], list[int]] = {}
     for i, picture in enumerate(pictures):
-        groups.setdefault(tuple(check_picture(picture).shape[1:]), []).append(i)
+        if not (isinstance(picture, torch.Tensor) and picture.is_floating_point() and picture.ndim == 3):
+            check_picture(picture)
+        groups.setdefault(tuple(picture.shape[1:]), []).append(i)
     return groups
 
 
@@ -258,3 +261,16 @@ def pillow_box_resize(pixels: torch.Tensor, height: int, width: int) -> torch.Te
     if PILLOW_ROWS_FIRST and h - height > 2 * (w - width):
         return columns(rows(pixels))
     return rows(columns(pixels))
+
+
+def box_resize_values(values: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Pillow's BOX resize of float 0-255 values, without its rounding: the same weights, differentiable (the path
+    white-box image attacks follow through the demo detector's thumbnails)."""
+    def axis(x: torch.Tensor, n_out: int) -> torch.Tensor:
+        index, weight = (t.to(x.device) for t in pillow_box_taps(x.shape[-1], n_out))
+        return (x[..., index] * (weight.to(x.dtype) / (1 << PRECISION_BITS))).sum(dim=-1)
+
+    h, w = values.shape[-2:]
+    if PILLOW_ROWS_FIRST and h - height > 2 * (w - width):
+        return axis(axis(values.transpose(-1, -2), height).transpose(-1, -2), width)
+    return axis(axis(values, width).transpose(-1, -2), height).transpose(-1, -2)

@@ -205,8 +205,12 @@ class Backbone(torch.nn.Module):
     def pixels(self, images: Sequence) -> torch.Tensor:
         """The normalised input tensor [N, 3, S, S] the image encoder reads, computed on the encoder's device from
         picture tensors (3 x H x W uint8; arrays H x W x 3 are moved there first)."""
-        pictures = [as_picture(x, self.device) for x in images]
-        return fit_to_encoder(pictures, self.image_size, self.center_crop, CLIP_MEAN, CLIP_STD, self.device,
+        return self.fit_pictures([as_picture(x, self.device) for x in images])
+
+    def fit_pictures(self, pictures: Sequence[torch.Tensor]) -> torch.Tensor:
+        """`pixels` of picture tensors already checked: uint8, or float 0-255 values whose gradient flows through
+        (the white-box image attacks), resized and normalised the same way."""
+        return fit_to_encoder(list(pictures), self.image_size, self.center_crop, CLIP_MEAN, CLIP_STD, self.device,
                               self.resize)
 
     def encode_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
