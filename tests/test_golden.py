@@ -36,6 +36,18 @@ def _outputs() -> dict:
     return out
 
 
+@pytest.fixture(autouse=True)
+def _no_system_fonts(monkeypatch):
+    """FigStep's layout (perturb/typographic.py) draws with a bold monospace font found at run time: pinned to
+    Pillow's own here, so the golden outputs do not depend on the fonts a machine has."""
+    from pytest_memerobust.perturb import typographic
+
+    monkeypatch.setattr(typographic, "MONO_BOLD_FONTS", ())
+    typographic.figstep_font_name.cache_clear()
+    yield
+    typographic.figstep_font_name.cache_clear()
+
+
 def test_perturbation_outputs_match_the_golden_file():
     outputs = _outputs()
     if os.environ.get("MEMEROBUST_REGEN_GOLDEN"):

@@ -270,6 +270,18 @@ def _overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+def free_spot(rng: np.random.Generator, width: float, height: float, w: int, h: int,
+              taken: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of a `width` x `height` rectangle at a random place on a w x h picture, clear of
+    the `taken` rectangles when one of 20 draws is (else the last draw)."""
+    for _ in range(20):
+        left, top = rng.uniform(0, max(1, w - width)), rng.uniform(0, max(1, h - height))
+        rect = (left, top, left + width, top + height)
+        if not any(_overlaps(rect, t) for t in taken):
+            break
+    return rect
+
+
 def counter_text(x: torch.Tensor, severity: int, rng: np.random.Generator,
                  text_boxes: Sequence[TextBox] | None = None) -> torch.Tensor:
     """Type short benign phrases ("just a joke", "love is love"...) onto the picture, away from its caption where
@@ -288,11 +300,7 @@ def counter_text(x: torch.Tensor, severity: int, rng: np.random.Generator,
         left, top, right, bottom = probe.textbbox((0, 0), phrase, font=_fitted_font(probe, phrase, height, w - 2,
                                                                                     stroke), stroke_width=stroke)
         width = min(w - 2, right - left)
-        for attempt in range(20):  # a place clear of the caption and of earlier phrases, if there is one
-            left, top = rng.uniform(0, max(1, w - width)), rng.uniform(0, max(1, h - height))
-            rect = (left, top, left + width, top + height)
-            if not any(_overlaps(rect, t) for t in taken):
-                break
+        rect = free_spot(rng, width, height, w, h, taken)
         taken.append(rect)
         lines.append((phrase, TextBox.from_rect(*rect, text=phrase)))
         light = rng.random() < 0.7  # white on black, as meme text is, or black on white

@@ -42,7 +42,11 @@ def gallery(image: np.ndarray, meme_id: str, names: list[str], seed: int = 0, ti
     for i, cells in enumerate(rows):
         for j, (label, picture) in enumerate(cells):
             x, y = j * tile, i * (tile + label_h)
-            sheet.paste(Image.fromarray(picture).resize((tile, tile), Image.BILINEAR), (x, y + label_h))
+            shown = Image.fromarray(picture)  # kept in proportion: an edit may change the shape (FigStep's square)
+            scale = tile / max(shown.size)
+            shown = shown.resize((max(1, round(shown.width * scale)), max(1, round(shown.height * scale))),
+                                 Image.BILINEAR)
+            sheet.paste(shown, (x + (tile - shown.width) // 2, y + label_h + (tile - shown.height) // 2))
             draw.text((x + 2, y + 1), label, fill="black", font=font)
     return sheet
 
