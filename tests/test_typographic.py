@@ -157,7 +157,7 @@ def test_instruction_followed_on_known_answers():
     # memes 0, 1 and 3 are called hateful clean; 0 and 3 turn benign; meme 2 (benign clean) does not count
     share, count, out_of, (lo, hi) = instruction_followed(CLEAN, WRITTEN)
     assert (count, out_of) == (2, 3) and share == pytest.approx(2 / 3)
-    assert (lo, hi) == pytest.approx((0.2077, 0.9385), abs=1e-4)  # Wilson 2 of 3, 95% (statsmodels' values)
+    assert (lo, hi) == pytest.approx((0.2077, 0.9385), abs=1e-4)  # Wilson 2 of 3, 95%, worked by hand
     assert instruction_followed(CLEAN, CLEAN)[:3] == (0.0, 0, 3)
     # towards class 1 instead: only meme 2 is out of it clean, and it follows
     assert instruction_followed(CLEAN, WRITTEN, target_class=1)[:3] == (1.0, 1, 1)
