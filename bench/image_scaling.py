@@ -29,7 +29,7 @@ from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.determinism import fixed_threads  # noqa: E402
 from pytest_memerobust.perturb import get  # noqa: E402
 from pytest_memerobust.perturb.attacks import AttackContext  # noqa: E402
-from pytest_memerobust.perturb.scaling import _targets, detector_resize, scaling_vulnerable  # noqa: E402
+from pytest_memerobust.perturb.scaling import _targets, detector_resize, measure, scaling_vulnerable  # noqa: E402
 from pytest_memerobust.pictures import to_array  # noqa: E402
 
 SEVERITY = 5
@@ -71,8 +71,8 @@ def evaluate(name, detector, test, training, gallery):
     aim = fit.view(targets)  # severity 5: the whole target
     error_behind = float(np.median((fit.view(behind[0]) - aim).abs().mean(dim=(1, 2, 3)).numpy())) / 255
     gallery.append((name, clean[0], attacked[0], fit.view(attacked[:1])[0], targets[0]))
-    return (f"| {name} | {'yes' if scaling_vulnerable(records) else 'no'} | {np.median(records['psnr_full']):.1f} | "
-            f"{np.median(records['target_error']) * 255:.1f} | {follows(detector, attacked, targets, clean, captions)} "
+    return (f"| {name} | {'yes' if scaling_vulnerable(records) else 'no'} | {np.median(measure(records, 'psnr_full')):.1f} | "
+            f"{np.median(measure(records, 'target_error')) * 255:.1f} | {follows(detector, attacked, targets, clean, captions)} "
             f"| {error_behind * 255:.1f} | {follows(detector, *behind, captions)} | {seconds:.1f} |")
 
 

@@ -140,10 +140,11 @@ def bf16_check(detector, dataset: Dataset) -> dict:
             "passed": mean_abs_diff <= BF16_TOLERANCE["mean_abs_diff"] and agreement >= BF16_TOLERANCE["agreement"]}
 
 
-def engine_in_worker(options: Options, model: str, spec: str, task: str | None, defence: str | None) -> Engine:
+def engine_in_worker(options: Options, model: str, spec: str, task: str | None, defence: str | None,
+                     source: str | None = None) -> Engine:
     """The engine of `model` on `spec` built from `options` in another process (a Ray actor): the same detector,
     memes and settings as the run's, for the shards it is handed."""
-    return RobustnessSession(options).engine(model, spec, task, defence)
+    return RobustnessSession(options).engine(model, spec, task, defence, source)
 
 
 class RobustnessSession:
@@ -421,27 +422,34 @@ class RobustnessSession:
             self._ocr = ocr_backend(name, self.options.cache_dir, resolve_device(self.options.device))
         return self._ocr
 
-    def engine(self, model: str, spec: str, task: str | None = None, defence: str | None = None) -> Engine:
+    def engine(self, model: str, spec: str, task: str | None = None, defence: str | None = None,
+               source: str | None = None) -> Engine:
         """The engine of `model` on `spec`; with `defence` (a defences.Defence id) one whose captions pass through
-        that defence, sharing the model's store of encoded inputs (keyed by the inputs themselves)."""
+        that defence, sharing the model's store of encoded inputs (keyed by the inputs themselves); with `source`
+        (another model) one whose attacks are crafted on that model (transfer)."""
         task = self.task(model, task)
-        key = (model, spec, task) + ((defence,) if defence else ())
+        source = None if source == model else source
+        key = (model, spec, task) + ((defence,) if defence else ()) + ((("from", source),) if source else ())
         if key not in self._engines:
             name, mode = split_model(model)
             self._engines[key] = Engine(
                 self.detector(model), self.dataset(spec).labelled(task), seed=self.options.seed,
-                batch_size=self.options.batch_size, shares=self.engine(name, spec, task, defence) if mode else None,
+                batch_size=self.options.batch_size,
+                shares=self.engine(name, spec, task, defence, source) if mode else None,
                 labels=self.dataset(spec).labelled(task).labels(task),
                 training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir,
                 features=None if mode else self.feature_store(name), precision=self.precision(name),
                 ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr(),
                 side_memory_limit=self.held_features_limit(), defence=_defence(defence),
                 shards=ShardRunner(self.executor, self.options.shard_size),
-                recipe=functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence),
-                label=f"{model} on {spec}, task {task}" + (f", defence {defence}" if defence else ""))
-            if defence and not mode:  # the pictures are the undefended engine's: decoded once
+                recipe=functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence, source),
+                label=f"{model} on {spec}, task {task}" + (f", defence {defence}" if defence else "")
+                + (f", attacks crafted on {source}" if source else ""),
+                attack_source=self.detector(source) if source else None)
+            if (defence or source) and not mode:  # the pictures are the plain engine's: decoded once
                 self._engines[key].share_pictures(self.engine(model, spec, task))
-            self._engines[key].plan([c for c in self._planned.get((model, spec), []) if c.defence == defence])
+            self._engines[key].plan([c for c in self._planned.get((model, spec), [])
+                                     if c.defence == defence and (None if c.source == model else c.source) == source])
         return self._engines[key]
 
     def worker_options(self) -> Options:
@@ -492,7 +500,7 @@ class RobustnessSession:
             return self.results[key]
         task = self.task(model, task)
         dataset = self._scored_dataset(model, spec, task)
-        engine = self.engine(model, spec, task, condition.defence)
+        engine = self.engine(model, spec, task, condition.defence, condition.source)
         groups = self.groups(spec, self.options.group or group, task)
         reference = Condition(defence=condition.defence)  # clean, behind the same defence
         clean_key = (model, spec, reference.id)

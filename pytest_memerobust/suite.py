@@ -1,7 +1,9 @@
 """Suite files: declarative TOML that becomes one test per (model, condition).
 
     [suite]       name, description, task, dataset (a --memerobust-data spec used when none is given), modes,
-                  group, captions ("ocr": every condition's captions read off its pictures, end to end)
+                  group, captions ("ocr": every condition's captions read off its pictures, end to end),
+                  transfer_from (a model or a list: every attack of the suite is also crafted on it and shown to
+                  the run's models, `pgd_linf-4+from-memeclip`; the report adds the transfer matrix)
     [thresholds]  defaults for every condition (see Thresholds)
     [text]        perturbation = [severities] | "all" | true (no severities): text-only conditions
     [image]       the same for image-only conditions
@@ -25,6 +27,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,7 +38,7 @@ from .judge.thresholds import Thresholds
 from .tomlfile import read_toml
 
 _TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "budgets", "override"}
-_SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions"}
+_SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions", "transfer_from"}
 MODES = ("multimodal", "text", "image")
 
 
@@ -73,6 +76,7 @@ class Suite:
     captions: str = "dataset"  # "ocr": captions read off each condition's (perturbed) pictures, end to end
     defence: str | None = None  # a text defence's id (defences.Defence), whose cases run besides the undefended
     budgets: "BudgetCheck | None" = None  # the evasion-budget case ([budgets]), if the suite has one
+    transfer_from: tuple[str, ...] = ()  # models every attack is also crafted on, for the run's models to face
 
     def model_specs(self, models) -> list[str]:
         """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
@@ -231,6 +235,8 @@ def parse_suite(data: dict, path: Path) -> Suite:
     if defence:
         conditions += [replace(c, defence=defence) for c in conditions
                        if c.text or c.kind == "clean" or (guards_pictures and c.image)]
+    transfer_from = _transfer_from(meta, where)
+    conditions += [replace(c, source=model) for model in transfer_from for c in conditions if _attacks(c)]
     unique = list({c.id: c for c in reversed(conditions)}.values())[::-1]  # first occurrence wins
     return Suite(
         name=meta.get("name", path.stem), path=path, conditions=tuple(unique), thresholds=thresholds,
@@ -239,8 +245,25 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
         modes=tuple(modes), group=meta.get("group"), captions=captions, defence=defence,
-        budgets=_budgets(data, where),
+        budgets=_budgets(data, where), transfer_from=transfer_from,
     )
+
+
+def _transfer_from(meta: dict, where: str) -> tuple[str, ...]:
+    """[suite].transfer_from: a model name (card or path) or a list of them, on which each attack of the suite is
+    crafted once more, the attacked memes then shown to the run's models (`pgd_linf-4+from-memeclip`)."""
+    value = meta.get("transfer_from", [])
+    value = [value] if isinstance(value, str) else value
+    if not isinstance(value, list) or not all(isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.:\-]+", v)
+                                              for v in value):
+        raise SuiteError(f"{where}: [suite].transfer_from must be a model name or a list of them (letters, digits, "
+                         f"_ . : -), got {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
+def _attacks(condition: Condition) -> bool:
+    """Whether a side of `condition` is crafted against a detector (an attack): what transfer carries over."""
+    return any(name and get_perturbation(name).needs_model for name in (condition.text, condition.image))
 
 
 def _budgets(data: dict, where: str) -> BudgetCheck | None:

@@ -236,3 +236,51 @@ def test_a_suite_of_image_attacks_runs_as_cases_and_the_report_shows_their_measu
     assert measured["image=pgd_linf@4"]["memes"] == 8
     assert measured["image=co_attack@1"]["words_changed"] > 0
     assert set(measured["image=strongest_image@1"]["won_by"]) <= {"apgd_ce", "apgd_dlr", "square"}
+
+
+TRANSFER_SUITE = """
+[suite]
+name = "transfer"
+description = "attacks crafted on memeclip, shown to every model"
+transfer_from = "memeclip"
+[thresholds]
+min_relative_robustness = { accuracy = 0.5 }
+[image]
+pgd_linf = [4]
+gaussian_noise = [1]
+"""
+
+
+def test_a_suite_carries_attacks_crafted_on_one_model_to_the_others_and_reports_the_matrix(pytester):
+    pytester.makefile(".toml", **{"memerobust-transfer": TRANSFER_SUITE})
+    js = pytester.path / "r.json"
+    result = pytester.runpytest("--memerobust-model=memeblip2-tda", "--memerobust-model=memeclip", "-v",
+                                "--memerobust-tables=full", "--memerobust-limit=8", "--memerobust-bootstrap=100",
+                                "-p", "no:cacheprovider", f"--memerobust-report={js}", "-k", "transfer", ".")
+    out = result.stdout.str()
+    assert result.ret in (0, 1) and "INTERNALERROR" not in out
+    assert "::memeblip2-tda::pgd_linf-4+from-memeclip " in out
+    assert "gaussian_noise-1+from-memeclip" not in out  # only attacks are crafted on a model
+    assert "transfer of image=pgd_linf@4" in out
+    import json
+
+    report = json.loads(js.read_text())
+    [matrix] = report["transfer"]
+    assert matrix["sources"] == ["memeclip"] and set(matrix["targets"]) == {"memeblip2-tda", "memeclip"}
+    cells = dict(zip(matrix["targets"], matrix["cells"][0]))
+    assert cells["memeclip"] is not None and cells["memeblip2-tda"]["out_of"] <= 8
+    # the transferred pictures are memeclip's own attack: memeclip's cell is its white-box result
+    rows = {(g["model"], r["condition"]): r for g in report["groups"] for r in g["results"]}
+    white_box = rows[("memeclip", "image=pgd_linf@4")]
+    assert rows[("memeclip", "image=pgd_linf@4+from=memeclip")]["metrics"] == white_box["metrics"]
+
+
+def test_a_bad_transfer_from_is_the_suite_s_error():
+    import tomllib
+    from pathlib import Path
+
+    from pytest_memerobust.errors import SuiteError
+    from pytest_memerobust.suite import parse_suite
+
+    with pytest.raises(SuiteError, match="transfer_from must be a model name"):
+        parse_suite(tomllib.loads(TRANSFER_SUITE.replace('"memeclip"', '["memeclip", 3]')), Path("bad.toml"))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 _SIDE = re.compile(r"^(text|image|prompt)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
 _DEFENCE_SIDE = re.compile(r"^defence=([A-Za-z0-9_.:\-]+(?:,[A-Za-z0-9_.:\-]+)*)$")
+_SOURCE_SIDE = re.compile(r"^from=([A-Za-z0-9_.:\-]+)$")
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class Condition:
     prompt: str | None = None  # a prompt edit (prompt_invariance.PROMPT_EDITS)
     prompt_severity: int | None = None
     defence: str | None = None  # a text defence's id ("nfkc+confusables", defences.Defence): captions normalised
+    # the model the condition's attacks are crafted on, when not the detector evaluated (transfer between detectors)
+    source: str | None = None
 
     @property
     def undefended(self) -> "Condition":
@@ -47,6 +50,8 @@ class Condition:
                              self._side("prompt", self.prompt, self.prompt_severity)) if s]
         if self.defence:  # `+` joins the sides, so the defence's normalisers are joined by `,` here
             sides.append(f"defence={self.defence.replace('+', ',')}")
+        if self.source:
+            sides.append(f"from={self.source}")
         return "+".join(sides) or "clean"
 
     @property
@@ -56,7 +61,8 @@ class Condition:
         sides = [f"{name}-{severity}" if severity is not None else name
                  for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity),
                                         (self.prompt, self.prompt_severity)) if name]
-        return "+".join(sides + ["defended"] * bool(self.defence)) or "clean"
+        return "+".join(sides + ["defended"] * bool(self.defence)
+                        + [f"from-{self.source}"] * bool(self.source)) or "clean"
 
     @classmethod
     def parse(cls, condition_id: str) -> "Condition":
@@ -67,6 +73,10 @@ class Condition:
             defence = _DEFENCE_SIDE.match(part.strip())
             if defence and "defence" not in values:
                 values["defence"] = defence.group(1).replace(",", "+")
+                continue
+            source = _SOURCE_SIDE.match(part.strip())
+            if source and "source" not in values:
+                values["source"] = source.group(1)
                 continue
             match = _SIDE.match(part.strip())
             if not match or match.group(1) in values:

@@ -50,3 +50,29 @@ def transfer_matrix(cells: list[TransferCell]) -> dict:
             "cells": [[None if (s, t) not in by else {"fooled": by[s, t].fooled, "out_of": by[s, t].out_of,
                                                         "share": by[s, t].share, "ci": list(by[s, t].ci)}
                        for t in targets] for s in sources]}
+
+
+def transfer_from_results(results) -> list[dict]:
+    """The transfer matrices of a run (ConditionResults): one per (dataset, attack condition) that some model faced
+    crafted on another (`condition.source`); a model's own white-box result of that condition, when the run has it,
+    fills its diagonal."""
+    from dataclasses import replace
+
+    results = list(results)
+    by_key = {(r.model, r.dataset, r.condition.id): r for r in results}
+    out = []
+    for dataset, plain_id in dict.fromkeys((r.dataset, replace(r.condition, source=None).id)
+                                           for r in results if r.condition.source):
+        crafted = [r for r in results if r.dataset == dataset and r.condition.source
+                   and replace(r.condition, source=None).id == plain_id]
+        sources = list(dict.fromkeys(r.condition.source for r in crafted))
+        targets = list(dict.fromkeys(r.model for r in crafted))
+        cells = []
+        for source in sources:
+            for target in targets:
+                r = (by_key.get((target, dataset, plain_id)) if source == target
+                     else next((x for x in crafted if x.model == target and x.condition.source == source), None))
+                if r is not None:
+                    cells.append(transfer_cell(source, target, plain_id, r.y_true, r.proba_clean, r.proba))
+        out.append({"dataset": dataset, **transfer_matrix(cells)})
+    return out

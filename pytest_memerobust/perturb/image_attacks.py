@@ -5,9 +5,11 @@ A verdict is only as strong as the strongest attack tried (Croce and Hein, ICML 
 published defences), so the picture is attacked meme by meme, not only with one universal pattern (uap.py).
 
 - White box: a detector with a `picture_logits(values, text_features)` hook (MemeCLIP, MemeBLIP2 and the demo
-  detector, and their channel-ablation views) is differentiated from the full-size picture (float 0-255 values,
-  through the detector's own resize) to its class logits. Other detectors (prompted and hosted models) are attacked
-  by queries alone (Square), and a white-box attack on them is an error that says so.
+  detector, and their channel-ablation views; a prompted model, not split into encoders and a head, has
+  `picture_logits(values, caption=...)`) is differentiated from the full-size picture (float 0-255 values, through
+  the detector's own resize) to its class logits. Other detectors (hosted models, prompted models whose processor is
+  not reproduced in torch: their `no_gradient_reason` says why) are attacked by queries alone (Square), and a
+  white-box attack on them is an error that says so.
 - Budgets by severity, in 0-255 pixel levels of the full-size picture: L-infinity 1, 2, 4, 8, 16 (/255); L2 the same
   as a root-mean-square change per value, halved (0.5 .. 8 /255 RMS, so that ||delta||_2 = rms * sqrt(3 H W)): the
   CIFAR convention of L2 0.5 against L-infinity 8/255 is a ratio of 0.29 in these units.
@@ -64,11 +66,16 @@ class PictureTarget:
 
     @property
     def white_box(self) -> bool:
-        return callable(getattr(self.detector, "picture_logits", None))
+        """A `picture_logits` hook, and no `no_gradient_reason` (a prompted model whose processor is not
+        reproduced in torch says so there)."""
+        return (callable(getattr(self.detector, "picture_logits", None))
+                and not getattr(self.detector, "no_gradient_reason", None))
 
     def logits(self, values):
         import torch
 
+        if self.text_features is None:  # a detector that is not split (a prompted model) reads the caption itself
+            return self.detector.picture_logits(values, caption=self.caption)
         features = torch.as_tensor(self.text_features, device=values.device)
         return self.detector.picture_logits(values, features)
 
@@ -195,11 +202,13 @@ def _random_start(x0, eps: float, norm: str, rng: np.random.Generator):
 
 # --- the attacks, one meme each ---------------------------------------------------------------------------------
 
-def pgd(target: PictureTarget, picture, eps: float, norm: str, rng: np.random.Generator, steps: int = PGD_STEPS):
-    """Projected gradient ascent on the cross-entropy from a random start: the last iterate (Madry et al. 2018)."""
+def pgd(target: PictureTarget, picture, eps: float, norm: str, rng: np.random.Generator, steps: int = PGD_STEPS,
+        random_start: bool = True):
+    """Projected gradient ascent on the cross-entropy from a random start (or the clean picture, to compare with a
+    reference implementation step by step): the last iterate (Madry et al. 2018)."""
     x0 = picture.float()[None]
     step = 2.5 * eps / steps
-    x = _random_start(x0, eps, norm, rng)
+    x = _random_start(x0, eps, norm, rng) if random_start else x0
     zero = False
     for k in range(steps):
         _, grad = _gradient(target, x, "ce")
@@ -325,9 +334,10 @@ def square(target: PictureTarget, picture, eps: float, rng: np.random.Generator,
 
 def _white_box_or_error(name: str, target: PictureTarget) -> None:
     if not target.white_box:
+        reason = getattr(target.detector, "no_gradient_reason", None)
         raise NoGradient(f"{name} follows the detector's gradients, and {type(target.detector).__name__} has no "
-                         f"differentiable image path (picture_logits); attack it with 'square' (queries only) or "
-                         f"'strongest_image'")
+                         f"differentiable image path (picture_logits{': ' + reason if reason else ''}); attack it "
+                         f"with 'square' (queries only) or 'strongest_image'")
 
 
 def _run(name: str, images, rows, severity: int, rngs, context, one: Callable, captions=None) -> list:
@@ -478,11 +488,16 @@ def strongest_image(x, severity, rng, context, index):
     return strongest_batch([x], [index], severity, [rng], context)[0]
 
 
+_RECORD_KEYS = {"success", "queries", "zero_gradient", "won_by", "tried", "black_box_beat_white_box",
+                "words_changed", "white_box"}
+
+
 def summary(records: dict[int, dict]) -> dict:
     """What a report shows of an image attack's per-meme records: success rate, queries, and the sanity flags."""
     values = [r for _, r in sorted(records.items()) if isinstance(r, dict)]
     n = len(values)
-    out = {"memes": n, "success": sum(bool(r.get("success")) for r in values),
+    judged = any("success" in r for r in values)  # image_scaling measures distances, not verdicts
+    out = {"memes": n, "success": sum(bool(r.get("success")) for r in values) if judged else None,
            "queries": int(sum(int(r.get("queries", 0)) for r in values)),
            "zero_gradient": sum(bool(r.get("zero_gradient")) for r in values)}
     if any("words_changed" in r for r in values):
@@ -494,6 +509,9 @@ def summary(records: dict[int, dict]) -> dict:
                 won[r["won_by"]] = won.get(r["won_by"], 0) + 1
         out["won_by"] = dict(sorted(won.items()))
         out["black_box_beat_white_box"] = sum(bool(r.get("black_box_beat_white_box")) for r in values)
+    extra = sorted({k for r in values for k, v in r.items() if k not in _RECORD_KEYS and isinstance(v, float)})
+    if extra:  # an attack's own measures (image_scaling's PSNR and view error): their medians
+        out["medians"] = {k: float(np.nanmedian([float(r.get(k, np.nan)) for r in values])) for k in extra}
     flags = []
     if out["zero_gradient"]:
         flags.append(f"zero gradient on {out['zero_gradient']} of {n} memes: the white-box attacks could not move "

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..determinism import fixed_threads
 from .attacks import AttackContext
+from .image_attacks import keep_records
 from .registry import register
 
 BLENDS = [0.2, 0.4, 0.6, 0.8, 1.0]  # severity 1-5: the share of the target in the view the attack aims at
@@ -237,8 +238,6 @@ def image_scaling_batch(images, rows, severity, rngs, context: AttackContext):
     """Each picture with a target hidden in what the detector's resize reads; records per meme (the context's
     outcomes, key ("image", "image_scaling", severity)): psnr_full and linf_full (the full-size picture against
     the original; linf in [0, 1]) and target_error (the view's mean absolute error against its aim, in [0, 1])."""
-    import torch
-
     from ..pictures import as_picture, is_tensor_batch, to_array
 
     blend = BLENDS[severity - 1]
@@ -246,9 +245,7 @@ def image_scaling_batch(images, rows, severity, rngs, context: AttackContext):
     arrays = not is_tensor_batch(images)
     pictures = [as_picture(x) for x in images]
     targets = _targets(pictures, rngs, context)
-    n = len(context.labels)
-    records = context.outcomes.setdefault(("image", "image_scaling", severity), {
-        "psnr_full": np.full(n, np.nan), "linf_full": np.full(n, np.nan), "target_error": np.full(n, np.nan)})
+    records = []
     out = []
     for row, picture, target in zip(rows, pictures, targets):  # one picture at a time: its bytes never depend
         clean_view, target_view = resize.view([picture])[0], resize.view([target])[0]  # on the other pictures
@@ -257,11 +254,17 @@ def image_scaling_batch(images, rows, severity, rngs, context: AttackContext):
         attacked = hide(picture, aim, left, right)
         change = attacked.float() - picture.float()
         mse = float((change**2).mean())
-        records["psnr_full"][row] = 10 * np.log10(255.0**2 / mse) if mse > 0 else np.inf
-        records["linf_full"][row] = float(change.abs().max()) / 255
-        records["target_error"][row] = float((resize.view([attacked])[0] - aim).abs().mean()) / 255
+        records.append({"psnr_full": 10 * np.log10(255.0**2 / mse) if mse > 0 else np.inf,
+                        "linf_full": float(change.abs().max()) / 255,
+                        "target_error": float((resize.view([attacked])[0] - aim).abs().mean()) / 255})
         out.append(to_array(attacked) if arrays else attacked)
+    keep_records(context, "image_scaling", severity, rows, records)
     return out
+
+
+def measure(records: dict, key: str) -> np.ndarray:
+    """One measure of image_scaling's per-meme records (context.outcomes), in meme order."""
+    return np.array([float(records[row][key]) for row in sorted(records)], dtype=float)
 
 
 def scaling_vulnerable(records: dict) -> bool:
@@ -269,7 +272,7 @@ def scaling_vulnerable(records: dict) -> bool:
     target): the median full-size PSNR is at least MIN_PSNR dB (the change is hard to see) and the median view error
     at most MAX_TARGET_ERROR (the detector sees the target). Either alone is no hole: a visible change hides
     nothing, and an invisible one the detector does not see changes nothing."""
-    psnr, error = np.asarray(records["psnr_full"], float), np.asarray(records["target_error"], float)
+    psnr, error = measure(records, "psnr_full"), measure(records, "target_error")
     if not np.isfinite(error).any():
         raise ValueError("scaling_vulnerable: the records hold no attacked meme")
     return bool(np.nanmedian(psnr) >= MIN_PSNR and np.nanmedian(error) <= MAX_TARGET_ERROR)

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..judge import metrics
 from ..atomic import atomic_write_text
 from ..results import METRIC_NAMES
+from ..judge.transfer import transfer_from_results
 from .tables import render
 
 REPORT_SUFFIXES = (".json", ".md", ".html")
@@ -223,6 +224,7 @@ def build_report(session) -> dict:
                               for (model, spec), value in session.prompt_results.items()],
         "budgets": [{"model": model, "label": session.model_label(model), "dataset": spec,
                      "entries": list(value.values())} for (model, spec), value in session.budget_results.items()],
+        "transfer": transfer_from_results(session.results.values()),
     }
 
 

@@ -163,12 +163,26 @@ def picture_attack_table(group: dict, tablefmt: str) -> str | None:
         won = ", ".join(f"{k} {v}" for k, v in (a.get("won_by") or {}).items()) or "–"
         body.append([r["condition"].split("=", 1)[1], _fmt(r["metrics"]["accuracy"]),
                      _fmt(r["relative_robustness"]["accuracy"]), f"{_fmt(lo)}..{_fmt(hi)}",
-                     f"{a['success']} of {a['memes']}", str(a["queries"]) if a["queries"] else "–",
+                     "–" if a["success"] is None else f"{a['success']} of {a['memes']}",
+                     str(a["queries"]) if a["queries"] else "–",
                      _fmt(a["words_changed"]) if a.get("words_changed") is not None else "–", won,
+                     ", ".join(f"{k} {_fmt(v)}" for k, v in (a.get("medians") or {}).items()) or "–",
                      "; ".join(a.get("flags") or []) or "none"])
     headers = ["Image attack", "Robust Acc.", "Rel. Rob. Acc.", "Rel. Rob. Acc. CI", "Fooled", "Queries",
-               "Words changed", "Won by", "Sanity flags"]
+               "Words changed", "Won by", "Medians", "Sanity flags"]
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def transfer_table(matrix: dict, tablefmt: str) -> str:
+    """Sources down, targets across: memes fooled of those the target got right clean, share and interval
+    (judge/transfer.py computes them; the diagonal is the white-box attack)."""
+    body = []
+    for source, row in zip(matrix["sources"], matrix["cells"]):
+        body.append([f"crafted on {source}"] + ["–" if c is None else
+                                                f"{_fmt(c['share'])} ({_fmt(c['ci'][0])}..{_fmt(c['ci'][1])}) "
+                                                f"{c['fooled']}/{c['out_of']}" for c in row])
+    return tabulate(body, headers=["", *(f"on {t}" for t in matrix["targets"])], tablefmt=tablefmt,
+                    disable_numparse=True)
 
 
 def instruction_table(group: dict, tablefmt: str) -> str | None:
@@ -257,6 +271,10 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                      + prompt_table(entry, tablefmt) + "\n" + "\n".join(prompt_summary(entry)))
     if report.get("reliance"):
         parts.append(heading("modality reliance: which channel decides") + reliance_table(report["reliance"], tablefmt))
+    for matrix in report.get("transfer", []):
+        parts.append(heading(f"transfer of {', '.join(matrix['conditions'])} on {matrix['dataset']}: memes fooled of "
+                             f"those right clean (95% Wilson interval); the diagonal is the white-box attack")
+                     + transfer_table(matrix, tablefmt))
     for entry in report.get("budgets", []):
         parts.append(heading(budget_title(entry)) + budget_table(entry["entries"], tablefmt))
     return "\n\n".join(parts)
