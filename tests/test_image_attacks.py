@@ -45,7 +45,7 @@ def _accuracy(detector, pictures, memes):
 
 
 @pytest.mark.parametrize("name", ["pgd_linf", "pgd_l2", "apgd_ce", "apgd_dlr", "square", "strongest_image",
-                                  "co_attack"])
+                                  "co_attack", "co_attack_human"])
 def test_within_budget_and_the_same_bytes_per_meme_in_any_batch(world, name):
     detector, test, _ = world
     memes = test.memes[:4]
@@ -218,20 +218,26 @@ co_attack = [1]
 """
 
 
-def test_a_suite_of_image_attacks_runs_as_cases_and_the_report_shows_their_measures(pytester):
-    pytester.makefile(".toml", **{"memerobust-adversary": ADVERSARY_SUITE})
+def _run_suite(pytester, name: str, suite: str, *models: str) -> tuple[str, dict]:
+    """A suite file run as a user runs it, on 8 demo memes: (the terminal's output, the JSON report)."""
+    import json
+
+    pytester.makefile(".toml", **{f"memerobust-{name}": suite})
     js = pytester.path / "r.json"
-    result = pytester.runpytest("--memerobust-model=memeblip2-tda", "-v", "--memerobust-tables=full",
+    result = pytester.runpytest(*(f"--memerobust-model={m}" for m in models), "-v", "--memerobust-tables=full",
                                 "--memerobust-limit=8", "--memerobust-bootstrap=100", "-p", "no:cacheprovider",
-                                f"--memerobust-report={js}", "-k", "adversary", ".")
+                                f"--memerobust-report={js}", "-k", name, ".")
     out = result.stdout.str()
     assert result.ret in (0, 1) and "INTERNALERROR" not in out
+    return out, json.loads(js.read_text())
+
+
+def test_a_suite_of_image_attacks_runs_as_cases_and_the_report_shows_their_measures(pytester):
+    out, report = _run_suite(pytester, "adversary", ADVERSARY_SUITE, "memeblip2-tda")
     for name in ("pgd_linf-4", "strongest_image-1", "co_attack-1"):
         assert f"::memeblip2-tda::{name} " in out
     assert "image attacks per meme" in out
-    import json
-
-    [group] = json.loads(js.read_text())["groups"]
+    [group] = report["groups"]
     measured = {r["condition"]: r["picture_attack"] for r in group["results"]}
     assert measured["image=pgd_linf@4"]["memes"] == 8
     assert measured["image=co_attack@1"]["words_changed"] > 0
@@ -252,19 +258,10 @@ gaussian_noise = [1]
 
 
 def test_a_suite_carries_attacks_crafted_on_one_model_to_the_others_and_reports_the_matrix(pytester):
-    pytester.makefile(".toml", **{"memerobust-transfer": TRANSFER_SUITE})
-    js = pytester.path / "r.json"
-    result = pytester.runpytest("--memerobust-model=memeblip2-tda", "--memerobust-model=memeclip", "-v",
-                                "--memerobust-tables=full", "--memerobust-limit=8", "--memerobust-bootstrap=100",
-                                "-p", "no:cacheprovider", f"--memerobust-report={js}", "-k", "transfer", ".")
-    out = result.stdout.str()
-    assert result.ret in (0, 1) and "INTERNALERROR" not in out
+    out, report = _run_suite(pytester, "transfer", TRANSFER_SUITE, "memeblip2-tda", "memeclip")
     assert "::memeblip2-tda::pgd_linf-4+from-memeclip " in out
     assert "gaussian_noise-1+from-memeclip" not in out  # only attacks are crafted on a model
     assert "transfer of image=pgd_linf@4" in out
-    import json
-
-    report = json.loads(js.read_text())
     [matrix] = report["transfer"]
     assert matrix["sources"] == ["memeclip"] and set(matrix["targets"]) == {"memeblip2-tda", "memeclip"}
     cells = dict(zip(matrix["targets"], matrix["cells"][0]))

@@ -115,10 +115,12 @@ HOTFLIP_STEPS = (1, 2, 4, 6, 8)  # greedy edits per caption, by severity
 
 
 def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs, context: AttackContext,
-                  steps: int | None = None) -> list[str]:
+                  steps: int | None = None, edits: Callable | None = None) -> list[str]:
     """HotFlip on many captions at once: each step is one gradient pass and one batch of candidate queries for all
     of them, while every caption keeps its own generator, budget and choices. `steps` overrides the severity's
-    number of edits (a joint attack spends them over its rounds)."""
+    number of edits (a joint attack spends them over its rounds); `edits(word, rng, limit)` the rewrites of a word
+    tried (default HotFlip's character flips; human_edits.human_candidates keeps them human-plausible)."""
+    edits = _char_edits if edits is None else edits
     budget = HOTFLIP_STEPS[severity - 1] if steps is None else steps
     texts, rows = [_check_caption(t) for t in texts], list(rows)
     labels = [int(context.labels[r]) for r in rows]
@@ -131,7 +133,7 @@ def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs
         for i, words in zip(order, scored):
             text = texts[i]
             for _, a, b in sorted(words, key=lambda t: -t[0])[:3]:
-                for edit in _char_edits(text[a:b], rngs[i], 8):
+                for edit in edits(text[a:b], rngs[i], 8):
                     candidates.append(text[:a] + edit + text[b:])
                     owners.append(i)
         if not candidates:

@@ -22,6 +22,7 @@ import numpy as np
 
 from .attacks import HOTFLIP_STEPS, AttackContext, hotflip_batch
 from .distance import words_changed
+from .human_edits import human_candidates
 from .image_attacks import (LINF_LEVELS, PGD_STEPS, _gradient, _project, _random_start, keep_records, margin, square,
                             targets, to_picture)
 from .registry import register
@@ -29,7 +30,7 @@ from .registry import register
 ROUNDS = 2
 
 
-def _caption_round(context, caption: str, row: int, picture, steps: int, rng) -> tuple[str, int]:
+def _caption_round(context, caption: str, row: int, picture, steps: int, rng, edits=None) -> tuple[str, int]:
     """HotFlip on one caption with `picture` as the meme's picture: (caption, queries asked)."""
     if steps <= 0:
         return caption, 0
@@ -41,7 +42,7 @@ def _caption_round(context, caption: str, row: int, picture, steps: int, rng) ->
         features = detector.encode_images([picture]) if reads_image else np.zeros((1, 0), dtype=np.float32)
     one = AttackContext(detector, np.asarray([context.labels[row]]), features, [picture])
     counted = _Counting(one)
-    return hotflip_batch([caption], [0], 1, [rng], counted, steps=steps)[0], counted.queries
+    return hotflip_batch([caption], [0], 1, [rng], counted, steps=steps, edits=edits)[0], counted.queries
 
 
 class _Counting(AttackContext):
@@ -67,19 +68,20 @@ def _picture_round(target, x0, x, eps: float, rng, first: bool):
     return x
 
 
-def co_attack_one(context, row: int, picture, severity: int, rng) -> tuple[object, str, dict]:
-    """(picture, caption, record) of one meme under the joint attack."""
+def co_attack_one(context, row: int, picture, severity: int, rng, edits=None) -> tuple[object, str, dict]:
+    """(picture, caption, record) of one meme under the joint attack; `edits` the word rewrites its caption rounds
+    try (default HotFlip's)."""
     caption = context.captions[row]
     clean_caption = caption
     eps = float(LINF_LEVELS[severity - 1])
-    edits = HOTFLIP_STEPS[severity - 1]
-    per_round = [edits - edits // 2, edits // 2]
+    budget = HOTFLIP_STEPS[severity - 1]
+    per_round = [budget - budget // 2, budget // 2]
     x0 = picture.float()[None]
     x, queries = x0, 0
     white_box = targets(context, [row])[0].white_box
     attacked = picture
     for k in range(ROUNDS):
-        caption, asked = _caption_round(context, caption, row, attacked, per_round[k], rng)
+        caption, asked = _caption_round(context, caption, row, attacked, per_round[k], rng, edits)
         queries += asked
         target = targets(context, [row], [caption])[0]
         if white_box:
@@ -101,18 +103,26 @@ def _memo_key(context, name: str, severity: int, row: int) -> tuple:
     return ("joint caption", name, severity, context.fingerprint, meme)
 
 
-def co_attack_batch(images, rows, severity, rngs, context):
-    from ..pictures import as_picture, is_tensor_batch, to_array
+def joint_batch(name: str, edits=None):
+    """The batch function of joint attack `name`: each meme alone, its caption kept for the engine."""
+    def batch(images, rows, severity, rngs, context):
+        from ..pictures import as_picture, is_tensor_batch, to_array
 
-    arrays = not is_tensor_batch(list(images))
-    out, records = [], []
-    for x, row, rng in zip(images, rows, rngs):
-        picture, caption, record = co_attack_one(context, int(row), as_picture(x), severity, rng)
-        context.memo[_memo_key(context, "co_attack", severity, int(row))] = caption
-        records.append(record)
-        out.append(to_array(picture) if arrays else picture)
-    keep_records(context, "co_attack", severity, rows, records)
-    return out
+        arrays = not is_tensor_batch(list(images))
+        out, records = [], []
+        for x, row, rng in zip(images, rows, rngs):
+            picture, caption, record = co_attack_one(context, int(row), as_picture(x), severity, rng, edits)
+            context.memo[_memo_key(context, name, severity, int(row))] = caption
+            records.append(record)
+            out.append(to_array(picture) if arrays else picture)
+        keep_records(context, name, severity, rows, records)
+        return out
+
+    return batch
+
+
+co_attack_batch = joint_batch("co_attack")
+co_attack_human_batch = joint_batch("co_attack_human", human_candidates)
 
 
 def joint_captions(context, name: str, severity: int, rows) -> list[str] | None:
@@ -129,3 +139,12 @@ def co_attack(x, severity, rng, context, index):
     """Joint caption + picture attack (after Co-Attack): HotFlip edits and L-infinity PGD alternated in two rounds on
     the detector's fused score, at HotFlip's edits and 1 .. 16 /255 by severity (Square for a black box)."""
     return co_attack_batch([x], [index], severity, [rng], context)[0]
+
+
+@register("co_attack_human", modality="image", family="co_attack", needs_model=True, rewrites_caption=True,
+          tags=("white_box", "black_box", "per_meme", "joint", "human_plausible"), batch=co_attack_human_batch,
+          takes="tensor")
+def co_attack_human(x, severity, rng, context, index):
+    """co_attack whose caption rounds try human-style rewrites (leetspeak, emoji, spacing: human_edits.py) instead
+    of random character flips, so the attacked caption stays one a person would write."""
+    return co_attack_human_batch([x], [index], severity, [rng], context)[0]
