@@ -195,7 +195,6 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
     rows = worst_flips(result, limit)
     if not rows:
         return []
-    captions = engine.inputs(*engine.text_side(condition))
     reads_pictures = _reads(engine.detector, "image")
     batch = needs_batch(condition)
     image_side = Condition(image=condition.image, image_severity=condition.image_severity).id
@@ -213,7 +212,7 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
         entry = {
             "case": case, "model": result.model, "model_label": model_label or result.model,
             "dataset": result.dataset, "task": result.task, "condition": condition.id, "seed": engine.seed,
-            "meme": meme.id, "row": i, "label": y.tolist(), "caption": captions[i],
+            "meme": meme.id, "row": i, "label": y.tolist(), "caption": None,
             "picture_digest": None, "picture_recipe": recipe, "recipe_needs_batch": batch,
             "proba_clean": np.asarray(result.proba_clean[i], dtype=np.float64).tolist(),
             "proba": np.asarray(result.proba[i], dtype=np.float64).tolist(),
@@ -221,7 +220,7 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
                                             - truth_probability(y[None], result.proba[i][None])[0]),
             "version": __version__}
         if reads_pictures and recipe:
-            picture = engine.picture(condition, i)
+            picture = engine.picture(condition, i)  # before the caption: a joint attack computes both at once
             entry["picture_digest"] = picture_digest(picture)
             entry["clean_picture_digest"] = picture_digest(engine.picture(Condition(), i))
             entry["perturbation_code"] = code
@@ -233,6 +232,7 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
                     entry["picture_file"] = store_picture(store, picture, entry["picture_digest"])
                 except OSError:
                     pass  # not stored (a read-only folder): the entry still replays by regenerating its picture
+        entry["caption"] = engine.caption(condition, i)
         out.append(entry)
     return out
 
@@ -241,7 +241,8 @@ def case_property(session, model: str, result, case: str) -> tuple[str, str]:
     """The user property that carries a failing case's counterexamples to whoever writes the manifest (on
     pytest-xdist, the controller). Recording never hides the case's failure: a problem is carried instead."""
     try:
-        engine = session.engine(model, result.dataset, result.task)
+        engine = session.engine(model, result.dataset, result.task, result.condition.defence,
+                                result.condition.source)
         path = manifest_path(session.options)
         value = {"case": case, "entries": counterexamples(result, engine, model_label=session.model_label(model),
                                                           case=case, store=picture_store(path) if path else None)}
@@ -554,7 +555,7 @@ def regenerate_picture(session, entry: dict, spec: str, detector, stored: Path |
         return None
     condition = Condition.parse(entry["condition"])
     if entry["recipe_needs_batch"]:  # an attack: the whole batch again, on the detector it attacked
-        engine = session.engine(entry["model"], spec, entry["task"])
+        engine = session.engine(entry["model"], spec, entry["task"], condition.defence, condition.source)
         row, seed = engine.ids.index(meme.id), engine.seed
     else:  # keyed by (seed, perturbation, severity, meme id): the meme alone gives the same picture
         engine = Engine(detector, dataclasses.replace(dataset, memes=[meme]),

@@ -162,6 +162,10 @@ def test_the_joint_attack_through_the_engine_shard_by_shard_as_in_one_pass(world
     assert measured == again and measured["memes"] == 8 and 0 < measured["words_changed"] <= 1
     captions = whole.inputs(*whole.text_side(condition))
     assert captions != [m.text for m in data.memes] and len(captions) == 8
+    # a report's example (and a counterexample) shows the caption the attack chose with that picture
+    fresh = Engine(detector, data, labels=labels)
+    assert [fresh.caption(condition, i) for i in (0, 5)] == [captions[0], captions[5]]
+    assert np.array_equal(fresh.picture(condition, 5), Engine(detector, data, labels=labels).picture(condition, 5))
     with pytest.raises(ValueError, match="joint attack"):
         whole.predict(Condition.parse("text=typos@1+image=co_attack@1"))
 

@@ -119,6 +119,7 @@ class Engine:
         self._sharded_errors: dict[str, Exception] = {}  # condition id -> why the pass could not evaluate it
         self._sharded_words: dict[tuple, np.ndarray] = {}  # (text edit, severity) -> words changed, per meme
         self._sharded_attacks: dict[tuple, dict[int, dict]] = {}  # image attack side -> per-meme records
+        self._example_shards: dict[int, "Engine"] = {}  # meme -> its one-meme shard (reports' attacked examples)
         self._conditions: list[Condition] = []  # the planned conditions, clean first
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
@@ -338,9 +339,25 @@ class Engine:
             return to_array(self.clean_picture(i))
         perturbation = get_perturbation(condition.image)
         if perturbation.needs_model:
-            return to_array(self.shard(range(i, i + 1)).inputs(*side)[0])
+            return to_array(self._example_shard(i).inputs(*side)[0])
         return to_array(self._apply(perturbation, [self.clean_picture(i)], [i], condition.image_severity,
                                     side[3:])[0])
+
+    def caption(self, condition: Condition, i: int) -> str:
+        """Meme `i`'s caption as the detector read it under `condition` (for reports and counterexamples): a joint
+        attack's own, computed with its picture in a one-meme shard, else the condition's text side."""
+        if condition.image and get_perturbation(condition.image).rewrites_caption:
+            return self._example_shard(i).inputs(*self.text_side(condition))[0]
+        if condition.text or self.ocr is not None:
+            return self.inputs(*self.text_side(condition))[i]
+        return self.dataset.memes[i].text
+
+    def _example_shard(self, i: int) -> "Engine":
+        """The one-meme shard of meme `i` in which its attacked picture (and a joint attack's caption) is computed
+        once for a report or a counterexample: the meme's own label and features, the attacks' fitted memo."""
+        if i not in self._example_shards:
+            self._example_shards[i] = self.shard(range(i, i + 1))
+        return self._example_shards[i]
 
     def shard(self, rows: range, given_inputs: dict | None = None, attack_memo: dict | None = None) -> "Engine":
         """An engine over memes `rows` of this one: the same detector, seed, batch size, store of encoded inputs,

@@ -57,18 +57,37 @@ class _Counting(AttackContext):
         return super().probabilities(captions, rows, batch_size)
 
 
-def _picture_round(target, x0, x, eps: float, rng, first: bool):
-    """PGD on the picture against the target's (current) caption, from a random start or from `x`."""
+def _picture_round(target, x0, x, eps: float, rng, first: bool, scales: tuple[float, ...] = (1.0,)):
+    """PGD on the picture against the target's (current) caption, from a random start or from `x`; with `scales`,
+    each step follows the loss summed over the picture resized to each scale (SGA's set-level guidance)."""
     if first:
         x = _random_start(x0, eps, "linf", rng)
     step = 2.5 * eps / PGD_STEPS
     for _ in range(PGD_STEPS):
-        _, grad = _gradient(target, x, "ce")
+        grad = sum(_scaled_gradient(target, x, scale) for scale in scales)
         x = _project(x + step * grad.sign(), x0, eps, "linf")
     return x
 
 
-def co_attack_one(context, row: int, picture, severity: int, rng, edits=None) -> tuple[object, str, dict]:
+def _scaled_gradient(target, x, scale: float):
+    """d loss / d x with the picture shown to the detector resized by `scale` (bilinear, differentiable)."""
+    import torch
+    import torch.nn.functional as F
+
+    if scale == 1.0:
+        return _gradient(target, x, "ce")[1]
+    x = x.detach().requires_grad_(True)
+    with torch.enable_grad():
+        size = [max(2, round(n * scale)) for n in x.shape[-2:]]
+        shown = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=scale < 1)
+        logits = target.logits(shown)
+        loss = F.cross_entropy(logits, torch.full((len(logits),), target.label, device=logits.device), reduction="sum")
+        grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
+    return torch.zeros_like(x) if grad is None else grad.detach()
+
+
+def co_attack_one(context, row: int, picture, severity: int, rng, edits=None,
+                  scales: tuple[float, ...] = (1.0,)) -> tuple[object, str, dict]:
     """(picture, caption, record) of one meme under the joint attack; `edits` the word rewrites its caption rounds
     try (default HotFlip's)."""
     caption = context.captions[row]
@@ -85,7 +104,7 @@ def co_attack_one(context, row: int, picture, severity: int, rng, edits=None) ->
         queries += asked
         target = targets(context, [row], [caption])[0]
         if white_box:
-            x = _picture_round(target, x0, x, eps, rng, first=k == 0)
+            x = _picture_round(target, x0, x, eps, rng, first=k == 0, scales=scales)
             attacked = to_picture(x, x0, eps, "linf")
         else:
             attacked, record = square(target, attacked if k else picture, eps, rng)
@@ -103,7 +122,7 @@ def _memo_key(context, name: str, severity: int, row: int) -> tuple:
     return ("joint caption", name, severity, context.fingerprint, meme)
 
 
-def joint_batch(name: str, edits=None):
+def joint_batch(name: str, edits=None, scales: tuple[float, ...] = (1.0,)):
     """The batch function of joint attack `name`: each meme alone, its caption kept for the engine."""
     def batch(images, rows, severity, rngs, context):
         from ..pictures import as_picture, is_tensor_batch, to_array
@@ -111,7 +130,7 @@ def joint_batch(name: str, edits=None):
         arrays = not is_tensor_batch(list(images))
         out, records = [], []
         for x, row, rng in zip(images, rows, rngs):
-            picture, caption, record = co_attack_one(context, int(row), as_picture(x), severity, rng, edits)
+            picture, caption, record = co_attack_one(context, int(row), as_picture(x), severity, rng, edits, scales)
             context.memo[_memo_key(context, name, severity, int(row))] = caption
             records.append(record)
             out.append(to_array(picture) if arrays else picture)
@@ -123,6 +142,8 @@ def joint_batch(name: str, edits=None):
 
 co_attack_batch = joint_batch("co_attack")
 co_attack_human_batch = joint_batch("co_attack_human", human_candidates)
+SGA_SCALES = (1.0, 0.5, 0.75, 1.25, 1.5)  # SGA's scale set (Lu et al., ICCV 2023), the picture itself included
+sga_batch = joint_batch("sga", scales=SGA_SCALES)
 
 
 def joint_captions(context, name: str, severity: int, rows) -> list[str] | None:
@@ -148,3 +169,11 @@ def co_attack_human(x, severity, rng, context, index):
     """co_attack whose caption rounds try human-style rewrites (leetspeak, emoji, spacing: human_edits.py) instead
     of random character flips, so the attacked caption stays one a person would write."""
     return co_attack_human_batch([x], [index], severity, [rng], context)[0]
+
+
+@register("sga", modality="image", family="co_attack", needs_model=True, rewrites_caption=True,
+          tags=("white_box", "black_box", "per_meme", "joint", "transfer"), batch=sga_batch, takes="tensor")
+def sga(x, severity, rng, context, index):
+    """co_attack with SGA's set-level guidance (Lu et al., ICCV 2023): each picture step follows the loss over the
+    picture at scales 0.5, 0.75, 1, 1.25 and 1.5, which carries it better to other detectors (transfer)."""
+    return sga_batch([x], [index], severity, [rng], context)[0]

@@ -93,7 +93,9 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
             chosen[i], also[i] = (drop, i, result), []
     for drop, i, result in chosen.values():
         meme, c = dataset.memes[i], result.condition
-        caption = engine.inputs(*engine.text_side(c))[i] if c.text or engine.ocr else meme.text
+        engine = session.engine(model, spec, result.task, c.defence, c.source)  # the one that computed it
+        thumbnail = _thumbnail(engine.picture(c, i)) if meme.has_picture else None  # (an attack's first: a joint
+        caption = engine.caption(c, i)  # attack's caption is kept with its picture)
         classes, truth = session.detector(model).classes, np.asarray(result.y_true[i])
         label = (classes[int(truth)] if truth.ndim == 0
                  else ", ".join(name for name, on in zip(classes, truth) if on) or "none")
@@ -101,7 +103,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
                                 for p in (result.proba_clean, result.proba))
         out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
                     "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed, "also": also[i],
-                    "thumbnail": _thumbnail(engine.picture(c, i)) if meme.has_picture else None})
+                    "thumbnail": thumbnail})
     return out
 
 
