@@ -279,3 +279,36 @@ def test_the_suites_run_against_the_endpoint_and_a_second_run_sends_nothing(pyte
     assert "fake-hosted: 0 requests" in second.stdout.str()
     reports = [json.loads((tmp_path / name).read_text())["groups"] for name in ("a.json", "b.json")]
     assert reports[0] == reports[1]
+
+
+def test_the_image_attacks_reach_a_hosted_model_by_queries_alone_and_count_them(endpoint, monkeypatch):
+    """A hosted model has no gradients: a white-box attack says so, Square and the joint attack's black-box fallback
+    ask the server, within their budgets, and count what they asked (this fake server reads only the caption, so
+    Square finds nothing to move and spends its whole budget)."""
+    import torch
+
+    from pytest_memerobust.perturb import get, image_attacks
+    from pytest_memerobust.perturb.attacks import AttackContext
+    from pytest_memerobust.perturb.image_attacks import NoGradient
+
+    monkeypatch.setattr(image_attacks, "SQUARE_QUERIES", 12)
+    detector = load_detector(card(endpoint))
+    pictures = [torch.full((3, 16, 16), 100, dtype=torch.uint8), torch.full((3, 16, 16), 30, dtype=torch.uint8)]
+    captions, ids = ["yes they are", "yes those people"], ["a", "b"]
+
+    def context():
+        return AttackContext(detector, np.array([1, 1]), None, pictures, captions=captions, ids=ids)
+
+    with pytest.raises(NoGradient, match="HostedDetector has no differentiable image path"):
+        get("pgd_linf").apply(pictures, ids, 2, 0, context())
+    FakeEndpoint.requests.clear()
+    square = context()
+    get("square").apply(pictures, ids, 2, 0, square)
+    records = square.outcomes[("image", "square", 2)]
+    assert [r["queries"] for r in records.values()] == [12, 12] and not any(r["success"] for r in records.values())
+    assert len(FakeEndpoint.requests) == 2 * 12 + 2  # its queries, and judging each outcome once
+    FakeEndpoint.requests.clear()
+    joint = context()
+    get("co_attack").apply(pictures, ids, 1, 0, joint)
+    records = joint.outcomes[("image", "co_attack", 1)]
+    assert all(0 < r["queries"] <= len(FakeEndpoint.requests) and not r["white_box"] for r in records.values())
