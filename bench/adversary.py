@@ -99,8 +99,10 @@ def main() -> None:
             joint = cells["joint (co_attack)"]
             best_single = max(float(cells[k][1].split()[0]) for k in ("caption only (hotflip)",
                                                                        "image only (pgd_linf)"))
-            verdict = "beats both" if float(joint[1].split()[0]) > best_single else (
-                "ties the best" if float(joint[1].split()[0]) == best_single else "does NOT beat both")
+            share = float(joint[1].split()[0])
+            verdict = ("beats both" if share > best_single else
+                       "ties: the caption alone already fools every meme" if share == best_single == 1.0 else
+                       "ties the best" if share == best_single else "does NOT beat both")
             rows.append([name, severity, *(cells[k][1] for k in cells), f"{joint[3]['words_changed']:.2f}",
                          f"{joint[2]:.1f}", verdict])
     print("## Joint vs single-channel attacks at equal budgets (success on memes right clean, 95% CI)\n")
@@ -110,7 +112,7 @@ def main() -> None:
 
     # 3. transfer between the demo world's detectors
     detectors = {name: load_detector(name) for name in ("demo", "memeclip", "memeblip2-tda")}
-    for condition in ("image=pgd_linf@4", "image=co_attack@2"):
+    for condition in ("image=pgd_linf@4", "image=co_attack@1", "image=sga@1"):
         start = time.perf_counter()
         matrix = transfer_matrix(transfer_cells(detectors, data, labels, Condition.parse(condition), training))
         print(f"## Transfer of {condition} (rows: crafted on; columns: evaluated on; {time.perf_counter() - start:.0f}"
@@ -129,7 +131,7 @@ def gallery(detector, data, training, path: Path) -> None:
 
     memes = data.head(4)
     engine = Engine(detector, memes, labels=memes.labels("hate"), training=training)
-    attacks = ["image=pgd_linf@4", "image=pgd_l2@4", "image=square@4", "image=co_attack@2", "image=uap@3"]
+    attacks = ["image=pgd_linf@4", "image=pgd_l2@4", "image=square@4", "image=strongest_image@4", "image=uap@3"]
     tiles = []
     for i, meme in enumerate(memes.memes):
         clean = to_array(meme.picture())

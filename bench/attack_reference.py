@@ -96,6 +96,7 @@ def main() -> None:
             torch.manual_seed(i)
             start = time.perf_counter()
             attack = theirs[name](CaptionFixed(target).eval())
+            attack.set_device(torch.device("cpu"))  # (a module without parameters: torchattacks cannot tell)
             b = attack(picture.float()[None] / 255.0, torch.tensor([target.label]))[0]
             t_theirs += time.perf_counter() - start
             b = torch.round(b * 255).clamp(0, 255).to(torch.uint8)

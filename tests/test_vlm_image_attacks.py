@@ -87,10 +87,12 @@ def test_white_box_attacks_differentiate_the_tiny_llava_within_budget_and_determ
     attacked = get(name).apply(pictures, ids, SEVERITY, 0, context)
     again = get(name).apply(pictures, ids, SEVERITY, 0, _context(detector, memes))
     records = context.outcomes[("image", name, SEVERITY)]
-    for clean, picture, repeat in zip(pictures, attacked, again):
+    for row, (clean, picture, repeat) in enumerate(zip(pictures, attacked, again)):
         delta = picture.int() - clean.int()
         assert picture.dtype == torch.uint8 and picture.shape == clean.shape
-        assert 0 < int(delta.abs().max()) <= LINF_LEVELS[SEVERITY - 1]
+        assert int(delta.abs().max()) <= LINF_LEVELS[SEVERITY - 1]
+        # (the joint attack leaves the picture alone when its caption round already fooled the model)
+        assert int(delta.abs().max()) > 0 or records[row].get("words_changed", 0) > 0
         assert torch.equal(picture, repeat)
     assert len(records) == 2
     assert not any(r.get("zero_gradient") for r in records.values())

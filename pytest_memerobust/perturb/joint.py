@@ -2,9 +2,9 @@
 
 `co_attack` (after Co-Attack, Zhang et al., ACM MM 2022, which perturbs the caption first and then the picture against
 the perturbed caption) alternates the two on the detector's own fused score, in two rounds: HotFlip edits of the
-caption (half the severity's HotFlip edits, the rest in round two), then L-infinity PGD on the picture against that
-caption (10 steps of 2.5 eps / 10, random start in round one, continued from the round-one picture in round two),
-then the caption again against the attacked picture, then the picture again. The budgets are those of the
+caption, then L-infinity PGD on the picture against that caption (10 steps of 2.5 eps / 10, random start in round one,
+continued from the round-one picture in round two), then the caption chosen again against the attacked picture (from
+the clean caption, within the same edits), then the picture again (`co_attack_one` says how each round is kept). The budgets are those of the
 single-channel attacks at the same severity: HotFlip's edits (perturb/attacks.py) and image_attacks.py's L-infinity
 eps, so `co_attack@s` compares with `hotflip@s` and `pgd_linf@s` at equal budgets.
 
@@ -89,32 +89,48 @@ def _scaled_gradient(target, x, scale: float):
 def co_attack_one(context, row: int, picture, severity: int, rng, edits=None,
                   scales: tuple[float, ...] = (1.0,)) -> tuple[object, str, dict]:
     """(picture, caption, record) of one meme under the joint attack; `edits` the word rewrites its caption rounds
-    try (default HotFlip's)."""
-    caption = context.captions[row]
-    clean_caption = caption
+    try (default HotFlip's).
+
+    Round one is Co-Attack's order: the caption first (the severity's HotFlip edits, drawn with HotFlip's own
+    generator for this meme, so this round is `hotflip@s` itself and the joint attack never does worse than it),
+    then the picture against that caption. Round two chooses the caption again, from the clean one and within the
+    same edits, against the attacked picture, keeps whichever caption leaves the lower true-class margin, and moves
+    the picture on against it. Each round stops the meme once it is fooled."""
+    from .image_attacks import member_generator
+
+    clean_caption = context.captions[row]
     eps = float(LINF_LEVELS[severity - 1])
     budget = HOTFLIP_STEPS[severity - 1]
-    per_round = [budget - budget // 2, budget // 2]
     x0 = picture.float()[None]
     x, queries = x0, 0
     white_box = targets(context, [row])[0].white_box
-    attacked = picture
+    attacked, caption = picture, clean_caption
+    caption_rngs = [member_generator(context, "hotflip", row, severity, rng), rng]
     for k in range(ROUNDS):
-        caption, asked = _caption_round(context, caption, row, attacked, per_round[k], rng, edits)
+        chosen, asked = _caption_round(context, clean_caption, row, attacked, budget, caption_rngs[k], edits)
         queries += asked
+        if k == 0 or _margin(context, row, chosen, attacked) < _margin(context, row, caption, attacked):
+            caption = chosen
         target = targets(context, [row], [caption])[0]
+        if margin(target.scores([attacked])[0], target.label) < 0:
+            break
         if white_box:
             x = _picture_round(target, x0, x, eps, rng, first=k == 0, scales=scales)
             attacked = to_picture(x, x0, eps, "linf")
         else:
-            attacked, record = square(target, attacked if k else picture, eps, rng)
+            attacked, record = square(target, attacked, eps, rng)
             queries += record["queries"]
         if margin(target.scores([attacked])[0], target.label) < 0:
             break
-    final = targets(context, [row], [caption])[0]
-    record = {"success": bool(margin(final.scores([attacked])[0], final.label) < 0), "queries": queries,
+    record = {"success": bool(_margin(context, row, caption, attacked) < 0), "queries": queries,
               "words_changed": words_changed(clean_caption, caption), "white_box": white_box}
     return attacked, caption, record
+
+
+def _margin(context, row: int, caption: str, picture) -> float:
+    """The true class's margin for one meme's caption and picture, through the detector's real path."""
+    target = targets(context, [row], [caption])[0]
+    return float(margin(target.scores([picture])[0], target.label))
 
 
 def _memo_key(context, name: str, severity: int, row: int) -> tuple:
