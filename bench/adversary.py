@@ -99,10 +99,10 @@ def main() -> None:
             joint = cells["joint (co_attack)"]
             best_single = max(float(cells[k][1].split()[0]) for k in ("caption only (hotflip)",
                                                                        "image only (pgd_linf)"))
-            share = float(joint[1].split()[0])
-            verdict = ("beats both" if share > best_single else
-                       "ties: the caption alone already fools every meme" if share == best_single == 1.0 else
-                       "ties the best" if share == best_single else "does NOT beat both")
+            joint_share = float(joint[1].split()[0])
+            verdict = ("beats both" if joint_share > best_single else
+                       "ties: the caption alone already fools every meme" if joint_share == best_single == 1.0 else
+                       "ties the best" if joint_share == best_single else "does NOT beat both")
             rows.append([name, severity, *(cells[k][1] for k in cells), f"{joint[3]['words_changed']:.2f}",
                          f"{joint[2]:.1f}", verdict])
     print("## Joint vs single-channel attacks at equal budgets (success on memes right clean, 95% CI)\n")
