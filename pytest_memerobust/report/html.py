@@ -17,7 +17,7 @@ from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDI
                       severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
                       violation_parts, worst_violations)
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
-                     reliance_table, render, unanswered)
+                     reliance_table, render, transfer_table, unanswered)
 
 # verdict -> (strong colour: marks, bars, borders; light colour: backgrounds, heat map cells)
 PALETTE = {
@@ -372,7 +372,7 @@ def _bars(group: dict, cases: list[dict]) -> str:
     if not rows:
         return ""
     scale, row_h = 300, 20
-    left = min(230, 14 + int(6.3 * max(len(_short(r["condition"])) for r in rows)))
+    left = min(300, 14 + int(7 * max(len(_short(r["condition"])) for r in rows)))  # (11 px glyphs: up to 7 px)
     lo_axis, hi_axis = 0.0, 1.2
     x = lambda v: left + (min(max(v, lo_axis), hi_axis) - lo_axis) / (hi_axis - lo_axis) * scale
     height = row_h * len(rows) + 30
@@ -547,6 +547,13 @@ def to_html(report: dict) -> str:
         sections.append(f"<section id='{anchor}'><h2>{_e(budget_title(entry))}</h2>"
                         f"{budget_table(entry['entries'], 'html')}{_budget_worst(entry)}</section>")
         toc.append((anchor, f"Evasion budgets: {entry.get('label', entry['model'])}", ""))
+    for matrix in report.get("transfer", []):
+        anchor = slug(f"transfer {' '.join(matrix['conditions'])} {matrix['dataset']}", taken)
+        sections.append(f"<section id='{anchor}'><h2>Transfer of {_e(', '.join(matrix['conditions']))} on "
+                        f"{_e(matrix['dataset'])}</h2><p>Of the memes each model classifies correctly clean, the "
+                        f"share the attack crafted on another model fools (95% Wilson interval); the diagonal is "
+                        f"the white-box attack.</p>{transfer_table(matrix, 'html')}</section>")
+        toc.append((anchor, f"Transfer: {', '.join(matrix['conditions'])}", ""))
     for entry in report.get("prompt_invariance", []):
         anchor = slug(f"prompts {entry['model']} {entry['dataset']}", taken)
         sections.append(f"<section id='{anchor}'><h2>Prompt invariance: {_e(entry['model'])} on "
