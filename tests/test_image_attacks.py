@@ -1,5 +1,8 @@
 """Per-meme image attacks (PGD, APGD, Square, their ensemble) and the joint caption + picture attack: within their
 budgets, keyed per meme, stronger than the universal pattern, honest about a detector they cannot differentiate."""
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -281,7 +284,6 @@ def test_a_suite_carries_attacks_crafted_on_one_model_to_the_others_and_reports_
 
 def test_a_bad_transfer_from_is_the_suite_s_error():
     import tomllib
-    from pathlib import Path
 
     from pytest_memerobust.errors import SuiteError
     from pytest_memerobust.suite import parse_suite
@@ -304,3 +306,34 @@ def test_the_joint_attack_fools_every_meme_either_channel_alone_fools(world):
         joint = fooled["image=co_attack@2"]
         assert not (fooled["text=hotflip@2"] & ~joint).any() and not (fooled["image=pgd_linf@2"] & ~joint).any()
         assert joint.sum() > max(fooled["text=hotflip@2"].sum(), fooled["image=pgd_linf@2"].sum()) or joint.all()
+
+
+REAL_PRIDEMM = Path(__file__).resolve().parents[2] / "shared" / "data" / "pridemm" / "PrideMM.csv"
+
+
+def test_the_caption_side_on_real_pridemm_captions_with_minilm_is_the_same_at_any_thread_count_and_batch():
+    """The caption half of the joint attacks (HotFlip over human-style rewrites) on a caption-only MiniLM detector:
+    the same captions with 1 or 2 intra-op threads, and on two halves of the memes as on all of them."""
+    if not REAL_PRIDEMM.is_file():
+        pytest.skip("../shared/data/pridemm/PrideMM.csv not found: the real PrideMM captions live beside the repo")
+    from pytest_memerobust.data import load_dataset
+
+    data = load_dataset(f"pridemm:{REAL_PRIDEMM.parent}:test", require_images=False).head(6)
+    labels = data.labels("hate")
+    torch.manual_seed(0)
+    detector = load_detector(ModelCard(name="tiny-minilm", architecture="memeblip2", classes=("non-hateful", "hateful"),
+                                       params={"map_dim": 32}, backbone={"kind": "minilm"}))
+    condition = Condition.parse("text=hotflip_human@2")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = Engine(detector, data, labels=labels).inputs(*Engine(detector, data).text_side(condition))
+        torch.set_num_threads(2)
+        two = Engine(detector, data, labels=labels).inputs("text", "hotflip_human", 2)
+    finally:
+        torch.set_num_threads(threads)
+    halves = (Engine(detector, data.head(3), labels=labels[:3]).inputs("text", "hotflip_human", 2)
+              + Engine(detector, replace(data, memes=data.memes[3:]), labels=labels[3:]).inputs(
+                  "text", "hotflip_human", 2))
+    assert one == two == halves
+    assert sum(a != b for a, b in zip(one, [m.text for m in data.memes])) >= 3

@@ -163,6 +163,22 @@ def hotflip(text: str, severity: int, rng: np.random.Generator, context: AttackC
     return hotflip_batch([text], [index], severity, [rng], context)[0]
 
 
+def hotflip_human_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs,
+                        context: AttackContext) -> list[str]:
+    from .human_edits import human_candidates
+
+    return hotflip_batch(texts, rows, severity, rngs, context, edits=human_candidates)
+
+
+@register("hotflip_human", modality="text", family="hotflip", needs_model=True,
+          tags=("white_box", "char", "human_plausible"), batch=hotflip_human_batch)
+def hotflip_human(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
+    """HotFlip's search (the same words ranked, the same budgets) over human-style rewrites of a word (leetspeak,
+    emoji, spacing, stretched letters: human_edits.human_candidates) instead of random character flips: the caption
+    side of co_attack_human, alone."""
+    return hotflip_human_batch([text], [index], severity, [rng], context)[0]
+
+
 def vocabulary_words(backbone, limit: int = 20000) -> list[tuple[int, str]]:
     """(token id, word) of the whole-word, alphabetic tokens of `backbone`'s caption tokenizer: what a trigger may be
     made of. WordPiece marks word pieces with a leading "##"; open_clip's BPE marks word ends with "</w>"."""
