@@ -14,6 +14,7 @@ from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.image_attacks import summary
 from pytest_memerobust.perturb.scaling import (EncoderResize, PillowBoxResize, area_resize, detector_resize,
                                                measure, median_filter, scaling_vulnerable)
 from pytest_memerobust.pictures import encoder_view, pillow_box_resize
@@ -103,6 +104,8 @@ def test_without_antialiasing_the_hidden_target_is_invisible_yet_seen(bilinear, 
     assert np.median(measure(records, "psnr_full")) >= 25  # close to the original at full size
     assert np.median(measure(records, "target_error")) <= 2 / 255  # and the detector's view is the target's
     assert scaling_vulnerable(records)
+    measured = summary(records)  # what the report's table shows: the case says its preprocessing is vulnerable
+    assert measured["hidden"] == 3 and "resize let a target hide in 3 of 3 memes" in measured["flags"][0]
     # the records are what they say: recomputed here from the pictures
     change = attacked[0].float() - clean[0].float()
     assert records[0]["psnr_full"] == pytest.approx(10 * np.log10(255**2 / float((change**2).mean())))
@@ -114,6 +117,7 @@ def test_the_antialiased_default_cannot_hide_it(default, memes):
     assert np.median(measure(records, "target_error")) <= 2 / 255  # the view can be moved only by
     assert np.median(measure(records, "psnr_full")) < 20  # changing the whole picture, visibly
     assert not scaling_vulnerable(records)
+    assert summary(records)["hidden"] == 0 and not summary(records)["flags"]
 
 
 def test_severity_is_the_share_of_the_target_in_the_view(bilinear, memes):

@@ -489,7 +489,7 @@ def strongest_image(x, severity, rng, context, index):
 
 
 _RECORD_KEYS = {"success", "queries", "zero_gradient", "won_by", "tried", "black_box_beat_white_box",
-                "words_changed", "white_box"}
+                "words_changed", "white_box", "hidden"}
 
 
 def summary(records: dict[int, dict]) -> dict:
@@ -512,7 +512,14 @@ def summary(records: dict[int, dict]) -> dict:
     extra = sorted({k for r in values for k, v in r.items() if k not in _RECORD_KEYS and isinstance(v, float)})
     if extra:  # an attack's own measures (image_scaling's PSNR and view error): their medians
         out["medians"] = {k: float(np.nanmedian([float(r.get(k, np.nan)) for r in values])) for k in extra}
+    hidden = sum(bool(r.get("hidden")) for r in values)
     flags = []
+    if any("hidden" in r for r in values):  # image_scaling: a target hidden in what the detector's resize reads
+        out["hidden"] = hidden
+        if 2 * hidden > n:
+            flags.append(f"the detector's own resize let a target hide in {hidden} of {n} memes (invisible at full "
+                         f"size, seen once resized): its preprocessing is vulnerable; put area_resize or "
+                         f"median_filter in front ([defence] image = [\"area_resize\"])")
     if out["zero_gradient"]:
         flags.append(f"zero gradient on {out['zero_gradient']} of {n} memes: the white-box attacks could not move "
                      f"them (a channel the detector ignores, or masked gradients)")

@@ -254,9 +254,12 @@ def image_scaling_batch(images, rows, severity, rngs, context: AttackContext):
         attacked = hide(picture, aim, left, right)
         change = attacked.float() - picture.float()
         mse = float((change**2).mean())
-        records.append({"psnr_full": 10 * np.log10(255.0**2 / mse) if mse > 0 else np.inf,
-                        "linf_full": float(change.abs().max()) / 255,
-                        "target_error": float((resize.view([attacked])[0] - aim).abs().mean()) / 255})
+        record = {"psnr_full": 10 * np.log10(255.0**2 / mse) if mse > 0 else np.inf,
+                  "linf_full": float(change.abs().max()) / 255,
+                  "target_error": float((resize.view([attacked])[0] - aim).abs().mean()) / 255}
+        # hidden: hard to see at full size, yet what the detector sees (the rule of scaling_vulnerable, per meme)
+        record["hidden"] = bool(record["psnr_full"] >= MIN_PSNR and record["target_error"] <= MAX_TARGET_ERROR)
+        records.append(record)
         out.append(to_array(attacked) if arrays else attacked)
     keep_records(context, "image_scaling", severity, rows, records)
     return out
