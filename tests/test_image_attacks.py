@@ -337,3 +337,31 @@ def test_the_caption_side_on_real_pridemm_captions_with_minilm_is_the_same_at_an
                   "text", "hotflip_human", 2))
     assert one == two == halves
     assert sum(a != b for a, b in zip(one, [m.text for m in data.memes])) >= 3
+
+
+BYTES_SUITE = """
+[suite]
+name = "attackbytes"
+[image]
+pgd_linf = [2]
+co_attack = [1]
+"""
+
+
+def test_the_attacks_report_the_same_bytes_under_xdist_and_at_another_thread_count(pytester, monkeypatch):
+    pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra")
+    import json
+
+    pytester.makefile(".toml", **{"memerobust-attackbytes": BYTES_SUITE})
+    selection = ["--memerobust-model=memeblip2-tda", "--memerobust-limit=6", "--memerobust-bootstrap=100",
+                 "-k", "attackbytes", "-p", "no:cacheprovider", "-p", "no:randomly", "."]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    single = pytester.runpytest_subprocess(*selection, "--memerobust-report=single.json")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    split = pytester.runpytest_subprocess(*selection, "-n", "2", "--memerobust-report=split.json")
+    assert single.ret == split.ret and single.ret in (0, 1)
+    one, two = (json.loads((pytester.path / name).read_text()) for name in ("single.json", "split.json"))
+    [group] = one["groups"]
+    assert {r["condition"] for r in group["results"]} == {"image=pgd_linf@2", "image=co_attack@1"}
+    assert all(r["picture_attack"]["memes"] == 6 for r in group["results"])
+    assert one == two  # predictions' digests, the attacks' records, every interval
