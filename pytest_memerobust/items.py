@@ -66,6 +66,8 @@ class ModelNode(pytest.Collector):
 
     def collect(self):
         for condition in self.suite.conditions:
+            if condition.source == self.model:  # crafted on this model itself: its white-box case, already there
+                continue
             yield CaseItem.from_parent(self, name=condition.test_name, model=self.model, suite=self.suite,
                                        condition=condition)
         if self.suite.budgets is not None:

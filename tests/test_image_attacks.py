@@ -278,8 +278,10 @@ def test_a_suite_carries_attacks_crafted_on_one_model_to_the_others_and_reports_
     assert cells["memeclip"] is not None and cells["memeblip2-tda"]["out_of"] <= 8
     # the transferred pictures are memeclip's own attack: memeclip's cell is its white-box result
     rows = {(g["model"], r["condition"]): r for g in report["groups"] for r in g["results"]}
-    white_box = rows[("memeclip", "image=pgd_linf@4")]
-    assert rows[("memeclip", "image=pgd_linf@4+from=memeclip")]["metrics"] == white_box["metrics"]
+    assert ("memeclip", "image=pgd_linf@4+from=memeclip") not in rows  # its own white-box case is the diagonal
+    assert "::memeclip::pgd_linf-4+from-memeclip" not in out
+    # the transferred case's own records judge memeclip, the model attacked, and say so
+    assert rows[("memeblip2-tda", "image=pgd_linf@4+from=memeclip")]["picture_attack"]["on_source"]
 
 
 def test_a_bad_transfer_from_is_the_suite_s_error():

@@ -411,7 +411,12 @@ class Engine:
 
         side = ("image", condition.image, condition.image_severity)
         table = self._sharded_attacks.get(side) or self.attack_records().get(side)
-        return summary(table) if table else None
+        if not table:
+            return None
+        out = summary(table)
+        if self.attack_source is not None:  # its records judge the detector it attacked, not this one
+            out["on_source"] = True
+        return out
 
     def attack_memo(self) -> dict:
         """What this engine's attacks fitted (a UAP's pattern, a universal trigger), by the attacks' own keys."""

@@ -66,7 +66,9 @@ def transfer_from_results(results) -> list[dict]:
         crafted = [r for r in results if r.dataset == dataset and r.condition.source
                    and replace(r.condition, source=None).id == plain_id]
         sources = list(dict.fromkeys(r.condition.source for r in crafted))
-        targets = list(dict.fromkeys(r.model for r in crafted))
+        # every model shown a crafted attack, and each source the run also evaluated (its white-box diagonal)
+        targets = list(dict.fromkeys([r.model for r in crafted]
+                                     + [s for s in sources if (s, dataset, plain_id) in by_key]))
         cells = []
         for source in sources:
             for target in targets:

@@ -163,7 +163,8 @@ def picture_attack_table(group: dict, tablefmt: str) -> str | None:
         won = ", ".join(f"{k} {v}" for k, v in (a.get("won_by") or {}).items()) or "–"
         body.append([r["condition"].split("=", 1)[1], _fmt(r["metrics"]["accuracy"]),
                      _fmt(r["relative_robustness"]["accuracy"]), f"{_fmt(lo)}..{_fmt(hi)}",
-                     "–" if a["success"] is None else f"{a['success']} of {a['memes']}",
+                     "–" if a["success"] is None else f"{a['success']} of {a['memes']}"
+                     + (" on its source" if a.get("on_source") else ""),
                      str(a["queries"]) if a["queries"] else "–",
                      _fmt(a["words_changed"]) if a.get("words_changed") is not None else "–", won,
                      ", ".join(f"{k} {_fmt(v)}" for k, v in (a.get("medians") or {}).items()) or "–",
