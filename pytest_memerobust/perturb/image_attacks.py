@@ -145,13 +145,14 @@ def _loss(kind: str, logits, label: int):
     return loss.sum()
 
 
-def _gradient(target: PictureTarget, x, kind: str):
-    """(loss, d loss / d x) at float values x [1, 3, H, W]."""
+def _gradient(target: PictureTarget, x, kind: str, view: Callable | None = None):
+    """(loss, d loss / d x) at float values x [1, 3, H, W]; `view` (differentiable) is what the detector is shown
+    of x, by default x itself (SGA shows it rescaled)."""
     import torch
 
     x = x.detach().requires_grad_(True)
     with torch.enable_grad():
-        loss = _loss(kind, target.logits(x), target.label)
+        loss = _loss(kind, target.logits(x if view is None else view(x)), target.label)
         grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
     # a fusion that leaves the picture out (the text-only ablation) has no path from it: a zero gradient, flagged
     return float(loss.detach()), torch.zeros_like(x) if grad is None else grad.detach()

@@ -71,19 +71,16 @@ def _picture_round(target, x0, x, eps: float, rng, first: bool, scales: tuple[fl
 
 def _scaled_gradient(target, x, scale: float):
     """d loss / d x with the picture shown to the detector resized by `scale` (bilinear, differentiable)."""
-    import torch
     import torch.nn.functional as F
 
     if scale == 1.0:
         return _gradient(target, x, "ce")[1]
-    x = x.detach().requires_grad_(True)
-    with torch.enable_grad():
-        size = [max(2, round(n * scale)) for n in x.shape[-2:]]
-        shown = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=scale < 1)
-        logits = target.logits(shown)
-        loss = F.cross_entropy(logits, torch.full((len(logits),), target.label, device=logits.device), reduction="sum")
-        grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
-    return torch.zeros_like(x) if grad is None else grad.detach()
+
+    def resized(values):
+        size = [max(2, round(n * scale)) for n in values.shape[-2:]]
+        return F.interpolate(values, size=size, mode="bilinear", align_corners=False, antialias=scale < 1)
+
+    return _gradient(target, x, "ce", view=resized)[1]
 
 
 def co_attack_one(context, row: int, picture, severity: int, rng, edits=None,
