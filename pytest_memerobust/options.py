@@ -102,6 +102,18 @@ def regression_check(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+DEFAULT = "default"  # an option given without its value (`--memerobust-mlflow`): the default place, said later
+
+
+def history_path(text: str) -> Path | str:
+    """A run history is a .jsonl file the run appends to; DEFAULT stays DEFAULT until the cache dir is known."""
+    if text == DEFAULT:
+        return DEFAULT
+    if not text.endswith(".jsonl"):
+        raise argparse.ArgumentTypeError(f"expected a .jsonl file, got {text!r}")
+    return writable_file(Path(text), "history")
+
+
 def json_path(text: str) -> Path:
     if not text.endswith(".json"):
         raise argparse.ArgumentTypeError(f"expected a .json file, got {text!r}")

@@ -85,10 +85,24 @@ _OPTIONS = [
     ("counterexamples", conv.output_json_path, False,
      "write the worst memes of every failing case (the caption as fed, the picture's digest and the recipe that "
      "regenerates it) to this .json manifest (default: counterexamples.json in the cache dir)"),
+    ("mlflow", None, False,
+     "log the run to MLflow (the [mlflow] extra): one run with the options and cards as params, every condition's "
+     "figures with their interval bounds as metrics, the reports and counterexamples as artifacts; a tracking URI, "
+     "or alone for a local SQLite store next to the cache (sqlite:///.../mlflow.db)"),
+    ("wandb", None, False,
+     "log the run to Weights & Biases (the [wandb] extra) in this project (alone: pytest-memerobust); "
+     "WANDB_MODE=offline keeps it on disk for `wandb sync`"),
+    ("history", conv.history_path, False,
+     "append this run's verdict and per-family figures to this .jsonl history (alone: history.jsonl in the cache "
+     "dir); `memerobust history` prints the trend, the HTML report draws it"),
     ("replay", conv.json_path, False,
      "run the counterexamples of this manifest as tests instead of the suites: each fails while its meme still "
      "evades the detector (the recorded one, or --memerobust-model)"),
 ]
+
+
+# options whose value may be left out (`--memerobust-mlflow` alone): the value they then take
+_BARE = {"mlflow": conv.DEFAULT, "wandb": "pytest-memerobust", "history": conv.DEFAULT}
 
 
 def pytest_addoption(parser):
@@ -96,6 +110,8 @@ def pytest_addoption(parser):
     for name, convert, repeatable, help_text in _OPTIONS:
         action = "append" if repeatable else "store_true" if convert is conv.flag else "store"
         kwargs = {} if convert is conv.flag else {"type": convert}
+        if name in _BARE:
+            kwargs.update(nargs="?", const=_BARE[name])
         # argparse %-formats option help (a bare "%" made `pytest --help` crash); ini help is printed as it is
         group.addoption(f"--memerobust-{name}", dest=f"memerobust_{name.replace('-', '_')}", action=action,
                         default=None, help=help_text.replace("%", "%%"), **kwargs)
@@ -143,7 +159,8 @@ def build_options(config):
         gate=v["gate"], gate_error=v["gate_error"] or ErrorControl(), tables=v["tables"] or "summary",
         allow_outside_paths=bool(v["allow_outside_paths"]),
         counterexamples=v["counterexamples"], replay=v["replay"],
-        shard_size=v["shard_size"], ray=v["ray"],
+        shard_size=v["shard_size"], ray=v["ray"], mlflow=v["mlflow"], wandb=v["wandb"],
+        history=v["history"],
     )
 
 

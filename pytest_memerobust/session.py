@@ -122,6 +122,9 @@ class Options:
     shard_size: int | None = None  # memes per shard of the shard-major pass (None: from the pictures' size)
     ray: str | None = None  # evaluate the shards on a Ray cluster: auto, local:N or ADDRESS (engine/executors.py)
     shard_folder: Path | None = None  # pytest-xdist workers: the run's folder where they split each pass's shards
+    mlflow: str | None = None  # log the run to MLflow: a tracking URI, or options.DEFAULT (SQLite beside the cache)
+    wandb: str | None = None  # log the run to W&B in this project (WANDB_MODE decides online or offline)
+    history: Path | str | None = None  # append the run to this .jsonl history (options.DEFAULT: in the cache dir)
 
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
