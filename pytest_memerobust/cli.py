@@ -410,6 +410,40 @@ def _compare(args) -> int:
     return 1 if summary["regressed"] else 0
 
 
+def _history(args) -> int:
+    """The trend of a run history: the runs, then per model and family the worst case's relative robustness run by
+    run, its change and whether it eroded (judge/trend.py)."""
+    from .judge.trend import trend_series
+    from .report.history import DEFAULT_NAME, SHOWN_RUNS, STATE_LEGEND, read_history, runs_table, trend_tables
+
+    if args.mlflow:
+        from .track.trackers import mlflow_history
+
+        entries, where = mlflow_history(args.mlflow, args.experiment), f"MLflow {args.mlflow}"
+    else:
+        path = Path(args.path or Path(".pytest_cache") / "d" / "memerobust" / DEFAULT_NAME)
+        entries, where = read_history(path), str(path)
+    shown = entries[-(args.last or SHOWN_RUNS):]
+    if not shown:
+        print(f"memerobust history: {where} holds no run yet")
+        return 0
+    series = trend_series(shown, model=args.model, family=args.family)
+    if (args.model or args.family) and not series:
+        raise ConfigError(f"{where}: no run has " + " and ".join(
+            f"{what} {value!r}" for what, value in (("model", args.model), ("family", args.family)) if value))
+    print(f"run history: {where}: the last {len(shown)} of {len(entries)} runs")
+    print(runs_table(shown))
+    print()
+    print(trend_tables(series, [e["run"] for e in shown]))
+    print(STATE_LEGEND)
+    eroded = [s for s in series if s["state"] in ("eroded", "eroding")]
+    for s in eroded:
+        passed = "" if s["regressed_in_window"] else " while no run's gate found a regression in it"
+        print(f"{s['state'].upper()}: {s['model']} on {s['dataset']}, {s['family']}: relative robustness "
+              f"{s['change']:+.3f} over {len(s['points'])} runs{passed}".replace("-", "−", 1))
+    return 1 if args.fail_on_erosion and any(s["state"] == "eroded" for s in series) else 0
+
+
 def main(argv=None) -> int:
     from . import __version__
 
@@ -461,6 +495,21 @@ def main(argv=None) -> int:
                         "name with .html, beside it)")
     report.add_argument("-o", "--out", help="where to write the page (.html, or .md); with --html, an .html file")
     report.set_defaults(run=_report)
+    history = sub.add_parser("history", help="the trend of a run history (--memerobust-history): per model and "
+                             "perturbation family, the worst case's relative robustness run by run and whether it "
+                             "eroded")
+    history.add_argument("path", nargs="?", help="the .jsonl history (default: .pytest_cache/d/memerobust/"
+                         "history.jsonl, where --memerobust-history writes when given no path)")
+    history.add_argument("--last", type=int, help="show the last N runs (default 8)")
+    history.add_argument("--model", help="only this model (its label in the reports)")
+    history.add_argument("--family", help="only this perturbation family")
+    history.add_argument("--mlflow", help="read the runs from this MLflow tracking URI instead (runs logged with "
+                         "--memerobust-mlflow)")
+    history.add_argument("--experiment", default="pytest-memerobust", help="the MLflow experiment (default: "
+                         "pytest-memerobust)")
+    history.add_argument("--fail-on-erosion", dest="fail_on_erosion", action="store_true",
+                         help="exit 1 when a family eroded beyond noise over the runs shown")
+    history.set_defaults(run=_history)
     from .data.ocr import OCR_BACKENDS
 
     preview = sub.add_parser("preview", help="a PNG gallery of one meme under every image perturbation and severity")

@@ -333,3 +333,40 @@ def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
     if baseline:
         lines.append(f"baseline {baseline.get('path', '')}: {baseline.get('summary', '')}")
     return lines
+
+
+VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3}  # worse is larger
+
+
+def accuracy_drop(row: dict) -> float:
+    """Clean minus perturbed accuracy; -inf when undefined, so an unanswered case never reads as the worst."""
+    drop = row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]
+    return drop if drop == drop else float("-inf")
+
+
+def family_summaries(report: dict) -> list[dict]:
+    """Per (suite, model, dataset), its perturbation families in order, each with its cases, how many fail their
+    thresholds and regressed, and its worst case (the worst recorded verdict, then the largest accuracy drop) with
+    that case's record and result row (None when no case of the family has a row: all skipped, or evasion budgets).
+    What the terminal's roll-up and the run history both read."""
+    rows_by_case = {(g["label"], g["dataset"], g["suite"], r["condition"]): r
+                    for g in report.get("groups", []) for r in g["results"]}
+    records = [r for r in report.get("cases", []) if r.get("condition") is not None and r.get("dataset")]
+    out = []
+    for suite, model, dataset in dict.fromkeys((r["suite"], r["model"], r["dataset"]) for r in records):
+        mine = [r for r in records if (r["suite"], r["model"], r["dataset"]) == (suite, model, dataset)]
+        families = []
+        for family in dict.fromkeys(r["family"] for r in mine if r["condition"] != "clean"):
+            cases = [r for r in mine if r["family"] == family]
+            ran = [(r, rows_by_case.get((model, dataset, suite, r["condition"]))) for r in cases
+                   if r["outcome"] != "skipped"]
+            ran = [(r, row) for r, row in ran if row is not None]
+            worst_record, worst_row = max(ran, key=lambda rr: (VERDICT_RANK[rr[0]["verdict"]], accuracy_drop(rr[1]))) \
+                if ran else (None, None)
+            families.append({"family": family, "cases": cases,
+                             "failing": sum(r["verdict"] in ("fail for sure", "fail within noise") for r in cases),
+                             "regressed": sum(bool(r.get("regressed")) for r in cases),
+                             "worst_record": worst_record, "worst_row": worst_row})
+        out.append({"suite": suite, "model": model, "dataset": dataset, "records": mine, "families": families})
+    return out
+

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from .outline import VERDICT_RANK
+
 METRIC_COLUMNS = (("accuracy", "Accuracy"), ("auroc", "AUROC"), ("macro_f1", "F1"))
 
 
@@ -370,7 +372,6 @@ def defence_table(entry: dict, tablefmt: str = "simple") -> str | None:
 
 
 VERDICT_WORDS = {"pass": "pass", "fail for sure": "FAIL", "fail within noise": "noise", "skipped": "skip"}
-VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3}  # worse is larger
 
 
 def family_rollup(report: dict, tablefmt: str = "simple") -> str:
@@ -378,31 +379,24 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
     case (the worst verdict, then the largest accuracy drop), how many of its cases fail their thresholds, and that
     case's verdict as recorded; narrow enough for an 80-column CI log."""
     from ..judge.gate import short_condition
+    from .outline import family_summaries
 
-    rows_by_case = {(g["label"], g["dataset"], g["suite"], r["condition"]): r
-                    for g in report["groups"] for r in g["results"]}
     clean = {(g["label"], g["dataset"], g["suite"]): g["clean"] for g in report["groups"]}
     parts = []
-    records = [r for r in report.get("cases", []) if r.get("condition") is not None and r.get("dataset")]
-    for key in dict.fromkeys((r["suite"], r["model"], r["dataset"]) for r in records):
-        suite, model, dataset = key
-        mine = [r for r in records if (r["suite"], r["model"], r["dataset"]) == key]
+    for entry in family_summaries(report):
+        suite, model, dataset, mine = entry["suite"], entry["model"], entry["dataset"], entry["records"]
         regressions = any(r["regressions"] for r in mine)
         lines = []
-        for family in dict.fromkeys(r["family"] for r in mine if r["condition"] != "clean"):
-            cases = [r for r in mine if r["family"] == family]
-            ran = [(r, rows_by_case.get((model, dataset, suite, r["condition"]))) for r in cases
-                   if r["outcome"] != "skipped"]
-            ran = [(r, row) for r, row in ran if row is not None]
-            failing = sum(r["verdict"] in ("fail for sure", "fail within noise") for r in cases)
-            regressed = [str(sum(r["regressed"] for r in cases))] if regressions else []
-            if not ran:  # all skipped, or cases with no condition row (the evasion budgets)
+        for f in entry["families"]:
+            family, cases, failing = f["family"], f["cases"], f["failing"]
+            regressed = [str(f["regressed"])] if regressions else []
+            if f["worst_row"] is None:  # all skipped, or cases with no condition row (the evasion budgets)
                 done = [r for r in cases if r["outcome"] != "skipped"]
                 worst_verdict = max((r["verdict"] for r in done), key=VERDICT_RANK.get, default=None)
                 lines.append([family, f"{failing}/{len(cases)}" if done else f"{len(cases)} skip", *regressed,
                               "", "", "", VERDICT_WORDS[worst_verdict] if worst_verdict else ""])
                 continue
-            record, worst = max(ran, key=lambda rr: (VERDICT_RANK[rr[0]["verdict"]], _drop(rr[1])))
+            record, worst = f["worst_record"], f["worst_row"]
             drop = worst["metrics"]["accuracy"] - worst["clean_metrics"]["accuracy"]
             lines.append([family, f"{failing}/{len(cases)}", *regressed, short_condition(worst["condition"]),
                           NO_ANSWERS if unanswered(worst) else _signed(drop),
@@ -419,11 +413,6 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
         parts.append("fail: cases below their thresholds; verdict (of the worst case): FAIL = its\n"
                      "interval is past the limit, noise = only its estimate is, pass")
     return "\n\n".join(parts)
-
-
-def _drop(row: dict) -> float:
-    drop = row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]
-    return drop if drop == drop else float("-inf")
 
 
 def _signed(value: float, digits: int = 3) -> str:

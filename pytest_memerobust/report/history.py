@@ -1,0 +1,173 @@
+"""A run history: one line per run (its verdict and, per perturbation family, the worst case's figures) appended to a
+.jsonl file, so a team sees robustness erode over commits even when every single step passed its gate. The entry
+is read off the finished report (report/outline.family_summaries: the same worst case the terminal's roll-up names);
+whether a series eroded is judged in judge/trend.py; this module renders and keeps the file."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tabulate import tabulate
+
+from ..atomic import atomic_write_text
+from ..errors import MemeRobustError
+from .outline import family_summaries, signed
+
+FORMAT = "pytest-memerobust-history/1"
+DEFAULT_NAME = "history.jsonl"  # in the run's cache dir, when --memerobust-history is given without a path
+SHOWN_RUNS = 8  # runs `memerobust history` and the HTML's trend show unless told otherwise
+SPARK = "▁▂▃▄▅▆▇█"
+# CI systems name the commit they build in these variables; a checkout without them asks git
+COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT")
+
+
+class HistoryError(MemeRobustError):
+    """A run history cannot be read or written; the message names the file and the line."""
+
+
+def run_commit(root: Path | None = None) -> str | None:
+    """The commit this run tested (short): the CI system's variable, else `git rev-parse` in `root`; a checkout with
+    uncommitted changes gets a `+` (its numbers are not that commit's); None outside a repository."""
+    for name in COMMIT_VARIABLES:
+        if os.environ.get(name):
+            return os.environ[name][:9]
+    try:
+        sha = subprocess.run(["git", "-C", str(root or "."), "rev-parse", "--short=9", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root or "."), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha.stdout.strip() + ("+" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value == value else None
+
+
+def history_entry(report: dict, *, commit: str | None = None, date: datetime | None = None) -> dict:
+    """This run as one history line: when, which commit, the verdict, whether the gate regressed, the checkpoints,
+    and per (model, dataset, suite, family) the worst case with its relative robustness (accuracy) and interval."""
+    verdict = report.get("verdict") or {}
+    when = (date or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    families = []
+    for entry in family_summaries(report):
+        for f in entry["families"]:
+            row = f["worst_row"]
+            rel = (row or {}).get("relative_robustness", {}).get("accuracy")
+            ci = (row or {}).get("relative_robustness_ci", {}).get("accuracy") or [None, None]
+            families.append({
+                "model": entry["model"], "dataset": entry["dataset"], "suite": entry["suite"], "family": f["family"],
+                "cases": len(f["cases"]), "failing": f["failing"], "regressed": f["regressed"],
+                "worst_case": row["condition"] if row else None,
+                "accuracy_drop": _number(row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]) if row else None,
+                "relative_robustness": _number(rel), "relative_robustness_ci": [_number(ci[0]), _number(ci[1])],
+                "flip_rate": _number((row or {}).get("flip_rate"))})
+    baseline = verdict.get("baseline") or {}
+    return {"format": FORMAT, "date": when.isoformat(), "commit": commit, "run": commit or when.strftime("%m-%d %H:%M"),
+            "verdict": "INTERRUPTED" if verdict.get("interrupted") else
+            ("PASSED" if verdict.get("passed") else "FAILED") if verdict else None,
+            "passed": verdict.get("passed"), "gated": bool(baseline),
+            "regressed": bool(baseline.get("regressed")) if baseline else False,
+            "models": {name: {"checkpoint_sha256": m.get("checkpoint_sha256")}
+                       for name, m in (report.get("models") or {}).items()},
+            "families": families}
+
+
+def read_history(path: Path) -> list[dict]:
+    """The entries of a history file, oldest first; a line that is not an entry is an error naming its line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HistoryError(f"run history {path}: no such file (a run writes it with --memerobust-history)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HistoryError(f"run history {path}: cannot be read ({exc})") from None
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as exc:
+            raise HistoryError(f"run history {path}, line {number}: not JSON ({exc})") from None
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT or not isinstance(entry.get("families"), list):
+            raise HistoryError(f"run history {path}, line {number}: not a {FORMAT} entry")
+        entries.append(entry)
+    return entries
+
+
+def check_history(path: Path) -> None:
+    """Before any case: an existing history must read (a run must not end unable to append to it)."""
+    if Path(path).exists():
+        read_history(path)
+
+
+def append_history(path: Path, entry: dict) -> None:
+    """Add one run's line; the file is rewritten whole and atomically, so a killed run never leaves half a line."""
+    path = Path(path)
+    before = path.read_text(encoding="utf-8") if path.exists() else ""
+    if before and not before.endswith("\n"):
+        before += "\n"
+    atomic_write_text(path, before + json.dumps(entry, sort_keys=True, allow_nan=False) + "\n")
+
+
+MIN_SPARK_SPAN = 0.1  # a series moving less than this stays within a few heights: noise does not look like a cliff
+
+
+def sparkline(values: list[float | None]) -> str:
+    """One character per run, its height the value between the series' lowest and highest (a span of at least
+    MIN_SPARK_SPAN); a gap where a run has none."""
+    known = [v for v in values if v is not None]
+    low = min(known, default=0.0)
+    span = max(max(known, default=0.0) - low, MIN_SPARK_SPAN)
+    return "".join(" " if v is None else SPARK[min(len(SPARK) - 1, max(0, int((v - low) / span * len(SPARK))))]
+                   for v in values)
+
+
+def _cell(point: dict | None) -> str:
+    if point is None or point.get("relative_robustness") is None:
+        return "–"
+    return f"{point['relative_robustness']:.3f}" + (" R" if point.get("regressed") else "")
+
+
+def runs_table(entries: list[dict], tablefmt: str = "simple") -> str:
+    """The runs themselves: label, date, commit, verdict and whether the gate regressed."""
+    rows = [[e["run"], e["date"].replace("T", " ")[:16], e.get("commit") or "–", e.get("verdict") or "–",
+             ("regressed" if e.get("regressed") else "no regression") if e.get("gated") else "not gated"]
+            for e in entries]
+    return tabulate(rows, headers=["run", "date (UTC)", "commit", "verdict", "gate"], tablefmt=tablefmt,
+                    disable_numparse=True)
+
+
+def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple") -> str:
+    """Per model and dataset, one line per family: its worst case's relative robustness run by run (R: the gate
+    found a regression in that family), the change from the first run to the last, and the trend's state."""
+    from ..judge.gate import short_condition
+
+    parts = []
+    for key in dict.fromkeys((s["model"], s["dataset"]) for s in series):
+        mine = [s for s in series if (s["model"], s["dataset"]) == key]
+        rows = []
+        for s in mine:
+            by_run = {p["run"]: p for p in s["points"]}
+            values = [by_run.get(r, {}).get("relative_robustness") for r in runs]
+            last = next((p for p in reversed(s["points"]) if p.get("worst_case")), None)
+            rows.append([s["family"] if len({m["suite"] for m in mine}) == 1 else f"{s['suite']}: {s['family']}",
+                         *(_cell(by_run.get(r)) for r in runs),
+                         signed(s["change"]) if s["change"] is not None else "–", sparkline(values),
+                         s["state"], short_condition(last["worst_case"]) if last else "–"])
+        parts.append(f"{key[0]} on {key[1]}: relative robustness (accuracy) of each family's worst case, run by run\n"
+                     + tabulate(rows, headers=["family", *runs, "change", "trend", "state", "worst case (last)"],
+                                tablefmt=tablefmt, disable_numparse=True))
+    return "\n\n".join(parts)
+
+
+STATE_LEGEND = ("R: the gate found a regression in that family in that run. State: eroded = the last run's interval "
+                "lies wholly\nbelow the first's; eroding = it fell at every step over 3 or more runs, within noise; "
+                "improved = the\nlast interval lies wholly above the first's; steady = none of these.")
