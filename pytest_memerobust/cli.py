@@ -243,22 +243,11 @@ def model_lines(cards: dict) -> list[str]:
 
 
 def _report(args) -> int:
-    from .judge.gate import FORMAT as BASELINE_FORMAT, read_json
-    from .report import REPORT_FORMAT, render, write_report
+    from .report import read_report, render, write_report
     from .report.outline import verdict_lines
 
     path = Path(args.json)
-    report = read_json(path, "report")
-    if isinstance(report, dict) and report.get("format") == BASELINE_FORMAT:
-        raise ConfigError(f"{path} is a baseline, not a report: compare two baselines with `memerobust compare A B`")
-    if not (isinstance(report, dict) and report.get("tool") == "pytest-memerobust"
-            and isinstance(report.get("groups"), list)):
-        found = f"a JSON {type(report).__name__}" if not isinstance(report, dict) else "another JSON object"
-        raise ConfigError(f"{path} is not a pytest-memerobust report (as --memerobust-report=FILE.json writes); "
-                          f"it holds {found}")
-    if report.get("format") != REPORT_FORMAT:
-        raise ConfigError(f"{path} is a pytest-memerobust report of format {report.get('format')!r}; this version "
-                          f"reads format {REPORT_FORMAT}: render it with the version that wrote it")
+    report = read_report(path)
     outputs = [Path(args.md)] if args.md else []
     if args.html or args.out:
         out = Path(args.out) if args.out else path.with_suffix(".html")
@@ -282,6 +271,32 @@ def _report(args) -> int:
     print(text)
     for out in outputs:
         print(f"memerobust: wrote {out}")
+    return 0
+
+
+def _plot(args) -> int:
+    """Every figure of a saved JSON report (report/plots.py) written as a file; nothing written on bad input."""
+    from .report import read_report
+    from .report.plots import report_plots, write_plots
+
+    path = Path(args.json)
+    report = read_report(path)
+    if report.get("partial"):
+        raise ConfigError(f"{path} is a partial report ({report['partial']}): it holds the verdict and the cases' "
+                          "records but no numbers to plot")
+    try:
+        plots = report_plots(report)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ConfigError(f"{path}: damaged pytest-memerobust report ({type(exc).__name__}: {exc})") from None
+    if not plots:
+        raise ConfigError(f"{path} has nothing to plot: no perturbation with severities, no evasion budgets and no "
+                          "abstentions")
+    try:
+        written = write_plots(plots, Path(args.out), args.format)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the figures to {args.out}: {exc.strerror or exc}") from None
+    for out in written:
+        print(out)
     return 0
 
 
@@ -414,10 +429,11 @@ def _history(args) -> int:
     """The trend of a run history: the runs, then per model and family the worst case's relative robustness run by
     run, its change and whether it eroded (judge/trend.py)."""
     from .judge.trend import trend_series
-    from .report.history import DEFAULT_NAME, SHOWN_RUNS, STATE_LEGEND, read_history, runs_table, trend_tables
+    from .report.history import (DEFAULT_NAME, SHOWN_RUNS, STATE_LEGEND, erosion_lines, read_history, runs_table,
+                                 trend_tables)
 
     if args.mlflow:
-        from .track.trackers import mlflow_history
+        from .track.mlflow_run import mlflow_history
 
         entries, where = mlflow_history(args.mlflow, args.experiment), f"MLflow {args.mlflow}"
     else:
@@ -436,12 +452,24 @@ def _history(args) -> int:
     print()
     print(trend_tables(series, [e["run"] for e in shown]))
     print(STATE_LEGEND)
-    eroded = [s for s in series if s["state"] in ("eroded", "eroding")]
-    for s in eroded:
-        passed = "" if s["regressed_in_window"] else " while no run's gate found a regression in it"
-        print(f"{s['state'].upper()}: {s['model']} on {s['dataset']}, {s['family']}: relative robustness "
-              f"{s['change']:+.3f} over {len(s['points'])} runs{passed}".replace("-", "−", 1))
+    for line in erosion_lines(series):
+        print(line)
     return 1 if args.fail_on_erosion and any(s["state"] == "eroded" for s in series) else 0
+
+
+def _export(args) -> int:
+    """The perturbed memes of a saved report's run as a `datasets` set (track/export.py)."""
+    from .options import checkpoints
+    from .track.export import export_report, summary_line
+
+    info = export_report(Path(args.json), Path(args.out), conditions=args.conditions, models=args.model,
+                         counterexamples=args.counterexamples, layout=args.format, device=args.device,
+                         checkpoints=checkpoints(args.checkpoint or []),
+                         cache_dir=None if args.no_cache else Path(args.cache_dir),
+                         allow_outside_paths=args.allow_outside_paths)
+    print(summary_line(info, Path(args.out)))
+    print(f"every condition's predictions, and the clean ones, match {args.json}'s digests")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -495,6 +523,12 @@ def main(argv=None) -> int:
                         "name with .html, beside it)")
     report.add_argument("-o", "--out", help="where to write the page (.html, or .md); with --html, an .html file")
     report.set_defaults(run=_report)
+    plot = sub.add_parser("plot", help="write the figures of a saved JSON report as files: robustness curves, "
+                          "evasion curves of the budgets, abstention shares")
+    plot.add_argument("json", help="the report (.json, from --memerobust-report=FILE.json)")
+    plot.add_argument("--out", required=True, metavar="DIR", help="folder for the figures (made if missing)")
+    plot.add_argument("--format", choices=("png", "svg"), default="png", help="png (default) or svg")
+    plot.set_defaults(run=_plot)
     history = sub.add_parser("history", help="the trend of a run history (--memerobust-history): per model and "
                              "perturbation family, the worst case's relative robustness run by run and whether it "
                              "eroded")
@@ -505,11 +539,38 @@ def main(argv=None) -> int:
     history.add_argument("--family", help="only this perturbation family")
     history.add_argument("--mlflow", help="read the runs from this MLflow tracking URI instead (runs logged with "
                          "--memerobust-mlflow)")
-    history.add_argument("--experiment", default="pytest-memerobust", help="the MLflow experiment (default: "
+    history.add_argument("--experiment", help="the MLflow experiment (default: $MLFLOW_EXPERIMENT_NAME, else "
                          "pytest-memerobust)")
     history.add_argument("--fail-on-erosion", dest="fail_on_erosion", action="store_true",
                          help="exit 1 when a family eroded beyond noise over the runs shown")
     history.set_defaults(run=_history)
+    export = sub.add_parser("export", help="the perturbed memes of a saved report's run as a Hugging Face datasets "
+                            "set (parquet, or an imagefolder): pictures and captions as the detector read them, with "
+                            "its clean and perturbed probabilities, checked against the report")
+    export.add_argument("json", help="the run's JSON report (--memerobust-report=FILE.json)")
+    export.add_argument("--out", required=True, help="a new or empty folder to write the set into")
+    export.add_argument("--conditions", nargs="+", metavar="ID", help="condition ids of the report, e.g. "
+                        "text=typos@3 image=jpeg_compression@3 (default: every condition that perturbs the memes)")
+    export.add_argument("--model", action="append", help="only this model's results (its label in the report); "
+                        "repeatable")
+    export.add_argument("--counterexamples", action="store_true",
+                        help="only the memes that flipped: right clean, wrong under the condition")
+    export.add_argument("--format", choices=("parquet", "imagefolder"), default="parquet",
+                        help="parquet (default: one file, pictures as PNG bytes inside) or imagefolder (PNG files "
+                             "and a metadata.jsonl)")
+    export.add_argument("--device", help="where the detector runs (default: the run's); the predictions must "
+                        "match the report's, so a GPU run is exported on a GPU")
+    export.add_argument("--checkpoint", action="append", metavar="[MODEL=]PATH",
+                        help="the run's checkpoint where it has moved (its sha256 is checked); repeatable")
+    export.add_argument("--cache-dir", dest="cache_dir", default=str(Path(".pytest_cache") / "d" / "memerobust"),
+                        help="the runs' cache: encoded features, fitted attacks and a hosted model's answers are "
+                             "read from it rather than computed or asked again (default: the plugin's, "
+                             ".pytest_cache/d/memerobust)")
+    export.add_argument("--no-cache", dest="no_cache", action="store_true",
+                        help="compute everything again, in memory only")
+    export.add_argument("--allow-outside-paths", dest="allow_outside_paths", action="store_true",
+                        help="read a dataset whose files lie outside its folder")
+    export.set_defaults(run=_export)
     from .data.ocr import OCR_BACKENDS
 
     preview = sub.add_parser("preview", help="a PNG gallery of one meme under every image perturbation and severity")

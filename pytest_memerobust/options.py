@@ -144,6 +144,17 @@ def flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def export_folder(text: str) -> Path:
+    """A new or empty folder for --memerobust-export, and the `datasets` package to write it, checked at the start."""
+    from .track.export import ExportError, check_out, require_datasets
+
+    try:
+        require_datasets()
+        return check_out(Path(text), option="")
+    except ExportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def directory(text: str) -> Path:
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():

@@ -95,6 +95,12 @@ _OPTIONS = [
     ("history", conv.history_path, False,
      "append this run's verdict and per-family figures to this .jsonl history (alone: history.jsonl in the cache "
      "dir); `memerobust history` prints the trend, the HTML report draws it"),
+    ("export", conv.export_folder, False,
+     "write the run's perturbed memes (pictures and captions as the detector read them, with its clean and perturbed "
+     "probabilities) as a Hugging Face datasets parquet set into this new or empty folder (the [export] extra); "
+     "`memerobust export REPORT.json` does it later from a saved report"),
+    ("export-counterexamples", conv.flag, False,
+     "with --memerobust-export: only the memes that flipped (right clean, wrong under the condition)"),
     ("replay", conv.json_path, False,
      "run the counterexamples of this manifest as tests instead of the suites: each fails while its meme still "
      "evades the detector (the recorded one, or --memerobust-model)"),
@@ -160,7 +166,7 @@ def build_options(config):
         allow_outside_paths=bool(v["allow_outside_paths"]),
         counterexamples=v["counterexamples"], replay=v["replay"],
         shard_size=v["shard_size"], ray=v["ray"], mlflow=v["mlflow"], wandb=v["wandb"],
-        history=v["history"],
+        history=v["history"], export=v["export"], export_counterexamples=bool(v["export_counterexamples"]),
     )
 
 
@@ -240,6 +246,14 @@ def pytest_configure(config):
             raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
                               "actors itself")
         _check_baseline_paths(options.baseline, options.save_baseline)
+        if worker is None and options.models and (options.mlflow is not None or options.wandb is not None):
+            from .track.trackers import check_trackers  # a tracker that cannot take the run: before any case
+
+            check_trackers(options.mlflow, options.wandb, options.cache_dir)
+        if worker is None and options.models and options.history is not None:
+            from .report.history import check_history, history_path  # a history the run could not append to
+
+            check_history(history_path(options.history, options.cache_dir))
         session = RobustnessSession(options)
     except MemeRobustError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -687,19 +701,47 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
                                             f"({ran}), no results")
         if rs.options.save_baseline is not None:
             lines.append(f"memerobust: interrupted: baseline {rs.options.save_baseline} not saved ({ran})")
+        if rs.options.export is not None:
+            lines.append(f"memerobust: interrupted: nothing exported to {rs.options.export} ({ran})")
+        if rs.options.mlflow is not None or rs.options.wandb is not None:
+            lines.append(f"memerobust: interrupted: nothing logged to MLflow or W&B ({ran})")
         return lines
 
     lines: list[str] = []
+    built: list[dict] = []
 
-    def report():
+    def report() -> dict:
+        """The run's report dict, built once when first asked for (by the report files, the history, the trackers
+        or the export), so all of them read the same numbers."""
+        if not built:
+            try:
+                built.append(rs.report())
+            except Exception as exc:
+                why = f"the report could not be built ({type(exc).__name__}: {exc})"
+                lines.append(f"memerobust: {why}; the reports hold the verdict and the cases' records only")
+                built.append(verdict_report(rs, why))
+        return built[0]
+
+    history, entry = None, None
+    if rs.options.history is not None and rs.results:  # the trend, drawn in the reports, and this run's line
+        from .report.history import history_path, trend_block
+
+        history = history_path(rs.options.history, rs.options.cache_dir)
         try:
-            return rs.report()
+            entry = trend_block(report(), history, root=config.rootpath)
         except Exception as exc:
-            why = f"the report could not be built ({type(exc).__name__}: {exc})"
-            lines.append(f"memerobust: {why}; the reports hold the verdict and the cases' records only")
-            return verdict_report(rs, why)
-
+            lines.append(f"memerobust: could not read the run history {history} ({type(exc).__name__}: {exc})")
+            history = None
     lines += _write_reports(rs.options.reports, report)
+    if history is not None:
+        from .report.history import append_history, erosion_lines
+
+        try:
+            append_history(history, entry)
+            lines.append(f"memerobust: run added to the history {history} (`memerobust history {history}`)")
+            lines += [f"memerobust: {line}" for line in erosion_lines(report()["history"]["series"])]
+        except Exception as exc:
+            lines.append(f"memerobust: could not add the run to the history {history} ({type(exc).__name__}: {exc})")
     if rs.options.save_baseline is not None and not rs.results:
         lines.append(f"memerobust: baseline {rs.options.save_baseline} not saved: no case was measured"
                      + (" (its cases raised errors)" if rs.verdict and rs.verdict.get("errors") else ""))
@@ -723,6 +765,24 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
     log = config.pluginmanager.get_plugin(LOG_PLUGIN)
     if log is not None:  # the failing cases' counterexamples, gathered from their reports
         lines += write_manifest(manifest_path(rs.options), log.cases, explicit=rs.options.counterexamples is not None)
+    if entry is None and rs.results and (rs.options.mlflow is not None or rs.options.wandb is not None):
+        from .report.history import history_entry, run_commit
+
+        entry = history_entry(report(), commit=run_commit(config.rootpath))  # a history read back from the tracker
+    if rs.options.mlflow is not None or rs.options.wandb is not None:  # after every file they carry is written
+        from .replay import picture_store
+        from .track.trackers import log_run
+
+        manifest, o = manifest_path(rs.options), rs.options
+        lines += log_run(report(), mlflow=o.mlflow, wandb=o.wandb, cache_dir=o.cache_dir, history_entry=entry,
+                         artifacts=[*o.reports, *((manifest, picture_store(manifest)) if manifest else ())])
+    if rs.options.export is not None:  # the run's perturbed memes as a dataset (track/export.py)
+        from .track.export import export_after_run
+
+        try:
+            lines.append(export_after_run(rs, report(), rs.options.export, rs.options.export_counterexamples))
+        except Exception as exc:
+            lines.append(f"memerobust: could not export to {rs.options.export} ({type(exc).__name__}: {exc})")
     return lines
 
 

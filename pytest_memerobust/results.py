@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .judge import metrics
+from .judge import metrics, sampling
 from .judge.instructions import followed_entry
 from .engine import Condition
 from .errors import MemeRobustError
@@ -59,6 +59,10 @@ class ConditionResult:
     # this condition; None for detectors that always answer
     abstained_clean: np.ndarray | None = None
     abstained: np.ndarray | None = None
+    # a repeat-sampled detector's answers [memes, k] (class index; judge.sampling.DECLINED where declined), clean and
+    # under this condition; `proba` is then their vote shares (detectors/sampling.py). None for a detector asked once
+    sampled_clean: np.ndarray | None = None
+    sampled: np.ndarray | None = None
 
     @cached_property
     def answered(self) -> np.ndarray | None:
@@ -91,7 +95,8 @@ class ConditionResult:
                 "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task,
                 "caption_edit": self.caption_edit, "picture_attack": self.picture_attack,
                 "abstained_clean": array(self.abstained_clean),
-                "abstained": array(self.abstained)}
+                "abstained": array(self.abstained),
+                "sampled_clean": array(self.sampled_clean), "sampled": array(self.sampled)}
 
     @classmethod
     def from_wire(cls, wire: dict, stats: StatsConfig) -> "ConditionResult":
@@ -105,7 +110,8 @@ class ConditionResult:
                    array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"),
                    caption_edit=wire.get("caption_edit"), picture_attack=wire.get("picture_attack"),
                    abstained_clean=array(wire.get("abstained_clean")),
-                   abstained=array(wire.get("abstained")))
+                   abstained=array(wire.get("abstained")),
+                   sampled_clean=array(wire.get("sampled_clean")), sampled=array(wire.get("sampled")))
 
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
@@ -217,6 +223,8 @@ class ConditionResult:
             if kind == "abstention_rate":
                 cache[key] = metrics.paired_bootstrap_samples(lambda now: float(np.mean(now)),
                                                               self.abstained.astype(float), **resampling)
+            elif kind == "inconsistency":  # over every meme: a declined sample is left out, not its meme
+                cache[key] = sampling.inconsistency_samples(self.sampled, self._truth, **resampling)
             elif kind == "abstention_increase":
                 cache[key] = metrics.paired_bootstrap_samples(
                     lambda clean, now: float(np.mean(now) - np.mean(clean)), self.abstained_clean.astype(float),
@@ -243,6 +251,28 @@ class ConditionResult:
                                           **resampling)
 
     @cached_property
+    def _truth(self) -> np.ndarray:
+        return np.asarray(self.y_true)
+
+    @cached_property
+    def sampling(self) -> dict | None:
+        """A repeat-sampled detector's figures over every meme (judge/sampling.py): expected and consensus accuracy,
+        internal variance, consistency, the declined share, the clean memes' self flip rate and, under a
+        perturbation, the sampled and excess flip rates, each with its interval over memes; None when asked once."""
+        if self.sampled is None:
+            return None
+        stats = self.stats
+        clean = None if self.condition.kind == "clean" or self.sampled_clean is None else self.sampled_clean
+        return sampling.summary(self.sampled, self._truth, self.proba.shape[1], clean, stats.n_resamples,
+                                stats.confidence, stats.seed)
+
+    @property
+    def inconsistency(self) -> float | None:
+        """1 - the consistency rate of the samples: the share of memes whose answers disagree (what
+        `max_inconsistency` bounds); None when asked once."""
+        return None if self.sampling is None else 1.0 - self.sampling["consistency_rate"]
+
+    @cached_property
     def predictions_digest(self) -> str:
         """sha256 of the per-item probabilities (float32, rounded to 1e-6): two runs agree iff this agrees."""
         return hashlib.sha256(np.round(self.proba.astype(np.float64), 6).astype(np.float32).tobytes()).hexdigest()
@@ -261,6 +291,8 @@ class ConditionResult:
                "n": 0, "metrics": dict.fromkeys(METRIC_NAMES, nan), "clean_metrics": dict.fromkeys(METRIC_NAMES, nan),
                "metrics_ci": {m: [nan, nan] for m in METRIC_NAMES}, "predictions_sha256": self.predictions_digest,
                "abstention_rate": self.abstention_rate, "n_declined": int(len(self.y_true))}
+        if self.sampling is not None:
+            out["sampling"] = self.sampling
         if c.kind != "clean":
             out.update({"flip_rate": nan, "flip_rate_ci": [nan, nan], "mcnemar_p": nan, "attack_success_rate": nan,
                         "relative_robustness": dict.fromkeys(METRIC_NAMES, nan),
@@ -303,6 +335,8 @@ class ConditionResult:
                 out["abstention_increase"] = self.abstention_increase
                 out["abstention_increase_ci"] = list(self.ci("abstention", "abstention_increase"))
         out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
+        if self.sampling is not None:
+            out["sampling"] = self.sampling
         if self.groups is not None and c.kind != "clean":
             out["groups"] = {m: self.group_scores(m) for m in METRIC_NAMES}
         return out

@@ -125,6 +125,8 @@ class Options:
     mlflow: str | None = None  # log the run to MLflow: a tracking URI, or options.DEFAULT (SQLite beside the cache)
     wandb: str | None = None  # log the run to W&B in this project (WANDB_MODE decides online or offline)
     history: Path | str | None = None  # append the run to this .jsonl history (options.DEFAULT: in the cache dir)
+    export: Path | None = None  # write the run's perturbed memes as a datasets parquet set here (track/export.py)
+    export_counterexamples: bool = False  # ... only the memes that flipped
 
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
@@ -512,9 +514,11 @@ class RobustnessSession:
         if clean_key not in self.results:
             proba = engine.predict(reference)
             abstained = engine.abstentions.get(reference.id)
+            samples = engine.samples.get(reference.id)  # a repeat-sampled detector's answers (else None)
             self.results[clean_key] = ConditionResult(model, spec, reference, dataset.labels(task), proba, proba,
                                                       self.options.stats, groups, task=task,
-                                                      abstained_clean=abstained, abstained=abstained)
+                                                      abstained_clean=abstained, abstained=abstained,
+                                                      sampled_clean=samples, sampled=samples)
         clean = self.results[clean_key]
         if condition.kind != "clean":
             proba = engine.predict(condition)
@@ -523,7 +527,8 @@ class RobustnessSession:
                                                 caption_edit=engine.caption_edit(condition),
                                                 picture_attack=engine.picture_attack(condition),
                                                 abstained_clean=clean.abstained,
-                                                abstained=engine.abstentions.get(condition.id))
+                                                abstained=engine.abstentions.get(condition.id),
+                                                sampled_clean=clean.sampled, sampled=engine.samples.get(condition.id))
         return self.results[key]
 
     def check_case(self, model: str, data: str | None = None, task: str | None = None,

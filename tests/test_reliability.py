@@ -16,6 +16,18 @@ from pytest_memerobust.errors import BackendMissing, CheckpointError, ConfigErro
 
 QUICK = ["--memerobust-limit=24", "--memerobust-bootstrap=50", "-p", "no:cacheprovider"]
 
+# a plugin that interrupts a run (as Ctrl-C does) when its second test starts
+INTERRUPTER = """
+import pytest
+calls = []
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    calls.append(item)
+    if len(calls) == 2:
+        raise KeyboardInterrupt
+"""
+
 
 def _usage_error(result, culprit: str) -> None:
     """One usage error (exit 4) that names `culprit` once, before any case ran, with no traceback."""
@@ -145,16 +157,7 @@ def test_an_interrupted_run_says_so_and_replaces_the_old_report_with_that_alone(
     """Never PASSED: the verdict says how many cases ran of how many; the report's path holds that verdict, not an
     earlier run's report that a CI step would read as this run's, nor this run's partial numbers."""
     pytester.syspathinsert()  # a plugin, not a conftest: the built-in suites lie outside this folder
-    pytester.makepyfile(interrupter="""
-import pytest
-calls = []
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item):
-    calls.append(item)
-    if len(calls) == 2:
-        raise KeyboardInterrupt
-""")
+    pytester.makepyfile(interrupter=INTERRUPTER)
     report = tmp_path / "r.json"
     report.write_text('{"verdict": {"passed": true}}\n')
     result = pytester.runpytest("--memerobust-model=demo", "-p", "interrupter", "-k", "rainbow and typos",

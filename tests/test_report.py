@@ -117,7 +117,8 @@ def test_html_report_is_self_contained_with_tables_heat_map_bars_and_examples(re
     write_report(path, report)
     page = path.read_text()
     assert page.startswith("<!doctype html>") and page.count("<table>") >= 3
-    assert "Accuracy drop from clean per text x image pair" in page and page.count("<svg") == 2
+    # the bars, the heat map and the robustness curves (report/plots.py)
+    assert "Accuracy drop from clean per text x image pair" in page and page.count("<svg") == 3
     assert page.count('src="data:image/png;base64,') == len(report["groups"][0]["worst_examples"]) > 0
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
     worst = report["groups"][0]["worst_examples"]

@@ -233,7 +233,8 @@ def test_each_suite_has_its_own_tables_and_grid(two_suite_session):
     assert "first: demo on demo (n=40, task=hate): image-only perturbations" in text
     assert "second: demo on demo (n=40, task=hate): image-only perturbations" in text
     page = to_html(report)
-    assert page.count("<svg") == 1 + 2  # one heat map (the first suite's grid), one bar chart per suite
+    # one heat map (the first suite's grid), one bar chart and one figure of robustness curves per suite
+    assert page.count("<svg") == 1 + 2 + 2 and page.count("<figure class='plot'>") == 2
     assert page.count("McNemar p") >= 2
 
 

@@ -33,6 +33,9 @@ class ModelCard:
     training: dict[str, Any] = field(default_factory=dict)  # default hyperparameters of `memerobust train`
     demo: dict[str, Any] = field(default_factory=dict)  # backbone/params/training used to build the demo weights
     thresholds: dict[str, Any] = field(default_factory=dict)
+    # repeat sampling (detectors/sampling.py): each meme asked `samples` times at `temperature`; unset: once
+    samples: int | None = None
+    temperature: float | None = None
     path: Path | None = None
 
     def checkpoint_path(self) -> Path | None:
@@ -57,6 +60,9 @@ class ModelCard:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["path"] = str(self.path) if self.path else None
         d["classes"] = list(self.classes)
+        for key in ("samples", "temperature"):  # unset: the card reads as it did before these keys existed
+            if d[key] is None:
+                del d[key]
         return d
 
 
@@ -78,6 +84,7 @@ def load_card(path: Path) -> ModelCard:
 _CARD_KINDS = {"name": str, "architecture": str, "task": str, "description": str, "checkpoint": str,
                "checkpoint_sha256": str, "multilabel": bool, "demo_weights": bool, "params": dict, "backbone": dict,
                "text_backbone": dict, "training": dict, "demo": dict, "thresholds": dict}
+# (samples and temperature are checked by detectors/sampling.py's Sampling.from_card, when the detector loads)
 
 
 def _check_card_values(data: dict, path: Path) -> None:

@@ -7,6 +7,10 @@ token's top candidates, renormalised, and AUROC works as for any detector. Where
 word decides (a one-hot probability; the run notes say AUROC then means little). A reply that is neither a label
 word nor has enough label-word mass (a refusal, or text that cannot be parsed) is an abstention.
 
+A card with `samples` or `temperature` (detectors/sampling.py) asks each meme k times at that temperature, each
+request with a `seed` keyed by (run seed, meme id, condition, sample index); a sample's answer is the word the server
+sampled, and each is cached under its temperature, seed and index.
+
 Requests keep to `requests_per_second`, are retried with exponential backoff on HTTP 429, 5xx and timeouts, and every
 answer is kept in a response cache keyed by (endpoint, model, prompt, picture digest), so a re-run sends nothing
 already answered. Tokens are counted, and their cost where the card gives prices.
@@ -50,6 +54,7 @@ from ..atomic import atomic_path
 from ..errors import ConfigError, MemeRobustError
 from .cards import ModelCard
 from .registry import register_architecture
+from .sampling import misplaced
 from .vlm import PARAMS as PROMPT_PARAMS, card_prompt
 
 ENDPOINT_PARAMS = ("base_url", "model", "api_key_env", "requests_per_second", "timeout_s", "retries",
@@ -104,7 +109,7 @@ class HostedDetector:
         prompt_params = {k: v for k, v in card.params.items() if k not in ENDPOINT_PARAMS}
         unknown = set(prompt_params) - set(PROMPT_PARAMS)
         if unknown:
-            raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}; a hosted card takes "
+            raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}{misplaced(unknown)}; a hosted card takes "
                               f"{', '.join(ENDPOINT_PARAMS + PROMPT_PARAMS)}")
         self.prompt, params = card_prompt(replace(card, params=prompt_params))
         self.abstain_below = float(params["abstain_below"])
@@ -159,19 +164,22 @@ class HostedDetector:
                                                      {"type": "text", "text": self.prompt.text(caption)}]})
         return messages
 
-    def _cache_path(self, picture: np.ndarray, caption: str) -> Path | None:
+    def _cache_path(self, picture: np.ndarray, caption: str, sample: tuple = ()) -> Path | None:
         if self.cache_dir is None:
             return None
         from ..engine.features import input_digest
 
         key = json.dumps([self.base_url, self.model, self.prompt.system, self.prompt.text(caption),
-                          input_digest(_array(picture))], ensure_ascii=False)
+                          input_digest(_array(picture)), *sample], ensure_ascii=False)
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         return self.cache_dir / digest[:2] / f"{digest}.json"
 
-    def answer(self, picture: np.ndarray, caption: str) -> dict:
-        """The endpoint's reply to one meme (from the response cache when it was answered before)."""
-        path = self._cache_path(picture, caption)
+    def answer(self, picture: np.ndarray, caption: str, temperature: float = 0, seed: int | None = None,
+               index: int | None = None) -> dict:
+        """The endpoint's reply to one meme (from the response cache when it was answered before); with a `seed`,
+        sample `index` of a repeat-sampled meme at `temperature`, cached apart under all three."""
+        sample = () if seed is None else ({"temperature": temperature, "seed": seed, "sample": index},)
+        path = self._cache_path(picture, caption, sample)
         if path is not None and path.is_file():
             try:
                 reply = json.loads(path.read_text(encoding="utf-8"))
@@ -180,7 +188,9 @@ class HostedDetector:
             except (OSError, ValueError):  # a damaged entry is asked again
                 pass
         body = {"model": self.model, "messages": self._messages(picture, caption), "max_tokens": 1,
-                "temperature": 0, "logprobs": True, "top_logprobs": int(self.top_logprobs)}
+                "temperature": temperature, "logprobs": True, "top_logprobs": int(self.top_logprobs)}
+        if seed is not None:
+            body["seed"] = seed
         reply = self._post(body)
         if path is not None:
             try:
@@ -265,10 +275,38 @@ class HostedDetector:
             if mass <= 0 or mass < self.abstain_below:
                 return None, True
             return per_class / mass, True
+        label = self._label_of(content)
+        return (None, False) if label is None else (np.eye(len(words))[label], False)
+
+    def _label_of(self, content: str) -> int | None:
+        """The class whose label word a reply's text starts with (None: no label word, a refusal or other text)."""
+        words = [w.lower() for w in self.prompt.label_words]
         first = content.strip().split()[0].strip(".,:;!\"'").lower() if content.strip() else ""
-        if first in words:
-            return np.eye(len(words))[words.index(first)], False
-        return None, False
+        return words.index(first) if first in words else None
+
+    def sampled_answer(self, reply: dict) -> int:
+        """The class a sampled reply names: the word the server sampled (its logprobs say what it might have said,
+        not what it said); DECLINED where that is no label word."""
+        from ..judge.sampling import DECLINED
+
+        try:
+            content = (reply["choices"][0].get("message") or {}).get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return DECLINED
+        label = self._label_of(str(content))
+        return DECLINED if label is None else label
+
+    def sample_answers(self, images, texts, keys, sampling) -> np.ndarray:
+        """[memes, k] answers of a repeat-sampled run (detectors/sampling.py): per meme, k requests at the card's
+        temperature, sample j with the seed keyed by (`keys[i]`, j), each answer cached under its seed."""
+        from .sampling import request_seed
+
+        answers = np.empty((len(texts), sampling.k), dtype=np.int8)
+        for i, (picture, caption, key) in enumerate(zip(images, texts, keys)):
+            for j in range(sampling.k):
+                reply = self.answer(picture, caption, sampling.temperature, request_seed(key, j), j)
+                answers[i, j] = self.sampled_answer(reply)
+        return answers
 
     # --- the detector -------------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Callable
 from ..determinism import fixed_threads
 from ..errors import CheckpointError, UnknownNameError
 from .cards import ModelCard, file_sha256, find_card
+from .sampling import Sampling
 
 ENTRY_POINT_GROUP = "pytest_memerobust.detectors"
 _ARCHITECTURES: dict[str, Callable] = {}
@@ -67,6 +68,7 @@ def load_detector(model: str | ModelCard, checkpoint: str | Path | None = None, 
     factories = architectures()
     if card.architecture not in factories:
         raise UnknownNameError("architecture", card.architecture, factories)
+    sampling = Sampling.from_card(card)  # a bad samples/temperature is said before any weights load
     ckpt = Path(checkpoint) if checkpoint else card.checkpoint_path()
     if ckpt is not None and checkpoint is None and card.checkpoint_sha256:
         if not ckpt.is_file():
@@ -79,6 +81,7 @@ def load_detector(model: str | ModelCard, checkpoint: str | Path | None = None, 
     with fixed_threads():  # a head built from class prompts (MemeCLIP's init) encodes them (determinism.py)
         detector = factories[card.architecture](card, ckpt, resolve_device(device))
     detector.card = card
+    detector.sampling = sampling  # None: each meme asked once (detectors/sampling.py)
     detector.checkpoint = ckpt
     detector.fingerprint = file_sha256(ckpt) if ckpt is not None else f"untrained:{card.name}"
     return detector

@@ -7,6 +7,9 @@ intervals and the gate work as for every other detector. The share of the next-t
 says how much the model wanted to answer something else ("I can't help with that"): below `abstain_below` the answer
 is an abstention (`predict_with_abstentions`), which is neither class.
 
+A card with `samples`/`temperature` (detectors/sampling.py) then draws k answers per meme from these probabilities
+tempered by T, keyed by meme and condition; an abstention stays one in every sample.
+
 A card names the model in `[backbone]` (`kind = "vlm"`, `name` = a hub id or a folder save_pretrained wrote) and the
 prompt in `[params]`:
 
@@ -86,7 +89,10 @@ def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
     where = f"model card {card.path or card.name!r}: [params]"
     unknown = set(params) - set(PARAMS)
     if unknown:
-        raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}; a vlm card takes {', '.join(PARAMS)}")
+        from .sampling import misplaced
+
+        raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}{misplaced(unknown)}; a vlm card takes "
+                          f"{', '.join(PARAMS)}")
     instruction = params.pop("prompt", DEFAULT_PROMPT)
     if not isinstance(instruction, str) or "{caption}" not in instruction:
         raise ConfigError(f"{where} prompt must be a string with {{caption}} where the caption goes, got "

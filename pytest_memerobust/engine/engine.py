@@ -123,6 +123,9 @@ class Engine:
         self._conditions: list[Condition] = []  # the planned conditions, clean first
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
+        # condition id -> [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
+        self.samples: dict[str, np.ndarray] = {}
+        self._sharded_samples: dict[str, np.ndarray] = {}
         self.ids = [m.id for m in dataset.memes]
         self._plan: list[tuple] = []
         # pictures live where the detector computes, from decode to encoder
@@ -608,6 +611,7 @@ class Engine:
     def _take_shards(self, evaluated) -> None:
         """Keep what a shard-major pass (shards.ShardRunner.run) put together, in meme order."""
         self._sharded.update(evaluated.outputs)
+        self._sharded_samples.update(evaluated.samples)
         self._sharded_errors.update(evaluated.errors)
         self._sharded_words.update(evaluated.words_changed)
         for side, table in evaluated.attack_records.items():
@@ -630,6 +634,8 @@ class Engine:
             proba, abstained = self._sharded[condition.id]
             if abstained is not None:
                 self.abstentions[condition.id] = abstained
+            if condition.id in self._sharded_samples:
+                self.samples[condition.id] = self._sharded_samples[condition.id]
             return proba
         asked = self._asked(condition)
         image_side = self.image_side(condition)
@@ -644,7 +650,7 @@ class Engine:
             features = {side[0]: self._encode(*side) if side[0] in modalities
                         else np.zeros((len(self.ids), 0), dtype=np.float32)
                         for side in ((text_side, image_side) if self.ocr else (image_side, text_side))}
-            return self._heads(features["image"], features["text"])
+            return self._sampled(condition, self._heads(features["image"], features["text"]), None)
         for side in (image_side, text_side):
             self._prefetch_after(self._key(*side))
         images, texts = (self.inputs(*side) if side[0] in modalities else [None] * len(self.ids)
@@ -652,7 +658,45 @@ class Engine:
         texts = self.defended(texts)
         for modality in modalities:
             self.encoder_calls[modality] += len(self.ids)
+        sampling = getattr(self.detector, "sampling", None)
+        if sampling is not None and callable(getattr(asked, "sample_answers", None)):  # a hosted model: k requests
+            return self._voted(condition, self._sampled_answers(images, texts, asked, condition, sampling), True)
         proba, abstained = self._answers(images, texts, asked)
         if abstained is not None:
             self.abstentions[condition.id] = abstained
+        return self._sampled(condition, proba, abstained)
+
+    def _sampled(self, condition: Condition, proba: np.ndarray, abstained: np.ndarray | None) -> np.ndarray:
+        """`proba` as it is for a detector asked once; for a repeat-sampled one (detectors/sampling.py), k answers
+        per meme drawn from it, kept in `samples`, and their vote shares in its place."""
+        sampling = getattr(self.detector, "sampling", None)
+        if sampling is None:
+            return proba
+        from ..detectors.sampling import draw_answers, sample_keys
+
+        answers = draw_answers(proba, abstained, sample_keys(self.seed, self.ids, condition.id), sampling)
+        return self._voted(condition, answers, abstained is not None)
+
+    def _voted(self, condition: Condition, answers: np.ndarray, abstains: bool) -> np.ndarray:
+        """The vote shares of a sampled condition's answers (kept in `samples`); a meme with no answered sample is
+        declined, for a detector that can decline."""
+        from ..detectors.sampling import vote_shares
+
+        self.samples[condition.id] = answers
+        proba, declined = vote_shares(answers, len(self.detector.classes))
+        if abstains:
+            self.abstentions[condition.id] = declined
         return proba
+
+    @fixed_threads()
+    def _sampled_answers(self, images: list, texts: list, detector, condition: Condition, sampling) -> np.ndarray:
+        """[memes, k] answers of a detector that samples by itself (a hosted model), in batches, keyed by meme and
+        condition."""
+        from ..detectors.sampling import sample_keys
+
+        images = self.defended_pictures(images)
+        keys = sample_keys(self.seed, self.ids, condition.id)
+        ask = self._as_the_detector_takes(detector.sample_answers)
+        return np.concatenate([ask(images[i : i + self.batch_size], texts[i : i + self.batch_size],
+                                   keys[i : i + self.batch_size], sampling)
+                               for i in range(0, len(images), self.batch_size)])

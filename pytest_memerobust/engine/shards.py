@@ -50,6 +50,8 @@ class ShardResult:
     encoder_calls: dict[str, int] = field(default_factory=dict)
     # per-meme image attack: its side -> {meme row in the whole dataset: the attack's record} (image_attacks.py)
     attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
+    # condition id -> [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
     # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
     # work; `assemble` ignores it, so the report is the same whoever did
     pid: int = field(default_factory=os.getpid)
@@ -65,6 +67,7 @@ class Evaluated:
     boxless: dict[str, set[int]]
     encoder_calls: dict[str, int]
     attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def picture_bytes(engine) -> int:
@@ -178,7 +181,7 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: 
     boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
     result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls),
                          {side: {task.start + row: record for row, record in table.items()}
-                          for side, table in sub.attack_records().items()})
+                          for side, table in sub.attack_records().items()}, dict(sub.samples))
     del sub
     release_freed_memory()
     return result
@@ -226,4 +229,7 @@ def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluat
     for r in results:
         for side, table in r.attack_records.items():
             records.setdefault(side, {}).update(table)
-    return Evaluated(outputs, errors, words, boxless, calls, records)
+    samples = {condition.id: np.concatenate([r.samples[condition.id] for r in results])
+               for condition in conditions if condition.id in outputs
+               and all(condition.id in r.samples for r in results)}
+    return Evaluated(outputs, errors, words, boxless, calls, records, samples)

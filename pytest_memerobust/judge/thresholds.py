@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..results import METRIC_NAMES, ConditionResult
 
@@ -27,6 +27,9 @@ class Thresholds:
     # from clean; ignored for detectors that always answer
     max_abstention_rate: float | None = None
     max_abstention_increase: float | None = None
+    # for repeat-sampled detectors (a card with samples/temperature): the share of memes whose answered samples
+    # disagree, 1 - the consistency rate (judge/sampling.py); ignored for detectors asked once
+    max_inconsistency: float | None = None
     decision: str = "estimate"
 
     @classmethod
@@ -46,12 +49,21 @@ class Thresholds:
             for metric, value in floors.items():
                 if not _is_finite_number(value):
                     raise ValueError(f"{where}.{key}.{metric}: expected a number, got {value!r}")
-        for key, low in (("max_flip_rate", 0), ("max_abstention_rate", 0), ("max_abstention_increase", -1)):
+        for key, low in (("max_flip_rate", 0), ("max_abstention_rate", 0), ("max_abstention_increase", -1),
+                         ("max_inconsistency", 0)):
             if key in data and not (_is_finite_number(data[key]) and low <= data[key] <= 1):
                 raise ValueError(f"{where}.{key}: expected a number in [{low}, 1], got {data[key]!r}")
         if data.get("decision", "estimate") not in DECISIONS:
             raise ValueError(f"{where}.decision: expected one of {DECISIONS}, got {data['decision']!r}")
         return cls(**data)
+
+    def as_dict(self) -> dict:
+        """Every key and value, for a case's record; `max_inconsistency` only where set (a run without repeat
+        sampling keeps the record it had before the key existed)."""
+        d = asdict(self)
+        if d["max_inconsistency"] is None:
+            del d["max_inconsistency"]
+        return d
 
     def merged(self, override: "Thresholds | dict") -> "Thresholds":
         """These thresholds with an override's keys replacing (per metric) the ones it sets."""
@@ -139,6 +151,9 @@ def _checks(result: ConditionResult, thresholds: Thresholds) -> list[tuple]:
     if result.abstained is not None and thresholds.max_abstention_rate is not None:
         out.append(("abstention rate", result.abstention_rate, thresholds.max_abstention_rate, "<=",
                     ("abstention", "abstention_rate")))
+    if result.sampled is not None and thresholds.max_inconsistency is not None:
+        out.append((f"inconsistency (memes whose {result.sampled.shape[1]} answers disagree)", result.inconsistency,
+                    thresholds.max_inconsistency, "<=", ("sampling", "inconsistency")))
     if result.condition.kind == "clean":
         return out + [(f"clean {metric}", result.metric(metric), limit, ">=", (metric, "metric"))
                       for metric, limit in thresholds.min_clean.items()]

@@ -88,8 +88,6 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
     """One case as the JSON report holds it: its thresholds, every violation (value, limit, interval, whether it is
     sure and whether it fails under the suite's decision), the thresholds' verdict, the one-sided p-value, and the
     baseline comparisons. `outcome` (what pytest recorded) and `fdr_survives` are filled in at the end of the run."""
-    from dataclasses import asdict
-
     from .gate import gates_regressions, gates_thresholds
     from .thresholds import failing, verdict
 
@@ -98,7 +96,7 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
     return {
         "nodeid": nodeid, "model": model, "dataset": dataset, "suite": suite, "condition": condition.id,
         "family": condition_family(condition), "outcome": None, "verdict": verdict(violations),
-        "skip_reason": None, "decision": decision, "thresholds": asdict(thresholds),
+        "skip_reason": None, "decision": decision, "thresholds": thresholds.as_dict(),
         "violations": [{"what": v.what, "value": v.value, "limit": v.limit, "comparison": v.comparison,
                         "ci": list(v.ci), "sure": v.sure, "fails": v in failing_now} for v in violations],
         "p_value": p_value, "fdr_survives": None, "regressed": regressed,

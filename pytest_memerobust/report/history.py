@@ -102,10 +102,35 @@ def read_history(path: Path) -> list[dict]:
     return entries
 
 
+def history_path(option: Path | str, cache_dir: Path | None) -> Path:
+    """The history a run appends to: the path given, or history.jsonl in the cache dir (`--memerobust-history`
+    alone)."""
+    from ..options import DEFAULT
+
+    if option != DEFAULT:
+        return Path(option)
+    if cache_dir is None:
+        raise HistoryError("--memerobust-history without a path keeps the history in the cache dir, and this run has "
+                           "none (-p no:cacheprovider): name the file, --memerobust-history=history.jsonl")
+    return Path(cache_dir) / DEFAULT_NAME
+
+
 def check_history(path: Path) -> None:
     """Before any case: an existing history must read (a run must not end unable to append to it)."""
     if Path(path).exists():
         read_history(path)
+
+
+def trend_block(report: dict, path: Path, root: Path | None = None) -> dict:
+    """This run's history line (returned), and in `report["history"]` the last SHOWN_RUNS runs with it and their
+    trend per family (judge/trend.py), which the reports draw."""
+    from ..judge.trend import trend_series
+
+    entry = history_entry(report, commit=run_commit(root))
+    entries = [*(read_history(path) if Path(path).exists() else []), entry][-SHOWN_RUNS:]
+    report["history"] = {"path": str(path), "runs": len(entries), "entries": entries,
+                         "series": trend_series(entries)}
+    return entry
 
 
 def append_history(path: Path, entry: dict) -> None:
@@ -145,7 +170,8 @@ def runs_table(entries: list[dict], tablefmt: str = "simple") -> str:
                     disable_numparse=True)
 
 
-def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple") -> str:
+def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple",
+                 heading=lambda text: f"{text}\n") -> str:
     """Per model and dataset, one line per family: its worst case's relative robustness run by run (R: the gate
     found a regression in that family), the change from the first run to the last, and the trend's state."""
     from ..judge.gate import short_condition
@@ -162,10 +188,19 @@ def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple") 
                          *(_cell(by_run.get(r)) for r in runs),
                          signed(s["change"]) if s["change"] is not None else "–", sparkline(values),
                          s["state"], short_condition(last["worst_case"]) if last else "–"])
-        parts.append(f"{key[0]} on {key[1]}: relative robustness (accuracy) of each family's worst case, run by run\n"
+        parts.append(heading(f"{key[0]} on {key[1]}: relative robustness (accuracy) of each family's worst case, "
+                             "run by run")
                      + tabulate(rows, headers=["family", *runs, "change", "trend", "state", "worst case (last)"],
                                 tablefmt=tablefmt, disable_numparse=True))
     return "\n\n".join(parts)
+
+
+def erosion_lines(series: list[dict]) -> list[str]:
+    """One line per family whose robustness eroded (or is eroding) over the runs, saying when no gate caught it."""
+    return [f"{s['state'].upper()}: {s['model']} on {s['dataset']}, {s['family']}: relative robustness "
+            f"{signed(s['change'])} over {len(s['points'])} runs"
+            + ("" if s["regressed_in_window"] else " while no run's gate found a regression in it")
+            for s in series if s["state"] in ("eroded", "eroding")]
 
 
 STATE_LEGEND = ("R: the gate found a regression in that family in that run. State: eroded = the last run's interval "

@@ -16,6 +16,7 @@ from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDI
                       has_verdict, number, partial_note, regression_line, report_meta, run_details, section_title,
                       severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
                       violation_parts, worst_violations)
+from .plots import budget_plot, group_plots, to_svg
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
                      reliance_table, render, transfer_table, unanswered)
 
@@ -69,6 +70,8 @@ th{background:#f3f4f6}td:first-child{text-align:left}td.l,th.l{text-align:left}
 .note{color:#57606a;font-size:13px}
 pre.msg{margin:0;font-family:%(mono)s;font-size:12px;white-space:pre-wrap;word-break:break-word}
 svg text{font-family:%(fonts)s}
+figure.plot{margin:12px 0}figure.plot svg{max-width:100%%;height:auto;display:block}
+figure.plot figcaption{font-size:13px;color:#3d444d;margin:0 0 4px;max-width:900px}
 .example{display:grid;grid-template-columns:232px minmax(0,1fr);gap:14px;border:1px solid #d0d7de;border-radius:6px;
   padding:10px;margin:10px 0}
 .example img{width:224px;height:224px;object-fit:contain;background:#f6f8fa;border:1px solid #d0d7de}
@@ -417,6 +420,31 @@ def _bars(group: dict, cases: list[dict]) -> str:
             + "".join(parts) + "</div>")
 
 
+def _trend_section(report: dict) -> str:
+    """The run history's trend (report["history"], with --memerobust-history): the chart, then the runs and, per
+    family, its worst case's relative robustness run by run with the state judge/trend.py gave it."""
+    from .history import STATE_LEGEND, erosion_lines, runs_table, trend_tables
+    from .plots import trend_plot
+
+    block = report.get("history") or {}
+    entries = block.get("entries") or []
+    if not entries:
+        return ""
+    series, runs = block.get("series") or [], [e["run"] for e in entries]
+    plot = trend_plot(entries)
+    alerts = "".join(f"<p><strong>{_e(line)}</strong></p>" for line in erosion_lines(series))
+    return (f"<section id='trend'><h2>Trend over the last {len(entries)} runs</h2>"
+            f"<p class='note'>From the run history {_e(block.get('path', ''))} (this run last). "
+            f"{_e(STATE_LEGEND)}</p>{alerts}{figure(plot) if plot else ''}<div class='scroll'>"
+            f"{runs_table(entries, 'html')}"
+            f"{trend_tables(series, runs, 'html', heading=lambda t: f'<h3>{_e(t)}</h3>')}</div></section>")
+
+
+def figure(plot) -> str:
+    """A figure of report/plots.py inline (SVG text, no file), its caption saying how to read it above."""
+    return f"<figure class='plot'><figcaption>{_e(plot.caption)}</figcaption>{to_svg(plot, inline=True)}</figure>"
+
+
 def _char(ch: str) -> str:
     """One caption character for the page: itself, or, outside plain ASCII, itself with its code point beside it
     (and the character's name as a tooltip), so a look-alike or invisible character is seen."""
@@ -487,8 +515,10 @@ def _group_section(group: dict, cases: list[dict], anchor: str, level: str = "95
              if not_passing else "")
     tables = render({"groups": [group], "reliance": [], "prompt_invariance": [], "budgets": []}, "html",
                     heading=lambda t: f"<h3>{_e(table_heading(t, group))}</h3>")
+    figures = "".join(figure(plot) for plot in group_plots(group, cases, level))
     return (f"<section id='{anchor}'><h2>{_e(section_title(group))}</h2>{status}{_bars(group, cases)}"
-            f"{_heatmap(group, cases)}{table}{_worst(group, cases)}<div class='scroll'>{tables}</div></section>")
+            f"{_heatmap(group, cases)}{figures}{table}{_worst(group, cases)}<div class='scroll'>{tables}</div>"
+            "</section>")
 
 
 # --- other sections and the page -------------------------------------------------------------------------------
@@ -527,7 +557,7 @@ def _details(report: dict) -> str:
 
 
 def to_html(report: dict) -> str:
-    taken = {"verdict", "failing", "baseline", "contents", "run-details"}
+    taken = {"verdict", "failing", "baseline", "contents", "run-details", "trend"}
     suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
     anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
     sections, toc = [], [("verdict", "Verdict", "")]
@@ -535,6 +565,8 @@ def to_html(report: dict) -> str:
         toc.append(("failing", f"Failing cases ({len(report['verdict'].get('failing') or [])})", ""))
         if report["verdict"].get("baseline"):
             toc.append(("baseline", "Baseline comparison", ""))
+    if (report.get("history") or {}).get("entries"):
+        toc.append(("trend", f"Trend over {len(report['history']['entries'])} runs", ""))
     for group, cases, anchor in suites:
         sections.append(_group_section(group, cases, anchor, _level(report)))
         toc.append((anchor, short_title(group), counts_text(counts(cases)) if cases else NO_VERDICT))
@@ -545,7 +577,9 @@ def to_html(report: dict) -> str:
     for entry in report.get("budgets", []):
         anchor = slug(f"budgets {entry.get('label', entry['model'])} {entry['dataset']}", taken)
         sections.append(f"<section id='{anchor}'><h2>{_e(budget_title(entry))}</h2>"
-                        f"{budget_table(entry['entries'], 'html')}{_budget_worst(entry)}</section>")
+                        f"{budget_table(entry['entries'], 'html')}"
+                        + (figure(evasion) if (evasion := budget_plot(entry)) else "")
+                        + f"{_budget_worst(entry)}</section>")
         toc.append((anchor, f"Evasion budgets: {entry.get('label', entry['model'])}", ""))
     for matrix in report.get("transfer", []):
         anchor = slug(f"transfer {' '.join(matrix['conditions'])} {matrix['dataset']}", taken)
@@ -575,4 +609,5 @@ def to_html(report: dict) -> str:
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>Robustness report</title>"
             f"<style>{_STYLE}</style></head><body><div class='layout'>{nav}<main><h1>Robustness report</h1>"
             f"<p class='meta'>{_e(meta)}</p>{_verdict_section(report, anchors)}{_baseline_section(report)}"
+            f"{_trend_section(report)}"
             + "".join(sections) + _details(report) + "</main></div></body></html>\n")

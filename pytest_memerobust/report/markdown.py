@@ -12,6 +12,7 @@ from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDI
                       baseline_notes, brief, case_of, counts, counts_text, has_verdict, number, partial_note,
                       regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
+from .plots import FIGURE_NAMES, report_plots
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
                      reliance_table, render, unanswered)
 
@@ -240,7 +241,7 @@ def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
 
 
 def markdown(report: dict) -> str:
-    taken = {"verdict", "failing", "baseline", "contents", "run-details", "reliance"}
+    taken = {"verdict", "failing", "baseline", "contents", "run-details", "reliance", "trend"}
     suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
     anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
     toc = [("verdict", "Verdict", "")]
@@ -249,6 +250,16 @@ def markdown(report: dict) -> str:
         if report["verdict"].get("baseline"):
             toc.append(("baseline", "Baseline comparison", ""))
     body: list[str] = []
+    entries = (report.get("history") or {}).get("entries") or []
+    if entries:  # the run history's trend (--memerobust-history); the chart is in the HTML and `memerobust plot`
+        from .history import STATE_LEGEND, erosion_lines, runs_table, trend_tables
+
+        series = report["history"].get("series") or []
+        body += ['<a id="trend"></a>', f"## Trend over the last {len(entries)} runs",
+                 *(f"**{line}**" for line in erosion_lines(series)), runs_table(entries, "github"),
+                 trend_tables(series, [e["run"] for e in entries], "github", heading=lambda t: f"### {t}\n\n"),
+                 STATE_LEGEND.replace("\n", " ")]
+        toc.append(("trend", f"Trend over {len(entries)} runs", ""))
     for group, cases, anchor in suites:
         body += _group(group, cases, anchor)
         toc.append((anchor, short_title(group), counts_text(counts(cases)) if cases else NO_VERDICT))
@@ -274,4 +285,8 @@ def markdown(report: dict) -> str:
     contents = ['<a id="contents"></a>', "## Contents",
                 "\n".join(f"{k}. [{label}](#{anchor})" + (f": {note}" if note else "")
                           for k, (anchor, label, note) in enumerate(toc, 1))]
+    figures = dict.fromkeys(FIGURE_NAMES[p.kind] for p in report_plots(report))  # (their data: nothing drawn)
+    if figures:  # not embedded: GitHub drops data: images from Markdown, and base64 figures outgrow a PR comment
+        contents.append(f"Figures ({', '.join(figures)}): in the HTML report, or as files with "
+                        "`memerobust plot REPORT.json --out DIR`.")
     return "\n\n".join(head + _verdict(report, anchors) + contents + _baseline(report) + body) + "\n"

@@ -221,6 +221,29 @@ def abstention_table(group: dict, tablefmt: str) -> str | None:
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
 
+def sampling_table(group: dict, tablefmt: str) -> str | None:
+    """When the detector was asked each meme k times (a card with samples/temperature): per condition, the
+    repeat-sampling figures with their intervals over memes, and the flip rate between one asking of the clean meme
+    and one of the perturbed meme beside the self flip rate of asking the clean meme again (judge/sampling.py)."""
+    rows = [r for r in [group["clean"], *group["results"]] if "sampling" in r]
+    if not rows:
+        return None
+
+    def cell(s: dict, name: str) -> str:
+        if name not in s:
+            return "–"
+        lo, hi = s[f"{name}_ci"]
+        return f"{_fmt(s[name])} ({_fmt(lo)}..{_fmt(hi)})"
+
+    body = [[r["condition"], str(r["sampling"]["k"]),
+             *(cell(r["sampling"], name) for name in ("expected_accuracy", "consensus_accuracy", "internal_variance",
+                                                     "consistency_rate", "flip_rate", "self_flip_rate")),
+             _fmt(r["sampling"]["declined_rate"])] for r in rows]
+    headers = ["Condition", "k", "Expected acc.", "Consensus acc.", "Internal var.", "Consistency", "Flip (sampled)",
+               "Self flip (clean)", "Declined"]
+    return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
 def prompt_table(entry: dict, tablefmt: str) -> str:
     """Per prompt variant: the share of memes whose verdict it changes, how many it declines, its accuracy."""
     body = [[r["variant"], _fmt(r["flip_rate"]), _fmt(r["declined"]), _fmt(r["accuracy"])] for r in entry["variants"]]
@@ -258,6 +281,9 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                              ("relative robustness of accuracy per group", group_table(group, tablefmt)),
                              ("abstentions: memes the detector declined to classify (left out of the metrics)",
                               abstention_table(group, tablefmt)),
+                             ("repeat sampling: each meme asked k times (intervals over memes; a perturbation's "
+                              "flip rate beside the model's own, asking the clean meme again)",
+                              sampling_table(group, tablefmt)),
                              (f"what OCR ({group.get('ocr_view', {}).get('backend')}) still reads of the caption, "
                               f"next to the detector's drop", ocr_view_table(group, tablefmt)),
                              *((f"behind the defence {d['defence']} (caption edits re-chosen against it): "

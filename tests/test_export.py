@@ -1,0 +1,235 @@
+"""Perturbed memes as a dataset: `memerobust export` and --memerobust-export write what the detector was fed and
+answered, checked against the report, as a `datasets` parquet set (or an imagefolder) that loads offline."""
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.cli import main
+from pytest_memerobust.engine import Condition
+from pytest_memerobust.replay import load_stored_picture, needs_batch, regenerate_picture
+from pytest_memerobust.results import StatsConfig
+from pytest_memerobust.session import Options, RobustnessSession
+
+datasets = pytest.importorskip("datasets")  # the [export] extra
+
+LIMIT = 24
+# Every case fails (no case reaches 1.5), so the run records its flips as counterexamples, pictures stored.
+STRICT_SUITE = """
+[suite]
+name = "strict"
+[thresholds]
+min_relative_robustness = { accuracy = 1.5 }
+[text]
+typos = [3]
+[image]
+gaussian_noise = [5]
+uap = [3]
+[grid]
+text = ["typos@3"]
+image = ["gaussian_noise@5"]
+"""
+CONDITIONS = ["text=typos@3", "image=gaussian_noise@5", "image=uap@3", "text=typos@3+image=gaussian_noise@5"]
+
+
+@pytest.fixture(autouse=True)
+def offline_hub(tmp_path, monkeypatch):
+    """No hub, and a cache of this test's own: `datasets` reads the local files only."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A run of the demo detector whose cases fail: its report, counterexamples (pictures stored) and its own
+    export (--memerobust-export)."""
+    where = tmp_path_factory.mktemp("run")
+    (where / "memerobust-strict.toml").write_text(STRICT_SUITE)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", f"--memerobust-limit={LIMIT}",
+                           "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--memerobust-report=r.json", "--memerobust-counterexamples=cx.json",
+                           "--memerobust-export=run-export", "."], cwd=where, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # the strict cases fail
+    return where, done
+
+
+@pytest.fixture(scope="module")
+def exported(run):
+    """`memerobust export r.json` of that run (every meme of every perturbed condition), as parquet."""
+    where, _ = run
+    assert main(["export", str(where / "r.json"), "--out", str(where / "cli-export"), "--cache-dir",
+                 str(where / "cache")]) == 0
+    return where / "cli-export"
+
+
+def load(kind, folder, tmp_path):
+    return datasets.load_dataset(kind, data_dir=str(folder), cache_dir=str(tmp_path / "hf-cache"))["train"]
+
+
+def digest(proba) -> str:
+    """results.ConditionResult.predictions_digest of exported probabilities."""
+    return hashlib.sha256(np.round(np.asarray(proba, np.float64), 6).astype(np.float32).tobytes()).hexdigest()
+
+
+def test_the_export_loads_with_datasets_and_holds_the_reports_predictions(run, exported, tmp_path, capsys):
+    where, _ = run
+    report = json.loads((where / "r.json").read_text())
+    rows = load("parquet", exported, tmp_path)
+    assert len(rows) == LIMIT * len(CONDITIONS)  # memes x conditions
+    assert rows.features["label"].names == ["non-hateful", "hateful"]
+    assert type(rows.features["image"]).__name__ == "Image"
+    group = next(g for g in report["groups"] if g["suite"] == "strict")
+    by_condition = {r["condition"]: r for r in group["results"]}
+    assert sorted(set(rows["condition"])) == sorted(CONDITIONS) == sorted(by_condition)
+    table = rows.remove_columns("image").to_pandas()
+    memes = None
+    for condition, mine in table.groupby("condition", sort=False):
+        recorded = by_condition[condition]
+        memes = memes or list(mine["meme_id"])
+        assert list(mine["meme_id"]) == memes and len(set(memes)) == LIMIT  # each meme once, in the dataset's order
+        # the probabilities are the run's: they hash to its digests, and give its accuracy clean and perturbed
+        assert digest(np.stack(mine["proba"])) == recorded["predictions_sha256"]
+        assert digest(np.stack(mine["proba_clean"])) == group["clean"]["predictions_sha256"]
+        predicted = np.stack(mine["proba"]).argmax(1)
+        assert np.mean(predicted == mine["label"]) == pytest.approx(recorded["metrics"]["accuracy"])
+        assert mine["correct"].mean() == pytest.approx(recorded["metrics"]["accuracy"])
+        assert mine["correct_clean"].mean() == pytest.approx(group["clean"]["metrics"]["accuracy"])
+        assert (mine["flipped"] == (mine["correct_clean"] & ~mine["correct"])).all()
+        parsed = Condition.parse(condition)
+        assert (mine["text_perturbation"].fillna("") == (parsed.text or "")).all()
+        assert (mine["image_severity"].fillna(0) == (parsed.image_severity or 0)).all()
+        assert (mine["seed"] == 0).all() and (mine["model"] == "demo").all() and (mine["task"] == "hate").all()
+        edited = (mine["caption"] != mine["original_caption"]).any()
+        assert edited == (parsed.text is not None)  # typos edit captions; picture edits leave them alone
+    info = json.loads((exported / "export.json").read_text())
+    assert info["rows"] == len(rows) and info["seed"] == 0 and info["options"]["limit"] == LIMIT
+    assert info["models"]["demo"]["checkpoint_sha256"] == report["models"]["demo"]["checkpoint_sha256"]
+    assert set(info["perturbations"]) == {"typos", "gaussian_noise", "uap"}
+    assert info["perturbations"]["uap"]["attacks_the_detector"] is True and info["perturbations"]["typos"]["code_sha"]
+    assert 'datasets.load_dataset("parquet", data_dir=' in (exported / "README.md").read_text()
+    # the dataset card's header also tells `load_dataset(DIR)` where the rows are
+    assert len(datasets.load_dataset(str(exported), cache_dir=str(tmp_path / "hf-cache-2"))["train"]) == len(rows)
+
+
+def test_pictures_decode_to_the_bytes_replay_feeds(run, exported, tmp_path):
+    """Every exported picture is the one replay.py regenerates from its recipe (an attack's too), and the run's
+    stored counterexample pictures are the exported ones, byte for byte."""
+    where, _ = run
+    rows = load("parquet", exported, tmp_path)
+    session = RobustnessSession(Options(models=("demo",), limit=LIMIT, stats=StatsConfig(n_resamples=50)))
+    detector = session.detector("demo")
+    seen = {}
+    for row in rows:
+        picture = np.asarray(row["image"].convert("RGB"))
+        assert picture.dtype == np.uint8
+        entry = {"model": "demo", "dataset": "demo", "task": "hate", "condition": row["condition"], "seed": 0,
+                 "meme": row["meme_id"], "picture_digest": row["picture_digest"],
+                 "recipe_needs_batch": needs_batch(Condition.parse(row["condition"]))}
+        replayed = regenerate_picture(session, entry, "demo", detector)  # raises when the digest differs
+        np.testing.assert_array_equal(picture, replayed.permute(1, 2, 0).cpu().numpy())
+        seen[(row["condition"], row["meme_id"])] = (picture, row)
+    manifest = json.loads((where / "cx.json").read_text())
+    assert manifest["entries"]
+    for entry in manifest["entries"]:
+        picture, row = seen[(entry["condition"], entry["meme"])]
+        stored = load_stored_picture(where / entry["picture_file"], entry)
+        assert picture.tobytes() == stored.tobytes()
+        assert row["caption"] == entry["caption"] and row["flipped"]
+        assert row["proba"] == pytest.approx(entry["proba"], abs=0)
+
+
+def test_a_run_exports_at_its_end_the_bytes_the_report_regenerates(run, exported):
+    where, done = run
+    assert f"memerobust: exported {LIMIT * len(CONDITIONS)} rows" in done.stdout
+    ours = sorted(p.relative_to(where / "run-export") for p in (where / "run-export").rglob("*") if p.is_file())
+    theirs = sorted(p.relative_to(exported) for p in exported.rglob("*") if p.is_file())
+    assert ours == theirs == sorted(map(Path, ["README.md", "export.json", "data/train-00000-of-00001.parquet"]))
+    for name in ours:
+        assert (where / "run-export" / name).read_bytes() == (exported / name).read_bytes(), name
+
+
+def test_counterexamples_as_an_imagefolder(run, exported, tmp_path):
+    where, _ = run
+    out = tmp_path / "flips"
+    assert main(["export", str(where / "r.json"), "--out", str(out), "--counterexamples", "--format", "imagefolder",
+                 "--conditions", "text=typos@3", "image=gaussian_noise@5", "--no-cache"]) == 0
+    flips = load("imagefolder", out, tmp_path)
+    everything = load("parquet", exported, tmp_path)
+    expected = everything.filter(lambda r: r["flipped"] and r["condition"] in ("text=typos@3",
+                                                                              "image=gaussian_noise@5"))
+    assert 0 < len(flips) == len(expected)
+    assert all(flips["flipped"])
+    for mine, theirs in zip(flips, expected):
+        assert (mine["condition"], mine["meme_id"], mine["caption"]) == (theirs["condition"], theirs["meme_id"],
+                                                                         theirs["caption"])
+        assert np.asarray(mine["image"]).tobytes() == np.asarray(theirs["image"]).tobytes()
+    files = sorted(p.name for p in (out / "images").iterdir())
+    assert files == sorted({f"{d}.png" for d in flips["picture_digest"]})  # each distinct picture once
+
+
+def _refused(capsys, argv, *needles):
+    assert main([*argv, "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_bad_input_is_one_clear_error_and_nothing_is_written(run, tmp_path, capsys):
+    where, _ = run
+    report = json.loads((where / "r.json").read_text())
+    out = tmp_path / "out"
+
+    def leftovers():
+        return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out"))
+
+    _refused(capsys, ["export", str(where / "cx.json"), "--out", str(out)], "is not a pytest-memerobust report")
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({**report, "partial": "the run was interrupted", "groups": []}))
+    _refused(capsys, ["export", str(partial), "--out", str(out)], "partial report", "interrupted")
+    _refused(capsys, ["export", str(where / "r.json"), "--out", str(out), "--conditions", "text=typos@4"],
+             "unknown condition 'text=typos@4'", "text=typos@3")
+    _refused(capsys, ["export", str(where / "r.json"), "--out", str(out), "--conditions", "clean"],
+             "perturbs no meme")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    _refused(capsys, ["export", str(where / "r.json"), "--out", str(tmp_path / "full")], "is not empty")
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    # predictions that do not hash to the report's: refused after evaluating, with nothing left behind
+    tampered = tmp_path / "tampered.json"
+    group = next(g for g in report["groups"] if g["suite"] == "strict")
+    group["results"][0]["predictions_sha256"] = "0" * 64
+    tampered.write_text(json.dumps(report))
+    _refused(capsys, ["export", str(tampered), "--out", str(out)], "regenerated predictions hash to",
+             "nothing was written")
+    assert not out.exists() and leftovers() == []
+
+
+def test_another_checkpoint_is_refused_before_anything_runs(run, tmp_path, capsys):
+    from safetensors.numpy import load_file, save_file
+
+    from pytest_memerobust.detectors import find_card
+
+    where, _ = run
+    weights = load_file(str(find_card("demo").checkpoint_path()))
+    name = sorted(weights)[0]
+    weights[name] = weights[name] * 2
+    other = tmp_path / "other.safetensors"
+    save_file(weights, str(other))
+    err = _refused(capsys, ["export", str(where / "r.json"), "--out", str(tmp_path / "out"), "--checkpoint",
+                            f"demo={other}"], "model demo: its weights have sha256", "the run of")
+    assert "hash to" not in err  # said before evaluating
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_pytest_option_checks_its_folder_at_the_start(pytester):
+    (pytester.path / "full").mkdir()
+    (pytester.path / "full" / "x").write_text("")
+    result = pytester.runpytest("--memerobust-model=demo", "--memerobust-export=full", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--memerobust-export: full is not empty*"])
