@@ -26,12 +26,16 @@ def _point(value, low, high):
 
 
 def test_trend_states():
-    assert trend_state([_point(0.95, 0.9, 1.0), _point(0.7, 0.6, 0.8)]) == "eroded"  # wholly below the first
-    assert trend_state([_point(0.95, 0.8, 1.0), _point(0.9, 0.75, 1.0), _point(0.85, 0.7, 0.95)]) == "eroding"
-    assert trend_state([_point(0.95, 0.8, 1.0), _point(0.85, 0.7, 0.95)]) == "steady"  # two runs, within noise
-    assert trend_state([_point(0.9, 0.8, 1.0), _point(0.95, 0.85, 1.0), _point(0.85, 0.7, 0.95)]) == "steady"
+    # a fall of 0.25 against half-widths 0.05 and 0.1 (in quadrature 0.112): beyond noise
+    assert trend_state([_point(0.95, 0.9, 1.0), _point(0.7, 0.6, 0.8)]) == "eroded"
+    # a fall of 0.1 against half-widths 0.1 and 0.1 (0.141): within noise; over 3 runs, falling at each step
+    assert trend_state([_point(0.95, 0.85, 1.05), _point(0.9, 0.8, 1.0), _point(0.85, 0.75, 0.95)]) == "eroding"
+    assert trend_state([_point(0.95, 0.85, 1.05), _point(0.85, 0.75, 0.95)]) == "steady"  # two runs, within noise
+    # fell overall, but rose at as many steps as it fell
+    assert trend_state([_point(0.9, 0.8, 1.0), _point(0.95, 0.85, 1.05), _point(0.85, 0.75, 0.95)]) == "steady"
     assert trend_state([_point(0.6, 0.5, 0.7), _point(0.9, 0.8, 1.0)]) == "improved"
     assert trend_state([_point(None, None, None), _point(0.9, 0.8, 1.0)]) == "steady"  # one value: no trend
+    assert trend_state([_point(0.9, None, None), _point(0.5, None, None)]) == "steady"  # no intervals: no noise known
 
 
 def test_entry_names_the_rollups_worst_case(report):

@@ -190,7 +190,10 @@ def test_metric_names_follow_mlflows_rules_and_leave_out_what_is_not_finite():
               "metrics_ci": {"accuracy": [0.25, 0.75], "auroc": [nan, nan], "macro_f1": [0.2, 0.6]},
               "clean_metrics": {"accuracy": 0.75, "auroc": 0.8, "macro_f1": 0.7}, "flip_rate": 0.25,
               "flip_rate_ci": [0.0, 0.5], "relative_robustness": {"accuracy": 2 / 3, "auroc": nan, "macro_f1": 4 / 7},
-              "relative_robustness_ci": {"accuracy": [0.4, 1.0], "auroc": [nan, nan], "macro_f1": [0.3, 1.0]}}
+              "relative_robustness_ci": {"accuracy": [0.4, 1.0], "auroc": [nan, nan], "macro_f1": [0.3, 1.0]},
+              "sampling": {"k": 5, "expected_accuracy": 0.55, "expected_accuracy_ci": [0.4, 0.7],
+                           "consistency_rate": 0.3, "consistency_rate_ci": [0.1, 0.5], "declined_rate": 0.0,
+                           "self_flip_rate": nan, "self_flip_rate_ci": [nan, nan]}}
     report = {"groups": [{"model": "demo", "label": "demo", "dataset": "pridemm:/data/PrideMM:test", "clean": None,
                           "results": [result]}], "datasets": {"pridemm:/data/PrideMM:test": {"name": "pridemm:test"}}}
     metrics = names.report_metrics(report)
@@ -198,6 +201,11 @@ def test_metric_names_follow_mlflows_rules_and_leave_out_what_is_not_finite():
     assert metrics["demo/pridemm:test/typos-3/accuracy_drop"] == 0.25
     assert not any("auroc" in k and not k.endswith("auroc_clean") for k in metrics)  # NaN: left out
     assert "demo/pridemm:test/typos-3/auroc_clean" in metrics
+    # a sampled detector's figures with their intervals; k is not a figure, NaN is left out
+    assert metrics["demo/pridemm:test/typos-3/sampling_expected_accuracy_ci_high"] == 0.7
+    assert metrics["demo/pridemm:test/typos-3/sampling_consistency_rate"] == 0.3
+    assert metrics["demo/pridemm:test/typos-3/sampling_declined_rate"] == 0.0
+    assert not any(k.endswith(("sampling_k", "self_flip_rate")) for k in metrics)
     assert all(MLFLOW_KEY.match(k) and len(k) <= names.MAX_KEY for k in metrics)
     assert all(math.isfinite(v) for v in metrics.values())
     assert mlflow_run.DEFAULT_STORE == options.DEFAULT  # the option given alone means the store in the cache dir

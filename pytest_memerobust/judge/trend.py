@@ -3,14 +3,23 @@ run by run, and a state a reader can act on. A gate compares one run with its ba
 pass can add up to a large loss; the trend compares the first run of the window with the last, with their intervals.
 
 States:
-- eroded: the last run's interval lies wholly below the first run's (the loss is beyond the noise of either run);
-- eroding: it fell at every step over 3 or more runs, but the intervals still overlap;
-- improved: the last run's interval lies wholly above the first run's;
+- eroded: the last run is below the first by more than noise: the fall exceeds the two runs' interval half-widths
+  combined in quadrature (a two-sample z-test at the intervals' level; conservative for runs on the same memes,
+  whose estimates are positively correlated);
+- eroding: over 3 or more runs it fell from the first to the last and fell at more steps than it rose, within noise;
+- improved: the last run is above the first by more than noise;
 - steady: none of these (including a series with fewer than 2 runs that have a value).
 """
 from __future__ import annotations
 
-MONOTONE_RUNS = 3  # a decline at every step over at least this many runs reads as "eroding"
+import math
+
+MONOTONE_RUNS = 3  # a decline within noise reads as "eroding" over at least this many runs
+
+
+def _half_width(point: dict) -> float | None:
+    low, high = point.get("relative_robustness_ci") or [None, None]
+    return None if low is None or high is None else (high - low) / 2
 
 
 def trend_state(points: list[dict]) -> str:
@@ -19,14 +28,14 @@ def trend_state(points: list[dict]) -> str:
     if len(valued) < 2:
         return "steady"
     first, last = valued[0], valued[-1]
-    (first_low, first_high), (last_low, last_high) = (first.get("relative_robustness_ci") or [None, None],
-                                                      last.get("relative_robustness_ci") or [None, None])
-    if last_high is not None and first_low is not None and last_high < first_low:
-        return "eroded"
-    if last_low is not None and first_high is not None and last_low > first_high:
-        return "improved"
+    change = last["relative_robustness"] - first["relative_robustness"]
+    widths = [_half_width(first), _half_width(last)]
+    if None not in widths and abs(change) > math.hypot(*widths):
+        return "eroded" if change < 0 else "improved"
     values = [p["relative_robustness"] for p in valued]
-    if len(values) >= MONOTONE_RUNS and all(b < a for a, b in zip(values, values[1:])):
+    falls = sum(b < a for a, b in zip(values, values[1:]))
+    rises = sum(b > a for a, b in zip(values, values[1:]))
+    if len(values) >= MONOTONE_RUNS and change < 0 and falls > rises:
         return "eroding"
     return "steady"
 

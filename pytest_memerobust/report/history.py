@@ -203,6 +203,7 @@ def erosion_lines(series: list[dict]) -> list[str]:
             for s in series if s["state"] in ("eroded", "eroding")]
 
 
-STATE_LEGEND = ("R: the gate found a regression in that family in that run. State: eroded = the last run's interval "
-                "lies wholly\nbelow the first's; eroding = it fell at every step over 3 or more runs, within noise; "
-                "improved = the\nlast interval lies wholly above the first's; steady = none of these.")
+STATE_LEGEND = ("R: the gate found a regression in that family in that run. State: eroded = the last run is below "
+                "the first\nby more than noise (the fall exceeds their interval half-widths in quadrature); eroding "
+                "= it fell over 3 or\nmore runs, at more steps than it rose, within noise; improved = above the first "
+                "by more than noise;\nsteady = none of these.")

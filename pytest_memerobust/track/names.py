@@ -117,6 +117,10 @@ def figures(report: dict) -> list[dict]:
             cis = result.get("metrics_ci") or {}
             for m in METRICS:
                 add(result, m, (result.get("metrics") or {}).get(m), cis.get(m))
+            sampled = result.get("sampling") or {}  # a repeat-sampled detector's figures (judge/sampling.py)
+            for name, value in sampled.items():
+                if not name.endswith("_ci") and name != "k":
+                    add(result, f"sampling_{name}", value, sampled.get(f"{name}_ci"))
             if result.get("kind") == "clean":
                 continue
             clean, rel = result.get("clean_metrics") or {}, result.get("relative_robustness") or {}
