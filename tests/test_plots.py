@@ -202,8 +202,10 @@ def test_memerobust_plot_writes_every_figure_and_the_html_inlines_them(run_json,
     page = run_json.with_suffix(".html").read_text()
     assert page.count("<figure class='plot'>") == 2 and "Robustness curves: accuracy at each severity" in page
     assert "Evasion curves: per edit family" in page and "<script" not in page and "<img src=\"http" not in page
-    assert "Figures (robustness curves, evasion curves): in the HTML report, or as files with `memerobust plot" in (
-        run_json.with_suffix(".md").read_text())
+    md = run_json.with_suffix(".md").read_text()  # the Markdown links the same figures, as PNGs beside it
+    for name in names:
+        assert f"](r.figures/{name})" in md
+        assert (run_json.parent / "r.figures" / name).read_bytes() == (out / name).read_bytes()
 
 
 def _refused(capsys, argv, *says) -> str:

@@ -79,7 +79,14 @@ def test_json_holds_every_number_and_re_renders_identically(report, tmp_path, ca
     md_path = tmp_path / "again.md"
     assert cli_main(["report", str(path), "--md", str(md_path)]) == 0
     assert render(report) in capsys.readouterr().out
-    assert md_path.read_text() == to_markdown(report)
+    # the page a file gets: the text, and a Figures section linking the PNGs written beside it
+    from pytest_memerobust.report.markdown import markdown
+    from pytest_memerobust.report.plots import report_plots
+
+    plots = report_plots(report)
+    assert plots and md_path.read_text() == markdown(report, [(p, f"again.figures/{p.name}.png") for p in plots])
+    assert sorted(f.name for f in (tmp_path / "again.figures").iterdir()) == sorted(f"{p.name}.png" for p in plots)
+    assert "## Figures" in md_path.read_text() and "## Figures" not in to_markdown(report)
 
 
 def test_markdown_has_headings_and_pipe_tables(report):

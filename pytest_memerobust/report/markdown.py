@@ -240,8 +240,10 @@ def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
     return out + [tables]
 
 
-def markdown(report: dict) -> str:
-    taken = {"verdict", "failing", "baseline", "contents", "run-details", "reliance", "trend"}
+def markdown(report: dict, figures: list[tuple] | None = None) -> str:
+    """The report as Markdown; `figures`: (Plot, relative link to its PNG) pairs to show in a Figures section (None:
+    text alone, naming where the figures are)."""
+    taken = {"verdict", "failing", "baseline", "contents", "run-details", "reliance", "trend", "figures"}
     suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
     anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
     toc = [("verdict", "Verdict", "")]
@@ -276,6 +278,11 @@ def markdown(report: dict) -> str:
         body += [f'<a id="{anchor}"></a>', f"## Prompt invariance: {entry['model']} on {entry['dataset']} "
                  f"(n={entry['n']})", prompt_table(entry, "github"), "\n".join(prompt_summary(entry))]
         toc.append((anchor, f"Prompt invariance: {entry['model']}", ""))
+    if figures:  # PNG files beside the .md (write_report draws them), linked by relative path
+        body += ['<a id="figures"></a>', "## Figures"]
+        for plot, link in figures:
+            body += [f"### {plot.title}", plot.caption, f"![{plot.title}]({link})"]
+        toc.append(("figures", f"Figures ({len(figures)})", ""))
     body += ['<a id="run-details"></a>', "## Run details and versions"]
     for title, rows, headers in run_details(report):
         body += [f"### {title}", table(headers, [[cell(x) for x in row] for row in rows])]
@@ -285,8 +292,9 @@ def markdown(report: dict) -> str:
     contents = ['<a id="contents"></a>', "## Contents",
                 "\n".join(f"{k}. [{label}](#{anchor})" + (f": {note}" if note else "")
                           for k, (anchor, label, note) in enumerate(toc, 1))]
-    figures = dict.fromkeys(FIGURE_NAMES[p.kind] for p in report_plots(report))  # (their data: nothing drawn)
-    if figures:  # not embedded: GitHub drops data: images from Markdown, and base64 figures outgrow a PR comment
-        contents.append(f"Figures ({', '.join(figures)}): in the HTML report, or as files with "
-                        "`memerobust plot REPORT.json --out DIR`.")
+    if figures is None:  # text alone (a PR comment): GitHub drops data: images, and base64 figures outgrow it
+        kinds = dict.fromkeys(FIGURE_NAMES[p.kind] for p in report_plots(report))  # (their data: nothing drawn)
+        if kinds:
+            contents.append(f"Figures ({', '.join(kinds)}): in the HTML report, or as files with "
+                            "`memerobust plot REPORT.json --out DIR`.")
     return "\n\n".join(head + _verdict(report, anchors) + contents + _baseline(report) + body) + "\n"

@@ -243,7 +243,9 @@ def budget_plot(entry: dict, taken: set[str] | None = None) -> Plot | None:
 
 
 def trend_plot(entries: list[dict]) -> Plot | None:
-    """The trend chart of a run history (oldest run first)."""
+    """The trend chart of a run history (oldest run first); None before it holds two runs (nothing to compare)."""
+    if len(entries) < 2:
+        return None
     data = trend_data(entries)
     if data is None:
         return None
@@ -253,20 +255,21 @@ def trend_plot(entries: list[dict]) -> Plot | None:
                 "Trend: per perturbation family, the relative robustness of accuracy (perturbed / clean) of its "
                 "worst case in each run, oldest run left, with its interval as a whisker; in colour the "
                 f"{shown} families to look at first (eroded, then eroding, improved, then the largest fall)"
-                + (f", the other {rest} in grey" if rest else "") + ". Eroded: the last run's interval lies wholly "
-                "below the first's, even if every step passed its gate. A red cross marks a family the regression "
+                + (f", the other {rest} in grey" if rest else "") + ". Eroded: the last run is below the first by "
+                "more than noise, even if every step passed its gate. A red cross marks a family the regression "
                 "gate flagged in that run; a shaded column, a run whose gate found a regression.",
                 "trend", {**data, "title": "Relative robustness of each family's worst case across runs"})
 
 
 def report_plots(report: dict) -> list[Plot]:
-    """Every figure of a saved report, in the report's order: per group its curves and abstention shares, then the
-    evasion curves of each budgets entry."""
+    """Every figure of a saved report, in the report's order: the run history's trend (with --memerobust-history),
+    per group its curves and abstention shares, then the evasion curves of each budgets entry."""
     from .html import _level
 
-    taken: set[str] = set()
+    taken: set[str] = {"trend"}
     level = _level(report)
-    out = []
+    trend = trend_plot((report.get("history") or {}).get("entries") or [])
+    out = [trend] if trend else []  # the run history's trend first, as the reports show it
     for group, cases in zip(report.get("groups") or [], cases_by_group(report)):
         out += group_plots(group, cases, level, taken)
     for entry in report.get("budgets") or []:
