@@ -105,6 +105,8 @@ class CaseItem(pytest.Item):
         suite = self.suite
         session.declare_grid(self.model, suite.dataset, suite.grid_text, suite.grid_image, suite.captions,
                              suite=suite.name, conditions=[c.id for c in suite.conditions])
+        if suite.export is not None:  # the run writes this suite's memes as a dataset at its end
+            session.exports[suite.name] = suite.export
         try:
             result = session.evaluate(self.model, self.condition, data=suite.dataset, task=suite.task,
                                       group=suite.group, captions=suite.captions)

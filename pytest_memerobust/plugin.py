@@ -783,6 +783,14 @@ def write_outputs(rs, exitstatus, config) -> list[str]:
             lines.append(export_after_run(rs, report(), rs.options.export, rs.options.export_counterexamples))
         except Exception as exc:
             lines.append(f"memerobust: could not export to {rs.options.export} ({type(exc).__name__}: {exc})")
+    for suite, spec in rs.exports.items():  # each suite's [export]: its own conditions' memes
+        from .track.export import export_suite_after_run
+
+        try:
+            lines.append(export_suite_after_run(rs, report(), suite, spec))
+        except Exception as exc:
+            lines.append(f"memerobust: suite {suite}: could not export to {spec['out']} ({type(exc).__name__}: "
+                         f"{exc})")
     return lines
 
 

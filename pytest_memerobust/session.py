@@ -180,6 +180,7 @@ class RobustnessSession:
         # (model, data spec, suite name or None) -> (text sides, image sides, condition ids) of the suite's grid and
         # cases: each suite gets its own tables and heat map; results no suite declared are grouped under None
         self.grids: dict[tuple[str, str, str | None], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+        self.exports: dict[str, dict] = {}  # suite name -> its [export] (out, counterexamples, format), once it ran
         self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
         if options.models:
             check_device(options.device)
@@ -325,7 +326,8 @@ class RobustnessSession:
                 "notes": self.run_notes(), "cache": self.cache_stats(),
                 "reliance": [[list(key), value] for key, value in self.reliance_results.items()],
                 "prompts": [[list(key), value] for key, value in self.prompt_results.items()],
-                "budgets": [[list(key), value] for key, value in self.budget_results.items()]}
+                "budgets": [[list(key), value] for key, value in self.budget_results.items()],
+                "exports": self.exports}
 
     def merge_wire(self, wire: dict) -> None:
         """Add a worker's `to_wire` to this session: the controller's report then covers the whole grid. A result
@@ -348,6 +350,8 @@ class RobustnessSession:
             self.prompt_results.setdefault((model, spec), value)
         for (model, spec), value in wire.get("budgets", []):
             self.budget_results.setdefault((model, spec), {}).update(value)
+        for suite, spec in wire.get("exports", {}).items():
+            self.exports.setdefault(suite, spec)
         self._worker_cache_stats.append(wire["cache"])
 
     def cache_stats(self) -> dict:

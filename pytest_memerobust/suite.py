@@ -37,7 +37,7 @@ from .perturb import get as get_perturbation
 from .judge.thresholds import Thresholds
 from .tomlfile import read_toml
 
-_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "budgets", "override"}
+_TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "budgets", "override", "export"}
 _SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions", "transfer_from"}
 MODES = ("multimodal", "text", "image")
 
@@ -77,6 +77,7 @@ class Suite:
     defence: str | None = None  # a text defence's id (defences.Defence), whose cases run besides the undefended
     budgets: "BudgetCheck | None" = None  # the evasion-budget case ([budgets]), if the suite has one
     transfer_from: tuple[str, ...] = ()  # models every attack is also crafted on, for the run's models to face
+    export: dict | None = None  # [export]: out (a folder), counterexamples, format; the run exports its memes there
 
     def model_specs(self, models) -> list[str]:
         """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
@@ -245,7 +246,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
         modes=tuple(modes), group=meta.get("group"), captions=captions, defence=defence,
-        budgets=_budgets(data, where), transfer_from=transfer_from,
+        budgets=_budgets(data, where), transfer_from=transfer_from, export=_export(data, path),
     )
 
 
@@ -290,6 +291,36 @@ def _budgets(data: dict, where: str) -> BudgetCheck | None:
             raise SuiteError(f"{where}: [budgets].min_median_budget.{name}: expected a number in (0, {last}] (the "
                              f"family's last level: a median past it is not measured), got {value!r}")
     return BudgetCheck(tuple(dict.fromkeys(families)), tuple(floors.items()))
+
+
+def _export(data: dict, path: Path) -> dict | None:
+    """The [export] table: where the run writes this suite's perturbed memes as a dataset (track/export.py), a folder
+    relative to the suite file, new, empty or an earlier export (which it replaces); checked here, before any case,
+    with the `datasets` extra it needs."""
+    from .track.export import LAYOUTS, ExportError, check_out, require_datasets
+
+    if "export" not in data:
+        return None
+    where = str(path)
+    table = _table(data, "export", where)
+    if set(table) - {"out", "counterexamples", "format"}:
+        raise SuiteError(f"{where}: [export] takes 'out' (a folder), 'counterexamples' (true: only the memes that "
+                         f"flipped) and 'format' ({' or '.join(LAYOUTS)}), got {sorted(table)}")
+    out = table.get("out")
+    if not (isinstance(out, str) and out.strip()):
+        raise SuiteError(f"{where}: [export].out must name a folder, e.g. \"exports/typos\", got {out!r}")
+    counterexamples, layout = table.get("counterexamples", False), table.get("format", "parquet")
+    if not isinstance(counterexamples, bool):
+        raise SuiteError(f"{where}: [export].counterexamples must be true or false, got {counterexamples!r}")
+    if layout not in LAYOUTS:
+        raise SuiteError(f"{where}: [export].format must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    folder = (path.parent / out).resolve()
+    try:
+        require_datasets()
+        check_out(folder, f"{where}: [export].out ", replace=True)
+    except ExportError as exc:
+        raise SuiteError(str(exc)) from None
+    return {"out": str(folder), "counterexamples": counterexamples, "format": layout}
 
 
 def _defence(data: dict, where: str) -> tuple[str | None, bool]:

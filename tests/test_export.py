@@ -233,3 +233,52 @@ def test_the_pytest_option_checks_its_folder_at_the_start(pytester):
     result = pytester.runpytest("--memerobust-model=demo", "--memerobust-export=full", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--memerobust-export: full is not empty*"])
+
+
+SUITE_WITH_EXPORT = """
+[suite]
+name = "exported"
+[thresholds]
+min_relative_robustness = { accuracy = 1.5 }
+[text]
+typos = [3]
+[image]
+gaussian_noise = [5]
+[export]
+out = "flips"
+counterexamples = true
+"""
+
+
+def _run_suite(where: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", "--memerobust-limit=16",
+                           "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--memerobust-report=r.json", "."], cwd=where, capture_output=True, text=True, timeout=600)
+
+
+def test_a_suites_export_table_writes_its_flips_at_the_end_and_replaces_its_earlier_export(tmp_path):
+    (tmp_path / "memerobust-exported.toml").write_text(SUITE_WITH_EXPORT)
+    done = _run_suite(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr  # the strict cases fail
+    said = next(line for line in done.stdout.splitlines() if line.startswith("memerobust: suite exported:"))
+    rows = load("parquet", tmp_path / "flips", tmp_path)
+    report = json.loads((tmp_path / "r.json").read_text())
+    group = next(g for g in report["groups"] if g["suite"] == "exported")
+    assert sorted(set(rows["condition"])) == sorted(r["condition"] for r in group["results"])
+    assert all(rows["flipped"]) and f"exported {len(rows)} rows" in said  # only the memes that flipped
+    info = json.loads((tmp_path / "flips" / "export.json").read_text())
+    assert info["rows"] == len(rows) == sum(c["flipped"] for c in info["by_condition"]) > 0
+    first = (tmp_path / "flips" / "export.json").read_bytes()
+    assert _run_suite(tmp_path).returncode == 1  # run again: the suite's earlier export is replaced, same bytes
+    assert (tmp_path / "flips" / "export.json").read_bytes() == first
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".flips")]  # nothing left beside it
+
+
+def test_a_suites_export_into_a_folder_of_other_files_is_refused_before_any_case(tmp_path):
+    (tmp_path / "memerobust-exported.toml").write_text(SUITE_WITH_EXPORT)
+    (tmp_path / "flips").mkdir()
+    (tmp_path / "flips" / "notes.txt").write_text("mine")
+    done = _run_suite(tmp_path)
+    assert done.returncode != 0 and "[export].out" in done.stdout + done.stderr
+    assert "is not empty" in done.stdout + done.stderr and " passed" not in done.stdout
+    assert (tmp_path / "flips" / "notes.txt").read_text() == "mine"

@@ -76,14 +76,25 @@ def require_datasets() -> None:
         raise ExportError(f"exporting perturbed memes needs the `datasets` package: {INSTALL_HINT}")
 
 
-def check_out(out: Path, option: str = "--out ") -> Path:
-    """The output folder: missing or empty, in a folder that exists or can be made (checked before any work);
-    `option` names it in the message."""
+def earlier_export(folder: Path) -> bool:
+    """Whether `folder` holds an export this tool wrote (its export.json says so): what a suite's [export] may
+    replace run after run."""
+    try:
+        info = json.loads((Path(folder) / "export.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and info.get("format") == FORMAT and info.get("tool") == "pytest-memerobust"
+
+
+def check_out(out: Path, option: str = "--out ", replace: bool = False) -> Path:
+    """The output folder: missing or empty (or, with `replace`, an earlier export of this tool), in a folder that
+    exists or can be made (checked before any work); `option` names it in the message."""
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise ExportError(f"{option}{out} is a file; name a new or empty folder")
-    if out.is_dir() and any(out.iterdir()):
-        raise ExportError(f"{option}{out} is not empty: an export goes into a new or empty folder, never over files")
+    if out.is_dir() and any(out.iterdir()) and not (replace and earlier_export(out)):
+        raise ExportError(f"{option}{out} is not empty: an export goes into a new or empty folder"
+                          + (" (or one an earlier export wrote)" if replace else "") + ", never over files")
     parent = out.resolve().parent
     while not parent.exists():
         parent = parent.parent
@@ -392,10 +403,11 @@ class ImageFolderRows:
 
 
 class _Staged:
-    """A temporary folder beside `out` that becomes `out` only once the export is whole."""
+    """A temporary folder beside `out` that becomes `out` only once the export is whole (and then replaces an
+    earlier export there, with `replace`)."""
 
-    def __init__(self, out: Path):
-        self.out = out
+    def __init__(self, out: Path, replace: bool = False):
+        self.out, self.replace = out, replace
 
     def __enter__(self) -> Path:
         parent = self.out.resolve().parent
@@ -409,9 +421,15 @@ class _Staged:
                 umask = os.umask(0)
                 os.umask(umask)
                 os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes 0700: the mode a plain mkdir gives
-                if self.out.is_dir():
+                earlier = None
+                if self.out.is_dir() and self.replace and earlier_export(self.out):
+                    earlier = self.out.with_name(f".{self.out.name}.{os.getpid()}.old")
+                    os.replace(self.out, earlier)  # set aside until the new export is in place
+                elif self.out.is_dir():
                     self.out.rmdir()  # empty (checked): the finished export takes its place
                 os.replace(self.tmp, self.out)
+                if earlier is not None:
+                    shutil.rmtree(earlier, ignore_errors=True)
                 return
             except OSError as exc:
                 shutil.rmtree(self.tmp, ignore_errors=True)
@@ -491,20 +509,21 @@ def card(info: dict) -> str:
 
 
 def export(session, report: dict, out: Path, *, conditions=None, models=None, counterexamples: bool = False,
-           layout: str = "parquet", path="the report") -> dict:
+           layout: str = "parquet", path="the report", replace: bool = False) -> dict:
     """Write the perturbed memes of `report`'s run (evaluated by `session`) to the folder `out`; its export.json.
-    Every check that needs no evaluation comes first; the folder appears only once the export is whole."""
+    Every check that needs no evaluation comes first; the folder appears only once the export is whole.
+    `replace`: an earlier export in `out` is replaced (a suite's [export], run after run)."""
     require_datasets()
     if layout not in LAYOUTS:
         raise ExportError(f"--format {layout!r}: expected one of {', '.join(LAYOUTS)}")
-    out = check_out(out)
+    out = check_out(out, replace=replace)
     check_report(report, path)
     parts = select(report, conditions, models, path)
     classes, multilabel = check_recipe(session, report, parts, layout, path)
     evaluated = evaluate(session, parts, path)
     schema = features(classes, multilabel)
     counts = []
-    with _Staged(out) as folder:
+    with _Staged(out, replace) as folder:
         writer = (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema)
         try:
             for part, result in evaluated:
@@ -567,3 +586,19 @@ def export_after_run(session, report: dict, out: Path, counterexamples: bool = F
     except MemeRobustError as exc:
         return f"memerobust: no export written to {out}: {exc}"
     return f"memerobust: {summary_line(info, out)}"
+
+
+def export_suite_after_run(session, report: dict, suite: str, spec: dict) -> str:
+    """A suite's [export] at the end of the run: its own conditions' perturbed memes (of every model that ran it),
+    from the run's session, replacing the suite's earlier export; the line that says what was written or why not."""
+    out = Path(spec["out"])
+    conditions = list(dict.fromkeys(row["condition"] for group in report.get("groups", [])
+                                    if group.get("suite") == suite for row in group["results"]
+                                    if row["kind"] not in ("clean", "prompt") and not row.get("defence")))
+    try:
+        info = export(session, report, out, conditions=conditions, counterexamples=spec["counterexamples"],
+                      layout=spec["format"], path=f"suite {suite!r} of this run's report", replace=True)
+    except MemeRobustError as exc:
+        return f"memerobust: suite {suite}: no export written to {out}: {exc}"
+    return f"memerobust: suite {suite}: {summary_line(info, out)}"
+
