@@ -551,9 +551,11 @@ def pytest_terminal_summary(terminalreporter, config):
         last = line.startswith(("PASSED", "FAILED", "INTERRUPTED"))
         _say(tr, line, bold=last, red=last and not verdict["passed"] and not verdict.get("interrupted"),
              yellow=last and bool(verdict.get("interrupted")), green=last and verdict["passed"])
+    from .outputs import written_line
+
     written = config.stash.get(REPORT_LINES_KEY, [])
     for path in session.options.reports:  # where the whole story is, as the very last line
-        if path.suffix == ".html" and _written(path) in written:
+        if path.suffix == ".html" and written_line(path) in written:
             _say(tr, f"memerobust: the full report is {path.resolve()}")
 
 
@@ -670,7 +672,14 @@ def pytest_sessionfinish(session, exitstatus):
     if not (rs.results or rs.reliance_results or rs.prompt_results or rs.case_records) \
             and exitstatus != pytest.ExitCode.INTERRUPTED:
         return  # nothing ran (no case selected): no report claims anything
-    session.config.stash[REPORT_LINES_KEY] = write_outputs(rs, exitstatus, session.config)
+    from .judge.gate import terminal_line
+    from .outputs import write_outputs
+    from .replay import LOG_PLUGIN
+
+    log = session.config.pluginmanager.get_plugin(LOG_PLUGIN)  # the failing cases' counterexamples
+    session.config.stash[REPORT_LINES_KEY] = write_outputs(
+        rs, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, root=session.config.rootpath,
+        counterexample_cases=log.cases if log is not None else None, write=terminal_line(session.config))
 
 
 def _collected(session) -> int | None:
@@ -680,143 +689,3 @@ def _collected(session) -> int | None:
     if collected is None and getattr(session.config.option, "numprocesses", None):
         return session.testscollected or None
     return collected
-
-
-def write_outputs(rs, exitstatus, config) -> list[str]:
-    """Write the report files and the baseline; the lines that say what was written, and what could not be.
-    A report's path never keeps an earlier run's report, which a CI step would read as this run's: an interrupted
-    run writes there its verdict alone (INTERRUPTED, how many cases ran, their records; no results, which would pass
-    for the whole run) and no baseline; a report that cannot be built is replaced by the verdict alone; a file that
-    cannot be written is removed. A failure with one file never loses the others, nor the tables."""
-    from .judge.gate import save_baseline, terminal_line
-    from .report import verdict_report
-
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        from .judge.verdict import cases_ran_text
-
-        v = rs.verdict or {}
-        ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
-        lines = _write_reports(rs.options.reports, lambda: verdict_report(rs, "the run was interrupted"),
-                               lambda path: f"memerobust: interrupted: {path} holds only the verdict INTERRUPTED "
-                                            f"({ran}), no results")
-        if rs.options.save_baseline is not None:
-            lines.append(f"memerobust: interrupted: baseline {rs.options.save_baseline} not saved ({ran})")
-        if rs.options.export is not None:
-            lines.append(f"memerobust: interrupted: nothing exported to {rs.options.export} ({ran})")
-        if rs.options.mlflow is not None or rs.options.wandb is not None:
-            lines.append(f"memerobust: interrupted: nothing logged to MLflow or W&B ({ran})")
-        return lines
-
-    lines: list[str] = []
-    built: list[dict] = []
-
-    def report() -> dict:
-        """The run's report dict, built once when first asked for (by the report files, the history, the trackers
-        or the export), so all of them read the same numbers."""
-        if not built:
-            try:
-                built.append(rs.report())
-            except Exception as exc:
-                why = f"the report could not be built ({type(exc).__name__}: {exc})"
-                lines.append(f"memerobust: {why}; the reports hold the verdict and the cases' records only")
-                built.append(verdict_report(rs, why))
-        return built[0]
-
-    history, entry = None, None
-    if rs.options.history is not None and rs.results:  # the trend, drawn in the reports, and this run's line
-        from .report.history import history_path, trend_block
-
-        history = history_path(rs.options.history, rs.options.cache_dir)
-        try:
-            entry = trend_block(report(), history, root=config.rootpath)
-        except Exception as exc:
-            lines.append(f"memerobust: could not read the run history {history} ({type(exc).__name__}: {exc})")
-            history = None
-    lines += _write_reports(rs.options.reports, report)
-    if history is not None:
-        from .report.history import append_history, erosion_lines
-
-        try:
-            append_history(history, entry)
-            lines.append(f"memerobust: run added to the history {history} (`memerobust history {history}`)")
-            lines += [f"memerobust: {line}" for line in erosion_lines(report()["history"]["series"])]
-        except Exception as exc:
-            lines.append(f"memerobust: could not add the run to the history {history} ({type(exc).__name__}: {exc})")
-    if rs.options.save_baseline is not None and not rs.results:
-        lines.append(f"memerobust: baseline {rs.options.save_baseline} not saved: no case was measured"
-                     + (" (its cases raised errors)" if rs.verdict and rs.verdict.get("errors") else ""))
-    elif rs.options.save_baseline is not None:
-        try:
-            save_baseline(rs, rs.options.save_baseline, write=terminal_line(config))
-        except Exception as exc:
-            lines.append(f"memerobust: could not save the baseline {rs.options.save_baseline} "
-                         f"({type(exc).__name__}: {exc})")
-    if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
-        from .judge.ledger import ledger_folder, write_run_ledger
-
-        folder = ledger_folder(rs.options.reports, rs.options.cache_dir)
-        try:
-            lines.append(write_run_ledger(rs, folder) if folder is not None else
-                         "memerobust: no flip ledger written: --memerobust-report or a cache dir says where")
-        except Exception as exc:
-            lines.append(f"memerobust: could not write the flip ledger ({type(exc).__name__}: {exc})")
-    from .replay import LOG_PLUGIN, manifest_path, write_manifest
-
-    log = config.pluginmanager.get_plugin(LOG_PLUGIN)
-    if log is not None:  # the failing cases' counterexamples, gathered from their reports
-        lines += write_manifest(manifest_path(rs.options), log.cases, explicit=rs.options.counterexamples is not None)
-    if entry is None and rs.results and (rs.options.mlflow is not None or rs.options.wandb is not None):
-        from .report.history import history_entry, run_commit
-
-        entry = history_entry(report(), commit=run_commit(config.rootpath))  # a history read back from the tracker
-    if rs.options.mlflow is not None or rs.options.wandb is not None:  # after every file they carry is written
-        from .replay import picture_store
-        from .track.trackers import log_run
-
-        manifest, o = manifest_path(rs.options), rs.options
-        lines += log_run(report(), mlflow=o.mlflow, wandb=o.wandb, cache_dir=o.cache_dir, history_entry=entry,
-                         artifacts=[*o.reports, *((manifest, picture_store(manifest)) if manifest else ())])
-    if rs.options.export is not None:  # the run's perturbed memes as a dataset (track/export.py)
-        from .track.export import export_after_run
-
-        try:
-            lines.append(export_after_run(rs, report(), rs.options.export, rs.options.export_counterexamples))
-        except Exception as exc:
-            lines.append(f"memerobust: could not export to {rs.options.export} ({type(exc).__name__}: {exc})")
-    for suite, spec in rs.exports.items():  # each suite's [export]: its own conditions' memes
-        from .track.export import export_suite_after_run
-
-        try:
-            lines.append(export_suite_after_run(rs, report(), suite, spec))
-        except Exception as exc:
-            lines.append(f"memerobust: suite {suite}: could not export to {spec['out']} ({type(exc).__name__}: "
-                         f"{exc})")
-    return lines
-
-
-def _written(path) -> str:
-    return f"memerobust: report written to {path}"
-
-
-def _write_reports(paths, build, written=_written) -> list[str]:
-    """Write the report `build()` returns (built once, only when there is a path) to every path; a path that
-    cannot be written loses the earlier run's file there rather than keep it under this run's name."""
-    from .report import write_report
-
-    lines, report = [], build() if paths else None
-    for path in paths:
-        try:
-            write_report(path, report)
-            lines.append(written(path))
-        except Exception as exc:
-            lines.append(f"memerobust: could not write {path} ({type(exc).__name__}: {exc})" + _removed(path))
-    return lines
-
-
-def _removed(path: Path) -> str:
-    """Remove an earlier run's report that this run could not replace; say what became of it."""
-    try:
-        Path(path).unlink(missing_ok=True)
-    except OSError as exc:
-        return f"; STALE: the file there is an earlier run's and could not be removed ({exc})"
-    return "; no earlier report is left there"

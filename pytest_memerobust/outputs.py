@@ -1,0 +1,189 @@
+"""What a finished run leaves behind, in order: the report files (or, for an interrupted run, its verdict alone),
+the run history, the baseline, the flip ledger, the counterexample manifest, the trackers' runs and the exports.
+The pytest face calls `write_outputs` from pytest_sessionfinish and prints the lines it returns; nothing here
+needs pytest."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexample_cases=None,
+                  write=print) -> list[str]:
+    """Write what the run leaves; the lines that say what was written, and what could not be. A report's path never
+    keeps an earlier run's report, which a CI step would read as this run's: an interrupted run writes there its
+    verdict alone (INTERRUPTED, how many cases ran, their records; no results, which would pass for the whole run)
+    and nothing else; a report that cannot be built is replaced by the verdict alone; a file that cannot be written
+    is removed. A failure with one output never loses the others, nor the tables. `counterexample_cases`: the failing
+    cases' manifest entries (None: none gathered); `root`: the checkout whose commit the history names; `write`: how
+    the baseline's lines reach the terminal."""
+    if interrupted:
+        return _interrupted(rs)
+    lines: list[str] = []
+    report = _built_once(rs, lines)
+    history, entry = _history_before_reports(rs, report, root, lines)
+    lines += _write_reports(rs.options.reports, report)
+    if history is not None:
+        lines += _append_history(history, entry, report)
+    lines += _baseline_and_ledger(rs, write)
+    from .replay import manifest_path, write_manifest
+
+    if counterexample_cases is not None:  # the failing cases' counterexamples, gathered from their reports
+        lines += write_manifest(manifest_path(rs.options), counterexample_cases,
+                                explicit=rs.options.counterexamples is not None)
+    lines += _trackers(rs, report, entry, root)
+    return lines + _exports(rs, report)
+
+
+def _interrupted(rs) -> list[str]:
+    """An interrupted run: each report path holds the verdict alone; no baseline, history, tracker run or export."""
+    from .judge.verdict import cases_ran_text
+    from .report import verdict_report
+
+    v = rs.verdict or {}
+    ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
+    lines = _write_reports(rs.options.reports, lambda: verdict_report(rs, "the run was interrupted"),
+                           lambda path: f"memerobust: interrupted: {path} holds only the verdict INTERRUPTED "
+                                        f"({ran}), no results")
+    o = rs.options
+    if o.save_baseline is not None:
+        lines.append(f"memerobust: interrupted: baseline {o.save_baseline} not saved ({ran})")
+    if o.export is not None:
+        lines.append(f"memerobust: interrupted: nothing exported to {o.export} ({ran})")
+    if o.mlflow is not None or o.wandb is not None:
+        lines.append(f"memerobust: interrupted: nothing logged to MLflow or W&B ({ran})")
+    return lines
+
+
+def _built_once(rs, lines: list[str]):
+    """The run's report dict, built once when first asked for (by the report files, the history, the trackers or
+    the export), so all of them read the same numbers; one that cannot be built is the verdict alone."""
+    built: list[dict] = []
+
+    def report() -> dict:
+        if not built:
+            from .report import verdict_report
+
+            try:
+                built.append(rs.report())
+            except Exception as exc:
+                why = f"the report could not be built ({type(exc).__name__}: {exc})"
+                lines.append(f"memerobust: {why}; the reports hold the verdict and the cases' records only")
+                built.append(verdict_report(rs, why))
+        return built[0]
+
+    return report
+
+
+def _history_before_reports(rs, report, root, lines: list[str]) -> tuple[Path | None, dict | None]:
+    """(the history file, this run's line) with the trend put into the report, so its files draw it."""
+    if rs.options.history is None or not rs.results:
+        return None, None
+    from .report.history import history_path, trend_block
+
+    history = history_path(rs.options.history, rs.options.cache_dir)
+    try:
+        return history, trend_block(report(), history, root=root)
+    except Exception as exc:
+        lines.append(f"memerobust: could not read the run history {history} ({type(exc).__name__}: {exc})")
+        return None, None
+
+
+def _append_history(history: Path, entry: dict, report) -> list[str]:
+    from .report.history import append_history, erosion_lines
+
+    try:
+        append_history(history, entry)
+    except Exception as exc:
+        return [f"memerobust: could not add the run to the history {history} ({type(exc).__name__}: {exc})"]
+    return [f"memerobust: run added to the history {history} (`memerobust history {history}`)",
+            *(f"memerobust: {line}" for line in erosion_lines(report()["history"]["series"]))]
+
+
+def _baseline_and_ledger(rs, write) -> list[str]:
+    from .judge.gate import save_baseline
+
+    lines, o = [], rs.options
+    if o.save_baseline is not None and not rs.results:
+        lines.append(f"memerobust: baseline {o.save_baseline} not saved: no case was measured"
+                     + (" (its cases raised errors)" if rs.verdict and rs.verdict.get("errors") else ""))
+    elif o.save_baseline is not None:
+        try:
+            save_baseline(rs, o.save_baseline, write=write)
+        except Exception as exc:
+            lines.append(f"memerobust: could not save the baseline {o.save_baseline} ({type(exc).__name__}: {exc})")
+    if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
+        from .judge.ledger import ledger_folder, write_run_ledger
+
+        folder = ledger_folder(o.reports, o.cache_dir)
+        try:
+            lines.append(write_run_ledger(rs, folder) if folder is not None else
+                         "memerobust: no flip ledger written: --memerobust-report or a cache dir says where")
+        except Exception as exc:
+            lines.append(f"memerobust: could not write the flip ledger ({type(exc).__name__}: {exc})")
+    return lines
+
+
+def _trackers(rs, report, entry: dict | None, root) -> list[str]:
+    """One MLflow and/or W&B run, after every file they carry is written; its history line goes with it, so a
+    history can be read back from the tracker."""
+    o = rs.options
+    if o.mlflow is None and o.wandb is None:
+        return []
+    from .replay import manifest_path, picture_store
+    from .track.trackers import log_run
+
+    if entry is None and rs.results:
+        from .report.history import history_entry, run_commit
+
+        entry = history_entry(report(), commit=run_commit(root))
+    manifest = manifest_path(o)
+    return log_run(report(), mlflow=o.mlflow, wandb=o.wandb, cache_dir=o.cache_dir, history_entry=entry,
+                   artifacts=[*o.reports, *((manifest, picture_store(manifest)) if manifest else ())])
+
+
+def _exports(rs, report) -> list[str]:
+    """--memerobust-export (the run's perturbed memes as a dataset), then each suite's [export]."""
+    from .track.export import export_after_run, export_suite_after_run
+
+    lines = []
+    if rs.options.export is not None:
+        try:
+            lines.append(export_after_run(rs, report(), rs.options.export, rs.options.export_counterexamples))
+        except Exception as exc:
+            lines.append(f"memerobust: could not export to {rs.options.export} ({type(exc).__name__}: {exc})")
+    for suite, spec in rs.exports.items():
+        try:
+            lines.append(export_suite_after_run(rs, report(), suite, spec))
+        except Exception as exc:
+            lines.append(f"memerobust: suite {suite}: could not export to {spec['out']} ({type(exc).__name__}: "
+                         f"{exc})")
+    return lines
+
+
+def written_line(path) -> str:
+    """The line that says a report file was written (the summary finds the HTML's by it)."""
+    return f"memerobust: report written to {path}"
+
+
+def _write_reports(paths, build, written=written_line) -> list[str]:
+    """Write the report `build()` returns (built once, only when there is a path) to every path; a path that
+    cannot be written loses the earlier run's file there rather than keep it under this run's name."""
+    from .report import write_report
+
+    lines, report = [], build() if paths else None
+    for path in paths:
+        try:
+            write_report(path, report)
+            lines.append(written(path))
+        except Exception as exc:
+            lines.append(f"memerobust: could not write {path} ({type(exc).__name__}: {exc})" + _removed(path))
+    return lines
+
+
+def _removed(path: Path) -> str:
+    """Remove an earlier run's report that this run could not replace; say what became of it."""
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError as exc:
+        return f"; STALE: the file there is an earlier run's and could not be removed ({exc})"
+    return "; no earlier report is left there"
