@@ -15,6 +15,7 @@ import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it
 
 from pytest_memerobust import options
+from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.track import mlflow_run, names
 from pytest_memerobust.track.trackers import TrackerError, check_trackers, log_run
 from test_reliability import INTERRUPTER
@@ -90,7 +91,7 @@ def _run_pytest(pytester, *args):
     return pytester.runpytest(*QUICK, *args, ".")
 
 
-def test_a_run_is_logged_to_mlflow_and_wandb_and_read_back(pytester, offline_wandb, tmp_path):
+def test_a_run_is_logged_to_mlflow_and_wandb_and_read_back(pytester, offline_wandb, tmp_path, capsys):
     uri = f"sqlite:///{(tmp_path / 'store' / 'm.db').as_posix()}"
     (tmp_path / "store").mkdir()
     result = _run_pytest(pytester, f"--memerobust-mlflow={uri}", "--memerobust-wandb=robustness-tests",
@@ -172,6 +173,12 @@ def test_a_run_is_logged_to_mlflow_and_wandb_and_read_back(pytester, offline_wan
     history = mlflow_run.mlflow_history(uri)
     assert [e["gated"] for e in history] == [False, True] and all(e["verdict"] == "PASSED" for e in history)
     assert history[1]["families"] and history[1]["models"]["demo"]["checkpoint_sha256"]
+    # `memerobust history --mlflow URI` reads the same runs back: their trend, without a history file
+    capsys.readouterr()
+    assert cli_main(["history", "--mlflow", uri]) == 0
+    shown = capsys.readouterr().out
+    assert f"run history: MLflow {uri}: the last 2 of 2 runs" in shown and "regression" in shown
+    assert "demo on demo: relative robustness (accuracy) of each family's worst case" in shown
 
 
 def test_metric_names_follow_mlflows_rules_and_leave_out_what_is_not_finite():
