@@ -348,12 +348,15 @@ class ProcessorPixels:
 
     def _kind(self, ip) -> tuple[str | None, str | None]:
         try:
-            from transformers.image_processing_backends import TorchvisionBackend
-            from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+            import transformers.image_processing_backends  # noqa: F401
         except ImportError as err:  # an older transformers: its processors are not the ones checked here
             return None, f"this transformers has no torchvision image processors to reproduce ({err})"
+        # the processor's own bases, by name: a module imported twice (a reload, pytest's in-process runs) makes a
+        # second class of the same name that isinstance would not recognise
+        bases = {c.__name__: c for c in type(ip).__mro__}
+        backend, qwen2_vl = bases.get("TorchvisionBackend"), bases.get("Qwen2VLImageProcessor")
         why = f"{self.name}'s preprocessing is not reproduced in torch"
-        if not isinstance(ip, TorchvisionBackend):
+        if backend is None:
             return None, f"{why} (not a torchvision-backend image processor); attack it with 'square'"
         resample = getattr(ip, "resample", None)
         if getattr(ip, "do_resize", False) and resample not in self.RESAMPLES:
@@ -363,11 +366,10 @@ class ProcessorPixels:
             return None, (f"{why} (resample {named}: only BICUBIC and BILINEAR are "
                           f"modelled); the image attacks reach it by queries alone ('square', 'strongest_image')")
         cls = type(ip)
-        if (isinstance(ip, Qwen2VLImageProcessor) and cls._preprocess is Qwen2VLImageProcessor._preprocess
-                and cls.resize is Qwen2VLImageProcessor.resize):
+        if qwen2_vl is not None and cls._preprocess is qwen2_vl._preprocess and cls.resize is qwen2_vl.resize:
             return "qwen2_vl", None
         size = ip.size
-        generic = (cls._preprocess is TorchvisionBackend._preprocess and cls.resize is TorchvisionBackend.resize
+        generic = (cls._preprocess is backend._preprocess and cls.resize is backend.resize
                    and not getattr(ip, "do_pad", False))
         if generic and (not ip.do_resize or (size.shortest_edge and not size.longest_edge)
                         or (size.height and size.width)):
