@@ -35,6 +35,8 @@ def test_trend_states():
     assert trend_state([_point(0.9, 0.8, 1.0), _point(0.95, 0.85, 1.05), _point(0.85, 0.75, 0.95)]) == "steady"
     assert trend_state([_point(0.6, 0.5, 0.7), _point(0.9, 0.8, 1.0)]) == "improved"
     assert trend_state([_point(None, None, None), _point(0.9, 0.8, 1.0)]) == "steady"  # one value: no trend
+    # falling at each step, but by a hundredth against half-widths of 0.1: noise, not a trend
+    assert trend_state([_point(0.95, 0.85, 1.05), _point(0.945, 0.845, 1.045), _point(0.94, 0.84, 1.04)]) == "steady"
     assert trend_state([_point(0.9, None, None), _point(0.5, None, None)]) == "steady"  # no intervals: no noise known
 
 

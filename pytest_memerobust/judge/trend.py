@@ -6,7 +6,7 @@ States:
 - eroded: the last run is below the first by more than noise: the fall exceeds the two runs' interval half-widths
   combined in quadrature (a two-sample z-test at the intervals' level; conservative for runs on the same memes,
   whose estimates are positively correlated);
-- eroding: over 3 or more runs it fell from the first to the last and fell at more steps than it rose, within noise;
+- eroding: over 3 or more runs it fell at more steps than it rose, by more than half the noise but within it;
 - improved: the last run is above the first by more than noise;
 - steady: none of these (including a series with fewer than 2 runs that have a value).
 """
@@ -30,12 +30,13 @@ def trend_state(points: list[dict]) -> str:
     first, last = valued[0], valued[-1]
     change = last["relative_robustness"] - first["relative_robustness"]
     widths = [_half_width(first), _half_width(last)]
-    if None not in widths and abs(change) > math.hypot(*widths):
+    noise = math.hypot(*widths) if None not in widths else 0.0
+    if noise and abs(change) > noise:
         return "eroded" if change < 0 else "improved"
     values = [p["relative_robustness"] for p in valued]
     falls = sum(b < a for a, b in zip(values, values[1:]))
     rises = sum(b > a for a, b in zip(values, values[1:]))
-    if len(values) >= MONOTONE_RUNS and change < 0 and falls > rises:
+    if len(values) >= MONOTONE_RUNS and -change > noise / 2 and falls > rises:
         return "eroding"
     return "steady"
 

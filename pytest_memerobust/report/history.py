@@ -205,5 +205,5 @@ def erosion_lines(series: list[dict]) -> list[str]:
 
 STATE_LEGEND = ("R: the gate found a regression in that family in that run. State: eroded = the last run is below "
                 "the first\nby more than noise (the fall exceeds their interval half-widths in quadrature); eroding "
-                "= it fell over 3 or\nmore runs, at more steps than it rose, within noise; improved = above the first "
+                "= it fell over 3 or\nmore runs, at more steps than it rose, by over half the noise; improved = above the first "
                 "by more than noise;\nsteady = none of these.")
