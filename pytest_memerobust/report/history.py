@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from ..atomic import atomic_write_text
 from ..errors import MemeRobustError
-from .outline import family_summaries, signed
+from .outline import family_summaries, finite, signed
 
 FORMAT = "pytest-memerobust-history/1"
 DEFAULT_NAME = "history.jsonl"  # in the run's cache dir, when --memerobust-history is given without a path
@@ -46,10 +46,6 @@ def run_commit(root: Path | None = None) -> str | None:
     return sha.stdout.strip() + ("+" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and value == value else None
-
-
 def history_entry(report: dict, *, commit: str | None = None, date: datetime | None = None) -> dict:
     """This run as one history line: when, which commit, the verdict, whether the gate regressed, the checkpoints,
     and per (model, dataset, suite, family) the worst case with its relative robustness (accuracy) and interval."""
@@ -65,9 +61,9 @@ def history_entry(report: dict, *, commit: str | None = None, date: datetime | N
                 "model": entry["model"], "dataset": entry["dataset"], "suite": entry["suite"], "family": f["family"],
                 "cases": len(f["cases"]), "failing": f["failing"], "regressed": f["regressed"],
                 "worst_case": row["condition"] if row else None,
-                "accuracy_drop": _number(row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]) if row else None,
-                "relative_robustness": _number(rel), "relative_robustness_ci": [_number(ci[0]), _number(ci[1])],
-                "flip_rate": _number((row or {}).get("flip_rate"))})
+                "accuracy_drop": finite(row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]) if row else None,
+                "relative_robustness": finite(rel), "relative_robustness_ci": [finite(ci[0]), finite(ci[1])],
+                "flip_rate": finite((row or {}).get("flip_rate"))})
     baseline = verdict.get("baseline") or {}
     return {"format": FORMAT, "date": when.isoformat(), "commit": commit, "run": commit or when.strftime("%m-%d %H:%M"),
             "verdict": "INTERRUPTED" if verdict.get("interrupted") else

@@ -338,6 +338,16 @@ def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
 VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3}  # worse is larger
 
 
+def finite(value) -> float | None:
+    """A report's number as a float when it is one and finite (a bool as 0/1); None for NaN, infinity, None or text:
+    what a history line or a tracker's metric can hold."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def accuracy_drop(row: dict) -> float:
     """Clean minus perturbed accuracy; -inf when undefined, so an unanswered case never reads as the worst."""
     drop = row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 
+from ..report.outline import finite
 from ..results import METRIC_NAMES as METRICS
 MAX_KEY = 250  # MLflow's limit on a metric's or param's name
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_\-. :]")  # `/` separates a name's parts, so a part may not hold one
@@ -69,14 +69,6 @@ def metric_name(*parts) -> str:
     return fit("/".join(key_part(p) for p in parts))
 
 
-def _finite(value) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def model_labels(report: dict) -> dict[str, str]:
     """Model name -> how the run's names call it (the report's label: a card given by path goes by its name)."""
     labels = {g["model"]: g.get("label") or g["model"] for g in report.get("groups") or []}
@@ -102,12 +94,12 @@ def figures(report: dict) -> list[dict]:
     out, seen = [], set()
 
     def add(result, metric, value, ci=None):
-        value = _finite(value)
+        value = finite(value)
         key = (result["model"], result["dataset"], result["condition"], metric)
         if value is None or key in seen:
             return
         seen.add(key)
-        low, high = (_finite(ci[0]), _finite(ci[1])) if ci else (None, None)
+        low, high = (finite(ci[0]), finite(ci[1])) if ci else (None, None)
         out.append({"model": labels.get(result["model"], result["model"]),
                     "dataset": datasets.get(result["dataset"], result["dataset"]), "condition": result["condition"],
                     "metric": metric, "value": value, "ci_low": low, "ci_high": high})
@@ -125,7 +117,7 @@ def figures(report: dict) -> list[dict]:
                 continue
             clean, rel = result.get("clean_metrics") or {}, result.get("relative_robustness") or {}
             for m in METRICS:
-                now, before = _finite((result.get("metrics") or {}).get(m)), _finite(clean.get(m))
+                now, before = finite((result.get("metrics") or {}).get(m)), finite(clean.get(m))
                 add(result, f"{m}_clean", before)  # the clean figure this condition's drop is measured from
                 add(result, f"{m}_drop", before - now if before is not None and now is not None else None)
                 add(result, f"{m}_relative_robustness", rel.get(m), (result.get("relative_robustness_ci") or {})
@@ -184,10 +176,10 @@ def gate_metrics(report: dict) -> dict[str, float]:
         seen.add(key)
         base = metric_name(labels.get(c["model"], c["model"]), datasets.get(c["dataset"], c["dataset"]),
                            condition_key(c["condition"]), f"gate_{c['rule']}")
-        difference, ci = _finite(c.get("difference")), c.get("ci") or [None, None]
+        difference, ci = finite(c.get("difference")), c.get("ci") or [None, None]
         if difference is not None:
-            out.update(_interval_names(base + "_difference", {"value": difference, "ci_low": _finite(ci[0]),
-                                                                "ci_high": _finite(ci[1])}))
+            out.update(_interval_names(base + "_difference", {"value": difference, "ci_low": finite(ci[0]),
+                                                                "ci_high": finite(ci[1])}))
         out[base + "_regressed"] = float(bool(c.get("regressed")))
     return {fit(k): v for k, v in out.items()}
 
