@@ -23,9 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.engine import Condition, Engine  # noqa: E402
-from pytest_memerobust.engine.transfer import transfer_cells  # noqa: E402
 from pytest_memerobust.judge.instructions import wilson_interval  # noqa: E402
-from pytest_memerobust.judge.transfer import transfer_matrix  # noqa: E402
+from pytest_memerobust.judge.transfer import transfer_cells, transfer_matrix  # noqa: E402
 from pytest_memerobust.report.tables import transfer_table  # noqa: E402
 
 
@@ -127,7 +126,7 @@ def gallery(detector, data, training, path: Path) -> None:
     """Per meme: clean, then each attack's picture and its difference from the clean one (x10, on grey)."""
     from PIL import Image, ImageDraw
 
-    from pytest_memerobust.pictures import to_array
+    from pytest_memerobust.data.pictures import to_array
 
     memes = data.head(4)
     engine = Engine(detector, memes, labels=memes.labels("hate"), training=training)

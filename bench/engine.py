@@ -107,7 +107,7 @@ def batches(items: list, size: int):
 
 def stage_rates(detector, data, conditions, pictures: list, texts: list, args) -> list[tuple[str, int, float]]:
     """(stage, inputs, seconds) for each stage of the image path, and the caption encoder, on the same inputs."""
-    from pytest_memerobust.pictures import fit_to_encoder
+    from pytest_memerobust.data.pictures import fit_to_encoder
 
     device = str(detector.device)
     autocast = torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=args.precision == "bf16")

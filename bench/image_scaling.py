@@ -24,13 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from tiny_backbones import trained_detector  # noqa: E402
 
 from pytest_memerobust.data import demo_dataset  # noqa: E402
-from pytest_memerobust.defences import Defence  # noqa: E402
+from pytest_memerobust.detectors.defences import Defence  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.determinism import fixed_threads  # noqa: E402
 from pytest_memerobust.perturb import get  # noqa: E402
 from pytest_memerobust.perturb.attacks import AttackContext  # noqa: E402
 from pytest_memerobust.perturb.scaling import _targets, detector_resize, measure, scaling_vulnerable  # noqa: E402
-from pytest_memerobust.pictures import to_array  # noqa: E402
+from pytest_memerobust.data.pictures import to_array  # noqa: E402
 
 SEVERITY = 5
 

@@ -22,7 +22,7 @@ import torch
 from tabulate import tabulate
 
 from pytest_memerobust.perturb.imagenet_c import COMMON, CORRUPTIONS, EXTRA, run_batched  # noqa: E402
-from pytest_memerobust.pictures import as_picture  # noqa: E402
+from pytest_memerobust.data.pictures import as_picture  # noqa: E402
 
 
 def _sync() -> None:

@@ -116,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from pytest_memerobust.report import build_report
-    from pytest_memerobust.results import StatsConfig
+    from pytest_memerobust.judge.results import StatsConfig
     from pytest_memerobust.session import Options, RobustnessSession
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="memerobust-load-"))

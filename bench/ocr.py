@@ -25,7 +25,7 @@ from pytest_memerobust.data.ocr import gpu_available, ocr_backend
 from pytest_memerobust.data.render import draw_meme
 from pytest_memerobust.judge.ocr_view import character_error_rate, word_recall
 from pytest_memerobust.perturb import get
-from pytest_memerobust.pictures import as_picture
+from pytest_memerobust.data.pictures import as_picture
 
 
 def main() -> None:

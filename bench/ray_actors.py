@@ -39,7 +39,7 @@ def grid() -> list[Condition]:
 
 
 def evaluate(csv: Path, args, ray: str | None) -> dict:
-    from pytest_memerobust.results import StatsConfig
+    from pytest_memerobust.judge.results import StatsConfig
     from pytest_memerobust.session import Options, RobustnessSession
 
     started = time.perf_counter()

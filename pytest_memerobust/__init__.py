@@ -10,16 +10,17 @@ import os
 # a value the user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Set before the imports below: the one name of this module that the layers below read (replay and export record it).
+__version__ = "0.1.0"
+
 from .data import Dataset, Meme, load_dataset
 from .detectors import load_detector
 from .engine import Condition, Engine
 from .errors import CheckpointError, ConfigError, DataError, MemeRobustError, SuiteError, UnknownNameError
-from .results import ConditionResult, StatsConfig
+from .judge.results import ConditionResult, StatsConfig
 from .session import Options, RobustnessSession
 from .suite import Suite, load_suite
 from .judge.thresholds import Thresholds, Violation, check
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CheckpointError", "Condition", "ConditionResult", "ConfigError", "DataError", "Dataset", "Engine", "Meme",

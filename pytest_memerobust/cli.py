@@ -50,7 +50,7 @@ def _train_allowed(args) -> int:
 
     from .data import load_dataset
     from .detectors import load_detector
-    from .training import check_training_data, save_trained, train_head, training_task
+    from .detectors.training import check_training_data, save_trained, train_head, training_task
 
     hyper = hyperparameters(card, args)
     torch.manual_seed(args.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
@@ -184,7 +184,7 @@ def _list(args) -> int:
 
 def defence_lines() -> list[str]:
     """One line per registered normaliser: what it undoes, and what it lacks on this machine."""
-    from . import defences
+    from .detectors import defences
     from .errors import BackendMissing
 
     lines = []
@@ -415,7 +415,8 @@ def _compare(args) -> int:
     for line in filter(None, [power_line(summary), memes_needed_line(summary)]):
         print(line)
     if args.ledger:
-        from .judge.ledger import flip_ledger, write_ledger
+        from .judge.ledger import flip_ledger
+        from .report.ledger import write_ledger
 
         ledger = flip_ledger(before, after, names=(args.before, args.after))
         paths = write_ledger(ledger, Path(args.ledger))

@@ -7,8 +7,9 @@ Two splits change float results in their last bits, and a report prints them (di
   (measured: a UAP's bilinear resize differs by 5e-9 between 1 and 2 threads, enough to round some pixels the other
   way). So every computation a result depends on runs at RESULT_THREADS intra-op threads (`fixed_threads`), whatever
   the machine, OMP_NUM_THREADS or pytest-xdist's share of the cores (session.share_cpu_threads) say. Parallelism on a
-  CPU comes from elsewhere: the engine's background thread, and pytest-xdist workers (`-n`), whose reports are then
-  identical to one process's. (So one process computes on about two cores, however many the machine has.)
+  CPU comes from processes instead: the pool of worker processes that evaluates the shards (engine/executors.py
+  LocalPool, one per usable core by default), pytest-xdist workers (`-n`) or Ray actors, whose reports are then
+  identical to one process's; and, in each process, the engine's background thread.
 - Batch shapes. Kernels choose their blocking by the shape of the whole batch (a caption padded to the longest
   caption of its batch, a matrix product of 1 row or of 64): a row's result can depend on the rows it is batched
   with (measured: a BLIP-2 caption's features change in their last bits when a longer caption joins its batch, for

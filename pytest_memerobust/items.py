@@ -1,14 +1,20 @@
-"""Suite files as pytest collectors: file -> one node per model -> one item per condition.
+"""Suite files as pytest collectors: file -> one node per model -> one item per condition; and a counterexample
+manifest being replayed (--memerobust-replay): file -> model -> condition -> one item per recorded meme.
 
 Node ids read `rainbow-noise.toml::demo::text=typos@3+image=gaussian_noise@3`, so `-k` and node ids select them.
 """
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .errors import BackendMissing, MemeRobustError, ModeNotRead
+from .replay import ReplayError, entry_where, read_manifest, replay_entry, truth_probability
+from .stash import session_of
 
 
 class RobustnessFailure(Exception):
@@ -165,7 +171,7 @@ class CaseItem(pytest.Item):
 def compact_line(violations, regressions, result) -> str:
     """The one line a failing case prints by default: its worst violation (value, limit, interval) and
     McNemar's p-value of the change in accuracy; `-v` prints the whole table."""
-    from .report.tables import p_value
+    from .report.outline import p_value
 
     worst = sorted(violations, key=lambda v: (not v.sure, -v.shortfall))
     clauses = [v.short() for v in worst[:1]] + ([f"+{len(worst) - 1} more"] if len(worst) > 1 else [])
@@ -242,3 +248,108 @@ class BudgetItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, self.nodeid
+
+
+# --- replayed counterexamples (replay.py reads and checks the manifest) --------------------------------------
+
+
+def manifest_file(file_path: Path, parent, replay: Path | None):
+    """The collector of the manifest being replayed, for collect.collect_file; None for any other file."""
+    if replay is None:
+        return None
+    config = parent.config
+    if Path(file_path).resolve() != (config.invocation_params.dir / replay).resolve():
+        return None
+    inside = Path(file_path).resolve().is_relative_to(config.rootpath.resolve())
+    return ManifestFile.from_parent(parent, path=file_path, nodeid=None if inside else Path(file_path).name)
+
+
+class StillEvades(Exception):
+    """A replayed counterexample the detector still gets wrong."""
+
+    def __init__(self, model: str, entry: dict, proba: np.ndarray, classes):
+        super().__init__(model, entry["meme"])
+        self.model, self.entry, self.proba, self.classes = model, entry, proba, list(classes)
+
+
+class ManifestFile(pytest.File):
+    """A counterexamples manifest: one node per model replayed, one per condition, one item per meme."""
+
+    def collect(self):
+        from .engine import Condition
+
+        session = session_of(self.config)
+        tree: dict = {}
+        for k, entry in enumerate(read_manifest(self.path)):
+            for model in session.options.models or (entry["model"],):
+                label = session.model_label(model) if session.options.models else entry.get("model_label") or model
+                name = Condition.parse(entry["condition"]).test_name
+                tree.setdefault(label, {}).setdefault(name, []).append((model, k, entry))
+        for label, conditions in tree.items():
+            yield ReplayGroup.from_parent(self, name=label, members=conditions)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, MemeRobustError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class ReplayGroup(pytest.Collector):
+    """A model's replayed counterexamples (members: condition -> entries), or a condition's (a list of entries)."""
+
+    def __init__(self, *, members, **kwargs):
+        super().__init__(**kwargs)
+        self.members = members
+
+    def collect(self):
+        if isinstance(self.members, dict):
+            for name, members in self.members.items():
+                yield ReplayGroup.from_parent(self, name=name, members=members)
+            return
+        names = [entry["meme"] for _, _, entry in self.members]
+        for model, k, entry in self.members:
+            name = entry["meme"] if names.count(entry["meme"]) == 1 else f"{entry['meme']}[{k}]"
+            yield ReplayItem.from_parent(self, name=name, model=model, index=k, entry=entry)
+
+
+class ReplayItem(pytest.Item):
+    """One recorded counterexample shown to a detector again: it fails while the meme still evades it."""
+
+    def __init__(self, *, model: str, index: int, entry: dict, **kwargs):
+        super().__init__(**kwargs)
+        self.model, self.index, self.entry = model, index, entry
+        self.manifest = os.path.relpath(self.path, self.config.invocation_params.dir)  # as messages name it
+
+    def runtest(self):
+        session = session_of(self.config)
+        try:
+            still, proba = replay_entry(session, self.entry, self.model, manifest=self.path)
+        except ReplayError as exc:
+            raise ReplayError(f"{entry_where(self.manifest, self.index, self.entry)}: {exc}") from None
+        if still:
+            raise StillEvades(self.model, self.entry, proba, session.detector(self.model).classes)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, StillEvades):
+            return evasion_message(excinfo.value, f"{self.manifest} entry {self.index}")
+        if isinstance(excinfo.value, MemeRobustError):
+            return f"{type(excinfo.value).__name__}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        # (not the node id itself: pytest's -v line would print the dots of `counterexamples.json` as `::`)
+        return self.path, None, f"replay of {self.nodeid}"
+
+
+def evasion_message(failure: StillEvades, where: str) -> str:
+    e = failure.entry
+    label = np.asarray(e["label"])
+    named = (", ".join(c for c, on in zip(failure.classes, label) if on) or "none") if label.ndim \
+        else (failure.classes[int(label)] if int(label) < len(failure.classes) else str(int(label)))
+    now = truth_probability(label[None], failure.proba[None])[0]
+    then = (f"; recorded {truth_probability(label[None], np.asarray(e['proba'])[None])[0]:.3f}, clean "
+            f"{truth_probability(label[None], np.asarray(e['proba_clean'])[None])[0]:.3f}"
+            if "proba" in e and "proba_clean" in e else "")
+    return (f"{failure.model} still gets meme {e['meme']} wrong under {e['condition']} ({where})\n"
+            f"  caption: {e['caption']!r}\n"
+            f"  true label: {named}; its probability now {now:.3f}{then}")

@@ -34,6 +34,13 @@ def ray_target(text: str) -> str:
     return text.strip()
 
 
+def workers(text: str) -> int | None:
+    """auto (None: the usable cores) or a number of worker processes >= 1."""
+    if text.strip() == "auto":
+        return None
+    return _integer(text, 1, "auto or a number of worker processes >= 1")
+
+
 def seed(text: str) -> int:
     return _integer(text, 0, "a non-negative integer seed")
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .engine import Condition
-from .results import ConditionResult
+from .judge.results import ConditionResult
 
 
 class Probe:

@@ -15,14 +15,14 @@ import numpy as np
 from .data import Dataset, load_dataset
 from .detectors import find_card, load_detector
 from .detectors.registry import check_device, resolve_device
-from .detectors.base import is_multilabel
+from .data.meme import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError, ModeNotRead
 from .engine.features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
 from .engine.executors import make_executor
 from .engine.shards import ShardRunner
-from .results import ConditionResult, StatsConfig
+from .judge.results import ConditionResult, StatsConfig
 
 DEFAULT_DATA = "demo"
 CAPTIONS_BY_OCR = "#ocr-captions"  # appended to a data spec whose captions are read off the (perturbed) pictures
@@ -42,7 +42,7 @@ def _defence(defence_id: str | None):
     """The defences.Defence of an id ("nfkc+confusables"), or None."""
     if not defence_id:
         return None
-    from .defences import Defence
+    from .detectors.defences import Defence
 
     return Defence.parse(defence_id)
 
@@ -120,6 +120,7 @@ class Options:
     counterexamples: Path | None = None  # failing cases' worst memes go here (None: counterexamples.json in cache_dir)
     replay: Path | None = None  # a counterexamples manifest whose entries this run replays as tests (replay.py)
     shard_size: int | None = None  # memes per shard of the shard-major pass (None: from the pictures' size)
+    workers: int | None = None  # on a CPU, worker processes that evaluate the shards (None: the usable cores)
     ray: str | None = None  # evaluate the shards on a Ray cluster: auto, local:N or ADDRESS (engine/executors.py)
     shard_folder: Path | None = None  # pytest-xdist workers: the run's folder where they split each pass's shards
     mlflow: str | None = None  # log the run to MLflow: a tracking URI, or options.DEFAULT (SQLite beside the cache)
@@ -196,7 +197,8 @@ class RobustnessSession:
         # who evaluates the shards (None: this process); a cluster is reached now, so a bad one is one usage error
         # before any case
         self.executor = make_executor(options.ray if options.models else None, options.shard_folder,
-                                      gpus=bool(options.models) and resolve_device(options.device).startswith("cuda"))
+                                      gpus=bool(options.models) and resolve_device(options.device).startswith("cuda"),
+                                      workers=options.workers if options.models else 1)
         self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
         self.verdict: dict | None = None  # the run's verdict (judge.verdict.run_verdict), once every case ran
 
@@ -305,6 +307,8 @@ class RobustnessSession:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
         used the band at the bottom of the picture, where captions usually sit)."""
         lines = list(self.notes)
+        if callable(getattr(self.executor, "note", None)) and self.executor.note():
+            lines.append(self.executor.note())
         for detector in self._detectors.values():  # a hosted model's requests, tokens and cost
             if callable(getattr(detector, "run_note", None)):
                 lines.append(detector.run_note())
@@ -464,8 +468,8 @@ class RobustnessSession:
     def worker_options(self) -> Options:
         """These options as a worker that evaluates shards builds its engines from: no cluster of its own, and
         nothing of the run's end (baselines, reports, counterexamples)."""
-        return replace(self.options, ray=None, shard_folder=None, baseline=None, save_baseline=None, reports=(), counterexamples=None,
-                       replay=None)
+        return replace(self.options, ray=None, shard_folder=None, workers=1, baseline=None, save_baseline=None,
+                       reports=(), counterexamples=None, replay=None)
 
     def close(self) -> None:
         """Let go of what the run started (a Ray pool, and the local cluster it started)."""
@@ -592,7 +596,8 @@ class RobustnessSession:
     def prompt_invariance(self, model: str, data: str | None = None) -> dict | None:
         """How `model`'s verdicts on the clean memes change with the wording of its prompt (see
         prompt_invariance.py), computed once and kept for the report; None for a detector without a prompt."""
-        from .judge.prompt_invariance import evaluate_prompt_invariance, supports_prompts
+        from .judge.prompt_invariance import evaluate_prompt_invariance
+        from .perturb.prompts import supports_prompts
 
         spec = self.data_spec(data)
         if (model, spec) not in self.prompt_results:
@@ -760,7 +765,7 @@ class RobustnessSession:
 
     def unread_modalities(self, model: str, condition: Condition) -> list[str]:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""
-        from .judge.prompt_invariance import supports_prompts
+        from .perturb.prompts import supports_prompts
 
         detector = self.detector(model)
         modalities = getattr(detector, "modalities", ("image", "text"))

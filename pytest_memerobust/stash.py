@@ -1,7 +1,8 @@
 """Where a pytest run keeps its RobustnessSession: one key in `config.stash`, below the plugin.
 
-`plugin.pytest_configure` stores the session under SESSION_KEY; collectors and items (items.py, replay.py) read it
-with `session_of(config)`, so nothing below the plugin imports the plugin.
+`plugin.pytest_configure` stores the session under SESSION_KEY; the face's other modules (collect.py, items.py,
+terminal.py) read it with `session_of(config)`, so none of them imports the plugin, and nothing below the face needs
+pytest's config at all: the face passes the session down.
 """
 from __future__ import annotations
 

@@ -8,12 +8,12 @@
     [text]        perturbation = [severities] | "all" | true (no severities): text-only conditions
     [image]       the same for image-only conditions
     [prompt]      prompt edit = [severities] | true: a prompted detector's instruction reworded
-                  (`paraphrase = [1, 2]`, `options_reversed = true`, `system = true`; prompt_invariance.PROMPT_EDITS)
+                  (`paraphrase = [1, 2]`, `options_reversed = true`, `system = true`; perturb/prompts.PROMPT_EDITS)
     [grid]        text = ["typos@3", ...], image = ["gaussian_noise@3", ...]: every text x image pair, numbered
                   1.. in the order given, as in the Rainbow Noise tables 5-6; prompt = ["paraphrase@2", ...]: each
                   prompt edit with each text and each image side (`prompt=paraphrase@2+image=jpeg_compression@3`)
-    [defence]     text = ["nfkc", "confusables", "zero_width"]: normalisers (defences.py) in front of the detector;
-                  the clean case and every case with a caption side run twice, without and behind the defence
+    [defence]     text = ["nfkc", "confusables", "zero_width"]: normalisers (detectors/defences.py) in front of the
+                  detector; the clean case and every case with a caption side run twice, without and behind the defence
                   (`text=typos@3+defence=nfkc,confusables`, test name `typos-3+defended`), with the caption edits
                   re-chosen against it (adaptive); image-only cases run once, the defence leaves pictures alone;
                   image = ["area_resize"]: picture defences (defences.picture_names) in front of the detector's
@@ -107,8 +107,8 @@ def _side(modality: str, spec: str, where: str) -> tuple[str, int | None]:
 
 
 def _prompt_edits(name: str, severities, where: str) -> list[tuple[str, int | None]]:
-    """(name, severity) pairs of a prompt edit after checking prompt_invariance.PROMPT_EDITS."""
-    from .judge.prompt_invariance import PROMPT_EDITS, check_prompt_edit
+    """(name, severity) pairs of a prompt edit after checking perturb/prompts.PROMPT_EDITS."""
+    from .perturb.prompts import PROMPT_EDITS, check_prompt_edit
 
     if severities == "all":
         severities = list(PROMPT_EDITS.get(name, ())) or True
@@ -326,7 +326,7 @@ def _export(data: dict, path: Path) -> dict | None:
 def _defence(data: dict, where: str) -> tuple[str | None, bool]:
     """(the id of the [defence] table's defence: its text normalisers, then its picture defences, each checked
     against its registry; or None), and whether it guards pictures."""
-    from .defences import Defence, names as text_names, picture_names
+    from .detectors.defences import Defence, names as text_names, picture_names
 
     table = _table(data, "defence", where)
     if not table:

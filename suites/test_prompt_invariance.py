@@ -27,7 +27,8 @@ def test_rewordings_of_the_prompt_keep_confident_verdicts(memerobust):
     --memerobust-fuzz-confidence; seeded by --memerobust-seed."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
-    from pytest_memerobust.judge.prompt_invariance import PromptFuzzer, rewordings, supports_prompts
+    from pytest_memerobust.judge.prompt_invariance import PromptFuzzer, rewordings
+    from pytest_memerobust.perturb.prompts import supports_prompts
 
     detector = memerobust.detector
     if not supports_prompts(detector):

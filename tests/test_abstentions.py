@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.results import AbstainedTooOften, ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import AbstainedTooOften, ConditionResult, StatsConfig
 
 Y = np.array([0, 1, 0, 1, 0, 1])
 CLEAN = np.array([[0.9, 0.1], [0.2, 0.8], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4], [0.4, 0.6]])

@@ -12,10 +12,10 @@ import pytest
 from bad_inputs import CASES, Case, blank_png, jpeg_bomb, png_16bit, sixteen_bit_dataset
 from PIL import Image
 
-from pytest_memerobust import pictures
-from pytest_memerobust.data import loaders, meme as meme_module
+from pytest_memerobust.data import image_files, loaders, pictures
+from pytest_memerobust.data.image_files import check_picture_file, load_rgb
 from pytest_memerobust.data.loaders import LOADERS, MAX_GENERIC_CLASSES, load_dataset, register_loader
-from pytest_memerobust.data.meme import Dataset, Meme, check_picture_file, load_rgb
+from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.errors import DataError
 
 OUTSIDE_KINDS = ["image_absolute_path", "image_dotdot_path", "image_symlink_out", "hateful_memes_absolute_img",
@@ -145,7 +145,7 @@ def test_a_picture_too_large_is_refused_where_it_is_decoded_too(tmp_path: Path, 
 
 def test_the_limits_can_be_raised(tmp_path: Path, monkeypatch):
     """Both are module constants read at each row, so a conftest.py can allow larger pictures or longer captions."""
-    monkeypatch.setattr(meme_module, "MAX_PICTURE_PIXELS", 73_000_000)
+    monkeypatch.setattr(image_files, "MAX_PICTURE_PIXELS", 73_000_000)
     monkeypatch.setattr(loaders, "MAX_CAPTION_CHARS", 100_000)
     for kind in ("image_72_megapixels", "caption_100k_characters"):
         assert len(load_dataset(CASES[kind](tmp_path / kind).spec)) == 4

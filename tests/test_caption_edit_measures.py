@@ -14,7 +14,7 @@ from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb.distance import words_changed
 from pytest_memerobust.perturb.textattack_recipes import RECIPES, installed, recipe_status, textattack_home
 from pytest_memerobust.report.tables import caption_attack_table
-from pytest_memerobust.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 
 @pytest.mark.parametrize("before, after, share", [
     ("the cat sat down", "the cat sat down", 0.0),

@@ -15,7 +15,7 @@ from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.data import load_dataset
 from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.errors import DataError
-from pytest_memerobust.training import check_training_data, training_task
+from pytest_memerobust.detectors.training import check_training_data, training_task
 
 REAL_PRIDEMM = Path(__file__).resolve().parents[2] / "shared" / "data" / "pridemm" / "PrideMM.csv"
 CAPTIONS = ["love wins every time", "they should not exist", "happy pride month friends", "go back to the closet",
@@ -88,7 +88,7 @@ def test_train_fails_before_encoding_and_names_the_culprit(tmp_path, capsys, mon
     """A one-class validation split used to cost minutes of encoding, then a TypeError."""
     path = write_csv(tmp_path / "memes.csv", caption_rows({"train": [0, 1] * 8, "val": [1] * 6}))
     card = write_card(tmp_path)
-    from pytest_memerobust import training
+    from pytest_memerobust.detectors import training
 
     monkeypatch.setattr(training, "_features", lambda *a: pytest.fail("encoded before checking the data"))
     code = cli_main(["train", str(card), "--no-cache", "--train", f"csv:{path}:train", "--val", f"csv:{path}:val",
@@ -155,7 +155,7 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
 
     from pytest_memerobust.detectors import ModelCard, load_detector
     from pytest_memerobust.judge.metrics import macro_f1
-    from pytest_memerobust.training import train_head
+    from pytest_memerobust.detectors.training import train_head
 
     train = load_dataset(f"csv:{captions_csv}:train", require_images=False)
     val = load_dataset(f"csv:{captions_csv}:val", require_images=False)

@@ -7,7 +7,7 @@ import pytest
 from safetensors import safe_open
 
 import pytest_memerobust
-from pytest_memerobust import defences
+from pytest_memerobust.detectors import defences
 from pytest_memerobust.cli import hyperparameters, main as cli_main
 from pytest_memerobust.detectors.cards import available_cards, builtin_card_dir, file_sha256, find_card, load_card
 from pytest_memerobust.judge.budgets import family_names

@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 
-from pytest_memerobust import defences
+from pytest_memerobust.detectors import defences
 from pytest_memerobust.errors import BackendMissing
 
 QUICK = ["--memerobust-limit=20", "--memerobust-bootstrap=50", "-p", "no:cacheprovider"]

@@ -7,7 +7,7 @@ import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 
 from pytest_memerobust.data import load_dataset
-from pytest_memerobust.defences import DefendedDetector, Defence, undoes
+from pytest_memerobust.detectors.defences import DefendedDetector, Defence, undoes
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.report import defence_summary, defence_verdict

@@ -7,8 +7,8 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from pytest_memerobust import defences
-from pytest_memerobust.defences import Defence, adaptive_perturb, undoes
+from pytest_memerobust.detectors import defences
+from pytest_memerobust.detectors.defences import Defence, adaptive_perturb, undoes
 from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.perturb import get as get_perturbation
 from pytest_memerobust.perturb import names as perturbation_names

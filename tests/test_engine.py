@@ -11,7 +11,7 @@ from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.detectors.base import is_split
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.perturb import get
-from pytest_memerobust.pictures import to_array
+from pytest_memerobust.data.pictures import to_array
 
 CAPTIONS = [
     "nobody wants those people near our children",

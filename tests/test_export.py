@@ -12,7 +12,7 @@ import pytest
 from pytest_memerobust.cli import main
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.replay import load_stored_picture, needs_batch, regenerate_picture
-from pytest_memerobust.results import StatsConfig
+from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.session import Options, RobustnessSession
 
 datasets = pytest.importorskip("datasets")  # the [export] extra

@@ -6,7 +6,7 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 from pytest_memerobust.judge.thresholds import Thresholds, case_p_value
 from pytest_memerobust.judge.verdict import CaseOutcome, run_verdict
 from pytest_memerobust.report.tables import verdict_lines

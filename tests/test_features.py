@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from pytest_memerobust.engine import Condition, Engine
-from pytest_memerobust.engine.features import (FeatureStore, HeldArrays, input_digest, input_digests, pack_digests,
-                                       unpack_digests)
+from pytest_memerobust.data.digests import input_digest, input_digests
+from pytest_memerobust.engine.features import FeatureStore, HeldArrays, pack_digests, unpack_digests
 
 from test_engine import CountingSplit, make_dataset
 

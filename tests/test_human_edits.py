@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_memerobust import defences
-from pytest_memerobust.defences import Defence, undoes
+from pytest_memerobust.detectors import defences
+from pytest_memerobust.detectors.defences import Defence, undoes
 from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb.distance import words_changed
 from pytest_memerobust.perturb.evasion import LEET

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pytest_memerobust.data import demo_dataset
-from pytest_memerobust.defences import Defence
+from pytest_memerobust.detectors.defences import Defence
 from pytest_memerobust.detectors import ModelCard, load_detector
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
@@ -17,7 +17,7 @@ from pytest_memerobust.perturb.attacks import AttackContext
 from pytest_memerobust.perturb.image_attacks import summary
 from pytest_memerobust.perturb.scaling import (EncoderResize, PillowBoxResize, area_resize, detector_resize,
                                                measure, median_filter, scaling_vulnerable)
-from pytest_memerobust.pictures import encoder_view, pillow_box_resize
+from pytest_memerobust.data.pictures import encoder_view, pillow_box_resize
 
 from tiny_backbones import BLIP2_TINY, OPEN_CLIP_TINY
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_memerobust.perturb import keyed
+from pytest_memerobust.data import keyed
 from pytest_memerobust.perturb.imagenet_c import CORRUPTIONS, run_batched
 from pytest_memerobust.perturb.imagenet_c.tensor import Draws, normal_fields, uniform_fields
 

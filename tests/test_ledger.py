@@ -9,7 +9,8 @@ import pytest
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.judge.gate import FORMAT, baseline_data, load_baseline
-from pytest_memerobust.judge.ledger import FORMAT as LEDGER_FORMAT, flip_ledger, ledger_markdown, write_ledger
+from pytest_memerobust.judge.ledger import FORMAT as LEDGER_FORMAT, flip_ledger
+from pytest_memerobust.report.ledger import ledger_markdown, write_ledger
 
 N = 20
 Y = [i % 2 for i in range(N)]
@@ -212,7 +213,7 @@ def test_a_damaged_memes_entry_is_named(tmp_path, damage):
 
 
 def test_a_real_run_saves_the_ids_of_the_memes_it_scored(tmp_path):
-    from pytest_memerobust.results import StatsConfig
+    from pytest_memerobust.judge.results import StatsConfig
     from pytest_memerobust.session import Options, RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=12, device="cpu", cache_dir=tmp_path,

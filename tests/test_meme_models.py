@@ -28,7 +28,7 @@ from pytest_memerobust.detectors.components import (Adapter, CosineClassifier, L
 from pytest_memerobust.detectors.base import ModeView
 from pytest_memerobust.detectors.meme_models import FORMAT, MemeDetector, build, memeclip_lightning_state, resolve_config
 from pytest_memerobust.errors import CheckpointError, ConfigError
-from pytest_memerobust.training import TrainingResult, card_toml, save_trained, train_head
+from pytest_memerobust.detectors.training import TrainingResult, card_toml, save_trained, train_head
 from malicious import Evil
 
 ROOT = Path(__file__).resolve().parents[1]

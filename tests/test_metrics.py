@@ -398,7 +398,7 @@ def test_multilabel_resamples_equal_one_at_a_time_and_labels_without_both_classe
 
 def test_multilabel_robustness_interval_and_flips():
     from pytest_memerobust.engine import Condition
-    from pytest_memerobust.results import ConditionResult, StatsConfig, predicted_labels
+    from pytest_memerobust.judge.results import ConditionResult, StatsConfig, predicted_labels
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, size=(60, 3))

@@ -11,7 +11,7 @@ from pytest_memerobust.detectors import find_card
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.session import Options, RobustnessSession
-from pytest_memerobust.training import train_head
+from pytest_memerobust.detectors.training import train_head
 
 LABELS = ["allusion", "exaggeration", "irony", "anthropomorphism", "metaphor", "contrast"]
 CUES = ["history", "gigantic", "obviously", "talking", "like", "versus"]  # one caption word hints at each label
@@ -97,7 +97,8 @@ def test_a_task_only_some_memes_have_is_scored_on_those_memes():
 
 
 def test_a_multi_label_run_writes_its_report_with_its_worst_examples(trained, tmp_path, monkeypatch):
-    from pytest_memerobust.report import true_probability, write_report
+    from pytest_memerobust.judge.metrics import true_probability
+    from pytest_memerobust.report import write_report
 
     detector, _ = trained
     monkeypatch.setattr(detector, "checkpoint", None, raising=False)  # as a loaded card without weights has

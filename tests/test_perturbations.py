@@ -14,7 +14,7 @@ from PIL import Image
 
 import pytest_memerobust.perturb as perturb
 from pytest_memerobust.perturb import get, names
-from pytest_memerobust.perturb.image import _check_image
+from pytest_memerobust.data.pictures import check_array
 from pytest_memerobust.perturb.text import QWERTY_NEIGHBOURS, _check_caption
 
 TEXT_NAMES = ["typos", "char_swap", "char_shuffle_middle", "char_keyboard", "char_insert", "char_delete"]
@@ -327,7 +327,7 @@ def test_bad_image_is_rejected(name, bad, problem):
 
 def test_check_image_returns_its_input():
     x = _picture(3, 4)
-    assert _check_image(x) is x
+    assert check_array(x) is x
 
 
 # --- properties ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from PIL import Image
 from pytest_memerobust.detectors.backbones import CLIP_MEAN, CLIP_STD
 from pytest_memerobust.errors import DataError
 from pytest_memerobust.perturb.imagenet_c.tensor import CHUNK, chunk_size
-from pytest_memerobust.pictures import (as_picture, decode, digests, fit_to_encoder, fitted_size, groups_by_size,
+from pytest_memerobust.data.pictures import (as_picture, decode, digests, fit_to_encoder, fitted_size, groups_by_size,
                                         to_array)
 
 

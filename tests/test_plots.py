@@ -28,7 +28,7 @@ def report() -> dict:
 
     from pytest_memerobust import Options, RobustnessSession
     from pytest_memerobust.report import build_report
-    from pytest_memerobust.results import StatsConfig
+    from pytest_memerobust.judge.results import StatsConfig
 
     session = RobustnessSession(Options(models=("demo",), limit=24, stats=StatsConfig(n_resamples=60)))
     session.declare_grid("demo", None, (), (), suite="tiny", conditions=CONDITIONS)
@@ -102,7 +102,7 @@ def test_abstention_bars_are_the_declined_shares_with_the_increase_interval_from
     from test_abstentions import CLEAN, TYPOS, Y, result
 
     from pytest_memerobust.engine import Condition
-    from pytest_memerobust.results import ConditionResult, StatsConfig
+    from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 
     clean = ConditionResult("m", "d", Condition(), Y, CLEAN, CLEAN, StatsConfig(n_resamples=50),
                             abstained_clean=np.array([0, 0, 0, 0, 0, 1], bool),

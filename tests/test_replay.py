@@ -11,7 +11,7 @@ import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 from pytest_memerobust.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
                                       perturbation_code, picture_digest, picture_store, read_manifest, replay_entry,
                                       worst_flips, write_manifest)

@@ -6,7 +6,7 @@ import pytest
 from pytest_memerobust import Options, RobustnessSession
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.report import build_report, grid_summary, render, to_markdown, write_report
-from pytest_memerobust.results import StatsConfig
+from pytest_memerobust.judge.results import StatsConfig
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from pytest_memerobust.detectors.sampling import (Sampling, draw_answers, reques
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.judge import sampling
-from pytest_memerobust.judge.sampling import DECLINED
-from pytest_memerobust.results import ConditionResult, StatsConfig
+from pytest_memerobust.detectors.sampling import DECLINED
+from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 
 from test_hosted import _reply, _serve
 from tiny_vlms import save_tiny_vlm

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.engine import Condition, Engine
-from pytest_memerobust.engine import executors
+from pytest_memerobust.engine import executors, shards as shard_module
 from pytest_memerobust.engine.shards import ShardRunner, shard_memes
-from pytest_memerobust.results import StatsConfig
+from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.session import Options, RobustnessSession
 
 MODEL = "memeblip2-tda"
@@ -49,15 +49,15 @@ def case_major(tmp_path_factory):
 
 def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_major, tmp_path, monkeypatch):
     shards = []
-    evaluate_shard = executors.evaluate_shard
+    evaluate_shard = shard_module.evaluate_shard
 
-    def spy(engine, task, conditions, given, attack_memo=None):
-        result = evaluate_shard(engine, task, conditions, given, attack_memo)
+    def spy(engine, task, conditions, given, attack_memo=None, tick=None):
+        result = evaluate_shard(engine, task, conditions, given, attack_memo, tick)
         shards.append((task.start, task.stop))
         assert not engine._clean_pictures  # the parent never holds the dataset's pictures
         return result
 
-    monkeypatch.setattr(executors, "evaluate_shard", spy)
+    monkeypatch.setattr(shard_module, "evaluate_shard", spy)  # the in-process executor's
     session = _session(tmp_path)
     sharded = _evaluate(session)
     # one pass of three shards for the undefended engine and one for the defended one, every condition in it
@@ -73,12 +73,17 @@ def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_m
     assert len(changed) == len(KINDS) - 1
 
 
-def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp_path):
+def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp_path, monkeypatch):
+    from pytest_memerobust.engine import shards
+
     session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False))
     engine = session.engine(MODEL, session.data_spec())
     one = engine.clean_picture(0)
     per_picture = one.numel() * one.element_size()
-    assert shard_memes(engine, budget_mib=1) == max(BATCH, 2**20 // per_picture // BATCH * BATCH)
+    # on a CPU a shard holds CPU_SHARD_BATCHES batches at most, so a pool of worker processes shares the pass
+    assert shard_memes(engine, budget_mib=1024) == shards.CPU_SHARD_BATCHES * BATCH
+    monkeypatch.setattr(shards, "CPU_SHARD_BATCHES", 1000)  # below that, the pictures' budget decides
+    assert shard_memes(engine, budget_mib=1) == max(BATCH, 2**20 // per_picture // BATCH * BATCH) == 32
     assert shard_memes(engine, size=40) == 32  # rounded down to the batch
     assert shard_memes(engine, size=3) == BATCH  # at least one batch
     assert shard_memes(engine, budget_mib=1024) % BATCH == 0
@@ -117,9 +122,9 @@ def test_pytest_xdist_workers_split_a_pass_through_their_shared_folder(tmp_path,
     evaluated = []
     evaluate_shard = executors.evaluate_shard
 
-    def spy(engine, task, *args):
+    def spy(engine, task, *args, **keywords):
         evaluated.append(task.index)
-        return evaluate_shard(engine, task, *args)
+        return evaluate_shard(engine, task, *args, **keywords)
 
     monkeypatch.setattr(executors, "evaluate_shard", spy)
 

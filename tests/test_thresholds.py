@@ -7,7 +7,7 @@ import pytest
 
 from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 from pytest_memerobust.judge.thresholds import Thresholds, Violation, check
 
 STATS = StatsConfig(n_resamples=200)

@@ -17,7 +17,8 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 from pytest_memerobust import options
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.track import mlflow_run, names
-from pytest_memerobust.track.trackers import TrackerError, check_trackers, log_run
+from pytest_memerobust.track.common import TrackerError
+from pytest_memerobust.track.trackers import check_trackers, log_run
 from test_reliability import INTERRUPTER
 
 mlflow = pytest.importorskip("mlflow")

@@ -16,7 +16,7 @@ from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb import typographic
 from pytest_memerobust.report.tables import instruction_table
 from pytest_memerobust.perturb.typography import cover_boxes
-from pytest_memerobust.results import ConditionResult
+from pytest_memerobust.judge.results import ConditionResult
 
 NAMES = ["typographic_instruction", "typographic_class_words"]
 SIZE = 320

@@ -257,7 +257,7 @@ def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tm
 
 
 def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_the_system_message():
-    from pytest_memerobust.judge.prompt_invariance import PARAPHRASES, prompt_variants
+    from pytest_memerobust.perturb.prompts import PARAPHRASES, prompt_variants
 
     variants = prompt_variants(Prompt(system="Be brief."))
     assert len(variants) == len(PARAPHRASES) + 2
@@ -287,7 +287,7 @@ def test_prompt_invariance_on_a_tiny_model_counts_the_verdicts_each_wording_chan
 
 
 def prompt_variants_of(detector):
-    from pytest_memerobust.judge.prompt_invariance import prompt_variants
+    from pytest_memerobust.perturb.prompts import prompt_variants
 
     return prompt_variants(detector.prompt)
 
@@ -349,7 +349,7 @@ def test_prompt_edits_are_conditions_alone_and_with_text_or_image_sides(pytester
     detector = load_detector(vlm_card(folder))
     from pytest_memerobust.data.demo import demo_dataset
     from pytest_memerobust.engine import Engine
-    from pytest_memerobust.judge.prompt_invariance import prompt_edit
+    from pytest_memerobust.perturb.prompts import prompt_edit
 
     memes = demo_dataset("test").head(4)
     engine = Engine(detector, memes, batch_size=4)

@@ -3,7 +3,7 @@ open_clip, transformers CLIP and BLIP-2 built from inline configs (random frozen
 caption encoder. Each becomes a MemeCLIP / MemeBLIP2 card with a head of width 32."""
 from __future__ import annotations
 
-from pytest_memerobust.training import _toml_value
+from pytest_memerobust.detectors.training import _toml_value
 
 OPEN_CLIP_TINY = {"embed_dim": 32,
                   "vision_cfg": {"image_size": 64, "layers": 2, "width": 32, "head_width": 16, "patch_size": 16},
@@ -49,7 +49,7 @@ def trained_detector(kind: str, epochs: int = 40, seed: int = 0, mode: str = "mu
 
     from pytest_memerobust.data.demo import demo_dataset
     from pytest_memerobust.detectors import ModelCard, load_detector
-    from pytest_memerobust.training import train_head
+    from pytest_memerobust.detectors.training import train_head
 
     architecture, params, backbone = KINDS[kind]
     torch.manual_seed(seed)

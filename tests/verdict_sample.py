@@ -16,7 +16,7 @@ def two_suite_report() -> dict:
     cell), with one worst example whose caption holds look-alike letters (as the homoglyphs perturbation writes)."""
     from pytest_memerobust import Options, RobustnessSession
     from pytest_memerobust.report import build_report
-    from pytest_memerobust.results import StatsConfig
+    from pytest_memerobust.judge.results import StatsConfig
 
     session = RobustnessSession(Options(models=("demo",), limit=48, stats=StatsConfig(n_resamples=100)))
     suites = {"mild": ((), (), ["clean", "image=brightness@1", "image=contrast@1"]),

@@ -2,7 +2,8 @@
 from .demo import demo_dataset, load_demo
 from .loaders import LOADERS, load_dataset, loader, parse_spec, register_loader
 from . import datasets  # noqa: F401,E402  (registers figmemes, toxictags, mami, harmeme, hateful_memes_fine_grained)
-from .meme import Dataset, Meme, load_rgb
+from .image_files import load_rgb
+from .meme import Dataset, Meme
 
 register_loader("demo", load_demo, splits=("train", "val", "test"))
 

@@ -3,8 +3,8 @@
 Loaders validate everything they can without decoding pictures: text is strict UTF-8 (no lone surrogates from JSON
 escapes either), captions have visible content and at most MAX_CAPTION_CHARS characters, labels fit the declared
 classes (or a bound, for files that declare none), ids are unique, and image files exist inside the dataset's folder
-and pass a cheap check of their header and structure (`meme.check_picture_file`: a format PIL reads, at most
-`meme.MAX_PICTURE_PIXELS` pixels, not cut short; `Meme.image` decodes lazily). So a bad row stops the run once,
+and pass a cheap check of their header and structure (`image_files.check_picture_file`: a format PIL reads, at most
+`image_files.MAX_PICTURE_PIXELS` pixels, not cut short; `Meme.image` decodes lazily). So a bad row stops the run once,
 before any case, instead of failing every case that decodes it.
 Every problem raises `DataError` naming the file, the 1-based data row (and the line) and what is wrong, so a
 user can fix the file without a traceback; values and lists quoted in messages are clipped, so a hostile file
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import DataError, UnknownNameError
-from .meme import Dataset, Meme, check_picture_file
+from .image_files import check_picture_file
+from .meme import Dataset, Meme
 
 LoaderFn = Callable[..., Dataset]
 
@@ -365,8 +366,8 @@ def _inside(row: _Row, candidate: Path, root: Path) -> None:
 
 def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: Path,
                 allow_outside: bool = False) -> Path | None:
-    """The first candidate file that exists, checked as a picture (`meme.check_picture_file`); missing is an error
-    unless images are optional (text-only use). Every candidate must lie in `root`, the dataset's folder, unless
+    """The first candidate file that exists, checked as a picture (`image_files.check_picture_file`); missing is an
+    error unless images are optional (text-only use). Every candidate must lie in `root`, the dataset's folder, unless
     `allow_outside`: the report embeds what it reads."""
     if not allow_outside:
         for candidate in candidates:

@@ -18,7 +18,7 @@ import numpy as np
 from ..atomic import atomic_write_text
 from ..determinism import RESULT_THREADS, fixed_threads
 from ..errors import BackendMissing
-from ..engine.features import input_digest
+from .digests import input_digest
 from .meme import Dataset
 from .text_boxes import TEXT_BOXES, TextBox, joined_text, reading_order
 
@@ -66,7 +66,7 @@ class RapidOcr:
             boxes = _read_entry(path, self.name)
             if boxes is None:
                 if not isinstance(image, np.ndarray):  # the OCR engine reads arrays: an edge
-                    from ..pictures import to_array
+                    from .pictures import to_array
 
                     image = to_array(image)
                 image = np.asarray(image, dtype=np.uint8)

@@ -16,7 +16,7 @@
 (no antialiasing: cv2.INTER_LINEAR, torch's default), "nearest" or "area"; the image-scaling attack
 (perturb/scaling.py) reads it.
 
-Every backbone encodes a batch of RGB uint8 picture tensors (pictures.py) and a batch of captions into feature tensors. A hub id
+Every backbone encodes a batch of RGB uint8 picture tensors (data/pictures.py) and a batch of captions into feature tensors. A hub id
 (or an open_clip tag) is read from a folder or the local Hugging Face cache; one that is not there is an error at once
 (cards.WeightsNotHere) unless downloading was asked for (MEMEROBUST_DOWNLOAD=1, `memerobust train --download`).
 Nothing here downloads at import.
@@ -28,7 +28,6 @@ import json
 import os
 import posixpath
 import re
-from contextlib import contextmanager
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -39,9 +38,9 @@ import torch.nn.functional as F
 
 from ..determinism import shapes_fixed
 from ..errors import ConfigError
-from ..pictures import DEFAULT_RESIZE, as_picture, check_resize, fit_to_encoder
-from .cards import (TOKENIZER_FILES, WeightsNotHere, downloads_allowed, hf_cache_dir, hub_load_options, in_hf_cache,
-                    not_here_message)
+from ..data.pictures import DEFAULT_RESIZE, as_picture, check_resize, fit_to_encoder
+from ..data.hub import hub_offline, in_hf_cache
+from .cards import TOKENIZER_FILES, WeightsNotHere, downloads_allowed, hf_cache_dir, hub_load_options, not_here_message
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -68,23 +67,6 @@ def _tokenizer(spec: dict, default_path):
     from transformers import AutoTokenizer
 
     return _from_pretrained(AutoTokenizer, str(source), "tokenizer", options)
-
-
-@contextmanager
-def hub_offline(offline: bool = True):
-    """huggingface_hub offline within (it reads the flag at each call): a cached file is used as it is, with no
-    request to the hub first, which on a machine without network is retried for half a minute."""
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        yield
-        return
-    before = constants.HF_HUB_OFFLINE
-    constants.HF_HUB_OFFLINE = before or offline
-    try:
-        yield
-    finally:
-        constants.HF_HUB_OFFLINE = before
 
 
 def _from_pretrained(cls, name: str, what: str, options: dict):

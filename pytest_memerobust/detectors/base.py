@@ -4,7 +4,7 @@ A black-box detector only implements `predict_proba`. A detector with frozen enc
 `encode_images`, `encode_texts` and `head`, so the engine encodes each distinct input once and reuses it across
 conditions (a text-only condition reuses the clean image features).
 
-Pictures reach a detector as uint8 tensors 3 x H x W on its `device` (pictures.py); a detector written for numpy
+Pictures reach a detector as uint8 tensors 3 x H x W on its `device` (data/pictures.py); a detector written for numpy
 says `takes_pictures = "array"` and gets H x W x 3 arrays instead, converted at that edge.
 """
 from __future__ import annotations
@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from ..data.meme import is_multilabel
 
 
 @runtime_checkable
@@ -37,11 +39,6 @@ def is_split(detector) -> bool:
 
 
 MODES = ("multimodal", "text", "image")
-
-
-def is_multilabel(detector) -> bool:
-    """A detector of a multi-label task (its card says `multilabel = true`): one independent probability per label."""
-    return bool(getattr(getattr(detector, "card", None), "multilabel", False))
 
 
 def class_probabilities(logits, multilabel: bool = False):

@@ -10,6 +10,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..data.hub import in_hf_cache
 from ..errors import ConfigError, UnknownNameError
 from ..tomlfile import read_toml
 
@@ -173,18 +174,6 @@ def hf_cache_dir() -> str:
     except ImportError:
         return "~/.cache/huggingface/hub"
     return str(constants.HF_HUB_CACHE)
-
-
-def in_hf_cache(repo_id: str, filenames: Sequence[str]) -> bool:
-    """Whether one of `filenames` of hub repository `repo_id` is in the local Hugging Face cache (no network)."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return False
-    try:
-        return any(isinstance(try_to_load_from_cache(repo_id, name), str) for name in filenames)
-    except ValueError:  # not a valid repo id (huggingface_hub's HFValidationError)
-        return False
 
 
 def _looks_like_path(name: str) -> bool:

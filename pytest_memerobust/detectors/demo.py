@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CheckpointError
-from .base import ModeView, is_multilabel, probabilities
+from ..data.meme import is_multilabel
+from .base import ModeView, probabilities
 from .checkpoints import check_weights
 from .registry import register_architecture
 
@@ -34,10 +35,10 @@ def hashed_trigrams(texts: Sequence[str], dim: int) -> np.ndarray:
 
 def thumbnails(images: Sequence, side: int) -> np.ndarray:
     """Box-downsampled RGB thumbnails scaled to [-1, 1], flattened (H, W, channel order): any input size maps to
-    side*side*3 values. Pillow's BOX resize computed on the pictures' device (pictures.py), batched per size."""
+    side*side*3 values. Pillow's BOX resize computed on the pictures' device (data/pictures.py), batched per size."""
     import torch
 
-    from ..pictures import as_picture, groups_by_size, pillow_box_resize
+    from ..data.pictures import as_picture, groups_by_size, pillow_box_resize
 
     pictures = [as_picture(x) for x in images]
     out = np.empty((len(pictures), side * side * 3), dtype=np.float32)
@@ -103,7 +104,7 @@ class DemoDetector:
     def picture_logits(self, values, text_features):
         """Logits of pictures given as float 0-255 values [N, 3, H, W] (one size), the caption's features fixed:
         the thumbnails computed without rounding, so white-box image attacks get a gradient."""
-        from ..pictures import box_resize_values
+        from ..data.pictures import box_resize_values
 
         side = self.thumbnail_side
         small = box_resize_values(values.to(self.device).float(), side, side)

@@ -167,7 +167,7 @@ class HostedDetector:
     def _cache_path(self, picture: np.ndarray, caption: str, sample: tuple = ()) -> Path | None:
         if self.cache_dir is None:
             return None
-        from ..engine.features import input_digest
+        from ..data.digests import input_digest
 
         key = json.dumps([self.base_url, self.model, self.prompt.system, self.prompt.text(caption),
                           input_digest(_array(picture)), *sample], ensure_ascii=False)
@@ -287,7 +287,7 @@ class HostedDetector:
     def sampled_answer(self, reply: dict) -> int:
         """The class a sampled reply names: the word the server sampled (its logprobs say what it might have said,
         not what it said); DECLINED where that is no label word."""
-        from ..judge.sampling import DECLINED
+        from .sampling import DECLINED
 
         try:
             content = (reply["choices"][0].get("message") or {}).get("content") or ""
@@ -342,7 +342,7 @@ class HostedDetector:
 def _array(picture) -> np.ndarray:
     """An H x W x 3 uint8 array of a picture given as a tensor (3 x H x W, on any device) or an array."""
     if hasattr(picture, "detach"):
-        from ..pictures import to_array
+        from ..data.pictures import to_array
 
         return to_array(picture)
     return np.asarray(picture, dtype=np.uint8)

@@ -17,7 +17,8 @@ import torch
 from ..errors import CheckpointError, ConfigError
 from .backbones import Backbone, build_backbone
 from .checkpoints import check_weights, load_state_dict
-from .base import ModeView, classification_loss, is_multilabel, probabilities
+from ..data.meme import is_multilabel
+from .base import ModeView, classification_loss, probabilities
 from .components import MemeHead
 from .registry import register_architecture
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from ..judge.sampling import DECLINED
 
+DECLINED = -1  # a sample's answer when the model declined it (judge/sampling.py scores it as no answer)
 DEFAULT_SAMPLES = 5  # with a temperature > 0 and no `samples`
 DEFAULT_TEMPERATURE = 1.0  # with samples > 1 and no `temperature`: the model's own distribution (the APIs' default)
 
@@ -88,7 +88,7 @@ def uniforms(keys, k: int) -> np.ndarray:
     """[memes, k] keyed uniforms in (0, 1): element j of meme i is a function of (keys[i], j) alone."""
     import torch
 
-    from ..perturb.keyed import field_keys, uniforms as keyed_uniforms
+    from ..data.keyed import field_keys, uniforms as keyed_uniforms
 
     rounds = torch.tensor([field_keys(key, 0) for key in keys], dtype=torch.int32).reshape(len(keys), 2)
     return keyed_uniforms(rounds, (k,), torch.float64).numpy()

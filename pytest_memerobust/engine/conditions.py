@@ -18,7 +18,7 @@ class Condition:
     text_severity: int | None = None
     image: str | None = None
     image_severity: int | None = None
-    prompt: str | None = None  # a prompt edit (prompt_invariance.PROMPT_EDITS)
+    prompt: str | None = None  # a prompt edit (perturb/prompts.PROMPT_EDITS)
     prompt_severity: int | None = None
     defence: str | None = None  # a text defence's id ("nfkc+confusables", defences.Defence): captions normalised
     # the model the condition's attacks are crafted on, when not the detector evaluated (transfer between detectors)

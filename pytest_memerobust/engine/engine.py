@@ -18,7 +18,8 @@ from ..data.meme import Dataset
 from ..data.text_boxes import TEXT_BOXES
 from ..detectors.base import is_split
 from ..determinism import fixed_threads
-from .features import FeatureStore, HeldArrays, input_digests, pack_digests, unpack_digests
+from ..data.digests import input_digests
+from .features import FeatureStore, HeldArrays, pack_digests, unpack_digests
 from ..perturb import get as get_perturbation
 from .conditions import Condition
 
@@ -69,11 +70,24 @@ def _side_stream():
         yield stream
 
 
+_progress_stream = None  # where bars go (None: standard error); see `show_progress_on`
+
+
+def show_progress_on(stream) -> None:
+    """Send progress bars to `stream` (a file-like with write, flush and isatty): the pytest face passes one that
+    writes to the user's terminal past pytest's capture, which otherwise swallows them (a bar drawn to a captured
+    stderr is not a terminal, so tqdm stays silent). None: standard error again."""
+    global _progress_stream
+    _progress_stream = stream
+
+
 def progress_bar(total: int, description: str, unit: str = "input"):
-    """A transient bar on the real terminal (past pytest's capture), silent when stderr is not a terminal."""
+    """A transient bar on the terminal, silent when its stream is not one (a CI log, a pytest-xdist worker)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=description, unit=unit, leave=False, disable=None, file=sys.__stderr__)
+    stream = _progress_stream if _progress_stream is not None else sys.__stderr__
+    return tqdm(total=total, desc=description, unit=unit, leave=False, disable=None, file=stream,
+                mininterval=0.5)
 
 
 class Engine:
@@ -299,11 +313,15 @@ class Engine:
             captions = [texts[i] for i in indices]
         boxes = self.text_boxes(indices, perturbation.name) if perturbation.reads_text_boxes else None
         if self.defence is not None and perturbation.modality == "text" and context is None and captions is None:
-            from ..defences import adaptive_perturb
+            from ..detectors.defences import adaptive_perturb
 
             return [adaptive_perturb(perturbation.name, text, severity, (self.seed, self.ids[i]), self.defence)
                     for text, i in zip(items, indices)]
-        return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions, boxes)
+        # a per-meme caption attack runs on blocks of `batch_size` memes: shards start at multiples of it, so a meme's
+        # captions are the same whichever shard, executor or shard size attacked it (shards.py)
+        block = self.batch_size if context is not None and perturbation.modality == "text" else None
+        return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions, boxes,
+                                  block=block)
 
     def defended(self, captions: list) -> list:
         """Captions as the detector reads them: through the engine's defence, if it has one."""
@@ -335,7 +353,7 @@ class Engine:
         """Meme `i`'s picture under the condition's image side as an array, for the report's thumbnails (an edge),
         recomputed alone (perturbed pictures are dropped once encoded); an attack's in a one-meme shard of this
         engine, which sees the meme's own label and features and what the attack fitted."""
-        from ..pictures import to_array
+        from ..data.pictures import to_array
 
         side = self.image_side(condition)
         if condition.image is None:
@@ -392,18 +410,21 @@ class Engine:
             if rows is None:
                 rows = self.words_changed(condition)
             out = {"words_changed": float(np.mean(rows))}
-            measured = self._attack_context.outcomes.get(side) if self._attack_context is not None else None
-            if measured:
-                out["textattack"] = dict(measured)
+            records = self._sharded_attacks.get(("text", *side)) or self.attack_records().get(("text", *side))
+            if records:  # an attack that measures itself (TextAttack's recipes), one record per meme
+                from ..perturb.textattack_recipes import textattack_summary
+
+                out["textattack"] = textattack_summary(records)
             self._caption_edits[side] = out
         return dict(self._caption_edits[side])
 
     def attack_records(self) -> dict[tuple, dict[int, dict]]:
-        """Per-meme records of the image attacks this engine ran (image side -> {meme row: record})."""
+        """Per-meme records of the attacks this engine ran that keep them (("image" or "text", name, severity) ->
+        {meme row: record})."""
         if self._attack_context is None:
             return {}
         return {side: dict(table) for side, table in self._attack_context.outcomes.items()
-                if isinstance(side, tuple) and side[:1] == ("image",)}
+                if isinstance(side, tuple) and side[:1] in (("image",), ("text",))}
 
     def picture_attack(self, condition: Condition) -> dict | None:
         """What a per-meme image attack measured of itself under `condition` (success, queries, sanity flags:
@@ -453,7 +474,7 @@ class Engine:
                                   else np.asarray(detector.encode_images(self.inputs("image", None, None))))
             images = self.inputs("image", None, None) if not split and "image" in modalities else None
             if self.defence is not None:
-                from ..defences import DefendedDetector
+                from ..detectors.defences import DefendedDetector
 
                 detector = DefendedDetector(self.detector, self.defence)
             self._attack_context = AttackContext(detector, np.asarray(self.labels), image_features, images,
@@ -542,7 +563,7 @@ class Engine:
         """The detector as `condition` asks it: itself, or, under a prompt edit, a view with the reworded prompt."""
         if not condition.prompt:
             return self.detector
-        from ..judge.prompt_invariance import prompt_edit, supports_prompts
+        from ..perturb.prompts import prompt_edit, supports_prompts
 
         if not supports_prompts(self.detector):
             raise ValueError(f"condition {condition.id!r} rewords the prompt of a detector that has none")
@@ -570,7 +591,7 @@ class Engine:
         arrays for a detector that says `takes_pictures = "array"` (converted at this edge, batch by batch)."""
         if getattr(self.detector, "takes_pictures", "tensor") != "array":
             return method
-        from ..pictures import to_array
+        from ..data.pictures import to_array
 
         def with_arrays(images, *rest):
             return method([None if x is None else to_array(x) for x in images], *rest)

@@ -1,5 +1,5 @@
-"""Who evaluates a shard: this process, the pytest-xdist workers of a run together, or a pool of Ray actors on one
-host or many.
+"""Who evaluates a shard: this process, a pool of worker processes on this machine (the default on a CPU), the
+pytest-xdist workers of a run together, or a pool of Ray actors on one host or many.
 
 Every executor yields `ShardResult`s keyed by their shard; `ShardRunner` puts them back in meme order, so the report
 is the same bytes whichever executor ran the shards. Ray is an optional extra (`pip install "pytest-memerobust[ray]"`):
@@ -16,31 +16,205 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import ConfigError
-from .shards import ShardResult, ShardTask, evaluate_shard
+from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here
 
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
 HOLD_ENV = "MEMEROBUST_TEST_HOLD"  # tests only: a folder where actors note and hold shards (see hold_for_tests)
 HOLD_MAX_S = 300.0  # the longest a held shard waits
 
 
-class InProcess:
-    """Shards one after the other in this process, sharing its store of encoded inputs and its attack memo."""
-
-    name = "in-process"
-
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict) -> Iterator[ShardResult]:
-        for task in tasks:
-            yield evaluate_shard(engine, task, conditions, given)
-
-
-def make_executor(ray: str | None = None, shard_folder: Path | None = None, gpus: bool = False):
+def make_executor(ray: str | None = None, shard_folder: Path | None = None, gpus: bool = False,
+                  workers: int | None = 1):
     """The executor a run's options ask for: Ray actors (`ray`: auto, local:N or ADDRESS), the pytest-xdist workers'
-    shared folder, or None (in this process)."""
+    shared folder, a pool of `workers` local processes on a CPU (None: `usable_cores`), or None (in this
+    process). On a GPU the pool is never used: one process feeds the device."""
     if ray:
         return RayActors(ray, gpus=gpus)
     if shard_folder is not None:
         return SharedFolder(shard_folder)
-    return None
+    if gpus:
+        return None
+    workers = usable_cores() if workers is None else workers
+    return LocalPool(workers) if workers > 1 else None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow), or 1 inside a
+    pytest-xdist worker, whose run already spreads over the cores."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+POOL_MIN_WORK = 4096  # (meme, condition) pairs below which a pass runs in this process: a worker's start (the
+# interpreter, torch, the detector, the memes) costs 3-10 s, more than a small pass takes (bench/cpu_scaling.py)
+POOL_POLL_S = 0.2  # how often the driver moves the workers' progress onto its bar
+
+
+class LocalPool:
+    """Shards on a pool of worker processes of this machine, each computing at determinism.RESULT_THREADS intra-op
+    threads, so the report is the same bytes as one process's at any number of workers. Each worker builds the
+    engine once per run from its `recipe` (the detector loaded, the memes read) and keeps it for the run's later
+    passes; the pool starts at the first pass large enough to repay that (POOL_MIN_WORK) and lives until `close`.
+    Workers are spawned, not forked: a fork of a process whose OpenMP threads ran can hang."""
+
+    name = "local"
+
+    def __init__(self, workers: int, min_work: int | None = None):
+        self.workers, self.min_work = workers, min_work  # None: POOL_MIN_WORK
+        self.passes = self.shards = self.fits = 0  # what the pool did in this run (for the run's notes)
+        self._pool = None
+        self._progress = None  # the workers' (memes done) messages, for the driver's bar
+
+    def _start(self):
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            context = multiprocessing.get_context("spawn")
+            self._progress = context.Queue()
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_pool_worker_start,
+                                             initargs=(self._progress,))
+        return self._pool
+
+    def worker_pids(self) -> list[int]:
+        """The workers' process ids (for tests that check who did the work)."""
+        return sorted(getattr(self._pool, "_processes", None) or {})
+
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None) -> Iterator[ShardResult]:
+        import pickle
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        recipe = getattr(engine, "recipe", None)
+        min_work = POOL_MIN_WORK if self.min_work is None else self.min_work
+        if recipe is None or len(tasks) < 2 or len(engine.ids) * len(conditions) < min_work:
+            yield from InProcess().run(engine, tasks, conditions, given, tick)
+            return
+        pool = self._start()
+        self.passes, self.shards = self.passes + 1, self.shards + len(tasks)
+        shared = pickle.dumps((recipe, list(conditions), given, engine.attack_memo()), protocol=pickle.HIGHEST_PROTOCOL)
+        pending = {pool.submit(_evaluate_in_pool_worker, shared, task) for task in tasks}
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=POOL_POLL_S, return_when=FIRST_COMPLETED)
+                self._drain(tick)
+                for future in done:
+                    yield future.result()  # a shard's own failure (not a condition's) ends the pass here
+            self._drain(tick)
+        finally:
+            for future in pending:  # an interrupted or failed pass: the shards not yet started are dropped
+                future.cancel()
+
+    def fit(self, engine, sides: list[tuple], work: int):
+        """Universal attacks fitted side by side, one side per worker, each into a copy of the engine's memo whose
+        new entries come back and join the engine's (a fit at one thread gives the same bytes in any process);
+        here, one after the other, when the pass is too small for the pool or there is one fit. Yields (side,
+        error or None) as each ends."""
+        import pickle
+        from concurrent.futures import as_completed
+
+        min_work = POOL_MIN_WORK if self.min_work is None else self.min_work
+        if getattr(engine, "recipe", None) is None or len(sides) < 2 or work < min_work:
+            yield from fit_here(engine, sides)
+            return
+        memo = engine.attack_memo()
+        self.fits += len(sides)
+        shared = pickle.dumps((engine.recipe, memo), protocol=pickle.HIGHEST_PROTOCOL)
+        futures = {self._start().submit(_fit_in_pool_worker, shared, side): side for side in sides}
+        try:
+            for future in as_completed(futures):
+                fitted, error = future.result()
+                memo.update(fitted)
+                yield futures[future], error
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def note(self) -> str | None:
+        """What the pool did, for the run's notes (None when every pass was too small for it)."""
+        if not self.passes:
+            return None
+        fits = f" (and {self.fits} universal attack fits)" if self.fits else ""
+        return (f"{self.shards} shards of {self.passes} pass{'es' if self.passes > 1 else ''}{fits} ran on "
+                f"{self.workers} worker processes, one thread each (--memerobust-workers; the same numbers as one "
+                f"process)")
+
+    def _drain(self, tick) -> None:
+        import queue
+
+        while True:
+            try:
+                memes = self._progress.get_nowait()
+            except (queue.Empty, OSError, ValueError):
+                return
+            if tick is not None:
+                tick(memes)
+
+    def close(self) -> None:
+        """End the workers (at once: a shard in flight is not waited for)."""
+        if self._pool is None:
+            return
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+        self._progress.close()
+        self._pool = self._progress = None
+
+
+_pool_engines: dict = {}  # a pool worker's engines, by recipe key, each built once
+_pool_progress = None  # the queue a pool worker reports progress on
+
+
+def _pool_worker_start(progress) -> None:
+    """A pool worker's start: torch at one thread, Ctrl-C left to the driver (a terminal sends it to the whole
+    process group; the driver ends the run as interrupted and its `close` ends the workers), progress to `progress`."""
+    global _pool_progress
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from ..determinism import RESULT_THREADS
+
+    torch.set_num_threads(RESULT_THREADS)  # the cores are the other workers'
+    _pool_progress = progress
+
+
+def _pool_engine(recipe):
+    key = recipe_key(recipe)
+    if key not in _pool_engines:
+        _pool_engines[key] = recipe()
+    return _pool_engines[key]
+
+
+def _evaluate_in_pool_worker(shared: bytes, task: ShardTask) -> ShardResult:
+    import pickle
+
+    recipe, conditions, given, memo = pickle.loads(shared)
+    tick = _pool_progress.put if _pool_progress is not None else None
+    result = evaluate_shard(_pool_engine(recipe), task, conditions, given, memo, tick)
+    hold_for_tests(task.index)
+    return result
+
+
+def _fit_in_pool_worker(shared: bytes, side: tuple) -> tuple[dict, Exception | None]:
+    """One universal attack fitted into a copy of the run's memo: (its new entries, error or None)."""
+    import pickle
+
+    recipe, memo = pickle.loads(shared)
+    known = set(memo)
+    try:
+        _pool_engine(recipe).shard(range(0, 1), attack_memo=memo).inputs(*side)
+    except Exception as error:
+        return {}, error
+    return {key: value for key, value in memo.items() if key not in known}, None
 
 
 def parse_ray_target(value: str) -> tuple[str | None, int | None]:
@@ -191,21 +365,25 @@ class RayActors:
         """The actors' process ids (for tests that kill one)."""
         return self.ray.get([a.pid.remote() for a in self._pool()])
 
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict) -> Iterator[ShardResult]:
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None) -> Iterator[ShardResult]:
         recipe = getattr(engine, "recipe", None)
         if recipe is None:  # an engine built by hand, not by a session: nothing to rebuild it from elsewhere
-            yield from InProcess().run(engine, tasks, conditions, given)
+            yield from InProcess().run(engine, tasks, conditions, given, tick)
             return
         ray = self.ray
         shared = ray.put((recipe, list(conditions), given, engine.attack_memo()))
         todo, running = list(tasks), {}
+        tasks_by_index = {task.index: task for task in tasks}
         for actor in self._pool():
             if todo:
                 running[actor.evaluate.remote(shared, todo.pop(0))] = actor
         while running:
             done, _ = ray.wait(list(running), num_returns=1)
             actor = running.pop(done[0])
-            yield ray.get(done[0])
+            result = ray.get(done[0])
+            if tick is not None:
+                tick(len(conditions) * (tasks_by_index[result.index].stop - tasks_by_index[result.index].start))
+            yield result
             if todo:
                 running[actor.evaluate.remote(shared, todo.pop(0))] = actor
 
@@ -274,7 +452,7 @@ class SharedFolder:
     def __init__(self, folder: Path, wait_s: float = 6 * 3600):
         self.folder, self.wait_s = Path(folder), wait_s
 
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict) -> Iterator[ShardResult]:
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None) -> Iterator[ShardResult]:
         import hashlib
 
         what = repr((engine.label, [c.id for c in conditions])).encode()
@@ -283,7 +461,7 @@ class SharedFolder:
         others = []
         for task in tasks:
             if _claim(folder / f"{task.index}.claim"):
-                yield self._evaluated(engine, folder, task, conditions, given)
+                yield self._evaluated(engine, folder, task, conditions, given, tick)
             else:
                 others.append(task)
         deadline = time.monotonic() + self.wait_s
@@ -292,9 +470,11 @@ class SharedFolder:
             for task in others:
                 result = _read_result(folder / f"{task.index}.result")
                 if result is not None:
+                    if tick is not None:
+                        tick(len(conditions) * (task.stop - task.start))
                     yield result
                 elif not _claimant_alive(folder / f"{task.index}.claim"):  # it died: the shard is ours now
-                    yield self._evaluated(engine, folder, task, conditions, given)
+                    yield self._evaluated(engine, folder, task, conditions, given, tick)
                 else:
                     waiting.append(task)
             others = waiting
@@ -308,12 +488,12 @@ class SharedFolder:
         """Nothing to let go: the controller removes the run's folder once every worker is done."""
 
     @staticmethod
-    def _evaluated(engine, folder: Path, task: ShardTask, conditions, given: dict) -> ShardResult:
+    def _evaluated(engine, folder: Path, task: ShardTask, conditions, given: dict, tick=None) -> ShardResult:
         import pickle
 
         from ..atomic import atomic_path
 
-        result = evaluate_shard(engine, task, conditions, given)
+        result = evaluate_shard(engine, task, conditions, given, tick=tick)
         with atomic_path(folder / f"{task.index}.result") as tmp:
             with open(tmp, "wb") as f:
                 pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..atomic import atomic_path
+from ..data.digests import input_digests
 from ..determinism import fixed_shapes
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
@@ -70,25 +71,6 @@ def pack_digests(digests: Sequence[str]) -> np.ndarray:
 
 def unpack_digests(packed: np.ndarray) -> list[str]:
     return [bytes(d).ljust(16, b"\0").hex() for d in packed]
-
-
-def input_digest(item) -> str:
-    """Content digest of one caption (str) or picture (a uint8 tensor 3 x H x W, or an array H x W x 3): the same
-    input gives the same key anywhere."""
-    if isinstance(item, str):
-        h = hashlib.blake2b(digest_size=16)
-        h.update(b"text\0" + item.encode("utf-8", "surrogatepass"))
-        return h.hexdigest()
-    return input_digests([item])[0]
-
-
-def input_digests(items: Sequence) -> list[str]:
-    """`input_digest` of many inputs; pictures are digested together, on their device."""
-    if not items or isinstance(items[0], str):
-        return [input_digest(x) for x in items]
-    from ..pictures import as_picture, digests
-
-    return digests([as_picture(x) for x in items])
 
 
 @dataclass

@@ -6,11 +6,12 @@ abstentions, the share of caption words an edit changed. So memory is bounded by
 
 Each meme's outputs are those it gets in one pass over the whole dataset (tests/test_shards.py compares): the
 perturbations are keyed by meme, the encoders see batches of one shape (determinism.py), and shards start at
-multiples of the batch size, so the heads' batches are the whole pass's. Attacks are fitted once, before the shards,
-and shared: a caption attack runs over the whole dataset (captions are small, and an attack that batches its queries
-across memes would otherwise see other batches), and what an image attack fits (a UAP's pattern) goes with every
-shard in the attack memo. Which process evaluates a shard is the executor's business (executors.py); results are
-keyed by shard and put back in meme order, so every executor gives the same bytes.
+multiples of the batch size, so the heads' batches are the whole pass's. A per-meme attack (HotFlip, TextAttack's
+recipes, PGD, Square...) runs in the shard, wherever it is evaluated: a caption attack on blocks of `batch_size`
+memes (Perturbation.apply's `block`), so the batches of queries it makes are the whole pass's too. Only universal
+attacks (a trigger, a UAP's pattern: Perturbation.universal) are fitted once, before the shards, and shared with
+them in the attack memo. Which process evaluates a shard is the executor's business (executors.py); results are
+keyed by shard and put back in meme order, so every executor, worker count and shard size gives the same bytes.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from .engine import PROGRESS_MIN_INPUTS, progress_bar
 
 PICTURE_BUDGET_MIB = 16  # decoded clean pictures of one shard, at most; a side being perturbed takes 10-30x
 # that (float copies, keyed noise drawn with int64 hashes, the next side prefetched)
+CPU_SHARD_BATCHES = 1  # on a CPU, a shard holds at most this many batches of memes: enough shards to keep a pool of
+# worker processes busy (executors.LocalPool). It changes no number: a meme's outputs do not depend on its shard.
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,27 @@ def picture_bytes(engine) -> int:
 
 
 def shard_memes(engine, size: int | None = None, budget_mib: int = PICTURE_BUDGET_MIB) -> int:
-    """Memes per shard: `size`, else as many as `budget_mib` of decoded pictures hold; a multiple of the engine's
-    batch size either way, so the heads batch as in one pass."""
+    """Memes per shard: `size`, else as many as `budget_mib` of decoded pictures hold (on a CPU, at most
+    CPU_SHARD_BATCHES batches, so the shards spread over worker processes); a multiple of the engine's batch size
+    either way, so the heads batch as in one pass."""
     batch = engine.batch_size
     if size is None:
         one = picture_bytes(engine)
         size = len(engine.ids) if one == 0 else budget_mib * 2**20 // one
+        if not engine.device.startswith("cuda"):
+            size = min(size, CPU_SHARD_BATCHES * batch)
     return max(batch, size // batch * batch)
+
+
+class InProcess:
+    """Shards one after the other in this process, sharing its store of encoded inputs and its attack memo (the
+    executor when the run names none; the others are in executors.py)."""
+
+    name = "in-process"
+
+    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None):
+        for task in tasks:
+            yield evaluate_shard(engine, task, conditions, given, tick=tick)
 
 
 class ShardRunner:
@@ -93,8 +110,6 @@ class ShardRunner:
 
     def __init__(self, executor=None, size: int | None = None, budget_mib: int = PICTURE_BUDGET_MIB,
                  progress: bool = True):
-        from .executors import InProcess
-
         self.executor = executor or InProcess()
         self.size, self.budget_mib, self.progress = size, budget_mib, progress
 
@@ -114,18 +129,18 @@ class ShardRunner:
 
     def run(self, engine) -> Evaluated:
         conditions = [c for c in engine.planned() if self.takes(engine, c)]
-        given, failed = fitted_before_shards(engine, conditions)
+        given, failed = fitted_before_shards(engine, conditions, self.progress, self.executor)
         conditions = [c for c in conditions if c.id not in failed]
         tasks = self.tasks(engine)
         results: dict[int, ShardResult] = {}
-        bar = None  # one bar over every shard of a pass that is not small
+        bar = None  # one bar over every (meme, condition) of a pass that is not small, attacks included
         if self.progress and len(engine.ids) * len(conditions) >= PROGRESS_MIN_INPUTS:
-            bar = progress_bar(len(engine.ids), f"{len(conditions)} conditions, shard by shard", unit="meme")
+            bar = progress_bar(len(engine.ids) * len(conditions),
+                               f"{len(conditions)} conditions x {len(engine.ids)} memes, {len(tasks)} shards",
+                               unit="meme")
         try:
-            for result in self.executor.run(engine, tasks, conditions, given):
+            for result in self.executor.run(engine, tasks, conditions, given, bar.update if bar else None):
                 results[result.index] = result
-                if bar is not None:
-                    bar.update(tasks[result.index].stop - tasks[result.index].start)
         finally:
             if bar is not None:
                 bar.close()
@@ -137,30 +152,52 @@ class ShardRunner:
         return evaluated
 
 
-def fitted_before_shards(engine, conditions: list[Condition]) -> tuple[dict[tuple, list], dict[str, Exception]]:
-    """Attacks, before any shard: each caption attack's captions over the whole dataset (returned, by side key, for
-    the shards to slice), and each image attack run on the first meme, which fits what it fits (a UAP's pattern)
-    into the engine's attack memo that every shard shares. Also returns the conditions whose attack failed, with
-    the error."""
+def fitted_before_shards(engine, conditions: list[Condition], progress: bool = False, executor=None
+                         ) -> tuple[dict[tuple, list], dict[str, Exception]]:
+    """Universal attacks, before any shard: each is run on the first meme, which fits what it fits (a trigger, a
+    UAP's pattern) into the engine's attack memo that every shard shares; several fits run side by side on the
+    executor when it has a `fit` (the local pool), else one after the other here. Per-meme attacks run in the
+    shards. Returns the inputs given to the shards (none: kept for executors that pass them on) and the conditions
+    whose fit failed, with the error."""
     given: dict[tuple, list] = {}
     failed: dict[str, Exception] = {}
+    sides = []
     for condition in conditions:
-        try:
-            if condition.text and get_perturbation(condition.text).needs_model:
-                side = ("text", condition.text, condition.text_severity)
-                if side not in given:
-                    given[side] = engine.inputs(*side)
-            if condition.image and get_perturbation(condition.image).needs_model and engine.ids:
-                engine.shard(range(0, 1)).inputs(*engine.image_side(condition))
-        except Exception as error:  # this condition's own failure: its case reports it
-            failed[condition.id] = error
+        for side in (("text", condition.text, condition.text_severity), engine.image_side(condition)):
+            if side[1] and get_perturbation(side[1]).universal and engine.ids and side not in sides:
+                sides.append(side)
+    bar = progress_bar(len(sides), "fitting universal attacks", unit="fit") if progress and sides else None
+    fit = getattr(executor, "fit", None)
+    outcomes = fit(engine, sides, len(engine.ids) * len(conditions)) if callable(fit) else fit_here(engine, sides)
+    try:
+        for side, error in outcomes:
+            if error is not None:  # this side's conditions fail their own cases
+                for condition in conditions:
+                    if side in (("text", condition.text, condition.text_severity), engine.image_side(condition)):
+                        failed[condition.id] = error
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     return given, failed
 
 
+def fit_here(engine, sides: list[tuple]):
+    """Each universal attack side fitted in this process, into the engine's memo: yields (side, error or None)."""
+    for side in sides:
+        try:
+            engine.shard(range(0, 1)).inputs(*side)
+        except Exception as error:
+            yield side, error
+        else:
+            yield side, None
+
+
 def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: dict,
-                   attack_memo: dict | None = None) -> ShardResult:
+                   attack_memo: dict | None = None, tick=None) -> ShardResult:
     """Every condition on one shard of `engine`'s memes, in the plan's order (so the next sides are perturbed
-    while the detector encodes one)."""
+    while the detector encodes one). `tick(memes)` is called after each condition (a progress bar's update)."""
     if task.ids and tuple(engine.ids[task.start : task.stop]) != tuple(task.ids):
         raise RuntimeError(f"shard {task.index}: this worker's memes {task.start}-{task.stop} are not the run's "
                            f"(another dataset or --memerobust-limit on this host?)")
@@ -173,6 +210,9 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: 
         except Exception as error:  # this condition's own failure: its case reports it, the others go on
             errors[condition.id] = error
             continue
+        finally:
+            if tick is not None:
+                tick(task.stop - task.start)
         side = (condition.text, condition.text_severity)
         if condition.text and side not in words:
             changed = sub.words_changed(condition)

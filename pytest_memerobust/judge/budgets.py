@@ -21,7 +21,7 @@ Families (levels in the family's `unit`):
   (max(1, round(share * n)) words; all of them at 10, leaving ""). Captions only: on pictures with a rendered
   caption the text boxes of `data/text_boxes.py` (`Meme.meta["text_boxes"]`) could cover the drawn words instead.
 - `image_linf` (1, 2, 4, 8, 16, 32 in 1/255): a fixed per-meme sign pattern times epsilon added to the picture,
-  clamped. The signs are counter-based draws of `perturb/keyed.py` made on the picture's device, so they are the
+  clamped. The signs are counter-based draws of `data/keyed.py` made on the picture's device, so they are the
   same on a CPU and on any GPU, whatever the batch. Float pictures in [0, 1] stay float; uint8 pictures stay uint8
   (the edit is exact there, epsilon being whole steps of 1/255).
 
@@ -231,7 +231,7 @@ def image_linf(picture, budget: int, key):
     float in [0, 1] or uint8; `key` is one int (one pattern for all) or one int per picture."""
     import torch
 
-    from ..perturb.keyed import field_keys, random_bits
+    from ..data.keyed import field_keys, random_bits
 
     budget = _check_budget(budget)
     if not isinstance(picture, torch.Tensor) or picture.dim() not in (3, 4) or picture.shape[-3] != 3:

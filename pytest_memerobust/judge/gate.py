@@ -250,7 +250,7 @@ class RegressionCheck:
 
     def _score(self, y, clean, perturbed, scale):
         if self.metric == "flip_rate":
-            from ..results import predicted_labels
+            from .results import predicted_labels
 
             return metrics.flip_rate(predicted_labels(y, clean), predicted_labels(y, perturbed))
         value = metrics.METRICS[self.metric](y, perturbed)
@@ -284,7 +284,7 @@ class RegressionCheck:
         rate: a meme that flips counts as a failure)."""
         if self.metric == "accuracy":
             return correct(y, perturbed)
-        from ..results import predicted_labels
+        from .results import predicted_labels
 
         return predicted_labels(y, clean) == predicted_labels(y, perturbed)
 
@@ -386,7 +386,7 @@ class _Resampler:
             return np.where((n_pos > 0) & (n_neg > 0), pairs / (n_pos * n_neg), np.nan)
 
     def flip_rate(self, clean: np.ndarray, perturbed: np.ndarray) -> np.ndarray:
-        from ..results import predicted_labels
+        from .results import predicted_labels
 
         def compute():
             flipped = predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed)

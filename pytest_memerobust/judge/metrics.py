@@ -714,3 +714,12 @@ def benjamini_hochberg(p_values: ArrayLike, q: float = 0.05) -> np.ndarray:
     if below.size:
         rejected[defined] = flat[defined] <= ordered[below[-1]]
     return rejected.reshape(p.shape)
+
+
+def true_probability(proba: np.ndarray, y_true: np.ndarray) -> np.ndarray:
+    """Per meme, the probability the detector gives its true label: of the true class, or for a multi-label task
+    ([N, K] labels and probabilities) the mean over labels of the probability of each label's true value."""
+    proba, y_true = np.asarray(proba), np.asarray(y_true)
+    if y_true.ndim == 1:
+        return proba[np.arange(len(y_true)), y_true]
+    return np.where(y_true == 1, proba, 1 - proba).mean(axis=1)

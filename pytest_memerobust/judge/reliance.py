@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.features import input_digest
+from ..data.digests import input_digest
 
 
 def swap_partners(n: int, seed: int = 0) -> np.ndarray:

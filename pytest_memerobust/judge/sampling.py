@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..detectors.sampling import DECLINED
 from .metrics import _percentile_interval, paired_bootstrap_samples
-
-DECLINED = -1  # a sample's answer when the model declined it
 
 FIGURES = ("expected_accuracy", "consensus_accuracy", "internal_variance", "consistency_rate")
 

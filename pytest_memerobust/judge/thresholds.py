@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from ..results import METRIC_NAMES, ConditionResult
+from .results import METRIC_NAMES, ConditionResult
 
 DECISIONS = ("estimate", "confident")
 

@@ -9,6 +9,7 @@ read against.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
@@ -38,6 +39,24 @@ def transfer_cell(source: str, target: str, condition: str, labels, clean_proba,
     out_of = int(correct.sum())
     share = fooled / out_of if out_of else float("nan")
     return TransferCell(source, target, condition, fooled, out_of, share, wilson_interval(fooled, out_of))
+
+
+def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, training=None,
+                   seed: int = 0) -> list[TransferCell]:
+    """Every (source, target) cell of `condition`'s attack: crafted on the source (its gradients or queries, its
+    fitted patterns), evaluated by the target on the same memes (the engine runs both)."""
+    from ..engine import Condition, Engine
+
+    clean = {name: Engine(det, dataset, seed=seed, labels=labels).predict(Condition()) for name, det in
+             detectors.items()}
+    cells = []
+    for source, crafted_on in detectors.items():
+        for target, detector in detectors.items():
+            engine = Engine(detector, dataset, seed=seed, labels=labels, training=training,
+                            attack_source=None if source == target else crafted_on)
+            cells.append(transfer_cell(source, target, condition.id, labels, clean[target],
+                                       engine.predict(condition)))
+    return cells
 
 
 def transfer_matrix(cells: list[TransferCell]) -> dict:

@@ -294,7 +294,7 @@ def trigger_for(context: AttackContext, length: int, seed: int) -> str:
 
 
 @register("universal_trigger", modality="text", family="universal_triggers", needs_model=True,
-          tags=("white_box", "word"), label_preserving=True)
+          tags=("white_box", "word", "universal"), label_preserving=True)
 def universal_trigger(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
     """Prepend the detector's universal adversarial trigger; severity = trigger length in words."""
     length = [1, 2, 3, 4, 5][severity - 1]

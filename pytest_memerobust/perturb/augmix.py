@@ -6,16 +6,15 @@ x and y); it leaves out the colour, contrast, brightness and sharpness operation
 the ImageNet-C corruptions AugMix is evaluated against. Magnitudes follow the paper's code: an operation's level is
 drawn uniformly in [0.1, aug_severity] on a 0-10 scale. All randomness comes from the explicit `rng`.
 
-The registered `augmix` runs on picture tensors on their device, batched (augmix_tensor.py), drawing from `rng`
-exactly as the PIL version here, which is the reference it is tested against.
+The registered `augmix` (registered in augmix_tensor.py) runs on picture tensors on their device, batched, drawing
+from `rng` exactly as the PIL version here, which is the reference it is tested against.
 """
 from __future__ import annotations
 
 import numpy as np
 from PIL import Image, ImageOps
 
-from .image import _check_image
-from .registry import register
+from ..data.pictures import check_array
 
 
 def _level(rng: np.random.Generator, severity: float) -> float:
@@ -80,7 +79,7 @@ OPERATIONS = (autocontrast, equalize, posterize, rotate, solarize, shear_x, shea
 def augment_and_mix(x: np.ndarray, rng: np.random.Generator, aug_severity: float = 3, width: int = 3,
                      depth: int = -1, alpha: float = 1.0) -> np.ndarray:
     """The paper's `augment_and_mix`: depth -1 draws 1 to 3 operations per chain."""
-    x = _check_image(x)
+    x = check_array(x)
     image = Image.fromarray(x)
     weights = rng.dirichlet([alpha] * width)
     m = rng.beta(alpha, alpha)
@@ -99,20 +98,3 @@ def augmix(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray
     """AugMix compositional noise; severity sets the operations' magnitude (the paper's default, 3, is severity 2)."""
     c = [1, 3, 5, 7, 10][severity - 1]  # aug_severity on the paper's 0-10 scale; width 3, depth 1-3, alpha 1
     return augment_and_mix(x, rng, aug_severity=c)
-
-
-def _augmix_on_device(x, severity: int, rng: np.random.Generator):
-    """AugMix compositional noise; severity sets the operations' magnitude (the paper's default, 3, is severity 2)."""
-    from .augmix_tensor import augmix_batch
-
-    return augmix_batch([x], severity, [rng])[0]
-
-
-def _augmix_batch(pictures, severity, rngs):
-    from .augmix_tensor import augmix_batch
-
-    return augmix_batch(pictures, severity, rngs)
-
-
-register("augmix", modality="image", family="augmix", severities=(1, 2, 3, 4, 5), tags=("compositional",),
-         batch=_augmix_batch, takes="tensor")(_augmix_on_device)

@@ -30,8 +30,9 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
-from ..pictures import as_picture, check_picture, groups_by_size, is_tensor_batch, to_array
+from ..data.pictures import as_picture, check_picture, groups_by_size, is_tensor_batch, to_array
 from .augmix import OPERATIONS, _float, _int, _level, _signed
+from .registry import register
 
 OPERATION_NAMES = tuple(op.__name__ for op in OPERATIONS)  # the order `rng.integers` picks from
 LUT_OPERATIONS = frozenset({"autocontrast", "equalize", "posterize", "solarize"})
@@ -309,3 +310,16 @@ def apply_operation(x: torch.Tensor, name: str, level: float, rng: np.random.Gen
     """AugMix operation `name` at `level` on one picture tensor, drawing what augmix.py's `name` draws."""
     x = check_picture(x)
     return apply_steps(x[None], [draw_step(name, level, rng, (x.shape[2], x.shape[1]))])[0]
+
+
+def _augmix_on_device(x, severity: int, rng: np.random.Generator):
+    """AugMix compositional noise; severity sets the operations' magnitude (the paper's default, 3, is severity 2)."""
+    return augmix_batch([x], severity, [rng])[0]
+
+
+def _augmix_batch(pictures, severity, rngs):
+    return augmix_batch(pictures, severity, rngs)
+
+
+register("augmix", modality="image", family="augmix", severities=(1, 2, 3, 4, 5), tags=("compositional",),
+         batch=_augmix_batch, takes="tensor")(_augmix_on_device)

@@ -84,7 +84,7 @@ class PictureTarget:
         self.queries += len(pictures)
         detector = self.detector
         if getattr(detector, "takes_pictures", "tensor") == "array":
-            from ..pictures import to_array
+            from ..data.pictures import to_array
 
             pictures = [to_array(p) for p in pictures]
         if self.text_features is not None and callable(getattr(detector, "head", None)):
@@ -97,7 +97,7 @@ class PictureTarget:
 
 def targets(context, rows: Sequence[int], captions: Sequence[str] | None = None) -> list[PictureTarget]:
     """A PictureTarget per meme `rows[k]` of the context, with `captions[k]` (default: the clean caption)."""
-    from ..detectors.base import is_multilabel
+    from ..data.meme import is_multilabel
 
     if is_multilabel(context.detector):
         raise ConfigError("the per-meme image attacks attack one true class per meme; this detector's task is "
@@ -343,7 +343,7 @@ def _white_box_or_error(name: str, target: PictureTarget) -> None:
 
 def _run(name: str, images, rows, severity: int, rngs, context, one: Callable, captions=None) -> list:
     """`one(target, picture, rng) -> (picture, record)` for each meme, records kept per meme in the context."""
-    from ..pictures import as_picture, is_tensor_batch, to_array
+    from ..data.pictures import as_picture, is_tensor_batch, to_array
 
     arrays = not is_tensor_batch(list(images))
     pictures = [as_picture(x, getattr(context.detector, "device", None)) for x in images]

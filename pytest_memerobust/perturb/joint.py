@@ -138,7 +138,7 @@ def _memo_key(context, name: str, severity: int, row: int) -> tuple:
 def joint_batch(name: str, edits=None, scales: tuple[float, ...] = (1.0,)):
     """The batch function of joint attack `name`: each meme alone, its caption kept for the engine."""
     def batch(images, rows, severity, rngs, context):
-        from ..pictures import as_picture, is_tensor_batch, to_array
+        from ..data.pictures import as_picture, is_tensor_batch, to_array
 
         arrays = not is_tensor_batch(list(images))
         out, records = [], []

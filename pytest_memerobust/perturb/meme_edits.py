@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from . import meme_edits_tensor, typography
-from .image import _check_image
+from ..data.pictures import check_array
 from .meme_edits_tensor import _random_colour
 from .registry import register
 
@@ -26,7 +26,7 @@ _TYPOGRAPHIC = (*_TAGS, "typographic")  # edits of the text the picture shows
 def scribble(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Freehand strokes across the picture (random walks of thick lines), as people scribble on a meme."""
     strokes = [1, 2, 4, 6, 9][severity - 1]
-    img = Image.fromarray(_check_image(x))
+    img = Image.fromarray(check_array(x))
     draw, (w, h) = ImageDraw.Draw(img), img.size
     width = max(1, round(min(w, h) / 40))
     for _ in range(strokes):
@@ -42,7 +42,7 @@ def scribble(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarr
 def occlusion(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Cover a share of the picture's area with one solid box at a random place (it may hide the caption band)."""
     share = [0.05, 0.1, 0.2, 0.3, 0.45][severity - 1]
-    out = _check_image(x).copy()
+    out = check_array(x).copy()
     h, w = out.shape[:2]
     aspect = rng.uniform(0.5, 2.0)
     bh = min(h, max(1, round(np.sqrt(share * h * w / aspect))))
@@ -55,7 +55,7 @@ def occlusion(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndar
 def caption_cover(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Paint over a share of the bottom band of the picture, where meme captions sit, so rendered text is hidden."""
     share = [0.1, 0.15, 0.2, 0.25, 0.35][severity - 1]  # height of the covered band, as a share of the picture
-    out = _check_image(x).copy()
+    out = check_array(x).copy()
     h = out.shape[0]
     band = max(1, round(share * h))
     out[h - band :] = _random_colour(rng)
@@ -65,7 +65,7 @@ def caption_cover(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.
 def sticker(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """Paste round, emoji-like stickers (a filled face with eyes and a smile) at random places."""
     count = [1, 2, 3, 5, 8][severity - 1]
-    img = Image.fromarray(_check_image(x))
+    img = Image.fromarray(check_array(x))
     draw, (w, h) = ImageDraw.Draw(img), img.size
     for _ in range(count):
         r = max(2, round(min(w, h) * rng.uniform(0.06, 0.14)))
@@ -82,7 +82,7 @@ def recompression(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.
     """A chain of re-uploads: each one shrinks the picture a little, JPEG-encodes it at a random platform quality
     and restores its size, as repeated sharing does."""
     uploads = [1, 2, 4, 6, 10][severity - 1]
-    img = Image.fromarray(_check_image(x))
+    img = Image.fromarray(check_array(x))
     size = img.size
     for _ in range(uploads):
         scale = rng.uniform(0.6, 0.95)
@@ -97,7 +97,7 @@ def screenshot(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.nda
     """The meme as a screenshot of a feed: shrunk into a frame with top and bottom bars (app chrome) and side
     margins, then brought back to the original size."""
     share = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # share of the height taken by chrome and margins
-    img = Image.fromarray(_check_image(x))
+    img = Image.fromarray(check_array(x))
     w, h = img.size
     inner_h = max(1, round(h * (1 - share)))
     inner_w = max(1, round(w * inner_h / h))

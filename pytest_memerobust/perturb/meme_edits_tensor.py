@@ -19,16 +19,12 @@ import torch
 import torch.nn.functional as F
 from PIL import Image, ImageDraw
 
-from ..pictures import check_picture
+from ..data.pictures import check_picture
+from .typography import _colour, cover_boxes
 
 
 def _random_colour(rng: np.random.Generator) -> tuple[int, int, int]:
     return tuple(int(v) for v in rng.integers(0, 256, 3))
-
-
-def _colour(colour: tuple[int, int, int], device: torch.device) -> torch.Tensor:
-    """An RGB colour as a 3 x 1 x 1 uint8 tensor, to fill a region of a picture."""
-    return torch.tensor(colour, dtype=torch.uint8, device=device)[:, None, None]
 
 
 def _paint(x: torch.Tensor, canvas: Image.Image, colours: list[tuple[int, int, int]]) -> torch.Tensor:
@@ -75,8 +71,6 @@ def caption_cover(x: torch.Tensor, severity: int, rng: np.random.Generator, text
     """Paint over the caption so the picture's text is hidden: every text box (grown with the severity), or without
     boxes a share of the bottom band of the picture, where meme captions sit."""
     if text_boxes:
-        from .typography import cover_boxes
-
         pad = [0.1, 0.2, 0.3, 0.45, 0.6][severity - 1]  # growth of each box, as a share of its height
         return cover_boxes(x, text_boxes, pad, _random_colour(rng))
     share = [0.1, 0.15, 0.2, 0.25, 0.35][severity - 1]  # height of the covered band, as a share of the picture

@@ -4,7 +4,7 @@ A perturbation is a pure function `fn(x, severity, rng)` of one caption (str) or
 `numpy.random.Generator`. `apply` derives that generator from (seed, meme id, name, severity), so an output is the
 same on every run, machine and batch order.
 
-A picture is a uint8 tensor 3 x H x W on the detector's device (pictures.py). An image perturbation registered with
+A picture is a uint8 tensor 3 x H x W on the detector's device (data/pictures.py). An image perturbation registered with
 `takes="tensor"` (or a `batch` function, which takes either kind) computes on that device; one registered with
 `takes="array"` (a third party's numpy function, or a step that must draw with PIL) gets an H x W x 3 array and its
 result is moved back, at that step only. Pictures come back in the kind they were given: tensors stay tensors on
@@ -58,6 +58,13 @@ class Perturbation:
         digest = hashlib.blake2b(key, digest_size=16).digest()
         return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
 
+    @property
+    def universal(self) -> bool:
+        """An attack that fits one thing over many memes (a trigger, a UAP's pattern) and applies it to each: fitted
+        once, before the shards, and shared with them (tag "universal"). Every other attack is per meme: it runs
+        on each shard's memes, wherever the shard is evaluated."""
+        return self.needs_model and "universal" in self.tags
+
     def check_severity(self, severity: int | None) -> None:
         if self.severities and severity not in self.severities:
             raise ValueError(
@@ -73,7 +80,7 @@ class Perturbation:
         """`fn` on one item, converting a picture to the kind `fn` takes and the result back to the kind given."""
         if self.modality != "image":
             return self.fn(x, severity, rng, *extra, **keywords)
-        from ..pictures import as_picture, to_array
+        from ..data.pictures import as_picture, to_array
 
         given_tensor = not isinstance(x, np.ndarray)
         if self.takes == "tensor":
@@ -84,11 +91,14 @@ class Perturbation:
         return self.fn(x, severity, rng, *extra, **keywords)
 
     def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int,
-              context=None, captions: Sequence[str] | None = None, text_boxes: Sequence | None = None) -> list:
+              context=None, captions: Sequence[str] | None = None, text_boxes: Sequence | None = None,
+              block: int | None = None) -> list:
         """Batch in, batch out: each item perturbed with its own deterministic generator. A perturbation that
         `needs_model` (a white-box attack) also receives `context` (an AttackContext) and the item's index; one
         that has a `caption_source` receives each item's caption; one that `reads_text_boxes`, each picture's text
-        boxes (None for a picture whose boxes are unknown)."""
+        boxes (None for a picture whose boxes are unknown). `block`: a batched attack runs on blocks of this many
+        items (from the first), each on its own, so an item's result depends on its block and never on how many
+        items came with it: a shard that starts at a multiple of `block` gets what one pass over everything gets."""
         self.check_severity(severity)
         if text_boxes is not None and len(text_boxes) != len(items):
             raise ValueError(f"perturbation {self.name!r}: {len(text_boxes)} sets of text boxes for {len(items)} "
@@ -112,8 +122,12 @@ class Perturbation:
         if context is None:
             raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
         rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
-        if self.batch is not None:  # same result per item, computed for the whole batch at once
-            return self.batch(list(items), list(range(len(items))), severity, rngs, context)
+        if self.batch is not None:  # same result per item, computed a whole batch (or block) at once
+            items, step, out = list(items), block or max(1, len(items)), []
+            for start in range(0, len(items), step):
+                rows = list(range(start, min(start + step, len(items))))
+                out += self.batch(items[start : rows[-1] + 1], rows, severity, rngs[start : rows[-1] + 1], context)
+            return out
         return [self._one(x, severity, rng, context, i) for i, (x, rng) in enumerate(zip(items, rngs))]
 
 
@@ -177,7 +191,7 @@ def _ensure_loaded() -> None:
     """Import the built-in catalogue and, once, every third-party entry point."""
     global _entry_points_loaded
     from . import (  # noqa: F401  (each module registers its perturbations on import)
-        attacks, augmix, catalogue, evasion, human_edits, image, image_attacks, imagenet_c, joint, meme_edits, scaling,
+        attacks, augmix_tensor, catalogue, evasion, human_edits, image_attacks, imagenet_c, joint, meme_edits, scaling,
         text, textattack_recipes, translation, typographic, uap,
     )
 

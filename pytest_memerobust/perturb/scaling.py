@@ -12,7 +12,7 @@ picture at once by accelerated projected gradient on its dual, on the picture's 
 An antialiased resize reads every pixel with a kernel as wide as the scale factor, and area scaling averages whole
 cells: hiding a picture there takes a visible change everywhere. Those are the documented defences; `area_resize`
 (area scaling to the encoder's size before the detector's own resize) and `median_filter` (Quiring's selective
-median over the pixels the resize reads) join the defences registry (defences.py).
+median over the pixels the resize reads) join the defences registry (detectors/defences.py).
 
 Cost on one CPU thread (2 x SOLVER_STEPS products of the read pixels with the resize's matrix, per pass): 0.05-0.5 s
 a 512-1024 px picture under a resize that reads few pixels, 1-10 s under one that reads them all (antialiased, area).
@@ -51,13 +51,13 @@ class EncoderResize:
     resize: str
 
     def fitted(self, height: int, width: int) -> tuple[int, int]:
-        from ..pictures import fitted_size
+        from ..data.pictures import fitted_size
 
         return fitted_size(height, width, self.size, self.center_crop)
 
     def view(self, pictures: list):
         """The detector's view [N, 3, S, S] (float32, 0-255), computed by the detector's own code."""
-        from ..pictures import encoder_view
+        from ..data.pictures import encoder_view
 
         return encoder_view(pictures, self.size, self.center_crop, self.resize)
 
@@ -67,7 +67,7 @@ class EncoderResize:
         level of L @ X @ R)."""
         import torch
 
-        from ..pictures import resize_pictures
+        from ..data.pictures import resize_pictures
 
         rh, rw = self.fitted(height, width)
         top, left = (rh - self.size) // 2, (rw - self.size) // 2
@@ -91,7 +91,7 @@ class PillowBoxResize:
     def view(self, pictures: list):
         import torch
 
-        from ..pictures import groups_by_size, pillow_box_resize
+        from ..data.pictures import groups_by_size, pillow_box_resize
 
         out = torch.empty((len(pictures), 3, self.side, self.side), device=pictures[0].device)
         for rows in groups_by_size(pictures).values():
@@ -107,7 +107,7 @@ class PillowBoxResize:
 def _box_map(n_in: int, n_out: int, device):
     import torch
 
-    from ..pictures import PRECISION_BITS, pillow_box_taps
+    from ..data.pictures import PRECISION_BITS, pillow_box_taps
 
     index, weight = pillow_box_taps(n_in, n_out)
     out = torch.zeros((n_out, n_in), dtype=torch.float64)
@@ -238,7 +238,7 @@ def image_scaling_batch(images, rows, severity, rngs, context: AttackContext):
     """Each picture with a target hidden in what the detector's resize reads; records per meme (the context's
     outcomes, key ("image", "image_scaling", severity)): psnr_full and linf_full (the full-size picture against
     the original; linf in [0, 1]) and target_error (the view's mean absolute error against its aim, in [0, 1])."""
-    from ..pictures import as_picture, is_tensor_batch, to_array
+    from ..data.pictures import as_picture, is_tensor_batch, to_array
 
     blend = BLENDS[severity - 1]
     resize = detector_resize(context.detector)
@@ -288,7 +288,7 @@ def image_scaling(x, severity: int, rng: np.random.Generator, context: AttackCon
     return image_scaling_batch([x], [index], severity, [rng], context)[0]
 
 
-# --- picture defences (defences.py registers them) ------------------------------------------------------------
+# --- picture defences (detectors/defences.py registers them) --------------------------------------------------
 
 
 def area_resize(pictures: list, detector) -> list:
@@ -296,7 +296,7 @@ def area_resize(pictures: list, detector) -> list:
     resize has nothing left to drop: every pixel counts, equally."""
     import torch
 
-    from ..pictures import groups_by_size, resize_pictures
+    from ..data.pictures import groups_by_size, resize_pictures
 
     resize = detector_resize(detector)
     out = list(pictures)

@@ -14,7 +14,8 @@ stop-word list in place of NLTK's, which no package on PyPI carries). A recipe t
 resource and its cases skip, naming it.
 
 TextAttack's own measures of each attack (success rate, queries, share of words changed, by its own metric
-classes) are kept in the attack context's `outcomes`, for the report to print beside ours.
+classes) are computed from its per-meme AttackResults, kept in the attack context's `outcomes` and merged across
+shards, for the report to print beside ours.
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def _wordnet_source() -> Path | None:
 
 
 def _in_hf_cache(repo_id: str) -> bool:
-    from ..detectors.cards import in_hf_cache
+    from ..data.hub import in_hf_cache
     return in_hf_cache(repo_id, ("config.json",))
 
 
@@ -432,7 +433,7 @@ def attack_captions(recipe: Recipe, texts: Sequence[str], rows: Sequence[int], s
                     context) -> list[str]:
     """Attack each caption with `recipe` against the detector, its meme's picture held fixed; the measures go to
     `context.outcomes`."""
-    from ..detectors.base import is_multilabel
+    from ..data.meme import is_multilabel
     from .text import _check_caption
 
     name = PREFIX + recipe.name
@@ -454,9 +455,21 @@ def attack_captions(recipe: Recipe, texts: Sequence[str], rows: Sequence[int], s
             results.append(attack.attack(text, int(context.labels[row])))
         attack.clear_cache()
     out = [result.perturbed_result.attacked_text.text for result in results]  # skipped or failed: the caption
-    context.outcomes[(name, severity)] = {"recipe": recipe.textattack_class, "max_words": WORD_BUDGET[severity - 1],
-                                          "query_budget": QUERY_BUDGET, **textattack_measures(results)}
+    # one record per meme, by context row, so shards' records merge into the whole pass's (textattack_summary)
+    table = context.outcomes.setdefault(("text", name, severity), {})
+    for row, result in zip(rows, results):
+        table[int(row)] = {"recipe": recipe.textattack_class, "max_words": WORD_BUDGET[severity - 1],
+                           "query_budget": QUERY_BUDGET, "result": result}
     return out
+
+
+def textattack_summary(records: dict) -> dict:
+    """A recipe's measures over the memes it attacked (records by meme row, from every shard), by TextAttack's
+    own metric classes over its AttackResults in meme order."""
+    ordered = [records[row] for row in sorted(records)]
+    first = ordered[0]
+    return {"recipe": first["recipe"], "max_words": first["max_words"], "query_budget": first["query_budget"],
+            **textattack_measures([record["result"] for record in ordered])}
 
 
 def _register_all() -> None:

@@ -34,7 +34,7 @@ def _model_source(name: str) -> str:
 
 @lru_cache(maxsize=4)
 def _translator(name: str):
-    from ..detectors.cards import in_hf_cache
+    from ..data.hub import in_hf_cache
 
     source = _model_source(name)
     if not Path(source).is_dir() and not in_hf_cache(source, ("config.json",)):
@@ -43,7 +43,7 @@ def _translator(name: str):
     try:
         from transformers import AutoTokenizer, MarianMTModel
 
-        from ..detectors.backbones import hub_offline
+        from ..data.hub import hub_offline
 
         with hub_offline():
             tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)

@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..data.render import meme_font, wrap
 from ..data.text_boxes import TextBox, reading_order
-from ..pictures import check_picture
+from ..data.pictures import check_picture
 from .registry import register
 from .typography import _fitted_font, _over, box_colours, cover_boxes, draw_text, free_spot, visible
 

@@ -22,11 +22,15 @@ from PIL import Image, ImageDraw
 
 from ..data.render import meme_font, wrap
 from ..data.text_boxes import TextBox, reading_order
-from ..pictures import check_picture
-from .meme_edits_tensor import _colour
+from ..data.pictures import check_picture
 
 RING = 0.35  # the background is measured on a ring this share of the box height around the box
 INK_LEVEL = 40.0  # a pixel this far (RGB distance) from the background, or further, is ink
+
+
+def _colour(colour: tuple[int, int, int], device: torch.device) -> torch.Tensor:
+    """An RGB colour as a 3 x 1 x 1 uint8 tensor, to fill a region of a picture."""
+    return torch.tensor(colour, dtype=torch.uint8, device=device)[:, None, None]
 
 
 def _clipped(box: TextBox, pad: float, h: int, w: int) -> tuple[int, int, int, int]:

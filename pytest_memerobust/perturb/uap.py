@@ -66,7 +66,7 @@ def add_pattern_batch(images: list, pattern: np.ndarray) -> list:
     """`add_pattern` for many pictures, computed on their device: the pattern is resized once per picture size."""
     import torch
 
-    from ..pictures import as_picture, groups_by_size, is_tensor_batch, to_array
+    from ..data.pictures import as_picture, groups_by_size, is_tensor_batch, to_array
 
     arrays = not is_tensor_batch(images)
     pictures = [as_picture(x) for x in images]
@@ -111,7 +111,7 @@ def uap_batch(images, rows, severity, rngs, context: AttackContext):
     return add_pattern_batch(list(images), pattern)
 
 
-@register("uap", modality="image", family="uap", needs_model=True, tags=("white_box",), batch=uap_batch,
+@register("uap", modality="image", family="uap", needs_model=True, tags=("white_box", "universal"), batch=uap_batch,
           takes="tensor")
 def uap(x, severity: int, rng: np.random.Generator, context: AttackContext, index: int):
     """Add the detector's universal adversarial perturbation; severity sets its L-infinity budget (2-16 / 255)."""

@@ -9,8 +9,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ..judge import metrics
+from ..judge.metrics import true_probability
 from ..atomic import atomic_write_text
-from ..results import METRIC_NAMES
+from ..judge.results import METRIC_NAMES
 from ..judge.transfer import transfer_from_results
 from .tables import render
 
@@ -52,15 +53,6 @@ def _thumbnail(image, side: int = THUMBNAIL) -> str:
     buffer = io.BytesIO()
     Image.fromarray(image).resize((side, side), Image.BILINEAR).save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def true_probability(proba: np.ndarray, y_true: np.ndarray) -> np.ndarray:
-    """Per meme, the probability the detector gives its true label: of the true class, or for a multi-label task
-    ([N, K] labels and probabilities) the mean over labels of the probability of each label's true value."""
-    proba, y_true = np.asarray(proba), np.asarray(y_true)
-    if y_true.ndim == 1:
-        return proba[np.arange(len(y_true)), y_true]
-    return np.where(y_true == 1, proba, 1 - proba).mean(axis=1)
 
 
 def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) -> list[dict]:

@@ -18,6 +18,7 @@ from .outline import family_summaries, finite, signed
 
 FORMAT = "pytest-memerobust-history/1"
 DEFAULT_NAME = "history.jsonl"  # in the run's cache dir, when --memerobust-history is given without a path
+DEFAULT_PATH = "default"  # options.DEFAULT: --memerobust-history given alone (DEFAULT_NAME in the cache dir)
 SHOWN_RUNS = 8  # runs `memerobust history` and the HTML's trend show unless told otherwise
 SPARK = "▁▂▃▄▅▆▇█"
 # CI systems name the commit they build in these variables; a checkout without them asks git
@@ -101,9 +102,7 @@ def read_history(path: Path) -> list[dict]:
 def history_path(option: Path | str, cache_dir: Path | None) -> Path:
     """The history a run appends to: the path given, or history.jsonl in the cache dir (`--memerobust-history`
     alone)."""
-    from ..options import DEFAULT
-
-    if option != DEFAULT:
+    if option != DEFAULT_PATH:
         return Path(option)
     if cache_dir is None:
         raise HistoryError("--memerobust-history without a path keeps the history in the cache dir, and this run has "

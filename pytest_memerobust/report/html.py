@@ -11,23 +11,15 @@ import html
 import re
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_MEANING, VERDICTS,
-                      baseline_cells, baseline_failure_word, baseline_notes, brief, case_of, counts, counts_text,
-                      has_verdict, number, partial_note, regression_line, report_meta, run_details, section_title,
-                      severity_order, short_title, signed, slug, table_heading, verdict_of, verdict_word,
-                      violation_parts, worst_violations)
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_MEANING,
+                      VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief, case_of,
+                      confidence_level, counts, counts_text, has_verdict, number, p_value, partial_note,
+                      regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
+                      slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import budget_plot, group_plots, to_svg
-from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
+from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, prompt_summary, prompt_table,
                      reliance_table, render, transfer_table, unanswered)
 
-# verdict -> (strong colour: marks, bars, borders; light colour: backgrounds, heat map cells)
-PALETTE = {
-    "fail for sure": ("#c62828", "#ffd6d3"),
-    "fail within noise": ("#b45309", "#ffe9a8"),
-    "pass": ("#1b7c36", "#d3f3dc"),
-    "skipped": ("#6e7781", "#e8ebef"),
-    NO_VERDICT: ("#57606a", "#eef0f3"),
-}
 _CLASS = {"fail for sure": "sure", "fail within noise": "noise", "pass": "pass", "skipped": "skip", NO_VERDICT: "none"}
 
 # Fonts with glyphs for look-alike letters (Cyrillic, Greek, mathematical letters) and symbols, before the system's:
@@ -90,12 +82,6 @@ ins{background:#ffe38a;text-decoration:none;outline:1px solid #d4a200}
     f".banner.v-{_CLASS[v]} .word{{color:{strong}}}" for v, (strong, light) in PALETTE.items())
 
 _CHANNELS = ("text=", "image=", "prompt=")
-
-
-def _level(report: dict) -> str:
-    """The intervals' confidence level, `95%`."""
-    confidence = (report.get("options") or {}).get("confidence")
-    return f"{confidence:.0%}" if isinstance(confidence, (int, float)) else "95%"
 
 
 def _e(value) -> str:
@@ -267,7 +253,8 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
     if failing:
         known = [cases[n] for n in failing if n in cases]
         others = [n for n in failing if n not in cases]
-        parts.append(legend() + _case_rows(known, anchors, deciding_only=True, all_failed=True, level=_level(report))
+        parts.append(legend() + _case_rows(known, anchors, deciding_only=True, all_failed=True,
+                                           level=confidence_level(report))
                      if known else "")
         if others:
             parts.append("<p>Other failing tests (not suite cases): "
@@ -568,7 +555,7 @@ def to_html(report: dict) -> str:
     if (report.get("history") or {}).get("entries"):
         toc.append(("trend", f"Trend over {len(report['history']['entries'])} runs", ""))
     for group, cases, anchor in suites:
-        sections.append(_group_section(group, cases, anchor, _level(report)))
+        sections.append(_group_section(group, cases, anchor, confidence_level(report)))
         toc.append((anchor, short_title(group), counts_text(counts(cases)) if cases else NO_VERDICT))
     if report.get("reliance"):
         sections.append("<section id='reliance'><h2>Modality reliance: which channel decides</h2>"

@@ -10,10 +10,10 @@ import html
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICTS, baseline_cells,
                       baseline_notes, brief, case_of, counts, counts_text, has_verdict, number, partial_note,
-                      regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
-                      slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
+                      p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
+                      signed, slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import FIGURE_NAMES, report_plots
-from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, p_value, prompt_summary, prompt_table,
+from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, prompt_summary, prompt_table,
                      reliance_table, render, unanswered)
 
 _SPECIAL = {"\\": "\\\\", "`": "\\`", "*": "\\*", "[": "\\[", "]": "\\]", "|": "\\|", "<": "&lt;", ">": "&gt;"}

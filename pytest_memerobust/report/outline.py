@@ -19,11 +19,25 @@ VERDICT_MEANING = {
     "pass": "every threshold met",
     "skipped": "not run (e.g. the detector does not read that channel)",
 }
+# verdict -> (strong colour: marks, bars, borders; light colour: backgrounds, heat map cells)
+PALETTE = {
+    "fail for sure": ("#c62828", "#ffd6d3"),
+    "fail within noise": ("#b45309", "#ffe9a8"),
+    "pass": ("#1b7c36", "#d3f3dc"),
+    "skipped": ("#6e7781", "#e8ebef"),
+    NO_VERDICT: ("#57606a", "#eef0f3"),
+}
 GATES = {
     "thresholds": "a case fails when it breaks its suite's robustness thresholds",
     "regressions": "a case fails when it is worse than the baseline by more than noise",
     "both": "a case fails when it breaks its suite's thresholds or is worse than the baseline by more than noise",
 }
+
+
+def confidence_level(report: dict) -> str:
+    """The intervals' confidence level, `95%`."""
+    confidence = (report.get("options") or {}).get("confidence")
+    return f"{confidence:.0%}" if isinstance(confidence, (int, float)) else "95%"
 
 
 def has_verdict(report: dict) -> bool:
@@ -86,6 +100,20 @@ def interval(ci, digits: int = 3) -> str:
     return f"{number(ci[0], digits)} .. {number(ci[1], digits)}"
 
 
+def p_value(p) -> str:
+    """A p-value as people read them: 3 significant digits, and `<0.001` below that."""
+    if p is None or p != p:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def group_title(group: dict) -> str:
+    """`rainbow-noise: memeblip2-tda on demo (n=160, task=hate)`: the suite, the model's name and the data."""
+    suite = f"{group['suite']}: " if group.get("suite") else ""
+    return (f"{suite}{group.get('label', group['model'])} on {group['dataset']} (n={group['clean']['n']}, "
+            f"task={group['task']})")
+
+
 def violation_parts(v: dict) -> tuple[str, str, str, str]:
     """(what, value, limit, interval) of one violation, the limit with the direction it required: `≥ 0.900`."""
     comparison = {">=": "≥", "<=": "≤"}.get(v.get("comparison"), v.get("comparison") or "")
@@ -106,8 +134,6 @@ def violation_text(v: dict) -> str:
 
 def regression_text(r: dict) -> str:
     """`accuracy 0.825 → 0.700 (−0.125, bound −0.050, adjusted p 0.004) on text=typos@3`."""
-    from .tables import p_value
-
     if r.get("state", "").startswith("not judged"):
         return f"{r.get('what', '')} {r['state']}"
     if "bound" not in r:  # a report written before the run-level gate
@@ -138,8 +164,6 @@ BASELINE_NUMERIC = {4, 5, 6, 7, 8, 9}
 def baseline_cells(r: dict) -> list[str]:
     """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
     from ..judge.gate import comparison_state
-    from .tables import p_value
-
     needed = f"; about {r['memes_needed']} memes would show it" if r.get("memes_needed") else ""
     return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
             number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound")),
@@ -255,9 +279,7 @@ def slug(text: str, taken: set[str] | None = None) -> str:
 
 
 def section_title(group: dict) -> str:
-    """`rainbow-noise: memeblip2-tda on demo (n=40, task=hate)`: the group's title (tables.group_title)."""
-    from .tables import group_title
-
+    """`rainbow-noise: memeblip2-tda on demo (n=40, task=hate)`: the group's title (group_title)."""
     return group_title(group)
 
 

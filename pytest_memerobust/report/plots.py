@@ -19,7 +19,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .outline import case_of, cases_by_group, short_title, slug, verdict_of
+from .outline import PALETTE, case_of, cases_by_group, confidence_level, short_title, slug, verdict_of
 from .tables import metric_text
 
 __all__ = ["Plot", "abstention_data", "curves_data", "evasion_data", "group_plots", "budget_plot", "report_plots",
@@ -264,10 +264,8 @@ def trend_plot(entries: list[dict]) -> Plot | None:
 def report_plots(report: dict) -> list[Plot]:
     """Every figure of a saved report, in the report's order: the run history's trend (with --memerobust-history),
     per group its curves and abstention shares, then the evasion curves of each budgets entry."""
-    from .html import _level
-
     taken: set[str] = {"trend"}
-    level = _level(report)
+    level = confidence_level(report)
     trend = trend_plot((report.get("history") or {}).get("entries") or [])
     out = [trend] if trend else []  # the run history's trend first, as the reports show it
     for group, cases in zip(report.get("groups") or [], cases_by_group(report)):
@@ -301,8 +299,6 @@ _RC = {"svg.fonttype": "none",  # text stays text: a tenth of the size of glyph 
 
 
 def _palette() -> dict[str, str]:
-    from .html import PALETTE
-
     return {verdict: strong for verdict, (strong, _) in PALETTE.items()}
 
 

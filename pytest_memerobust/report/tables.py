@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from .outline import VERDICT_RANK
+from .outline import VERDICT_RANK, group_title, p_value
 
 METRIC_COLUMNS = (("accuracy", "Accuracy"), ("auroc", "AUROC"), ("macro_f1", "F1"))
 
@@ -25,20 +25,6 @@ def metric_text(row: dict, value, digits=3) -> str:
     """A measure of `row`: `no answers` where the detector declined every meme, else the number (`nan` where it is
     undefined for another reason)."""
     return NO_ANSWERS if unanswered(row) and (value is None or value != value) else _fmt(value, digits)
-
-
-def p_value(p) -> str:
-    """A p-value as people read them: 3 significant digits, and `<0.001` below that."""
-    if p is None or p != p:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def group_title(group: dict) -> str:
-    """`rainbow-noise: memeblip2-tda on demo (n=160, task=hate)`: the suite, the model's name and the data."""
-    suite = f"{group['suite']}: " if group.get("suite") else ""
-    return (f"{suite}{group.get('label', group['model'])} on {group['dataset']} (n={group['clean']['n']}, "
-            f"task={group['task']})")
 
 
 def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:

@@ -181,7 +181,7 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
     the run recorded (or `checkpoints`: name -> path, where it has moved; "" for every model), on `device` (default:
     the run's). `cache_dir`: a run's cache (encoded features, fitted attacks, a hosted model's answers, all keyed by
     what they depend on), else everything is computed again and held in memory."""
-    from ..results import StatsConfig
+    from ..judge.results import StatsConfig
     from ..session import Options, RobustnessSession, split_model
 
     options = report.get("options") or {}
@@ -273,7 +273,7 @@ def outcomes(result) -> dict[str, np.ndarray]:
     """Per meme of a result: right clean, right under the condition, declined (clean or here), and flipped (right
     clean, wrong here, answered both times: what replay.worst_flips ranks)."""
     from ..replay import truth_codes
-    from ..results import predicted_labels
+    from ..judge.results import predicted_labels
 
     y = np.asarray(result.y_true)
     truth = truth_codes(y)

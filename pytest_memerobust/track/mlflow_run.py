@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .names import report_metrics, report_params
-from .trackers import (ANSWER_SECONDS, EXPERIMENT, HISTORY_ARTIFACT, TrackerError, answers, install_hint, run_name,
+from .common import (ANSWER_SECONDS, EXPERIMENT, HISTORY_ARTIFACT, TrackerError, answers, install_hint, run_name,
                        verdict_tags)
 
 DEFAULT_STORE = "default"  # options.DEFAULT: --memerobust-mlflow given alone (a SQLite store in the cache dir)

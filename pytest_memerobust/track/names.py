@@ -23,7 +23,7 @@ import json
 import re
 
 from ..report.outline import finite
-from ..results import METRIC_NAMES as METRICS
+from ..judge.results import METRIC_NAMES as METRICS
 MAX_KEY = 250  # MLflow's limit on a metric's or param's name
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_\-. :]")  # `/` separates a name's parts, so a part may not hold one
 JOIN = " x "  # between a condition's sides: `typos-3 x uap-3`

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from .names import figures, report_metrics, report_params
-from .trackers import ANSWER_SECONDS, HISTORY_ARTIFACT, TrackerError, answers, install_hint, run_name, verdict_tags
+from .common import ANSWER_SECONDS, HISTORY_ARTIFACT, TrackerError, answers, install_hint, run_name, verdict_tags
 
 OFFLINE_MODES = ("offline", "dryrun", "disabled")  # modes that need no server
 ARTIFACT = "memerobust-reports"  # the artifact holding the run's reports, counterexamples and history entry

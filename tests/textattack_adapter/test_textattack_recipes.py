@@ -20,7 +20,7 @@ from pytest_memerobust.engine import Engine  # noqa: E402
 from pytest_memerobust.judge.metrics import attack_success_rate  # noqa: E402
 from pytest_memerobust.perturb import get  # noqa: E402
 from pytest_memerobust.perturb.textattack_recipes import (  # noqa: E402
-    PREFIX, RECIPES, WORD_BUDGET, recipe_status, textattack_home)
+    PREFIX, RECIPES, WORD_BUDGET, recipe_status, textattack_home, textattack_summary)
 
 OFFLINE = ("deepwordbug", "pruthi", "textbugger-chars", "pwws", "leap")
 pytest_plugins = ["pytester"]
@@ -67,7 +67,7 @@ def test_textattacks_success_rate_is_the_share_of_right_memes_the_detector_now_g
     context = attacked["context"]
     for severity in (1, 3):
         captions = attacked["out"][(name, severity)]
-        measured = context.outcomes[(PREFIX + name, severity)]
+        measured = textattack_summary(context.outcomes[("text", PREFIX + name, severity)])
         assert measured["succeeded"] + measured["failed"] + measured["skipped"] == 12
         assert measured["max_words"] == WORD_BUDGET[severity - 1]
         rows = range(12)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from ...pictures import pillow_box_resize
+from ...data.pictures import pillow_box_resize
 from .jpeg import jpeg_roundtrip
 from .tensor import (Draws, boundary_indices, corruption, gaussian_filter, hsv_to_rgb, rgb_to_hsv, to_uint8,
                      uniform_fields)

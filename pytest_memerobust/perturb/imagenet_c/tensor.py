@@ -16,8 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import keyed
-from ...pictures import as_picture, groups_by_size, is_tensor_batch, to_array
+from ...data import keyed
+from ...data.pictures import as_picture, groups_by_size, is_tensor_batch, to_array
 from ..registry import register
 
 DEVICE_ENV = "MEMEROBUST_PERTURB_DEVICE"

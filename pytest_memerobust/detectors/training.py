@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_path, atomic_write_text
-from .data.meme import Dataset
-from .errors import DataError
-from .engine.features import FeatureStore, detector_feature_store
-from .detectors.checkpoints import save_state_dict
-from .detectors.base import class_probabilities, classification_loss, is_multilabel
-from .judge.metrics import METRICS, auroc
+from ..atomic import atomic_path, atomic_write_text
+from ..data.meme import Dataset, is_multilabel
+from ..errors import DataError
+from ..engine.features import FeatureStore, detector_feature_store
+from .checkpoints import save_state_dict
+from .base import class_probabilities, classification_loss
+from ..judge.metrics import METRICS, auroc
 
 
 @dataclass

@@ -27,9 +27,9 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Callable, Iterable, Mapping
 
-from .errors import BackendMissing, UnknownNameError
-from .perturb import evasion, scaling
-from .perturb.text import _WHITESPACE, _split_core
+from ..errors import BackendMissing, UnknownNameError
+from ..perturb import evasion, scaling
+from ..perturb.text import _WHITESPACE, _split_core
 
 __all__ = [
     "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "PictureDefence", "UnknownDefenceError",
@@ -471,7 +471,7 @@ def adaptive_perturb(perturbation_name: str, text: str, severity: int | None, ke
     When the perturbation changes the number of words (spaced letters, emoji), the whole caption is re-drawn
     instead: the first draw whose defended form differs from the defended clean caption, else the first draw.
     """
-    from .perturb import get as get_perturbation
+    from ..perturb import get as get_perturbation
 
     p = get_perturbation(perturbation_name)
     if p.modality != "text" or p.needs_model or p.caption_source:

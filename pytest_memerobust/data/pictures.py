@@ -19,7 +19,8 @@ import PIL
 import torch
 import torch.nn.functional as F
 
-from .errors import DataError
+from ..errors import DataError
+from .image_files import check_picture_size, load_rgb
 
 DIGEST_CHUNK = 16  # pictures hashed per pass: bounds the int64 temporaries of a batch of large pictures
 
@@ -37,12 +38,24 @@ def check_picture(x) -> torch.Tensor:
     return x
 
 
+def check_array(x) -> np.ndarray:
+    """Reject what is not an RGB uint8 picture array of shape H x W x 3, naming the problem (the contract of every
+    picture at the edges, and of the perturbations written for numpy)."""
+    if not isinstance(x, np.ndarray):
+        raise ValueError(f"image must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim != 3 or x.shape[2] != 3:
+        raise ValueError(f"image must have shape HxWx3 (RGB), got shape {x.shape}")
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"image is empty: shape {x.shape}")
+    if x.dtype != np.uint8:
+        raise ValueError(f"image dtype must be uint8, got {x.dtype}")
+    return x
+
+
 def as_picture(x, device: torch.device | str | None = None) -> torch.Tensor:
     """A picture tensor from a tensor (3 x H x W) or an array (H x W x 3), on `device` (default: where it is)."""
     if isinstance(x, np.ndarray):
-        from .perturb.image import _check_image
-
-        array = np.ascontiguousarray(_check_image(x))
+        array = np.ascontiguousarray(check_array(x))
         x = torch.from_numpy(array if array.flags.writeable else array.copy()).permute(2, 0, 1)
     x = check_picture(x)
     return x if device is None else x.to(device, non_blocking=True)
@@ -77,8 +90,6 @@ def decode(path: Path, device: torch.device | str = "cpu") -> torch.Tensor:
         raise DataError(f"image file not found: {path}")
     io = torchvision_io() if device.type == "cuda" and path.suffix.lower() in (".jpg", ".jpeg") else None
     if io is not None:
-        from .data.meme import check_picture_size
-
         check_picture_size(path)  # nvjpeg has no decompression-bomb limit: PIL reads the header first
         try:
             with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders in favour of TorchCodec
@@ -87,8 +98,6 @@ def decode(path: Path, device: torch.device | str = "cpu") -> torch.Tensor:
                 return check_picture(io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device))
         except (RuntimeError, ValueError):
             pass  # a file nvjpeg cannot read (CMYK, progressive...): PIL decides, and names the problem
-    from .data.meme import load_rgb
-
     return as_picture(load_rgb(path), device)
 
 
@@ -98,7 +107,7 @@ def decode(path: Path, device: torch.device | str = "cpu") -> torch.Tensor:
 @functools.lru_cache(maxsize=8)
 def _digest_weights(numel: int, device: torch.device) -> torch.Tensor:
     """[2, numel] odd 64-bit weights, fixed for all runs: the two lanes of the picture digest."""
-    from .perturb.keyed import field_keys, random_bits
+    from .keyed import field_keys, random_bits
 
     keys = torch.tensor([field_keys(0, lane) for lane in range(4)], dtype=torch.int32, device=device)
     bits = random_bits(keys, numel).long() & 0xFFFFFFFF
@@ -158,7 +167,7 @@ DEFAULT_RESIZE = "bicubic-antialias"
 def check_resize(resize) -> str:
     """`resize` if it names a known resize, else a ConfigError naming it and the known ones."""
     if resize not in RESIZES:
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         raise ConfigError(f"unknown resize {resize!r}; known: {', '.join(RESIZES)}")
     return resize

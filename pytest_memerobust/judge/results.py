@@ -7,10 +7,10 @@ from functools import cached_property
 
 import numpy as np
 
-from .judge import metrics, sampling
-from .judge.instructions import followed_entry
-from .engine import Condition
-from .errors import MemeRobustError
+from . import metrics, sampling
+from .instructions import followed_entry
+from ..engine import Condition
+from ..errors import MemeRobustError
 
 METRIC_NAMES = ("accuracy", "auroc", "macro_f1")
 
@@ -59,8 +59,9 @@ class ConditionResult:
     # this condition; None for detectors that always answer
     abstained_clean: np.ndarray | None = None
     abstained: np.ndarray | None = None
-    # a repeat-sampled detector's answers [memes, k] (class index; judge.sampling.DECLINED where declined), clean and
-    # under this condition; `proba` is then their vote shares (detectors/sampling.py). None for a detector asked once
+    # a repeat-sampled detector's answers [memes, k] (class index; detectors.sampling.DECLINED where declined), clean
+    # and under this condition; `proba` is then their vote shares (detectors/sampling.py). None for a detector asked
+    # once
     sampled_clean: np.ndarray | None = None
     sampled: np.ndarray | None = None
 

@@ -25,7 +25,7 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     if history is not None:
         lines += _append_history(history, entry, report)
     lines += _baseline_and_ledger(rs, write)
-    from .replay import manifest_path, write_manifest
+    from ..replay import manifest_path, write_manifest
 
     if counterexample_cases is not None:  # the failing cases' counterexamples, gathered from their reports
         lines += write_manifest(manifest_path(rs.options), counterexample_cases,
@@ -36,8 +36,8 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
 
 def _interrupted(rs) -> list[str]:
     """An interrupted run: each report path holds the verdict alone; no baseline, history, tracker run or export."""
-    from .judge.verdict import cases_ran_text
-    from .report import verdict_report
+    from ..judge.verdict import cases_ran_text
+    from ..report import verdict_report
 
     v = rs.verdict or {}
     ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
@@ -61,7 +61,7 @@ def _built_once(rs, lines: list[str]):
 
     def report() -> dict:
         if not built:
-            from .report import verdict_report
+            from ..report import verdict_report
 
             try:
                 built.append(rs.report())
@@ -78,7 +78,7 @@ def _history_before_reports(rs, report, root, lines: list[str]) -> tuple[Path | 
     """(the history file, this run's line) with the trend put into the report, so its files draw it."""
     if rs.options.history is None or not rs.results:
         return None, None
-    from .report.history import history_path, trend_block
+    from ..report.history import history_path, trend_block
 
     history = history_path(rs.options.history, rs.options.cache_dir)
     try:
@@ -89,7 +89,7 @@ def _history_before_reports(rs, report, root, lines: list[str]) -> tuple[Path | 
 
 
 def _append_history(history: Path, entry: dict, report) -> list[str]:
-    from .report.history import append_history, erosion_lines
+    from ..report.history import append_history, erosion_lines
 
     try:
         append_history(history, entry)
@@ -100,7 +100,7 @@ def _append_history(history: Path, entry: dict, report) -> list[str]:
 
 
 def _baseline_and_ledger(rs, write) -> list[str]:
-    from .judge.gate import save_baseline
+    from ..judge.gate import save_baseline
 
     lines, o = [], rs.options
     if o.save_baseline is not None and not rs.results:
@@ -112,7 +112,7 @@ def _baseline_and_ledger(rs, write) -> list[str]:
         except Exception as exc:
             lines.append(f"memerobust: could not save the baseline {o.save_baseline} ({type(exc).__name__}: {exc})")
     if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
-        from .judge.ledger import ledger_folder, write_run_ledger
+        from ..report.ledger import ledger_folder, write_run_ledger
 
         folder = ledger_folder(o.reports, o.cache_dir)
         try:
@@ -129,11 +129,11 @@ def _trackers(rs, report, entry: dict | None, root) -> list[str]:
     o = rs.options
     if o.mlflow is None and o.wandb is None:
         return []
-    from .replay import manifest_path, picture_store
-    from .track.trackers import log_run
+    from ..replay import manifest_path, picture_store
+    from .trackers import log_run
 
     if entry is None and rs.results:
-        from .report.history import history_entry, run_commit
+        from ..report.history import history_entry, run_commit
 
         entry = history_entry(report(), commit=run_commit(root))
     manifest = manifest_path(o)
@@ -143,7 +143,7 @@ def _trackers(rs, report, entry: dict | None, root) -> list[str]:
 
 def _exports(rs, report) -> list[str]:
     """--memerobust-export (the run's perturbed memes as a dataset), then each suite's [export]."""
-    from .track.export import export_after_run, export_suite_after_run
+    from .export import export_after_run, export_suite_after_run
 
     lines = []
     if rs.options.export is not None:
@@ -168,7 +168,7 @@ def written_line(path) -> str:
 def _write_reports(paths, build, written=written_line) -> list[str]:
     """Write the report `build()` returns (built once, only when there is a path) to every path; a path that
     cannot be written loses the earlier run's file there rather than keep it under this run's name."""
-    from .report import write_report
+    from ..report import write_report
 
     lines, report = [], build() if paths else None
     for path in paths:

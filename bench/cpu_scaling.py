@@ -1,0 +1,135 @@
+"""Wall time of the main jobs on a CPU, at 1, 2, 4 and N worker processes, against the release before the pool.
+
+Runs each job as a user does, `pytest --memerobust-model=...` from an empty folder, one after the other (never two
+at once: they would share the cores), and prints, per job, the wall and CPU seconds of each run, its ratio to the
+previous release's run, and whether its JSON report is the same bytes as the others':
+
+    python bench/cpu_scaling.py                                   # demo and PrideMM, workers 1 2 and the cores
+    python bench/cpu_scaling.py --jobs pridemm --workers 1 2 4 --previous ef467cc
+    python bench/cpu_scaling.py --jobs demo --xdist               # also the same job under pytest -n 2
+
+Jobs:
+- demo: the README's main job, `--memerobust-model=memeblip2-tda` on the 160 embedded demo memes.
+- pridemm: the MiniLM caption-only card (memerobust train memeblip2-minilm on PrideMM's train/val split, trained once
+  into the output folder) on PrideMM's test split (507 real captions), every built-in suite (`--pridemm-limit` takes
+  the first N memes for a shorter run).
+
+The previous release (`--previous`, a git ref of this repository) is unpacked into the output folder and put first on
+PYTHONPATH, so it runs with the same interpreter and packages; it has no --memerobust-workers. Runs have no pytest
+cache (`-p no:cacheprovider`): no encoded features or fitted triggers carry over from one run to the next.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import os
+import resource
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def unpack(ref: str, out: Path) -> Path:
+    """The package of git ref `ref`, with its cards and suites, under out/previous-<ref>."""
+    folder = out / f"previous-{ref}"
+    if not (folder / "pytest_memerobust" / "__init__.py").is_file():
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "pytest_memerobust", "models", "suites"],
+                                 check=True, capture_output=True).stdout
+        folder.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(folder)
+    return folder
+
+
+def minilm_card(out: Path, data: str) -> Path:
+    """The MiniLM caption-only card trained on PrideMM's train/val split, once."""
+    card = out / "minilm" / "minilm.card.toml"
+    if not card.is_file():
+        card.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(Path(sys.executable).parent / "memerobust"), "train", "memeblip2-minilm", "--data", data,
+                        "--out", str(card.parent / "minilm.safetensors"), "--quiet"], check=True, cwd=card.parent)
+    if not card.is_file():
+        found = sorted(card.parent.glob("*.toml"))
+        if not found:
+            raise SystemExit(f"memerobust train wrote no card in {card.parent}")
+        return found[0]
+    return card
+
+
+def run(args: list[str], folder: Path, pythonpath: Path | None) -> dict:
+    """One pytest run from an empty `folder`: wall and CPU seconds (its own and its children's), exit code, report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        if old.is_file():
+            old.unlink()
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--durations=8",
+                           "--memerobust-report=r.json", *args], cwd=folder, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    report = folder / "r.json"
+    digest = hashlib.sha256(report.read_bytes()).hexdigest()[:12] if report.is_file() else "-"
+    last = [line for line in done.stdout.splitlines() if line.strip()][-1:] or ["(no output)"]
+    (folder / "stdout.txt").write_text(done.stdout + done.stderr)
+    return {"wall": wall, "cpu": cpu, "rc": done.returncode, "digest": digest, "last": last[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", nargs="+", default=["demo", "pridemm"], choices=["demo", "pridemm"])
+    parser.add_argument("--workers", nargs="+", default=None,
+                        help="worker counts of this release (default: 1, 2 and the usable cores)")
+    parser.add_argument("--previous", default="ef467cc", help="git ref of the release to compare with")
+    parser.add_argument("--no-previous", action="store_true", help="this release only")
+    parser.add_argument("--xdist", action="store_true", help="also run each job under pytest -n 2 (workers 1)")
+    parser.add_argument("--pridemm", default=f"pridemm:{SHARED / 'data' / 'pridemm'}")
+    parser.add_argument("--pridemm-limit", type=int, default=None, help="the first N test memes only")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
+    options = parser.parse_args()
+    cores = len(os.sched_getaffinity(0))
+    workers = options.workers or sorted({"1", "2", str(cores)}, key=int)
+    out = options.out.resolve()
+    previous = None if options.no_previous else unpack(options.previous, out)
+    jobs = {}
+    if "demo" in options.jobs:
+        jobs["demo"] = ["--memerobust-model=memeblip2-tda"]
+    if "pridemm" in options.jobs:
+        card = minilm_card(out, options.pridemm)
+        jobs["pridemm"] = [f"--memerobust-model={card}", f"--memerobust-data={options.pridemm}:test"] + (
+            [f"--memerobust-limit={options.pridemm_limit}"] if options.pridemm_limit else [])
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{cores} usable cores; python {sys.version.split()[0]}; {when}")
+    for job, args in jobs.items():
+        rows = []
+        if previous is not None:
+            rows.append((f"previous ({options.previous})", run(args, out / job / "previous", previous)))
+        for n in workers:
+            rows.append((f"workers={n}", run(args + [f"--memerobust-workers={n}"], out / job / f"workers-{n}", None)))
+        if options.xdist:
+            rows.append(("-n 2", run(args + ["-n", "2"], out / job / "xdist", None)))
+        base = rows[0][1]["wall"]
+        print(f"\n{job}: {' '.join(args)}")
+        print(f"{'run':<22} {'wall s':>8} {'cpu s':>8} {'speed-up':>9}  {'report sha256':<13} rc  last line")
+        for name, r in rows:
+            print(f"{name:<22} {r['wall']:8.1f} {r['cpu']:8.1f} {base / r['wall']:8.2f}x  {r['digest']:<13} "
+                  f"{r['rc']:<3} {r['last'][:70]}")
+        ours = {r["digest"] for name, r in rows if not name.startswith("previous")}
+        print(f"this release's reports: {'the same bytes at every worker count' if len(ours) == 1 else 'DIFFER'}"
+              + (f"; the previous release's: {'the same' if rows[0][1]['digest'] in ours else 'other'} bytes"
+                 if previous is not None else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""The package reads as its layout says (DESIGN.md section 2, docs/extending.md "Layout"): the folder says what a
+module is, and imports go one way, down the layers.
+
+Every module is parsed with `ast` (nothing is imported): each `import` and `from ... import`, relative or absolute,
+at module level or inside a function, is resolved to the package's module it names. Then:
+(a) the package's top holds only the pytest face, the command, the run and the ground floor;
+(b) no import goes from a lower layer to a higher one;
+(c) no two modules import each other, directly or round a longer circle, except a registry loading the built-ins
+    that register themselves with it.
+An exception is an entry in one of the allow-lists below, with its reason; the assertion messages name every
+offender as file:line.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "pytest_memerobust"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+# Layers, low to high: a module imports its own layer and those below, never one above.
+LAYERS = ("ground floor", "data", "perturb", "detectors", "engine", "judge", "report", "run", "pytest face / cli")
+
+# The modules at the package's top, each with its layer; any other module lives in a folder.
+TOP_MODULES = {
+    "errors": "ground floor", "atomic": "ground floor", "tomlfile": "ground floor", "determinism": "ground floor",
+    "session": "run", "suite": "run", "replay": "run",
+    "plugin": "pytest face / cli", "items": "pytest face / cli", "options": "pytest face / cli",
+    "option_table": "pytest face / cli", "collect": "pytest face / cli", "terminal": "pytest face / cli",
+    "stash": "pytest face / cli", "probe": "pytest face / cli", "cli": "pytest face / cli",
+    # The public module of Hypothesis strategies users import for their own properties (README, docs/attacks.md;
+    # STYLE.md 8: the public API is re-exports): it only re-exports perturb/fuzz.py and judge/caption_fuzz.py.
+    "fuzz": "pytest face / cli",
+}
+# The folders, each one layer (track/ is the run's: what a finished run leaves, trackers, exports).
+FOLDERS = {"data": "data", "perturb": "perturb", "detectors": "detectors", "engine": "engine", "judge": "judge",
+           "report": "report", "track": "run"}
+# The package's __init__.py is the public API (re-exports from every layer): the top. The one name it defines itself,
+# before its imports, is its version, which the run's manifests and exports record: reading it is ground floor.
+ROOT_OWN_NAMES = {"__version__"}
+
+# (importer, imported) -> why this upward import stays. Keep it short; fix the code instead where it can be fixed.
+UPWARD_ALLOWED = {
+    ("pytest_memerobust.detectors.training", "pytest_memerobust.engine.features"):
+        "training a head is a run of its own: it encodes through the engine's feature store (shared with the test "
+        "runs' cache); it lives with the detectors it trains, where `memerobust train` and a newcomer look",
+    ("pytest_memerobust.detectors.training", "pytest_memerobust.judge.metrics"):
+        "the same training run picks its epoch by the validation AUROC, one of the judge's metrics",
+}
+
+# Registries load their built-ins, which import the registry back to register themselves: the loader's imports of
+# its own package's modules (inside the function that loads them) are no circle.
+REGISTRIES = {
+    "pytest_memerobust.perturb.registry": "loads every built-in perturbation module (_ensure_loaded)",
+    "pytest_memerobust.detectors.registry": "loads every built-in detector architecture (_ensure_loaded)",
+}
+# Circles left for now, each with its reason (none: a circle is fixed, not listed).
+CYCLES_ALLOWED: dict = {}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports(tree: ast.Module):
+    """(node, at module level) for every import statement, however deeply nested."""
+    def walk(node, top):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, top
+            yield from walk(child, top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                    ast.Lambda)))
+    yield from walk(tree, True)
+
+
+def _known(name: str) -> str:
+    """The package's module that `name` is or lies in (`pkg.judge.results.ConditionResult` -> `pkg.judge.results`)."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _edges() -> list[tuple[str, str, int, bool, tuple[str, ...]]]:
+    """(importer, imported module, line, at module level, names imported) for every import of the package."""
+    out = []
+    for module, path in MODULES.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        for node, top in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, ()) for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                targets = [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, (a.name,))
+                           for a in node.names]
+            for target, names in targets:
+                if target == PACKAGE or target.startswith(PACKAGE + "."):
+                    out.append((module, _known(target), node.lineno, top, names))
+    return out
+
+
+EDGES = _edges()
+
+
+def _layer(module: str, names: tuple[str, ...] = ()) -> str | None:
+    """The module's layer; None for a module the layout does not place (test (a) names it)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "ground floor" if names and set(names) <= ROOT_OWN_NAMES else "pytest face / cli"
+    return TOP_MODULES.get(parts[1]) if len(parts) == 2 else FOLDERS.get(parts[1])
+
+
+def _where(module: str, line: int) -> str:
+    return f"{MODULES[module].relative_to(ROOT.parent)}:{line}"
+
+
+def test_the_package_top_holds_only_the_face_the_command_the_run_and_the_ground_floor():
+    modules = {p.stem for p in ROOT.glob("*.py")} - {"__init__"}
+    folders = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert not modules - set(TOP_MODULES), (
+        f"modules at the package's top that belong in a folder (docs/extending.md, Layout): "
+        f"{sorted(modules - set(TOP_MODULES))}")
+    assert not folders - set(FOLDERS), f"folders the layers do not name: {sorted(folders - set(FOLDERS))}"
+
+
+def test_no_import_goes_up_the_layers():
+    offenders = {}
+    for importer, imported, line, top, names in EDGES:
+        mine, theirs = _layer(importer), _layer(imported, names)
+        if mine is None or theirs is None:
+            continue  # a module in no layer: test (a) names it
+        if LAYERS.index(theirs) > LAYERS.index(mine) and (importer, imported) not in UPWARD_ALLOWED:
+            offenders[importer, imported, line] = (f"{_where(importer, line)}: {importer} ({mine}) imports {imported} "
+                                                   f"({theirs})" + ("" if top else " inside a function"))
+    assert not offenders, "imports from a lower layer to a higher one:\n" + "\n".join(offenders.values())
+
+
+def test_the_upward_allow_list_is_still_needed():
+    used = {(importer, imported) for importer, imported, *_ in EDGES}
+    assert not set(UPWARD_ALLOWED) - used, f"allow-list entries nothing needs: {sorted(set(UPWARD_ALLOWED) - used)}"
+
+
+def _graph(module_level_only: bool) -> dict[str, dict[str, int]]:
+    graph: dict[str, dict[str, int]] = {m: {} for m in MODULES}
+    for importer, imported, line, top, names in EDGES:
+        if importer == imported or (module_level_only and not top):
+            continue
+        if imported == PACKAGE and set(names) <= ROOT_OWN_NAMES:
+            continue  # the version, set before the package's own imports
+        if importer in REGISTRIES and not top and imported.startswith(importer.rpartition(".")[0] + "."):
+            continue  # a registry loading its built-ins
+        graph[importer].setdefault(imported, line)
+    return graph
+
+
+def _circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The circles of the module graph: a depth-first search (Tarjan's) finds each set of modules that reach one
+    another, and one circle through each set is returned, as the list of its modules with the first repeated."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.add(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return [_circle_in(sorted(group)[0], group, graph) for group in groups]  # (fixing it shows the next, if any)
+
+
+def _circle_in(start: str, group: set[str], graph: dict[str, dict[str, int]]) -> list[str]:
+    """A shortest circle from `start` back to itself inside `group`."""
+    paths, seen = [[start]], {start}
+    while paths:
+        path = paths.pop(0)
+        for imported in sorted(graph[path[-1]]):
+            if imported == start:
+                return path + [start]
+            if imported in group and imported not in seen:
+                seen.add(imported)
+                paths.append(path + [imported])
+    raise AssertionError(f"no circle through {start}")
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    return "\n  ".join(f"{_where(a, graph[a][b])} {a} -> {b}" for a, b in zip(cycle, cycle[1:]))
+
+
+def test_no_two_modules_import_each_other_outside_a_registry():
+    graph = _graph(module_level_only=False)
+    cycles = [c for c in _circles(graph) if frozenset(c) not in CYCLES_ALLOWED]
+    assert not cycles, "import circles:\n  " + "\n\n  ".join(_describe(c, graph) for c in cycles)
+
+
+def test_importing_any_module_meets_no_circle():
+    graph = _graph(module_level_only=True)
+    cycles = _circles(graph)
+    assert not cycles, "circles among module-level imports:\n  " + "\n\n  ".join(_describe(c, graph) for c in cycles)
+
+
+def test_the_default_sentinels_below_the_options_are_the_options_one():
+    # report/history.py and track/mlflow_run.py cannot import options.py (the face): they keep its value
+    from pytest_memerobust import options
+    from pytest_memerobust.report.history import DEFAULT_PATH
+    from pytest_memerobust.track.mlflow_run import DEFAULT_STORE
+
+    assert DEFAULT_PATH == DEFAULT_STORE == options.DEFAULT

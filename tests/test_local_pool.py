@@ -1,0 +1,156 @@
+"""The local pool of worker processes (engine/executors.py LocalPool), the default executor on a CPU: shards
+evaluated by other processes give the bytes one process gives, per-meme attacks included; a pass too small to repay
+the workers' start stays in this process; the bar counts every (meme, condition) the workers finish; closing the
+pool ends its processes; `--memerobust-workers` takes auto or a number.
+
+memeblip2-tda has torch encoders (the demo detector's are numpy, which would hide thread effects)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_memerobust.engine import Condition
+from pytest_memerobust.engine import executors, shards
+from pytest_memerobust.engine.executors import LocalPool, make_executor, usable_cores
+from pytest_memerobust.judge.results import StatsConfig
+from pytest_memerobust.session import Options, RobustnessSession
+
+MODEL = "memeblip2-tda"
+MEMES, BATCH = 24, 8  # on a CPU: shards of one batch, three of them
+KINDS = ["clean", "text=typos@3", "text=hotflip@1", "text=universal_trigger@1", "image=gaussian_noise@3",
+         "image=uap@1", "image=pgd_linf@1", "text=hotflip@1+image=gaussian_noise@3"]
+
+
+def _evaluate(tmp_path, workers: int) -> tuple[dict, RobustnessSession]:
+    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False,
+                                        cache_dir=tmp_path, stats=StatsConfig(n_resamples=20), workers=workers))
+    for condition in KINDS:
+        session.plan(MODEL, None, Condition.parse(condition))
+    out = {}
+    for condition in KINDS:
+        result = session.evaluate(MODEL, condition)
+        out[condition] = (result.proba.tobytes(), result.caption_edit, result.picture_attack)
+    return out, session
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    out, session = _evaluate(tmp_path_factory.mktemp("one"), workers=1)
+    assert session.executor is None
+    return out
+
+
+def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process_gives(one_process, tmp_path,
+                                                                                        monkeypatch):
+    monkeypatch.setattr(executors, "POOL_MIN_WORK", 0)  # a pass this small would otherwise stay in this process
+    who = []
+    evaluate = executors.LocalPool.run
+
+    def spy(self, engine, tasks, conditions, given, tick=None):
+        for result in evaluate(self, engine, tasks, conditions, given, tick):
+            who.append(result.pid)
+            yield result
+
+    monkeypatch.setattr(executors.LocalPool, "run", spy)
+    try:
+        out, session = _evaluate(tmp_path, workers=2)
+        assert isinstance(session.executor, LocalPool)
+        workers = session.executor.worker_pids()
+        # the trigger and the UAP fitted side by side in the workers, then every shard there
+        assert "3 shards of 1 pass (and 2 universal attack fits) ran on 2 worker processes" in session.executor.note()
+    finally:
+        session.close()
+    assert len(who) == 3 and os.getpid() not in who and set(who) <= set(workers)
+    for condition in KINDS:
+        assert out[condition] == one_process[condition], condition
+    assert out["text=hotflip@1"][1]["words_changed"] > 0  # the attack ran, in the workers
+    for pid in workers:  # closed: the workers are gone
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
+
+
+def test_a_pass_too_small_for_the_pool_runs_in_this_process_and_starts_no_worker(tmp_path):
+    session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, feature_cache=False,
+                                        stats=StatsConfig(n_resamples=20), workers=2))
+    session.plan(MODEL, None, Condition.parse("text=typos@3"))
+    assert session.evaluate(MODEL, "text=typos@3").proba.shape == (16, 2)
+    assert isinstance(session.executor, LocalPool) and session.executor._pool is None
+    assert session.executor.note() is None
+    session.close()
+
+
+def test_the_workers_progress_reaches_the_bar_as_memes_times_conditions(monkeypatch):
+    ticks = []
+    pool = LocalPool(2, min_work=0)
+
+    class Engine:
+        recipe, ids = None, list(range(24))  # no recipe: the pass runs here, through the same ticks
+
+    tasks = [executors.ShardTask(k, 8 * k, 8 * k + 8) for k in range(3)]
+    monkeypatch.setattr(shards, "evaluate_shard",  # the in-process executor's, which a pool falls back to
+                        lambda engine, task, conditions, given, memo=None, tick=None:
+                        [tick(task.stop - task.start) for _ in conditions] and executors.ShardResult(task.index, {}))
+    results = list(pool.run(Engine(), tasks, ["a", "b"], {}, ticks.append))
+    assert [r.index for r in results] == [0, 1, 2] and sum(ticks) == 24 * 2
+
+
+def test_auto_is_the_usable_cores_and_one_inside_a_pytest_xdist_worker(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert usable_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert usable_cores() == 1
+    assert make_executor(workers=None) is None  # auto inside xdist: this process
+    assert make_executor(workers=3, gpus=True) is None  # a GPU: one process feeds it
+    assert isinstance(make_executor(workers=3), LocalPool)
+
+
+def test_the_option_takes_auto_or_a_positive_number(pytester):
+    pytester.makeconftest("")
+    result = pytester.runpytest("--memerobust-model=demo", "--memerobust-workers=0", "-p", "no:cacheprovider")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--memerobust-workers*expected auto or a number of worker processes >= 1, got '0'*"])
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_sigterm_mid_shard_ends_a_pool_run_as_interrupted_and_leaves_no_worker(tmp_path, monkeypatch):
+    """The driver turns SIGTERM into pytest's interrupted path; closing the pool ends the workers, one of them
+    provably inside a shard (executors.hold_for_tests holds it there)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "hold-0").touch()
+    monkeypatch.setenv(executors.HOLD_ENV, str(hold))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    report = tmp_path / "r.json"
+    (tmp_path / "conftest.py").write_text("from pytest_memerobust.engine import executors\n"
+                                          "executors.POOL_MIN_WORK = 0  # this small pass runs on the pool too\n")
+    # 32 memes in shards of 8, a few cases
+    run = subprocess.Popen([sys.executable, "-m", "pytest", f"--memerobust-model={MODEL}", "--memerobust-limit=32",
+                            "--memerobust-batch-size=8", "--memerobust-workers=2", "-p", "no:cacheprovider", "-q",
+                            "-k", "rainbow and (typos or gaussian)", f"--memerobust-report={report}"],
+                           cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list(hold.glob("shard-0-pid-*")) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.05)
+        held = [int(p.name.rpartition("-")[2]) for p in hold.glob("shard-0-pid-*")]
+        assert held and held[0] != run.pid  # a worker evaluated shard 0 and holds it
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        (hold / "hold-0").unlink(missing_ok=True)
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert f"memerobust: interrupted: {report}" in out, out[-3000:]
+    assert not report.exists() or json.loads(report.read_text())["groups"] == []
+    time.sleep(0.5)
+    assert not os.path.exists(f"/proc/{held[0]}") or open(f"/proc/{held[0]}/stat").read().split(") ")[1][0] in "ZX"
