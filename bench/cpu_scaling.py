@@ -7,6 +7,7 @@ previous release's run, and whether its JSON report is the same bytes as the oth
     python bench/cpu_scaling.py                                   # demo and PrideMM, workers 1 2 and the cores
     python bench/cpu_scaling.py --jobs pridemm --workers 1 2 4 --previous ef467cc
     python bench/cpu_scaling.py --jobs demo --xdist               # also the same job under pytest -n 2
+    python bench/cpu_scaling.py --jobs pridemm --pridemm-limit 64 --batch-size 32   # a shorter PrideMM run
 
 Jobs:
 - demo: the README's main job, `--memerobust-model=memeblip2-tda` on the 160 embedded demo memes.
@@ -36,7 +37,7 @@ SHARED = REPO.parent / "shared"
 
 
 def unpack(ref: str, out: Path) -> Path:
-    """The package of git ref `ref`, with its cards and suites, under out/previous-<ref>."""
+    """The package of git ref `ref`, with its cards and suites inside it, under out/previous-<ref>."""
     folder = out / f"previous-{ref}"
     if not (folder / "pytest_memerobust" / "__init__.py").is_file():
         archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "pytest_memerobust", "models", "suites"],
@@ -44,6 +45,10 @@ def unpack(ref: str, out: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(folder)
+        # an installed package finds its cards and suites as pytest_memerobust.models/.suites (pyproject's
+        # package-dir); put them there, or this checkout's editable install serves its own
+        for data in ("models", "suites"):
+            (folder / data).rename(folder / "pytest_memerobust" / data)
     return folder
 
 
@@ -96,6 +101,8 @@ def main() -> None:
     parser.add_argument("--xdist", action="store_true", help="also run each job under pytest -n 2 (workers 1)")
     parser.add_argument("--pridemm", default=f"pridemm:{SHARED / 'data' / 'pridemm'}")
     parser.add_argument("--pridemm-limit", type=int, default=None, help="the first N test memes only")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="--memerobust-batch-size of the PrideMM runs (a shard holds one batch on a CPU)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
     options = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
@@ -108,7 +115,8 @@ def main() -> None:
     if "pridemm" in options.jobs:
         card = minilm_card(out, options.pridemm)
         jobs["pridemm"] = [f"--memerobust-model={card}", f"--memerobust-data={options.pridemm}:test"] + (
-            [f"--memerobust-limit={options.pridemm_limit}"] if options.pridemm_limit else [])
+            [f"--memerobust-limit={options.pridemm_limit}"] if options.pridemm_limit else []) + (
+            [f"--memerobust-batch-size={options.batch_size}"] if options.batch_size else [])
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{cores} usable cores; python {sys.version.split()[0]}; {when}")
     for job, args in jobs.items():

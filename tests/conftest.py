@@ -1,8 +1,10 @@
 """The project's own tests run with the network cut: a hidden download fails loudly here instead of passing on a
 machine that happens to be online. Only this machine's loopback is reachable (the Ray clusters tests start)."""
+import os
 import socket
 
 import pytest
+import torch
 # pytester's in-process runs drop the modules they imported when they end; torch._dynamo (imported lazily, e.g. by
 # an optimizer step) registers C++ operator libraries that cannot be registered twice, so a second in-process run
 # that imports it again fails. Imported once here, it stays for the whole session.
@@ -37,6 +39,18 @@ def _guarded(self, address, *args, **kwargs):
 def pytest_configure(config):
     socket.socket.connect = _guarded
     socket.socket.connect_ex = _guarded
+    _share_the_cores(config)
+
+
+def _share_the_cores(config):
+    """A pytest-xdist worker computes with its share of the cores (`-n 2` on 2 cores: one thread each), as the
+    plugin's own workers do (session.share_cpu_threads): at torch's default, one thread per core, the workers' thread
+    pools busy-wait on each other (measured on 2 cores: a MiniLM batch took 4x as long at 2 threads in each of two
+    processes as at 1). Results do not depend on it (determinism.py); the tests that compare thread counts set
+    theirs."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(worker.get("workercount", 1)))))
 
 
 def pytest_unconfigure(config):

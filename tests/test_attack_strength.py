@@ -10,7 +10,8 @@ attack that matches a white-box one means the white-box one is broken).
   reads the picture, and neither pattern flips anything there.
 
 Detectors: each kind's tiny random backbone with a head trained for 40 epochs on the demo memes (for the UAP, on the
-image channel alone); the 160 demo test memes are attacked.
+image channel alone); the 160 demo test memes are attacked, by HotFlip the first HOTFLIP_MEMES of them (its queries on
+the real MiniLM cost about half a second a meme on 2 CPU cores; every kind's difference interval stays well above 0).
 """
 from __future__ import annotations
 
@@ -70,7 +71,9 @@ class Attacked:
         return self.detector.predict_proba(pictures, texts).argmax(1)
 
     def flips(self, pictures=None, texts=None) -> np.ndarray:
-        return (self.predict(pictures or self.pictures, texts or self.texts) != self.clean).astype(float)
+        """1 where the perturbed pictures or captions (of the first as many memes) change the clean prediction."""
+        n = len(pictures or texts)
+        return (self.predict(pictures or self.pictures[:n], texts or self.texts[:n]) != self.clean[:n]).astype(float)
 
 
 def assert_stronger(attack: np.ndarray, random: np.ndarray, what: str) -> None:
@@ -96,12 +99,16 @@ def _forget():
     _CACHE.clear()
 
 
+HOTFLIP_MEMES = 80  # measured at 80 (of 160): the difference interval's low end 0.15 (open_clip) to 0.49 (minilm)
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_hotflip_flips_more_than_random_character_edits(kind):
     run = attacked(kind)
-    flipped = get("hotflip").apply(run.texts, run.ids, 3, 0, run.context)
+    texts, ids = run.texts[:HOTFLIP_MEMES], run.ids[:HOTFLIP_MEMES]
+    flipped = get("hotflip").apply(texts, ids, 3, 0, run.context)
     rng = np.random.default_rng(0)
-    random = [random_char_edits(t, 4, rng) for t in run.texts]
+    random = [random_char_edits(t, 4, rng) for t in texts]
     assert_stronger(run.flips(texts=flipped), run.flips(texts=random), f"hotflip@3 on {kind}")
 
 

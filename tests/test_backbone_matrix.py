@@ -3,10 +3,21 @@ the real MiniLM caption encoder, each with a head trained for a few epochs on de
 fail or skip), never an error.
 
 Each kind is trained and run once, in a subprocess as a user would (`memerobust train`, then pytest on the built-in
-suites with the card it wrote); the parametrised test then reads one case's outcome from that run's JUnit XML.
+suites with the card it wrote); the parametrised test then reads one case's outcome from that run's JUnit XML. The
+suites run on the first LIMIT demo test memes (`--memerobust-limit`), in batches of BATCH: every case still runs end
+to end, on fewer memes (the feature store fills every batch up to the batch size, and MiniLM's white-box attacks query
+the encoder for every meme: on 160 memes in batches of 64, the MiniLM kind took over 8 minutes on 2 cores).
+
+Once per test session, not per pytest-xdist worker: a kind's run is left in a folder all the workers of the session
+share, under a lock, so a worker that needs a kind another is running does a kind nobody has started meanwhile (the
+real MiniLM first: its white-box text attacks cost the most), then reads the other's result.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -47,30 +58,93 @@ def _outcomes(junit: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+LIMIT = 32  # demo test memes the suites run on: both classes (19 of them hateful), every kind of meme
+BATCH = 16  # the inference batch size: still two batches a side
+
+
+def _kinds_tested(items, path: Path) -> set[str]:
+    """The kinds this session's tests of this module read (what a worker may run for the others)."""
+    return {item.callspec.params["kind"] for item in items
+            if item.path == path and "kind" in getattr(getattr(item, "callspec", None), "params", {})}
+
+
+def _train_and_run(kind: str, folder: Path) -> dict:
+    """`memerobust train` on `kind`'s tiny card, then the built-in suites on the card it wrote: their outcomes."""
+    (folder / "card.toml").write_text(card_toml(kind))
+    train = subprocess.run([sys.executable, "-m", "pytest_memerobust.cli", "train", str(folder / "card.toml"),
+                            "--data", "demo", "--epochs", "3", "--lr", "3e-3", "--out",
+                            str(folder / CARD.replace(".card.toml", ".safetensors")), "--quiet"],
+                           cwd=folder, capture_output=True, text=True, timeout=900)
+    assert train.returncode == 0, f"training on {kind} failed:\n{train.stdout}\n{train.stderr}"
+    suites = subprocess.run([sys.executable, "-m", "pytest", str(builtin_suite_dir()), "-p", "no:cacheprovider",
+                             "-q", f"--memerobust-model={folder / CARD}", "--memerobust-no-cache",
+                             f"--memerobust-limit={LIMIT}", f"--memerobust-batch-size={BATCH}",
+                             f"--junitxml={folder / 'junit.xml'}", f"--rootdir={folder}"],
+                            cwd=folder, capture_output=True, text=True, timeout=1800)
+    assert suites.returncode in (0, 1), f"the suites on {kind} did not run:\n{suites.stdout[-4000:]}\n{suites.stderr[-4000:]}"
+    return {"outcomes": _outcomes(folder / "junit.xml"), "log": suites.stdout}
+
+
+@contextlib.contextmanager
+def _lock(path: Path, wait: bool):
+    """Hold an exclusive lock on `path` (POSIX flock; elsewhere every process holds it at once, and runs the kinds
+    it needs itself); yield whether it is held. Without `wait`, yield False at once if another process holds it."""
+    try:
+        import fcntl
+    except ImportError:
+        yield True
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # (closing releases the lock)
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """kind -> outcomes of the built-in suites on that kind's trained tiny detector (run lazily, once)."""
+def runs(request, tmp_path_factory):
+    """kind -> outcomes of the built-in suites on that kind's trained tiny detector (run lazily, once a session)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "backbone-matrix"
+    shared.mkdir(exist_ok=True)
+    wanted = _kinds_tested(request.session.items, request.path)
     done: dict[str, dict] = {}
 
+    def result(kind: str) -> dict | None:
+        path = shared / f"{kind}.json"
+        if kind not in done and path.is_file():
+            done[kind] = json.loads(path.read_text())
+        return done.get(kind)
+
+    def take(kind: str, wait: bool) -> bool:
+        """Run `kind` unless another process is at it (then wait for it, or with `wait` False, say so)."""
+        with _lock(shared / f"{kind}.lock", wait) as held:
+            if held and result(kind) is None:
+                try:
+                    outcome = _train_and_run(kind, tmp_path_factory.mktemp(kind))
+                except AssertionError as e:  # the worker whose test needs the kind reports it
+                    outcome = {"error": str(e)}
+                (shared / f"{kind}.part").write_text(json.dumps(outcome))
+                os.replace(shared / f"{kind}.part", shared / f"{kind}.json")
+            return held
+
     def run(kind: str) -> dict:
-        if kind in done:
-            return done[kind]
         if kind == "open_clip":
             pytest.importorskip("open_clip", reason="the open_clip kind needs the clip extra")
-        folder = tmp_path_factory.mktemp(kind)
-        (folder / "card.toml").write_text(card_toml(kind))
-        train = subprocess.run([sys.executable, "-m", "pytest_memerobust.cli", "train", str(folder / "card.toml"),
-                                "--data", "demo", "--epochs", "3", "--lr", "3e-3", "--out",
-                                str(folder / CARD.replace(".card.toml", ".safetensors")), "--quiet"],
-                               cwd=folder, capture_output=True, text=True, timeout=900)
-        assert train.returncode == 0, f"training on {kind} failed:\n{train.stdout}\n{train.stderr}"
-        suites = subprocess.run([sys.executable, "-m", "pytest", str(builtin_suite_dir()), "-p", "no:cacheprovider",
-                                 "-q", f"--memerobust-model={folder / CARD}", "--memerobust-no-cache",
-                                 f"--junitxml={folder / 'junit.xml'}", f"--rootdir={folder}"],
-                                cwd=folder, capture_output=True, text=True, timeout=1800)
-        assert suites.returncode in (0, 1), f"the suites on {kind} did not run:\n{suites.stdout[-4000:]}\n{suites.stderr[-4000:]}"
-        done[kind] = {"outcomes": _outcomes(folder / "junit.xml"), "log": suites.stdout}
-        return done[kind]
+        while result(kind) is None and not take(kind, wait=False):
+            unstarted = [k for k in sorted(wanted, key=lambda k: (k != "minilm", list(KINDS).index(k)))
+                         if k != kind and result(k) is None
+                         and (k != "open_clip" or importlib.util.find_spec("open_clip") is not None)]
+            if not any(take(k, wait=False) for k in unstarted):
+                take(kind, wait=True)
+        outcome = result(kind)
+        assert "error" not in outcome, outcome.get("error")
+        return outcome
 
     return run
 

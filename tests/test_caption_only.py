@@ -122,6 +122,7 @@ def test_train_and_run_on_caption_only_data_with_the_data_s_task(tmp_path, capti
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                                f"--memerobust-model={out.with_suffix('.card.toml')}",
                                f"--memerobust-data=csv:{captions_csv}:test", "--memerobust-no-cache",
+                               "--memerobust-batch-size=8",  # the 8 test memes: the store fills a batch up to its size
                                "-k", "(rainbow and (clean or typos or gaussian_noise or augmix)) or channel",
                                f"--rootdir={tmp_path}", *extra], cwd=tmp_path, capture_output=True, text=True,
                               timeout=600)
