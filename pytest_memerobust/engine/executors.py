@@ -80,6 +80,12 @@ class LocalPool:
                                              initargs=(self._progress,))
         return self._pool
 
+    def _pays(self, engine, pieces: int, work: int) -> bool:
+        """Whether the pool repays its start: an engine it can rebuild (a recipe), two pieces or more, and a pass of
+        at least POOL_MIN_WORK (meme, condition) pairs."""
+        min_work = POOL_MIN_WORK if self.min_work is None else self.min_work
+        return getattr(engine, "recipe", None) is not None and pieces >= 2 and work >= min_work
+
     def worker_pids(self) -> list[int]:
         """The workers' process ids (for tests that check who did the work)."""
         return sorted(getattr(self._pool, "_processes", None) or {})
@@ -89,8 +95,7 @@ class LocalPool:
         from concurrent.futures import FIRST_COMPLETED, wait
 
         recipe = getattr(engine, "recipe", None)
-        min_work = POOL_MIN_WORK if self.min_work is None else self.min_work
-        if recipe is None or len(tasks) < 2 or len(engine.ids) * len(conditions) < min_work:
+        if not self._pays(engine, len(tasks), len(engine.ids) * len(conditions)):
             yield from InProcess().run(engine, tasks, conditions, given, tick)
             return
         pool = self._start()
@@ -116,8 +121,7 @@ class LocalPool:
         import pickle
         from concurrent.futures import as_completed
 
-        min_work = POOL_MIN_WORK if self.min_work is None else self.min_work
-        if getattr(engine, "recipe", None) is None or len(sides) < 2 or work < min_work:
+        if not self._pays(engine, len(sides), work):
             yield from fit_here(engine, sides)
             return
         memo = engine.attack_memo()
