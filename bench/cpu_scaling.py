@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tarfile
@@ -67,8 +69,16 @@ def minilm_card(out: Path, data: str) -> Path:
     return card
 
 
-def run(args: list[str], folder: Path, pythonpath: Path | None) -> dict:
-    """One pytest run from an empty `folder`: wall and CPU seconds (its own and its children's), exit code, report."""
+def _default_sigint() -> None:
+    """Ctrl-C's default in the job, which a bench started in the background (`nohup ... &`) would pass on ignored,
+    so that --previous-timeout's SIGINT stops it as a user's Ctrl-C does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run(args: list[str], folder: Path, pythonpath: Path | None, timeout: float | None = None) -> dict:
+    """One pytest run from an empty `folder`: wall and CPU seconds (its own and its children's), exit code, report.
+
+    A run still going after `timeout` seconds is stopped with SIGINT; its wall time is then a lower bound."""
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
         if old.is_file():
@@ -79,16 +89,34 @@ def run(args: list[str], folder: Path, pythonpath: Path | None) -> dict:
         env["PYTHONPATH"] = str(pythonpath)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--durations=8",
-                           "--memerobust-report=r.json", *args], cwd=folder, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - start
+    with open(folder / "stdout.txt", "w") as log:
+        job = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--durations=8",
+                                "--memerobust-report=r.json", *args], cwd=folder, env=env, stdout=log,
+                               stderr=subprocess.STDOUT, text=True, preexec_fn=_default_sigint)
+        stopped = False
+        try:
+            job.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # stop it as a user's Ctrl-C would, so it writes its interrupted report (how many cases it ran)
+            stopped = True
+            job.send_signal(signal.SIGINT)
+            try:
+                job.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait()
+    wall = timeout if stopped else time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     report = folder / "r.json"
-    digest = hashlib.sha256(report.read_bytes()).hexdigest()[:12] if report.is_file() else "-"
-    last = [line for line in done.stdout.splitlines() if line.strip()][-1:] or ["(no output)"]
-    (folder / "stdout.txt").write_text(done.stdout + done.stderr)
-    return {"wall": wall, "cpu": cpu, "rc": done.returncode, "digest": digest, "last": last[0]}
+    digest = hashlib.sha256(report.read_bytes()).hexdigest()[:12] if report.is_file() and not stopped else "-"
+    text = (folder / "stdout.txt").read_text(errors="replace")
+    last = [line for line in text.splitlines() if line.strip()][-1:] or ["(no output)"]
+    if stopped:
+        verdict = json.loads(report.read_text()).get("verdict", {}) if report.is_file() else {}
+        last = [f"stopped after {timeout:.0f} s: {verdict.get('cases_run', '?')} of "
+                f"{verdict.get('cases_collected', '?')} cases had run"]
+    return {"wall": wall, "cpu": cpu, "rc": job.returncode, "digest": digest, "last": last[0], "stopped": stopped}
 
 
 def main() -> None:
@@ -103,6 +131,9 @@ def main() -> None:
     parser.add_argument("--pridemm-limit", type=int, default=None, help="the first N test memes only")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="--memerobust-batch-size of the PrideMM runs (a shard holds one batch on a CPU)")
+    parser.add_argument("--previous-timeout", type=float, default=None,
+                        help="stop the previous release's run after this many seconds (its time is then a lower bound, "
+                             "and so is the speed-up)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
     options = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
@@ -122,7 +153,8 @@ def main() -> None:
     for job, args in jobs.items():
         rows = []
         if previous is not None:
-            rows.append((f"previous ({options.previous})", run(args, out / job / "previous", previous)))
+            rows.append((f"previous ({options.previous})", run(args, out / job / "previous", previous,
+                                                                   options.previous_timeout)))
         for n in workers:
             rows.append((f"workers={n}", run(args + [f"--memerobust-workers={n}"], out / job / f"workers-{n}", None)))
         if options.xdist:
@@ -131,7 +163,8 @@ def main() -> None:
         print(f"\n{job}: {' '.join(args)}")
         print(f"{'run':<22} {'wall s':>8} {'cpu s':>8} {'speed-up':>9}  {'report sha256':<13} rc  last line")
         for name, r in rows:
-            print(f"{name:<22} {r['wall']:8.1f} {r['cpu']:8.1f} {base / r['wall']:8.2f}x  {r['digest']:<13} "
+            bound = ">" if rows[0][1].get("stopped") else " "
+            print(f"{name:<22} {r['wall']:8.1f} {r['cpu']:8.1f} {bound}{base / r['wall']:7.2f}x  {r['digest']:<13} "
                   f"{r['rc']:<3} {r['last'][:70]}")
         ours = {r["digest"] for name, r in rows if not name.startswith("previous")}
         print(f"this release's reports: {'the same bytes at every worker count' if len(ours) == 1 else 'DIFFER'}"

@@ -153,6 +153,19 @@ def pytest_testnodedown(node, error):
         _session(node.config).merge_wire(wire)
 
 
+@pytest.hookimpl(specname="pytest_sessionfinish", wrapper=True, tryfirst=True)
+def pytest_sessionfinish_ends_the_workers(session):
+    """The run's worker processes end with the session, after its summary, even when the session's last words
+    fail (a closed pipe: the job's log reader killed). Without this, such a run waited at exit for its workers to
+    finish every shard they held."""
+    try:
+        return (yield)
+    finally:
+        rs = session.config.stash.get(SESSION_KEY, None)
+        if rs is not None:
+            rs.close()
+
+
 def pytest_sessionfinish(session, exitstatus):
     rs = session.config.stash.get(SESSION_KEY, None)
     if rs is None:

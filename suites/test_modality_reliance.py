@@ -15,6 +15,12 @@ def test_both_channels_decide(memerobust):
 
     if split_model(memerobust.model)[1]:
         pytest.skip(f"{memerobust.model} is a channel-ablation view: it reads one channel by design")
+    read = getattr(memerobust.detector, "modalities", ("image", "text"))
+    if "image" not in read or "text" not in read:
+        pytest.skip(f"{memerobust.model} reads only its {' and '.join(read)}: a modality swap needs a detector of both")
+    if not any(meme.has_picture for meme in memerobust.dataset.memes):
+        pytest.skip(f"{memerobust.session.data_spec(memerobust.data)} has no pictures (caption-only data): a modality "
+                    f"swap needs both channels")
     reliance = memerobust.session.reliance(memerobust.model)
     swap = reliance["swap"]
     if swap["n_informative"] == 0:

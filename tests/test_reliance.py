@@ -1,5 +1,7 @@
 """Multimodal reliance: modality swaps say which channel a detector follows, confounder pairs are found in the
 data, and the per-meme unimodal predictions sit next to the multimodal one."""
+import re
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,45 @@ def test_the_session_reports_reliance_with_unimodal_predictions_per_meme():
     report = build_report(session)
     assert report["reliance"][0]["model"] == "memeblip2-tda" and report["reliance"][0]["swap"] == reliance["swap"]
     assert "modality reliance: which channel decides" in render(report)
+
+
+def test_a_swap_on_caption_only_data_names_the_meme_without_a_picture():
+    from pytest_memerobust.errors import DataError
+
+    data = _data(6)
+    memes = data.memes[:3] + [Meme(id="captions-only", text="no picture here", labels={"hate": 1})] + data.memes[3:]
+    data = Dataset("toy", memes, data.classes)
+    with pytest.raises(DataError, match="meme 'captions-only' has no picture"):
+        evaluate_reliance(Engine(OneChannel("text"), data), data.labels("hate"))
+
+
+def _suite_case():
+    import importlib.util
+
+    from pytest_memerobust.suite import builtin_suite_dir
+
+    spec = importlib.util.spec_from_file_location("modality_suite", builtin_suite_dir() / "test_modality_reliance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.test_both_channels_decide
+
+
+class _Probe:
+    """What the built-in suite reads of the `memerobust` fixture."""
+
+    def __init__(self, modalities, pictures: bool):
+        data = _data(4)
+        if not pictures:
+            data = Dataset("toy", [Meme(id=m.id, text=m.text, labels=m.labels) for m in data.memes], data.classes)
+        self.model, self.data, self.dataset = "card", "csv:captions.csv", data
+        self.detector = type("Detector", (), {"modalities": modalities})()
+        self.session = type("Session", (), {"data_spec": staticmethod(lambda data: data),
+                                            "reliance": lambda model: pytest.fail("no swap was to be run")})()
+
+
+@pytest.mark.parametrize("modalities, pictures, reason", [
+    (("text",), True, "card reads only its text: a modality swap needs a detector of both"),
+    (("image", "text"), False, "csv:captions.csv has no pictures (caption-only data)")])
+def test_the_modality_suite_skips_what_has_one_channel_and_says_which(modalities, pictures, reason):
+    with pytest.raises(pytest.skip.Exception, match=re.escape(reason)):
+        _suite_case()(_Probe(modalities, pictures))

@@ -51,8 +51,8 @@ def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_m
     shards = []
     evaluate_shard = shard_module.evaluate_shard
 
-    def spy(engine, task, conditions, given, attack_memo=None, tick=None):
-        result = evaluate_shard(engine, task, conditions, given, attack_memo, tick)
+    def spy(engine, task, conditions, attack_memo=None, tick=None):
+        result = evaluate_shard(engine, task, conditions, attack_memo, tick)
         shards.append((task.start, task.stop))
         assert not engine._clean_pictures  # the parent never holds the dataset's pictures
         return result

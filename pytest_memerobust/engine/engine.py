@@ -96,7 +96,7 @@ class Engine:
     def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
                  labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
                  precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
-                 defence=None, shards=None, attack_memo: dict | None = None, given_inputs: dict | None = None,
+                 defence=None, shards=None, attack_memo: dict | None = None,
                  recipe=None, label: str = "", attack_source=None):
         """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
         whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
@@ -112,8 +112,7 @@ class Engine:
         past is what an attacker who knows the defence gets. `shards`: how the planned conditions are evaluated
         (shards.ShardRunner: the memes a shard at a time, by an executor); None evaluates each condition over the
         whole dataset when asked (case-major). `attack_memo`: what attacks fitted (a UAP's pattern, a trigger),
-        shared with the engine that fitted them; `given_inputs`: side key -> inputs computed elsewhere (a shard's
-        rows of captions attacked over the whole dataset). `recipe`: a picklable callable that builds this engine
+        shared with the engine that fitted them. `recipe`: a picklable callable that builds this engine
         again in another process (a Ray actor), from the run's options. `label`: what the engine evaluates (model,
         data, task, defence), the same in every process of a run. `attack_source`: another detector the attacks are
         crafted on (their pictures and captions then reach this one: transfer between detectors)."""
@@ -127,7 +126,6 @@ class Engine:
         self._attack_context = None
         self.attack_source = attack_source
         self._attack_memo = {} if attack_memo is None else attack_memo
-        self._given_inputs = given_inputs or {}
         self.shards, self.recipe, self.label = shards, recipe, label
         self._sharded: dict[str, tuple] = {}  # condition id -> (probabilities, abstained) from the shard-major pass
         self._sharded_errors: dict[str, Exception] = {}  # condition id -> why the pass could not evaluate it
@@ -208,9 +206,6 @@ class Engine:
         key = self._key(modality, name, severity, *caption_side)
         if key in self._pending and key not in self._inputs:
             self._inputs[key] = self._pending.pop(key).result()
-        given = self._given_inputs.get((modality, name, severity, *caption_side))
-        if key not in self._inputs and given is not None:
-            self._inputs[key] = list(given)
         if key not in self._inputs and caption_side[:1] == ("joint",):  # the captions a joint attack chose
             self._inputs[key] = self._joint_captions(*caption_side[1:])
         if key not in self._inputs:
@@ -380,21 +375,18 @@ class Engine:
             self._example_shards[i] = self.shard(range(i, i + 1))
         return self._example_shards[i]
 
-    def shard(self, rows: range, given_inputs: dict | None = None, attack_memo: dict | None = None) -> "Engine":
+    def shard(self, rows: range, attack_memo: dict | None = None) -> "Engine":
         """An engine over memes `rows` of this one: the same detector, seed, batch size, store of encoded inputs,
         defence and readers, and what its attacks fitted (`attack_memo`, default this engine's). Each meme's
         outputs are those it gets in the whole dataset: perturbations are keyed by meme, the encoders see batches
-        of one shape, and a shard that starts at a multiple of the batch size batches its heads as the whole does.
-        `given_inputs`: this engine's key of a side -> that side's inputs for the whole dataset, sliced here."""
+        of one shape, and a shard that starts at a multiple of the batch size batches its heads as the whole does."""
         memes = list(self.dataset.memes[rows.start : rows.stop])
         sub = Engine(self.detector, replace(self.dataset, memes=memes), seed=self.seed, batch_size=self.batch_size,
                      labels=None if self.labels is None else np.asarray(self.labels)[rows.start : rows.stop],
                      training=self.training, cache_dir=self.cache_dir, features=self.features,
                      precision=self.precision, ocr=self.ocr, text_reader=self.text_reader, defence=self.defence,
                      attack_memo=self._attack_memo if attack_memo is None else attack_memo,
-                     attack_source=self.attack_source,
-                     given_inputs={key: values[rows.start : rows.stop]
-                                   for key, values in (given_inputs or {}).items()})
+                     attack_source=self.attack_source)
         sub._text_boxes = self._text_boxes[rows.start : rows.stop]
         return sub
 

@@ -90,17 +90,17 @@ class LocalPool:
         """The workers' process ids (for tests that check who did the work)."""
         return sorted(getattr(self._pool, "_processes", None) or {})
 
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None) -> Iterator[ShardResult]:
+    def run(self, engine, tasks: list[ShardTask], conditions, tick=None) -> Iterator[ShardResult]:
         import pickle
         from concurrent.futures import FIRST_COMPLETED, wait
 
         recipe = getattr(engine, "recipe", None)
         if not self._pays(engine, len(tasks), len(engine.ids) * len(conditions)):
-            yield from InProcess().run(engine, tasks, conditions, given, tick)
+            yield from InProcess().run(engine, tasks, conditions, tick)
             return
         pool = self._start()
         self.passes, self.shards = self.passes + 1, self.shards + len(tasks)
-        shared = pickle.dumps((recipe, list(conditions), given, engine.attack_memo()), protocol=pickle.HIGHEST_PROTOCOL)
+        shared = pickle.dumps((recipe, list(conditions), engine.attack_memo()), protocol=pickle.HIGHEST_PROTOCOL)
         pending = {pool.submit(_evaluate_in_pool_worker, shared, task) for task in tasks}
         try:
             while pending:
@@ -127,7 +127,10 @@ class LocalPool:
         memo = engine.attack_memo()
         self.fits += len(sides)
         shared = pickle.dumps((engine.recipe, memo), protocol=pickle.HIGHEST_PROTOCOL)
-        futures = {self._start().submit(_fit_in_pool_worker, shared, side): side for side in sides}
+        # the highest severity first: a trigger's fit grows with its length in words (its severity), and a worker
+        # left alone with the longest fit at the end keeps the others waiting (a UAP's cost does not depend on it)
+        by_size = sorted(sides, key=lambda side: -(side[2] or 0))
+        futures = {self._start().submit(_fit_in_pool_worker, shared, side): side for side in by_size}
         try:
             for future in as_completed(futures):
                 fitted, error = future.result()
@@ -201,9 +204,9 @@ def _pool_engine(recipe):
 def _evaluate_in_pool_worker(shared: bytes, task: ShardTask) -> ShardResult:
     import pickle
 
-    recipe, conditions, given, memo = pickle.loads(shared)
+    recipe, conditions, memo = pickle.loads(shared)
     tick = _pool_progress.put if _pool_progress is not None else None
-    result = evaluate_shard(_pool_engine(recipe), task, conditions, given, memo, tick)
+    result = evaluate_shard(_pool_engine(recipe), task, conditions, memo, tick)
     hold_for_tests(task.index)
     return result
 
@@ -369,13 +372,13 @@ class RayActors:
         """The actors' process ids (for tests that kill one)."""
         return self.ray.get([a.pid.remote() for a in self._pool()])
 
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None) -> Iterator[ShardResult]:
+    def run(self, engine, tasks: list[ShardTask], conditions, tick=None) -> Iterator[ShardResult]:
         recipe = getattr(engine, "recipe", None)
         if recipe is None:  # an engine built by hand, not by a session: nothing to rebuild it from elsewhere
-            yield from InProcess().run(engine, tasks, conditions, given, tick)
+            yield from InProcess().run(engine, tasks, conditions, tick)
             return
         ray = self.ray
-        shared = ray.put((recipe, list(conditions), given, engine.attack_memo()))
+        shared = ray.put((recipe, list(conditions), engine.attack_memo()))
         todo, running = list(tasks), {}
         tasks_by_index = {task.index: task for task in tasks}
         for actor in self._pool():
@@ -412,11 +415,11 @@ class ShardWorker:
         return os.getpid()
 
     def evaluate(self, shared: tuple, task: ShardTask) -> ShardResult:
-        recipe, conditions, given, memo = shared
+        recipe, conditions, memo = shared
         key = recipe_key(recipe)
         if key not in self.engines:
             self.engines[key] = recipe()
-        result = evaluate_shard(self.engines[key], task, conditions, given, memo)
+        result = evaluate_shard(self.engines[key], task, conditions, memo)
         hold_for_tests(task.index)
         return result
 
@@ -456,7 +459,7 @@ class SharedFolder:
     def __init__(self, folder: Path, wait_s: float = 6 * 3600):
         self.folder, self.wait_s = Path(folder), wait_s
 
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None) -> Iterator[ShardResult]:
+    def run(self, engine, tasks: list[ShardTask], conditions, tick=None) -> Iterator[ShardResult]:
         import hashlib
 
         what = repr((engine.label, [c.id for c in conditions])).encode()
@@ -465,7 +468,7 @@ class SharedFolder:
         others = []
         for task in tasks:
             if _claim(folder / f"{task.index}.claim"):
-                yield self._evaluated(engine, folder, task, conditions, given, tick)
+                yield self._evaluated(engine, folder, task, conditions, tick)
             else:
                 others.append(task)
         deadline = time.monotonic() + self.wait_s
@@ -478,7 +481,7 @@ class SharedFolder:
                         tick(len(conditions) * (task.stop - task.start))
                     yield result
                 elif not _claimant_alive(folder / f"{task.index}.claim"):  # it died: the shard is ours now
-                    yield self._evaluated(engine, folder, task, conditions, given, tick)
+                    yield self._evaluated(engine, folder, task, conditions, tick)
                 else:
                     waiting.append(task)
             others = waiting
@@ -492,12 +495,12 @@ class SharedFolder:
         """Nothing to let go: the controller removes the run's folder once every worker is done."""
 
     @staticmethod
-    def _evaluated(engine, folder: Path, task: ShardTask, conditions, given: dict, tick=None) -> ShardResult:
+    def _evaluated(engine, folder: Path, task: ShardTask, conditions, tick=None) -> ShardResult:
         import pickle
 
         from ..atomic import atomic_path
 
-        result = evaluate_shard(engine, task, conditions, given, tick=tick)
+        result = evaluate_shard(engine, task, conditions, tick=tick)
         with atomic_path(folder / f"{task.index}.result") as tmp:
             with open(tmp, "wb") as f:
                 pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)

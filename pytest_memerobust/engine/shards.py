@@ -100,9 +100,9 @@ class InProcess:
 
     name = "in-process"
 
-    def run(self, engine, tasks: list[ShardTask], conditions, given: dict, tick=None):
+    def run(self, engine, tasks: list[ShardTask], conditions, tick=None):
         for task in tasks:
-            yield evaluate_shard(engine, task, conditions, given, tick=tick)
+            yield evaluate_shard(engine, task, conditions, tick=tick)
 
 
 class ShardRunner:
@@ -129,7 +129,7 @@ class ShardRunner:
 
     def run(self, engine) -> Evaluated:
         conditions = [c for c in engine.planned() if self.takes(engine, c)]
-        given, failed = fitted_before_shards(engine, conditions, self.progress, self.executor)
+        failed = fitted_before_shards(engine, conditions, self.progress, self.executor)
         conditions = [c for c in conditions if c.id not in failed]
         tasks = self.tasks(engine)
         results: dict[int, ShardResult] = {}
@@ -139,7 +139,7 @@ class ShardRunner:
                                f"{len(conditions)} conditions x {len(engine.ids)} memes, {len(tasks)} shards",
                                unit="meme")
         try:
-            for result in self.executor.run(engine, tasks, conditions, given, bar.update if bar else None):
+            for result in self.executor.run(engine, tasks, conditions, bar.update if bar else None):
                 results[result.index] = result
         finally:
             if bar is not None:
@@ -153,13 +153,11 @@ class ShardRunner:
 
 
 def fitted_before_shards(engine, conditions: list[Condition], progress: bool = False, executor=None
-                         ) -> tuple[dict[tuple, list], dict[str, Exception]]:
+                         ) -> dict[str, Exception]:
     """Universal attacks, before any shard: each is run on the first meme, which fits what it fits (a trigger, a
     UAP's pattern) into the engine's attack memo that every shard shares; several fits run side by side on the
     executor when it has a `fit` (the local pool), else one after the other here. Per-meme attacks run in the
-    shards. Returns the inputs given to the shards (none: kept for executors that pass them on) and the conditions
-    whose fit failed, with the error."""
-    given: dict[tuple, list] = {}
+    shards. Returns the conditions whose fit failed, with the error."""
     failed: dict[str, Exception] = {}
     sides = []
     for condition in conditions:
@@ -180,7 +178,7 @@ def fitted_before_shards(engine, conditions: list[Condition], progress: bool = F
     finally:
         if bar is not None:
             bar.close()
-    return given, failed
+    return failed
 
 
 def fit_here(engine, sides: list[tuple]):
@@ -194,14 +192,13 @@ def fit_here(engine, sides: list[tuple]):
             yield side, None
 
 
-def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], given: dict,
-                   attack_memo: dict | None = None, tick=None) -> ShardResult:
+def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_memo: dict | None = None, tick=None) -> ShardResult:
     """Every condition on one shard of `engine`'s memes, in the plan's order (so the next sides are perturbed
     while the detector encodes one). `tick(memes)` is called after each condition (a progress bar's update)."""
     if task.ids and tuple(engine.ids[task.start : task.stop]) != tuple(task.ids):
         raise RuntimeError(f"shard {task.index}: this worker's memes {task.start}-{task.stop} are not the run's "
                            f"(another dataset or --memerobust-limit on this host?)")
-    sub = engine.shard(range(task.start, task.stop), given, attack_memo)
+    sub = engine.shard(range(task.start, task.stop), attack_memo)
     sub.plan(conditions)
     outputs, errors, words = {}, {}, {}
     for condition in conditions:

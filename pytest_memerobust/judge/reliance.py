@@ -89,8 +89,13 @@ def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None,
     """Modality swap, confounder pairs and per-meme unimodal predictions for one detector (`engine`); `text_only`
     and `image_only` are the engines of its channel-ablation views, when it has them."""
     from ..engine import Condition
+    from ..errors import DataError
 
     memes = engine.dataset.memes
+    pictureless = next((m.id for m in memes if not m.has_picture), None)
+    if pictureless is not None:
+        raise DataError(f"a modality swap pairs each meme's picture with another's caption: meme {pictureless!r} has "
+                        f"no picture (caption-only data)")
     own, partners = np.arange(len(memes)), swap_partners(len(memes), seed)
     pred_clean = engine.predict(Condition()).argmax(1)
     # both directions: each meme's picture with its partner's caption, and its caption with its partner's picture
