@@ -186,3 +186,20 @@ def test_memory_is_flat_in_memes_at_most_a_shard_of_pictures_is_alive(monkeypatc
             assert session.evaluate(MODEL, condition).proba.shape == (memes, 2)
         most[memes] = alive["most"]
     assert most[32] == most[96] <= BATCH + 1  # a shard's pictures (and the first meme's, to size the shards)
+
+
+def test_the_driver_keeps_the_shards_attacked_captions(tmp_path, monkeypatch):
+    """A caption attack's captions come back with its shards: the report's and the counterexamples' captions are
+    read, not computed again by the attack in the driver, alone (before, a failing HotFlip case re-ran it there)."""
+    session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, shard_size=8, feature_cache=False,
+                                        stats=StatsConfig(n_resamples=20)))
+    condition = Condition.parse("text=hotflip@1")
+    session.plan(MODEL, None, condition)
+    session.evaluate(MODEL, condition)
+    engine = session.engine(MODEL, session.data_spec())
+    whole = Engine(engine.detector, engine.dataset, seed=engine.seed, batch_size=8, labels=engine.labels).inputs(
+        "text", "hotflip", 1)
+    monkeypatch.setattr(Engine, "_apply", lambda *args, **keywords: pytest.fail("the driver ran the attack again"))
+    captions = [engine.caption(condition, i) for i in range(16)]
+    assert captions == whole  # the whole-dataset pass's, meme by meme
+    assert sum(a != m.text for a, m in zip(captions, engine.dataset.memes)) >= 8  # the attack did edit them

@@ -629,6 +629,8 @@ class Engine:
         self._sharded_words.update(evaluated.words_changed)
         for side, table in evaluated.attack_records.items():
             self._sharded_attacks.setdefault(side, {}).update(table)
+        for side, captions in evaluated.attacked_captions.items():  # as this engine's own pass would give them
+            self._inputs.setdefault(self._key("text", *side), captions)
         for edit, rows in evaluated.boxless.items():
             self.boxless.setdefault(edit, set()).update(rows)
         for modality, count in evaluated.encoder_calls.items():

@@ -55,6 +55,9 @@ class ShardResult:
     attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
     # condition id -> [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
     samples: dict[str, np.ndarray] = field(default_factory=dict)
+    # (caption attack, severity) -> its memes' attacked captions: the driver keeps them for counterexamples and
+    # reports instead of running the attack again, alone, in its own process
+    attacked_captions: dict[tuple, list[str]] = field(default_factory=dict)
     # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
     # work; `assemble` ignores it, so the report is the same whoever did
     pid: int = field(default_factory=os.getpid)
@@ -71,6 +74,7 @@ class Evaluated:
     encoder_calls: dict[str, int]
     attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
     samples: dict[str, np.ndarray] = field(default_factory=dict)
+    attacked_captions: dict[tuple, list[str]] = field(default_factory=dict)
 
 
 def picture_bytes(engine) -> int:
@@ -200,7 +204,7 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
                            f"(another dataset or --memerobust-limit on this host?)")
     sub = engine.shard(range(task.start, task.stop), attack_memo)
     sub.plan(conditions)
-    outputs, errors, words = {}, {}, {}
+    outputs, errors, words, attacked = {}, {}, {}, {}
     for condition in conditions:
         try:
             outputs[condition.id] = (sub.predict(condition), sub.abstentions.get(condition.id))
@@ -215,10 +219,12 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
             changed = sub.words_changed(condition)
             if changed is not None:
                 words[side] = changed
+        if condition.text and side not in attacked and get_perturbation(condition.text).needs_model:
+            attacked[side] = list(sub.inputs("text", *side))
     boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
     result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls),
                          {side: {task.start + row: record for row, record in table.items()}
-                          for side, table in sub.attack_records().items()}, dict(sub.samples))
+                          for side, table in sub.attack_records().items()}, dict(sub.samples), attacked)
     del sub
     release_freed_memory()
     return result
@@ -269,4 +275,7 @@ def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluat
     samples = {condition.id: np.concatenate([r.samples[condition.id] for r in results])
                for condition in conditions if condition.id in outputs
                and all(condition.id in r.samples for r in results)}
-    return Evaluated(outputs, errors, words, boxless, calls, records, samples)
+    attacked = {side: [caption for r in results for caption in r.attacked_captions[side]]
+                for side in (results[0].attacked_captions if results else {})
+                if all(side in r.attacked_captions for r in results)}
+    return Evaluated(outputs, errors, words, boxless, calls, records, samples, attacked)
