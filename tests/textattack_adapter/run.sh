@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -x .venv-textattack/bin/python ] || python3 -m venv .venv-textattack
-.venv-textattack/bin/pip install --quiet --no-compile -c constraints-textattack.txt -e ".[textattack]"
+.venv-textattack/bin/pip install --quiet -c constraints-textattack.txt -e ".[textattack]"
 echo "textattack adapter: its environment was ready in ${SECONDS} s" >&2
 .venv-textattack/bin/python -m pytest tests/textattack_adapter "$@"
