@@ -114,11 +114,23 @@ def test_the_option_takes_auto_or_a_positive_number(pytester):
 pytest_plugins = ["pytester"]
 
 
-@pytest.mark.parametrize("summary_fails", [False, True], ids=["interrupted", "its-summary-fails"])
-def test_sigterm_mid_shard_ends_a_pool_run_as_interrupted_and_leaves_no_worker(tmp_path, monkeypatch, summary_fails):
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started that are alive now (Linux: /proc/PID/task/*/children)."""
+    from pathlib import Path
+
+    return [int(c) for task in Path(f"/proc/{pid}/task").glob("*") for c in (task / "children").read_text().split()]
+
+
+def _ended(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
+
+
+@pytest.mark.parametrize("ending", ["interrupted", "its-summary-fails", "its-driver-is-killed"])
+def test_a_pool_run_ended_mid_shard_leaves_no_worker(tmp_path, monkeypatch, ending):
     """The driver turns SIGTERM into pytest's interrupted path; closing the pool ends the workers, one of them
     provably inside a shard (executors.hold_for_tests holds it there). Also when the run's last words fail (its
-    log reader gone: every write raises BrokenPipeError): the run ends instead of waiting for the held shard."""
+    log reader gone: every write raises BrokenPipeError): the run ends instead of waiting for the held shard. And a
+    driver killed outright (SIGKILL: nothing of it runs) leaves no worker waiting for it: each ends itself."""
     import json
     import signal
     import subprocess
@@ -139,17 +151,25 @@ def test_sigterm_mid_shard_ends_a_pool_run_as_interrupted_and_leaves_no_worker(t
                             "-k", "rainbow and (typos or gaussian)", f"--memerobust-report={report}"],
                            cwd=tmp_path, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    out, workers = "", []
     try:
         deadline = time.monotonic() + 300
         while not list(hold.glob("shard-0-pid-*")) and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.05)
         held = [int(p.name.rpartition("-")[2]) for p in hold.glob("shard-0-pid-*")]
         assert held and held[0] != run.pid  # a worker evaluated shard 0 and holds it
-        if summary_fails:  # the job's log reader is gone: every write of the run's end raises BrokenPipeError
+        if ending == "its-summary-fails":  # the job's log reader is gone: every write of the run's end raises
             run.stdout.close()
             run.send_signal(signal.SIGTERM)
             run.wait(timeout=120)
-            out = ""
+        elif ending == "its-driver-is-killed":  # the shard stays held: only the worker's own watch can end it
+            workers = _children(run.pid)
+            assert held[0] in workers
+            run.kill()
+            run.wait(timeout=60)
+            deadline = time.monotonic() + 10 * executors.DRIVER_WATCH_S + 5
+            while not all(map(_ended, workers)) and time.monotonic() < deadline:
+                time.sleep(0.1)
         else:
             run.send_signal(signal.SIGTERM)
             out, _ = run.communicate(timeout=120)
@@ -157,9 +177,12 @@ def test_sigterm_mid_shard_ends_a_pool_run_as_interrupted_and_leaves_no_worker(t
         (hold / "hold-0").unlink(missing_ok=True)
         if run.poll() is None:
             run.kill()
-    if not summary_fails:
+    if ending == "interrupted":
         assert run.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
         assert f"memerobust: interrupted: {report}" in out, out[-3000:]
+    if ending == "its-driver-is-killed":
+        assert [pid for pid in workers if not _ended(pid)] == []
+        return
     assert not report.exists() or json.loads(report.read_text())["groups"] == []
     time.sleep(0.5)
-    assert not os.path.exists(f"/proc/{held[0]}") or open(f"/proc/{held[0]}/stat").read().split(") ")[1][0] in "ZX"
+    assert _ended(held[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -21,6 +22,7 @@ from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
 HOLD_ENV = "MEMEROBUST_TEST_HOLD"  # tests only: a folder where actors note and hold shards (see hold_for_tests)
 HOLD_MAX_S = 300.0  # the longest a held shard waits
+DRIVER_WATCH_S = 1.0  # how often a pool worker checks that its driver is alive
 
 
 def make_executor(ray: str | None = None, shard_folder: Path | None = None, gpus: bool = False,
@@ -192,6 +194,16 @@ def _pool_worker_start(progress) -> None:
 
     torch.set_num_threads(RESULT_THREADS)  # the cores are the other workers'
     _pool_progress = progress
+    threading.Thread(target=_end_with_the_driver, args=(os.getppid(),), name="memerobust-driver-watch",
+                     daemon=True).start()
+
+
+def _end_with_the_driver(driver: int) -> None:
+    """A pool worker ends once its driver is gone without closing the pool (SIGKILL, a crash): else it waits for
+    ever on the task queue, whose writing end every worker holds too, so the read never sees the end of it."""
+    while os.getppid() == driver:
+        time.sleep(DRIVER_WATCH_S)
+    os._exit(1)
 
 
 def _pool_engine(recipe):
