@@ -52,7 +52,7 @@ class _Counting(AttackContext):
         super().__init__(base.detector, base.labels, base.image_features, base.images)
         self.queries = 0
 
-    def probabilities(self, captions, rows, batch_size: int = 256):
+    def probabilities(self, captions, rows, batch_size: int | None = None):
         self.queries += len(captions)
         return super().probabilities(captions, rows, batch_size)
 
