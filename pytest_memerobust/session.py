@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pickle
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -146,6 +147,15 @@ def bf16_check(detector, dataset: Dataset) -> dict:
             "passed": mean_abs_diff <= BF16_TOLERANCE["mean_abs_diff"] and agreement >= BF16_TOLERANCE["agreement"]}
 
 
+def _engine_key_to_wire(key: tuple) -> list:
+    """A session's engine key (model, spec, task[, defence][, ("from", source)]) as plain lists."""
+    return [list(part) if isinstance(part, tuple) else part for part in key]
+
+
+def _engine_key_from_wire(key: list) -> tuple:
+    return tuple(tuple(part) if isinstance(part, list) else part for part in key)
+
+
 def engine_in_worker(options: Options, model: str, spec: str, task: str | None, defence: str | None,
                      source: str | None = None) -> Engine:
     """The engine of `model` on `spec` built from `options` in another process (a Ray actor): the same detector,
@@ -165,6 +175,7 @@ class RobustnessSession:
         self._ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
         self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
+        self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
         # pytest-xdist workers lists results in the same order as a single-process run.
         self.position: float = float("inf")
@@ -331,7 +342,19 @@ class RobustnessSession:
                 "reliance": [[list(key), value] for key, value in self.reliance_results.items()],
                 "prompts": [[list(key), value] for key, value in self.prompt_results.items()],
                 "budgets": [[list(key), value] for key, value in self.budget_results.items()],
-                "exports": self.exports}
+                "exports": self.exports, "attacks": self._attacks_to_wire()}
+
+    def _attacks_to_wire(self) -> list[list]:
+        """Per engine, what its attacks fitted and the captions its model-aware caption attacks chose, so the
+        controller's report reads them instead of running the attacks again, alone, on one thread. The memo holds
+        arrays (a UAP's pattern): it travels pickled, between processes of one run."""
+        out = []
+        for key, engine in self._engines.items():
+            memo, captions = engine.attack_memo(), engine.attacked_captions()
+            if memo or captions:
+                out.append([_engine_key_to_wire(key), pickle.dumps(memo, protocol=pickle.HIGHEST_PROTOCOL),
+                            [[name, severity, texts] for (name, severity), texts in captions.items()]])
+        return out
 
     def merge_wire(self, wire: dict) -> None:
         """Add a worker's `to_wire` to this session: the controller's report then covers the whole grid. A result
@@ -356,6 +379,15 @@ class RobustnessSession:
             self.budget_results.setdefault((model, spec), {}).update(value)
         for suite, spec in wire.get("exports", {}).items():
             self.exports.setdefault(suite, spec)
+        for key, memo, captions in wire.get("attacks", []):
+            key = _engine_key_from_wire(key)
+            kept = self._worker_attacks.setdefault(key, ({}, {}))
+            for entry, fitted in pickle.loads(memo).items():
+                kept[0].setdefault(entry, fitted)
+            for name, severity, texts in captions:
+                kept[1].setdefault((name, severity), texts)
+            if key in self._engines:
+                self._engines[key].adopt_attacks(*kept)
         self._worker_cache_stats.append(wire["cache"])
 
     def cache_stats(self) -> dict:
@@ -463,6 +495,8 @@ class RobustnessSession:
                 self._engines[key].share_pictures(self.engine(model, spec, task))
             self._engines[key].plan([c for c in self._planned.get((model, spec), [])
                                      if c.defence == defence and (None if c.source == model else c.source) == source])
+            if key in self._worker_attacks:  # a pytest-xdist controller: what the workers' attacks chose
+                self._engines[key].adopt_attacks(*self._worker_attacks[key])
         return self._engines[key]
 
     def worker_options(self) -> Options:

@@ -64,3 +64,33 @@ def test_merging_keeps_one_clean_result_and_the_collection_order():
 def test_each_worker_gets_its_own_gpu_when_there_are_several(monkeypatch, device, gpus, worker, want):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     assert worker_device(device, worker) == want
+
+
+def test_the_controller_reads_the_workers_attacks_instead_of_running_them_again(monkeypatch):
+    """The controller builds the report's worst examples and the counterexamples from what the workers' attacks
+    chose and fitted (captions, a trigger, a UAP's pattern), carried with their results: before, it ran HotFlip and
+    the fits again, alone, on one thread, for every failing case (seen on PrideMM under -n 2)."""
+    import execnet
+
+    from pytest_memerobust.perturb import attacks, uap
+
+    options = Options(models=("memeblip2-tda",), limit=12, batch_size=8, feature_cache=False,
+                      stats=StatsConfig(n_resamples=20))
+    conditions = [Condition.parse(c) for c in ("text=hotflip@1", "text=universal_trigger@1", "image=uap@1")]
+    worker = RobustnessSession(options)
+    for condition in conditions:
+        worker.plan("memeblip2-tda", None, condition)
+        worker.evaluate("memeblip2-tda", condition)
+    done = worker.engine("memeblip2-tda", worker.data_spec())
+    controller = RobustnessSession(options)
+    controller.merge_wire(execnet.loads(execnet.dumps(worker.to_wire())))  # the trip pytest-xdist makes
+    monkeypatch.setattr(attacks.AttackContext, "probabilities",
+                        lambda *args, **keywords: pytest.fail("the controller queried the detector (an attack ran)"))
+    monkeypatch.setattr(uap, "fit_uap", lambda *args, **keywords: pytest.fail("the controller fitted the UAP"))
+    engine = controller.engine("memeblip2-tda", controller.data_spec())
+    for condition in conditions[:2]:
+        captions = [engine.caption(condition, i) for i in range(12)]
+        assert captions == [done.caption(condition, i) for i in range(12)]
+        assert sum(a != m.text for a, m in zip(captions, engine.dataset.memes)) >= 6  # the attacks did edit them
+    np.testing.assert_array_equal(engine.picture(conditions[2], 3), done.picture(conditions[2], 3))
+    assert not np.array_equal(engine.picture(conditions[2], 3), engine.picture(Condition(), 3))

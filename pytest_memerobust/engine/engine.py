@@ -438,6 +438,21 @@ class Engine:
         """What this engine's attacks fitted (a UAP's pattern, a universal trigger), by the attacks' own keys."""
         return self._attack_memo
 
+    def attacked_captions(self) -> dict[tuple, list[str]]:
+        """(caption attack, severity) -> the captions each model-aware caption attack this engine ran (or its shards
+        ran) gave its memes: what a process that reports without having run them (a pytest-xdist controller) needs
+        for the worst examples and the counterexamples."""
+        return {(key[1], key[2]): list(captions) for key, captions in self._inputs.items()
+                if len(key) == 4 and key[0] == "text" and key[1] is not None and key[3] == id(self)}
+
+    def adopt_attacks(self, memo: dict, captions: dict[tuple, list[str]]) -> None:
+        """What an engine over the same memes fitted (`attack_memo`) and attacked (`attacked_captions`) in another
+        process, kept as if this one had computed it; what this one computed itself stays."""
+        for key, fitted in memo.items():
+            self._attack_memo.setdefault(key, fitted)
+        for side, texts in captions.items():
+            self._inputs.setdefault(self._key("text", *side), texts)
+
     def words_changed(self, condition: Condition) -> np.ndarray | None:
         """Each meme's share of caption words the condition's caption edit changed (distance.py); None without a
         caption edit or when OCR reads the captions."""
@@ -629,8 +644,7 @@ class Engine:
         self._sharded_words.update(evaluated.words_changed)
         for side, table in evaluated.attack_records.items():
             self._sharded_attacks.setdefault(side, {}).update(table)
-        for side, captions in evaluated.attacked_captions.items():  # as this engine's own pass would give them
-            self._inputs.setdefault(self._key("text", *side), captions)
+        self.adopt_attacks({}, evaluated.attacked_captions)  # as this engine's own pass would give them
         for edit, rows in evaluated.boxless.items():
             self.boxless.setdefault(edit, set()).update(rows)
         for modality, count in evaluated.encoder_calls.items():
