@@ -188,6 +188,54 @@ def test_memory_is_flat_in_memes_at_most_a_shard_of_pictures_is_alive(monkeypatc
     assert most[32] == most[96] <= BATCH + 1  # a shard's pictures (and the first meme's, to size the shards)
 
 
+def test_pytest_xdist_workers_split_the_universal_fits_through_their_shared_folder(tmp_path, monkeypatch):
+    """Two workers of one run: the first claims and fits every universal attack nobody claimed, the second reads
+    the fits into its memo and fits nothing (before, every worker fitted every trigger and UAP of its pass); a fit
+    claimed by a process that died is taken over. Both end with the same memo and the same outputs."""
+    import socket
+    import subprocess
+    import sys
+
+    from pytest_memerobust.perturb import attacks, uap
+
+    conditions = [Condition.parse(c) for c in ("text=universal_trigger@1", "text=universal_trigger@2", "image=uap@1")]
+    fits = []
+    find_trigger, fit_uap = attacks.find_trigger, uap.fit_uap
+    monkeypatch.setattr(attacks, "find_trigger", lambda *a, **k: fits.append("trigger") or find_trigger(*a, **k))
+    monkeypatch.setattr(uap, "fit_uap", lambda *a, **k: fits.append("uap") or fit_uap(*a, **k))
+
+    def worker(folder):
+        session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
+                                            feature_cache=False, stats=StatsConfig(n_resamples=20),
+                                            shard_folder=folder))
+        for condition in conditions:
+            session.plan(MODEL, None, condition)
+        outputs = {c.id: session.evaluate(MODEL, c).proba for c in conditions}
+        return outputs, session.engine(MODEL, session.data_spec()).attack_memo()
+
+    first, first_memo = worker(tmp_path / "run")
+    assert sorted(fits) == ["trigger", "trigger", "uap"]
+    fits.clear()
+    second, second_memo = worker(tmp_path / "run")
+    assert fits == []  # every fit read from the first worker's
+    assert first_memo.keys() == second_memo.keys() and len(first_memo) == 3
+    for key, value in first_memo.items():
+        assert np.array_equal(np.asarray(value), np.asarray(second_memo[key]))
+    for condition in conditions:
+        assert np.array_equal(first[condition.id], second[condition.id])
+    # a claim left by a process that is gone, with no fit: fitted here
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    fits_folder = next(f for f in (tmp_path / "run").iterdir() if any(f.glob("*.fit")))
+    for fit in fits_folder.glob("*.fit"):
+        fit.unlink()
+        fit.with_suffix(".claim").write_text(f"{socket.gethostname()} {dead.stdout.strip()}")
+    third, third_memo = worker(tmp_path / "run")
+    assert sorted(fits) == ["trigger", "trigger", "uap"]
+    assert third_memo.keys() == first_memo.keys()
+    for condition in conditions:
+        assert np.array_equal(first[condition.id], third[condition.id])
+
+
 def test_the_driver_keeps_the_shards_attacked_captions(tmp_path, monkeypatch):
     """A caption attack's captions come back with its shards: the report's and the counterexamples' captions are
     read, not computed again by the attack in the driver, alone (before, a failing HotFlip case re-ran it there)."""

@@ -477,31 +477,93 @@ class SharedFolder:
         what = repr((engine.label, [c.id for c in conditions])).encode()
         folder = self.folder / hashlib.sha256(what).hexdigest()[:24]
         folder.mkdir(parents=True, exist_ok=True)
+
+        def read(task):
+            result = _read_result(folder / f"{task.index}.result")
+            if result is not None and tick is not None:
+                tick(len(conditions) * (task.stop - task.start))
+            return result
+
+        yield from self._claimed(tasks, lambda task: folder / f"{task.index}.claim",
+                                 lambda task: self._evaluated(engine, folder, task, conditions, tick), read,
+                                 lambda waiting: f"shards {[task.index for task in waiting]} of {folder}")
+
+    def fit(self, engine, sides: list[tuple], work: int = 0):
+        """Universal attacks split between the workers as the shards are: each fits the sides it claims (the
+        longest first) and leaves what it fitted in the folder; it reads the others' fits into the engine's memo
+        (a fit at one thread gives the same bytes in any process). Before, every worker fitted every side. Yields
+        (side, error or None) as each is had."""
+        import hashlib
+
+        if not sides:
+            return
+        memo = engine.attack_memo()
+        folder = self.folder / hashlib.sha256(repr(("fits", engine.label)).encode()).hexdigest()[:24]
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {side: folder / hashlib.sha256(repr(side).encode()).hexdigest()[:24] for side in sides}
+
+        def read(side):
+            found = _read_result(paths[side].with_suffix(".fit"))
+            if found is None:
+                return None
+            fitted, error = found
+            for key, value in fitted.items():
+                memo.setdefault(key, value)
+            return side, error
+
+        yield from self._claimed(sorted(sides, key=lambda side: -(side[2] or 0)),
+                                 lambda side: paths[side].with_suffix(".claim"),
+                                 lambda side: (side, self._fitted(engine, paths[side], side)), read,
+                                 lambda waiting: f"universal attack fits {waiting} in {folder}")
+
+    def _claimed(self, items: list, claim: Callable, compute: Callable, read: Callable, what: Callable):
+        """Each item's outcome as it is had: `compute(item)` here for each item this process claims (or whose
+        claimant died), else `read(item)` once its claimant has left it there (None until then)."""
         others = []
-        for task in tasks:
-            if _claim(folder / f"{task.index}.claim"):
-                yield self._evaluated(engine, folder, task, conditions, tick)
+        for item in items:
+            if _claim(claim(item)):
+                yield compute(item)
             else:
-                others.append(task)
+                others.append(item)
         deadline = time.monotonic() + self.wait_s
         while others:
             waiting = []
-            for task in others:
-                result = _read_result(folder / f"{task.index}.result")
-                if result is not None:
-                    if tick is not None:
-                        tick(len(conditions) * (task.stop - task.start))
-                    yield result
-                elif not _claimant_alive(folder / f"{task.index}.claim"):  # it died: the shard is ours now
-                    yield self._evaluated(engine, folder, task, conditions, tick)
+            for item in others:
+                found = read(item)
+                if found is not None:
+                    yield found
+                elif not _claimant_alive(claim(item)):  # it died: the item is ours now
+                    yield compute(item)
                 else:
-                    waiting.append(task)
+                    waiting.append(item)
             others = waiting
             if others:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"shards {[t.index for t in others]} of {folder} were claimed by a worker "
-                                       f"that gave no result in {self.wait_s:.0f} s")
+                    raise RuntimeError(f"{what(others)} were claimed by a worker that gave no result in "
+                                       f"{self.wait_s:.0f} s")
                 time.sleep(self.POLL_S)
+
+    @staticmethod
+    def _fitted(engine, path: Path, side: tuple) -> Exception | None:
+        """Fit `side` into the engine's memo here, and leave its new entries (and its error) at `path`.fit."""
+        import pickle
+
+        from ..atomic import atomic_path
+
+        memo = engine.attack_memo()
+        known, error = set(memo), None
+        try:
+            engine.shard(range(0, 1)).inputs(*side)
+        except Exception as failure:
+            error = failure
+        fitted = {key: value for key, value in memo.items() if key not in known}
+        try:
+            payload = pickle.dumps((fitted, error), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an error that does not pickle: the others get its text (else they would wait for ever)
+            payload = pickle.dumps((fitted, RuntimeError(f"{type(error).__name__}: {error}")))
+        with atomic_path(path.with_suffix(".fit")) as tmp:
+            Path(tmp).write_bytes(payload)
+        return error
 
     def close(self) -> None:
         """Nothing to let go: the controller removes the run's folder once every worker is done."""
@@ -547,7 +609,8 @@ def _claimant_alive(path: Path) -> bool:
     return True
 
 
-def _read_result(path: Path) -> ShardResult | None:
+def _read_result(path: Path):
+    """A shard's result (or a fit's) another process left at `path`; None while there is none."""
     import pickle
 
     try:
