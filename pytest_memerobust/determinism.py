@@ -106,3 +106,10 @@ def fixed_shapes():
 def shapes_fixed() -> bool:
     """Whether the caller is inside `fixed_shapes` (an encoder pads its captions to its full length then)."""
     return _FIXED_SHAPES.get()
+
+
+def device_type(computes) -> str:
+    """'cpu', 'cuda', ...: the kind of device `computes` (a detector or an engine: its `device`, a torch.device or a
+    string such as 'cuda:1'; none is a CPU) computes on. The same bytes are promised per kind of device, and what is
+    chosen per kind (autocast, batch and shard sizes, the feature cache's namespace) is chosen from this."""
+    return str(getattr(computes, "device", "cpu")).split(":")[0]

@@ -46,7 +46,7 @@ def junit_properties(result) -> list[tuple[str, str]]:
 
 class SuiteFile(pytest.File):
     def collect(self):
-        from .stash import DISABLED_HINT, session_of
+        from .stash import session_of
         from .suite import load_suite
 
         suite = load_suite(self.path)

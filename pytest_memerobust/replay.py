@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .determinism import device_type
 from .errors import MemeRobustError
 
 FORMAT = "pytest-memerobust-counterexamples/1"
@@ -134,7 +135,7 @@ def _image_side_names(engine, condition) -> list[str]:
 def _made_on(engine) -> dict:
     import torch
 
-    return {"device": str(engine.device).split(":")[0], "torch": torch.__version__}
+    return {"device": device_type(engine), "torch": torch.__version__}
 
 
 def picture_store(manifest: Path) -> Path:

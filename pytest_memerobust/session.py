@@ -20,7 +20,7 @@ from .data.meme import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError, ModeNotRead
-from .engine.features import FEATURE_MEMORY_MIB, FeatureStore, detector_feature_store
+from .engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detector_feature_store
 from .engine.executors import make_executor
 from .engine.shards import ShardRunner
 from .judge.results import ConditionResult, StatsConfig
@@ -391,18 +391,14 @@ class RobustnessSession:
         self._worker_cache_stats.append(wire["cache"])
 
     def cache_stats(self) -> dict:
-        """Inputs encoded, served from memory and read from disk, per modality, over every model's store (and, on a
-        pytest-xdist controller, every worker's)."""
-        counts = [dataclasses.asdict(store.stats) for store in self._feature_stores.values()]
-        counts += self._worker_cache_stats
-        total = {kind: {"image": 0, "text": 0} for kind in ("encoded", "memory_hits", "disk_hits")}
-        for count in counts:
-            for kind, per_modality in total.items():
-                for modality, n in count[kind].items():
-                    per_modality[modality] += n
-        total["rejected_files"] = sum(count["rejected_files"] for count in counts)
-        total["dropped"] = sum(count.get("dropped", 0) for count in counts)
-        return total
+        """Inputs encoded, served from memory and read from disk, per modality, over every model's store, the stores
+        of the worker processes that evaluated shards (--memerobust-workers, Ray actors) and, on a pytest-xdist
+        controller, every worker's."""
+        total = CacheStats()
+        for counts in [store.stats for store in self._feature_stores.values()] + self._worker_cache_stats + [
+                getattr(self.executor, "worker_stats", CacheStats())]:
+            total.add(counts)
+        return dataclasses.asdict(total)
 
     def cache_summary(self) -> str:
         t = self.cache_stats()

@@ -521,3 +521,27 @@ def test_ablation_views_share_clean_features_but_not_attacked_captions():
     attacked = [k for k in base._inputs if k[1] == "hotflip"]
     assert len(attacked) == 2 and {k[-1] for k in attacked} == {id(base), id(view)}  # attacked once per view
     assert base.inputs("text", "hotflip", 1) is not view.inputs("text", "hotflip", 1)
+
+
+class _QueryRecorder:
+    """A detector that records the caption batches an attack's queries reach it in; its class probability is a
+    function of the caption alone, so answers can be checked against their captions."""
+
+    def __init__(self, device):
+        self.device, self.batches = device, []
+
+    def predict_proba(self, pictures, captions):
+        self.batches.append(list(captions))
+        p = np.array([len(c) / 100.0 for c in captions])
+        return np.stack([1 - p, p], axis=1)
+
+
+@pytest.mark.parametrize("device, batch", [("cpu", 32), ("cuda:1", 256), (torch.device("cpu"), 32)])
+def test_an_attacks_queries_go_shortest_first_in_batches_of_the_devices_size_and_come_back_in_order(device, batch):
+    captions = [("word " * (k * 37 % 61)).strip() or "x" for k in range(300)]
+    detector = _QueryRecorder(device)
+    proba = AttackContext(detector, np.zeros(300, dtype=int)).probabilities(captions, list(range(300)))
+    np.testing.assert_array_equal(proba[:, 1], [len(c) / 100.0 for c in captions])  # each answer at its query
+    assert [len(b) for b in detector.batches] == [batch] * (300 // batch) + ([300 % batch] if 300 % batch else [])
+    sent = [c for b in detector.batches for c in b]
+    assert sorted(sent) == sorted(captions) and [len(c) for c in sent] == sorted(len(c) for c in captions)

@@ -38,7 +38,7 @@ def _evaluate(tmp_path, workers: int) -> tuple[dict, RobustnessSession]:
 def one_process(tmp_path_factory):
     out, session = _evaluate(tmp_path_factory.mktemp("one"), workers=1)
     assert session.executor is None
-    return out
+    return out, session.cache_stats()
 
 
 def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process_gives(one_process, tmp_path,
@@ -59,11 +59,19 @@ def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process
         workers = session.executor.worker_pids()
         # the trigger and the UAP fitted side by side in the workers, then every shard there
         assert "3 shards of 1 pass (and 2 universal attack fits) ran on 2 worker processes" in session.executor.note()
+        # the run's note counts what the workers encoded, though this process encoded nothing: about what one
+        # process encodes (each worker's store is its own, so an input met in two workers' shards counts twice)
+        assert [store.stats.encoded for store in session._feature_stores.values()] == [{"image": 0, "text": 0}]
+        stats, one_process_stats = session.cache_stats(), one_process[1]
+        for modality, n in one_process_stats["encoded"].items():
+            assert n > 0 and 0.8 * n <= stats["encoded"][modality] <= 1.25 * n, (modality, stats, one_process_stats)
+        assert f"encoded {stats['encoded']['image']} pictures and {stats['encoded']['text']} captions" in (
+            session.cache_summary())
     finally:
         session.close()
     assert len(who) == 3 and os.getpid() not in who and set(who) <= set(workers)
     for condition in KINDS:
-        assert out[condition] == one_process[condition], condition
+        assert out[condition] == one_process[0][condition], condition
     assert out["text=hotflip@1"][1]["words_changed"] > 0  # the attack ran, in the workers
     for pid in workers:  # closed: the workers are gone
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -48,10 +49,15 @@ def one_process(tmp_path_factory):
 
 
 def test_a_local_ray_cluster_reports_what_one_process_reports(one_process, tmp_path):
-    code, report, _ = _run(tmp_path, "local", "--memerobust-ray=local:2")
+    code, report, out = _run(tmp_path, "local", "--memerobust-ray=local:2")
     assert code == one_process[0]
     assert len(report["cases"]) == len(one_process[1]["cases"]) > 100
     assert comparable(report) == comparable(one_process[1])
+    # the run's note counts what the actors encoded, not only the driver: about what the other run encoded (each
+    # process's store is its own, so an input met in two processes' shards counts twice)
+    encoded = [re.search(r"encoded (\d+) pictures and (\d+) captions", text).groups() for text in (out, one_process[2])]
+    for ray_run, other in zip(*encoded):
+        assert int(other) > 0 and 0.8 * int(other) <= int(ray_run) <= 1.25 * int(other), encoded
 
 
 def _free_port() -> int:

@@ -17,7 +17,7 @@ import numpy as np
 from ..data.meme import Dataset
 from ..data.text_boxes import TEXT_BOXES
 from ..detectors.base import is_split
-from ..determinism import fixed_threads
+from ..determinism import device_type, fixed_threads
 from ..data.digests import input_digests
 from .features import FeatureStore, HeldArrays, pack_digests, unpack_digests
 from ..perturb import get as get_perturbation
@@ -443,7 +443,8 @@ class Engine:
         ran) gave its memes: what a process that reports without having run them (a pytest-xdist controller) needs
         for the worst examples and the counterexamples."""
         return {(key[1], key[2]): list(captions) for key, captions in self._inputs.items()
-                if len(key) == 4 and key[0] == "text" and key[1] is not None and key[3] == id(self)}
+                if key[0] == "text" and key[1] is not None and get_perturbation(key[1]).needs_model
+                and key == self._key("text", key[1], key[2])}
 
     def adopt_attacks(self, memo: dict, captions: dict[tuple, list[str]]) -> None:
         """What an engine over the same memes fitted (`attack_memo`) and attacked (`attacked_captions`) in another
@@ -629,8 +630,7 @@ class Engine:
             return contextlib.nullcontext()
         import torch
 
-        device = str(getattr(self.detector, "device", "cpu")).split(":")[0]
-        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+        return torch.autocast(device_type=device_type(self.detector), dtype=torch.bfloat16)
 
     def planned(self) -> list[Condition]:
         """The conditions this engine was told it will be asked for (`plan`), clean first."""

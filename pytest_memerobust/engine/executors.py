@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import ConfigError
+from .features import CacheStats
 from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here
 
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
@@ -68,6 +69,7 @@ class LocalPool:
     def __init__(self, workers: int, min_work: int | None = None):
         self.workers, self.min_work = workers, min_work  # None: POOL_MIN_WORK
         self.passes = self.shards = self.fits = 0  # what the pool did in this run (for the run's notes)
+        self.worker_stats = CacheStats()  # what the shards did to the workers' feature stores (the run's note)
         self._pool = None
         self._progress = None  # the workers' (memes done) messages, for the driver's bar
 
@@ -109,7 +111,9 @@ class LocalPool:
                 done, pending = wait(pending, timeout=POOL_POLL_S, return_when=FIRST_COMPLETED)
                 self._drain(tick)
                 for future in done:
-                    yield future.result()  # a shard's own failure (not a condition's) ends the pass here
+                    result = future.result()  # a shard's own failure (not a condition's) ends the pass here
+                    self.worker_stats.add(result.store_stats)
+                    yield result
             self._drain(tick)
         finally:
             for future in pending:  # an interrupted or failed pass: the shards not yet started are dropped
@@ -339,6 +343,7 @@ class RayActors:
         self.ray = ray
         address, local_cpus = parse_ray_target(target)
         self.target, self.gpus, self.cpus = target, gpus, cpus
+        self.worker_stats = CacheStats()  # what the shards did to the actors' feature stores (the run's note)
         self.started_here = False
         if not ray.is_initialized():
             if address not in (None, "auto"):
@@ -402,6 +407,7 @@ class RayActors:
             result = ray.get(done[0])
             if tick is not None:
                 tick(len(conditions) * (tasks_by_index[result.index].stop - tasks_by_index[result.index].start))
+            self.worker_stats.add(result.store_stats)
             yield result
             if todo:
                 running[actor.evaluate.remote(shared, todo.pop(0))] = actor

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..atomic import atomic_path
 from ..data.digests import input_digests
-from ..determinism import fixed_shapes
+from ..determinism import device_type, fixed_shapes
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 MODALITIES = ("image", "text")
@@ -83,6 +83,22 @@ class CacheStats:
     rejected_files: int = 0  # corrupt, truncated or foreign files found and replaced
     dropped: int = 0  # inputs' features dropped from memory to stay within the bound (read again from disk)
 
+    def since(self, before: "CacheStats") -> "CacheStats":
+        """What was counted after `before` (a copy of these counts taken earlier)."""
+        return CacheStats(**{name: ({m: n - getattr(before, name).get(m, 0) for m, n in value.items()}
+                                    if isinstance(value, dict) else value - getattr(before, name))
+                             for name, value in vars(self).items()})
+
+    def add(self, other: "CacheStats | Mapping") -> None:
+        """Count `other`'s counts too (another store's, or a worker process's as `asdict` sent them)."""
+        for name, value in (vars(other) if isinstance(other, CacheStats) else other).items():
+            if isinstance(value, Mapping):
+                counts = getattr(self, name)
+                for modality, n in value.items():
+                    counts[modality] = counts.get(modality, 0) + n
+            else:
+                setattr(self, name, getattr(self, name) + value)
+
 
 def encoder_namespaces(detector, precision: str) -> tuple[dict[str, str], bool]:
     """(namespace per modality, whether features under it may be kept between runs). A detector that says what its
@@ -91,7 +107,7 @@ def encoder_namespaces(detector, precision: str) -> tuple[dict[str, str], bool]:
     weights (an untrained detector's random weights are not the same next run)."""
     import torch
 
-    run = {"precision": precision, "device": str(getattr(detector, "device", "cpu")).split(":")[0],
+    run = {"precision": precision, "device": device_type(detector),
            "torch": torch.__version__}
     fingerprints = getattr(detector, "encoder_fingerprints", None)
     if callable(fingerprints):

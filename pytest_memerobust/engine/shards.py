@@ -15,14 +15,17 @@ keyed by shard and put back in meme order, so every executor, worker count and s
 """
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..determinism import device_type
 from ..perturb import get as get_perturbation
 from .conditions import Condition
 from .engine import PROGRESS_MIN_INPUTS, progress_bar
+from .features import CacheStats
 
 PICTURE_BUDGET_MIB = 16  # decoded clean pictures of one shard, at most; a side being perturbed takes 10-30x
 # that (float copies, keyed noise drawn with int64 hashes, the next side prefetched)
@@ -58,6 +61,9 @@ class ShardResult:
     # (caption attack, severity) -> its memes' attacked captions: the driver keeps them for counterexamples and
     # reports instead of running the attack again, alone, in its own process
     attacked_captions: dict[tuple, list[str]] = field(default_factory=dict)
+    # what the shard did to its process's feature store (inputs encoded, reused, read from disk): a worker process's
+    # counts reach the run's note this way (executors.py); in the run's own process they are already in its store
+    store_stats: CacheStats = field(default_factory=CacheStats)
     # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
     # work; `assemble` ignores it, so the report is the same whoever did
     pid: int = field(default_factory=os.getpid)
@@ -93,7 +99,7 @@ def shard_memes(engine, size: int | None = None, budget_mib: int = PICTURE_BUDGE
     if size is None:
         one = picture_bytes(engine)
         size = len(engine.ids) if one == 0 else budget_mib * 2**20 // one
-        if not engine.device.startswith("cuda"):
+        if device_type(engine) != "cuda":
             size = min(size, CPU_SHARD_BATCHES * batch)
     return max(batch, size // batch * batch)
 
@@ -204,7 +210,8 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
                            f"(another dataset or --memerobust-limit on this host?)")
     sub = engine.shard(range(task.start, task.stop), attack_memo)
     sub.plan(conditions)
-    outputs, errors, words, attacked = {}, {}, {}, {}
+    outputs, errors, words = {}, {}, {}
+    before = copy.deepcopy(sub.features.stats)
     for condition in conditions:
         try:
             outputs[condition.id] = (sub.predict(condition), sub.abstentions.get(condition.id))
@@ -219,12 +226,11 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
             changed = sub.words_changed(condition)
             if changed is not None:
                 words[side] = changed
-        if condition.text and side not in attacked and get_perturbation(condition.text).needs_model:
-            attacked[side] = list(sub.inputs("text", *side))
     boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
     result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls),
                          {side: {task.start + row: record for row, record in table.items()}
-                          for side, table in sub.attack_records().items()}, dict(sub.samples), attacked)
+                          for side, table in sub.attack_records().items()}, dict(sub.samples),
+                         sub.attacked_captions(), sub.features.stats.since(before))
     del sub
     release_freed_memory()
     return result

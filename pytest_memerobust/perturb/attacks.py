@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..atomic import atomic_write_text
+from ..determinism import device_type
 from .registry import register
 from .text import _check_caption
 
@@ -53,7 +54,7 @@ class AttackContext:
         tenth beyond 87). The order depends on the captions alone, so every process batches them alike."""
         det, rows, captions = self.detector, list(rows), list(captions)
         if batch_size is None:
-            batch_size = QUERY_BATCH["cuda" if "cuda" in str(getattr(det, "device", "cpu")) else "cpu"]
+            batch_size = QUERY_BATCH["cuda" if device_type(det) == "cuda" else "cpu"]
         order = sorted(range(len(captions)), key=lambda k: len(captions[k]))
         out = []
         for k in range(0, len(order), batch_size):

@@ -156,7 +156,7 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             lines.append(f"<td class='l' colspan='4'>{_e(regression_line(r))}</td>")
         rest = [v for v in violations if not any(v is w for w in shown)]
         if rest:
-            lines.append(f"<td class='l note' colspan='4'>also past a limit within noise: " + "; ".join(
+            lines.append("<td class='l note' colspan='4'>also past a limit within noise: " + "; ".join(
                 f"{_e(brief(w))} {_e(x)} ({_e(lim)}, CI {_e(ci)})"
                 for w, x, lim, ci in (violation_parts(v) for v in rest)) + "</td>")
         if not lines and case.get("message"):  # a test that is not a suite case: its failure message
