@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 from ..errors import ConfigError
 from .features import CacheStats
-from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here
+from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here, fit_side
 
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
 HOLD_ENV = "MEMEROBUST_TEST_HOLD"  # tests only: a folder where actors note and hold shards (see hold_for_tests)
@@ -232,12 +232,8 @@ def _fit_in_pool_worker(shared: bytes, side: tuple) -> tuple[dict, Exception | N
     import pickle
 
     recipe, memo = pickle.loads(shared)
-    known = set(memo)
-    try:
-        _pool_engine(recipe).shard(range(0, 1), attack_memo=memo).inputs(*side)
-    except Exception as error:
-        return {}, error
-    return {key: value for key, value in memo.items() if key not in known}, None
+    fitted, error = fit_side(_pool_engine(recipe), side, memo)
+    return ({} if error is not None else fitted), error
 
 
 def parse_ray_target(value: str) -> tuple[str | None, int | None]:
@@ -556,13 +552,7 @@ class SharedFolder:
 
         from ..atomic import atomic_path
 
-        memo = engine.attack_memo()
-        known, error = set(memo), None
-        try:
-            engine.shard(range(0, 1)).inputs(*side)
-        except Exception as failure:
-            error = failure
-        fitted = {key: value for key, value in memo.items() if key not in known}
+        fitted, error = fit_side(engine, side)
         try:
             payload = pickle.dumps((fitted, error), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # an error that does not pickle: the others get its text (else they would wait for ever)

@@ -191,15 +191,22 @@ def fitted_before_shards(engine, conditions: list[Condition], progress: bool = F
     return failed
 
 
+def fit_side(engine, side: tuple, memo: dict | None = None) -> tuple[dict, Exception | None]:
+    """One universal attack side fitted on the engine's first meme into `memo` (default: the engine's own attack
+    memo): (the entries the fit added to it, error or None). Every executor fits through this, here or in a worker."""
+    memo = engine.attack_memo() if memo is None else memo
+    known, error = set(memo), None
+    try:
+        engine.shard(range(0, 1), attack_memo=memo).inputs(*side)
+    except Exception as failure:
+        error = failure
+    return {key: value for key, value in memo.items() if key not in known}, error
+
+
 def fit_here(engine, sides: list[tuple]):
     """Each universal attack side fitted in this process, into the engine's memo: yields (side, error or None)."""
     for side in sides:
-        try:
-            engine.shard(range(0, 1)).inputs(*side)
-        except Exception as error:
-            yield side, error
-        else:
-            yield side, None
+        yield side, fit_side(engine, side)[1]
 
 
 def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_memo: dict | None = None, tick=None) -> ShardResult:
