@@ -173,6 +173,8 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         session.config.workeroutput["memerobust"] = rs.to_wire()
         return
+    if session.config.option.collectonly:  # nothing ran: no verdict, no report that claims one
+        return
     if rs.options.models and rs.options.replay is None and exitstatus != pytest.ExitCode.USAGE_ERROR:
         from .judge.verdict import run_verdict
 
