@@ -33,6 +33,7 @@ def _train_allowed(args) -> int:
         raise MemeRobustError(f"--out {out}: checkpoints are written as safetensors; name it "
                               f"{out.with_suffix('.safetensors').name}")
     refuse_shipped(out, given=args.out is not None)
+    name = trained_card_name(out, card.name, args.name) if args.out is not None else card.name
     train_spec, val_spec = args.train, args.val
     data = args.data if args.data is not None or train_spec or val_spec or not args.demo else "demo"
     if data is not None:  # --demo rebuilds the shipped weights, which are trained on the demo memes
@@ -46,7 +47,6 @@ def _train_allowed(args) -> int:
             demo = "; or --demo to train on the card's small demo backbone" if card.demo and not args.demo else ""
             raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
     import torch
-    from tqdm import tqdm
 
     from .data import load_dataset
     from .detectors import load_detector
@@ -67,32 +67,95 @@ def _train_allowed(args) -> int:
     if not args.quiet:
         print(f"encoding {len(train)} + {len(val)} memes once (the backbone is frozen), then {hyper['epochs']} epochs",
               file=sys.stderr)
-    bar = tqdm(total=hyper["epochs"], desc=f"train {card.name}", unit="epoch", disable=args.quiet)
+    shown = Progress(disabled=args.quiet)
+
+    def encoding(what, n, total):
+        shown.advance(f"encoding {what}", n, total, unit="input")
 
     def progress(row):
-        bar.update(1)
-        bar.set_postfix(loss=f"{row['loss']:.4f}", val_auroc=f"{row['val_auroc']:.4f}",
-                        val_acc=f"{row['val_accuracy']:.4f}", val_f1=f"{row['val_macro_f1']:.4f}")
+        shown.advance(f"training {card.name}", 1, hyper["epochs"], unit="epoch", at=row["epoch"],
+                      loss=f"{row['loss']:.4f}", val_auroc=f"{row['val_auroc']:.4f}",
+                      val_acc=f"{row['val_accuracy']:.4f}", val_f1=f"{row['val_macro_f1']:.4f}")
 
     state_path = out.with_suffix(".train-state.pt")
     if not args.resume:
         state_path.unlink(missing_ok=True)
     cache_dir = None if args.no_cache else Path(args.cache_dir)
-    result = train_head(detector, train, val, task=task, seed=args.seed, progress=progress,
-                        state_path=state_path, on_encoded=lambda: bar.reset(total=hyper["epochs"]),
-                        cache_dir=cache_dir, **hyper)
-    bar.close()
+    try:
+        result = train_head(detector, train, val, task=task, seed=args.seed, progress=progress,
+                            state_path=state_path, encoding=encoding, cache_dir=cache_dir, **hyper)
+    finally:
+        shown.close()
     cached = result.feature_cache
     if cached:
         read, encoded = sum(cached["disk_hits"].values()), sum(cached["encoded"].values())
         where = f"the feature cache in {cache_dir}" if cache_dir else "no feature cache (--no-cache)"
         print(f"encoded {encoded} inputs and read {read} from {where}: features are kept by backbone, so every "
               f"head on this backbone reuses them")
-    save_trained(detector, out, card, result, hyper, write_card=args.out is not None)
+    save_trained(detector, out, card, result, hyper, write_card=args.out is not None, name=name)
     state_path.unlink(missing_ok=True)
-    written = [out.name, out.with_suffix(".metrics.json").name] + ([out.with_suffix(".card.toml").name] if args.out else [])
+    written = [out.name, out.with_suffix(".metrics.json").name] + (
+        [f"{out.with_suffix('.card.toml').name} (card {name!r})"] if args.out else [])
     print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); wrote {', '.join(written)} in {out.parent}")
     return 0
+
+
+class Progress:
+    """What `train` shows while it encodes and trains, on standard error: on a terminal a bar per stage (tqdm);
+    elsewhere (a CI log, a file) a plain line each time a stage is another EVERY percent further, so a log gets a
+    few lines, not a stream of carriage returns. One stage at a time: a new description ends the last one."""
+
+    EVERY = 10  # percent between two plain lines
+
+    def __init__(self, stream=None, disabled: bool = False):
+        self.stream, self.disabled = stream if stream is not None else sys.stderr, disabled
+        self.terminal = not disabled and callable(getattr(self.stream, "isatty", None)) and self.stream.isatty()
+        self.stage, self.done, self.shown, self.bar = None, 0, -1, None
+
+    def advance(self, stage: str, n: int, total: int, unit: str = "input", at: int | None = None, **postfix) -> None:
+        """`n` more of `total` done in `stage` (or `at`: that many done in all), with `postfix` figures."""
+        if self.disabled:
+            return
+        if stage != self.stage:
+            self.close()
+            self.stage, self.done, self.shown = stage, 0, -1
+            if self.terminal:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc=stage, unit=unit, file=self.stream, mininterval=0.5)
+        step = (at - self.done) if at is not None else n
+        self.done += step
+        if self.bar is not None:
+            self.bar.update(step)
+            if postfix:
+                self.bar.set_postfix(postfix)
+            return
+        percent = 100 * self.done // max(total, 1)
+        if percent // self.EVERY > self.shown:  # the first batch, then each further EVERY percent
+            self.shown = percent // self.EVERY
+            figures = "".join(f", {k} {v}" for k, v in postfix.items())
+            print(f"{stage}: {self.done} of {total} {unit}s ({percent}%){figures}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.bar, self.stage = None, None
+
+
+def trained_card_name(out: Path, source: str, given: str | None = None) -> str:
+    """The name of the card `train --out` writes: `--name`, else the checkpoint's file name without its suffix
+    (`minilm.safetensors` -> `minilm`). A name a registered card has (the one trained from, say) gets `-trained`:
+    test ids name a card given by path by its card's name, so it must not pass for the shipped card."""
+    from .detectors import available_cards
+
+    taken = {*available_cards(), source}
+    if given is not None:
+        if given in taken or not given.strip():
+            raise MemeRobustError(f"--name {given!r}: " + ("a name is needed" if not given.strip() else
+                                  "a registered card has that name; the card train writes needs a name of its own"))
+        return given
+    name = out.stem
+    return f"{name}-trained" if name in taken else name
 
 
 # The paper's recipe (AdamW lr 1e-4, weight decay 1e-4, 10 epochs, batch 16): what a card's [training] table (and,
@@ -490,6 +553,8 @@ def main(argv=None) -> int:
                             "card shipped inside a package: pass --out)")
     train.add_argument("--out", help="checkpoint path (.safetensors); metrics and a card are written beside it; never "
                                      "inside the installed package")
+    train.add_argument("--name", help="the name of the card written beside the checkpoint (default: the --out "
+                       "file's name without .safetensors; a registered card's name gets -trained)")
     train.add_argument("--init", help="start from the weights of this checkpoint")
     train.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
     train.add_argument("--task")
@@ -505,7 +570,8 @@ def main(argv=None) -> int:
                        help="where encoded features are kept, by backbone, for later heads and pytest runs (default: "
                             "the plugin's, .pytest_cache/d/memerobust)")
     train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
-    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--quiet", action="store_true", help="no progress (by default a bar on a terminal while it "
+                       "encodes and trains, else a line every 10%%, on standard error)")
     train.add_argument("--allow-outside-paths", dest="allow_outside_paths", action="store_true",
                        help="let the data's image paths lead outside its folder")
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "

@@ -104,3 +104,69 @@ def test_train_demo_with_its_defaults_rebuilds_the_shipped_weights_exactly(tmp_p
     assert metrics["best_epoch"] == shipped_metrics["best_epoch"]
     assert [row["val_accuracy"] for row in metrics["history"]] == \
         [row["val_accuracy"] for row in shipped_metrics["history"]]
+
+
+def test_train_shows_its_progress_while_encoding_and_training_in_plain_lines_off_a_terminal(tmp_path, capsys):
+    """Issue 49: 8 minutes of encoding with no sign of life. Off a terminal (capsys is not one) the encoding of each
+    split and the epochs are plain lines, one per further 10%, ending at 100%; no carriage returns in a CI log."""
+    out = tmp_path / "mine.safetensors"
+    assert cli_main(["train", "demo", "--demo", "--out", str(out), "--epochs", "2", "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    for stage in ("encoding demo:train pictures", "encoding demo:train captions", "encoding demo:val pictures",
+                  "encoding demo:val captions"):
+        mine = [line for line in lines if line.startswith(stage + ":")]
+        assert mine and mine[-1].endswith("(100%)") and len(mine) <= 11, (stage, mine)
+    assert [line.split(",")[0] for line in lines if line.startswith("training demo:")] == [
+        "training demo: 1 of 2 epochs (50%)", "training demo: 2 of 2 epochs (100%)"]
+    assert "val_auroc" in lines[-1] and "\r" not in err
+
+
+def test_train_quiet_shows_no_progress(tmp_path, capsys):
+    assert cli_main(["train", "demo", "--demo", "--out", str(tmp_path / "q.safetensors"), "--epochs", "1",
+                     "--no-cache", "--quiet"]) == 0
+    assert "encoding" not in capsys.readouterr().err
+
+
+def test_progress_on_a_terminal_is_a_bar_per_stage():
+    import io
+
+    from pytest_memerobust.cli import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    shown = Progress(stream)
+    for _ in range(3):
+        shown.advance("encoding demo:train captions", 64, 192)
+    shown.advance("training demo", 1, 2, unit="epoch", at=1, loss="0.5")
+    shown.close()
+    text = stream.getvalue()
+    assert "\r" in text and "encoding demo:train captions: 100%" in text and "192/192" in text
+    assert "training demo" in text and "loss=0.5" in text and "of 192 inputs" not in text
+
+
+def test_the_card_train_writes_records_the_recipe_that_ran_under_a_name_of_its_own(tmp_path, capsys):
+    """Issue 49: a 5-epoch run wrote `epochs = 10` (the card's default) and the shipped card's name, so two trained
+    cards passed for the shipped one in test ids."""
+    out = tmp_path / "mine.safetensors"
+    assert cli_main(["train", "demo", "--demo", "--out", str(out), "--epochs", "2", "--lr", "0.002", "--no-cache",
+                     "--quiet"]) == 0
+    assert "mine.card.toml (card 'mine')" in capsys.readouterr().out
+    written = load_card(out.with_suffix(".card.toml"))
+    assert written.name == "mine"
+    assert written.training == {"lr": 0.002, "weight_decay": 1e-4, "epochs": 2, "batch_size": 16}
+    # named after a registered card, it gets a name of its own; --name names it
+    again = tmp_path / "demo.safetensors"
+    assert cli_main(["train", "demo", "--demo", "--out", str(again), "--epochs", "1", "--no-cache", "--quiet"]) == 0
+    assert load_card(again.with_suffix(".card.toml")).name == "demo-trained"
+    assert cli_main(["train", "demo", "--demo", "--out", str(again), "--epochs", "1", "--no-cache", "--quiet",
+                     "--name", "run-7"]) == 0
+    assert load_card(again.with_suffix(".card.toml")).name == "run-7"
+    capsys.readouterr()
+    assert cli_main(["train", "demo", "--demo", "--out", str(tmp_path / "x.safetensors"), "--name", "memeclip",
+                     "--quiet"]) == 2
+    assert "--name 'memeclip': a registered card has that name" in capsys.readouterr().err
+    assert not (tmp_path / "x.safetensors").exists()

@@ -836,9 +836,9 @@ def test_cli_train_custom_card_writes_a_card(tmp_path, small_demo_data, memes):
     written = out.with_suffix(".card.toml")
     assert out.is_file() and out.with_suffix(".metrics.json").is_file() and written.is_file()
     det = load_detector(str(written))
-    assert det.card.name == "tiny-tda" and det.card.checkpoint == "y.safetensors"
+    assert det.card.name == "y" and det.card.checkpoint == "y.safetensors"  # named after its checkpoint
     assert det.checkpoint.samefile(out) and det.params["map_dim"] == 32 and det.params["tda"] is True
-    assert det.card.training["batch_size"] == 16  # the card keeps its defaults; the run's are in the metrics
+    assert det.card.training["batch_size"] == 8  # the recipe that ran, as in the metrics
     assert json.loads(out.with_suffix(".metrics.json").read_text())["hyperparameters"]["batch_size"] == 8
     np.testing.assert_array_equal(proba_of(det, memes), proba_of(load_detector(str(card_path), checkpoint=out), memes))
 

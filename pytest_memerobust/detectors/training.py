@@ -9,7 +9,7 @@ epoch and resumes from it, so an interrupted run continues where it stopped and 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -80,28 +80,37 @@ def check_training_data(train: Dataset, val: Dataset, task: str, classes) -> Non
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
 
 
-def _features(detector, dataset: Dataset, store: FeatureStore):
+def _features(detector, dataset: Dataset, store: FeatureStore, encoding=None):
+    """`encoding(what, n, total)` after each batch encoded (`what`: e.g. `demo:train captions`); inputs read
+    from the cache are not encoded, and not counted."""
     import torch
 
+    def tick(what: str):
+        return None if encoding is None else lambda n, total: encoding(f"{dataset.name} {what}", n, total)
+
     if callable(getattr(detector, "encode_pairs", None)):  # a prompted model's probe: picture and caption read together
-        return _pair_features(detector, dataset), torch.zeros((len(dataset), 0))
+        return _pair_features(detector, dataset, tick("memes")), torch.zeros((len(dataset), 0))
 
     needs_images = "image" in getattr(detector, "modalities", ("image", "text"))
-    images = (store.features("image", [m.image for m in dataset.memes], detector.encode_images, ENCODE_BATCH_SIZE)
+    images = (store.features("image", [m.image for m in dataset.memes], detector.encode_images, ENCODE_BATCH_SIZE,
+                             tick("pictures"))
               if needs_images else np.zeros((len(dataset), 0), dtype=np.float32))
-    texts = store.features("text", [m.text for m in dataset.memes], detector.encode_texts, ENCODE_BATCH_SIZE)
+    texts = store.features("text", [m.text for m in dataset.memes], detector.encode_texts, ENCODE_BATCH_SIZE,
+                           tick("captions"))
     return torch.as_tensor(images), torch.as_tensor(texts)
 
 
-def _pair_features(detector, dataset: Dataset):
+def _pair_features(detector, dataset: Dataset, progress=None):
     """A probe's features (the model's hidden state after the prompt, one per meme), encoded in memory: they depend
     on the prompt as well as the model, which the backbone-keyed feature cache does not tell apart."""
     import torch
 
-    memes = dataset.memes
-    chunks = [detector.encode_pairs([m.picture(detector.device) for m in memes[i : i + ENCODE_BATCH_SIZE]],
-                                    [m.text for m in memes[i : i + ENCODE_BATCH_SIZE]])
-              for i in range(0, len(memes), ENCODE_BATCH_SIZE)]
+    memes, chunks = dataset.memes, []
+    for i in range(0, len(memes), ENCODE_BATCH_SIZE):
+        batch = memes[i : i + ENCODE_BATCH_SIZE]
+        chunks.append(detector.encode_pairs([m.picture(detector.device) for m in batch], [m.text for m in batch]))
+        if progress is not None:
+            progress(len(batch), len(memes))
     return torch.cat(chunks).clone()  # out of inference mode: the head's training reads them with autograd on
 
 
@@ -114,21 +123,23 @@ def _save_state(path: Path, state: dict) -> None:
 
 def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
                weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
-               state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None) -> TrainingResult:
+               state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None,
+               encoding=None) -> TrainingResult:
     """AdamW on the head only; keep the weights of the epoch with the best validation AUROC. `on_encoded()` is
-    called once the one-off encoding of both splits is done, so a progress bar can time the epochs alone.
-    `cache_dir`: where the frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`);
-    None keeps them in memory."""
+    called once the one-off encoding of both splits is done, so a progress bar can time the epochs alone;
+    `encoding(what, n, total)` after each batch of it (`what`: the split and its inputs, `demo:train captions`),
+    `progress(row)` after each epoch. `cache_dir`: where the frozen features are kept and looked up (the test
+    runs' `--memerobust-cache-dir`); None keeps them in memory."""
     import torch
 
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     module, device = detector.head_module, detector.device
     store = detector_feature_store(detector, "fp32", cache_dir)  # training encodes without autocast
-    xi, xt = (t.to(device) for t in _features(detector, train, store))
+    xi, xt = (t.to(device) for t in _features(detector, train, store, encoding))
     multilabel = is_multilabel(detector)
     y = torch.as_tensor(train.labels(task), device=device)
-    vi, vt = (t.to(device) for t in _features(detector, val, store))
+    vi, vt = (t.to(device) for t in _features(detector, val, store, encoding))
     y_val = val.labels(task)
     if on_encoded:
         on_encoded()
@@ -181,9 +192,10 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
 
 
 def save_trained(detector, path: Path, card, result: TrainingResult, hyperparameters: dict,
-                 write_card: bool = True) -> None:
-    """Next to each other: the checkpoint (safetensors; metadata says what it needs), the metrics and (unless the
-    checkpoint belongs to an existing card) a card pointing at it."""
+                 write_card: bool = True, name: str | None = None) -> None:
+    """Next to each other: the checkpoint (safetensors; metadata says what it needs, `card` the card it was trained
+    from), the metrics and (unless the checkpoint belongs to an existing card) a card pointing at it, named `name`
+    (default: the card's), whose [training] is the recipe that ran."""
     path = Path(path)
     summary = {"card": card.name, "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc,
                "hyperparameters": hyperparameters}
@@ -191,7 +203,8 @@ def save_trained(detector, path: Path, card, result: TrainingResult, hyperparame
     atomic_write_text(path.with_suffix(".metrics.json"),
                       json.dumps({**asdict(result), "hyperparameters": hyperparameters}, indent=2) + "\n")
     if write_card:
-        atomic_write_text(path.with_suffix(".card.toml"), card_toml(card, checkpoint=path.name))
+        trained = replace(card, name=name or card.name, training={**card.training, **hyperparameters})
+        atomic_write_text(path.with_suffix(".card.toml"), card_toml(trained, checkpoint=path.name))
 
 
 def _toml_value(value) -> str:
