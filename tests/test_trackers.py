@@ -289,3 +289,25 @@ def test_an_interrupted_run_logs_nothing_to_the_trackers_and_says_so(pytester, o
     assert "memerobust: interrupted: nothing logged to MLflow or W&B (1 of 3 cases ran)" in result.stdout.str()
     assert mlflow.MlflowClient(tracking_uri=uri).get_experiment_by_name("pytest-memerobust") is None
     assert not (offline_wandb / "wandb").exists() or not list((offline_wandb / "wandb").glob("offline-run-*"))
+
+
+def test_two_csv_files_log_to_one_experiment_under_names_of_their_own():
+    """Issue 49: every csv file's figures were `<model>/csv/...`, so a second csv dataset overwrote the first's in
+    one experiment. A generic file's name (its stem, sanitised) is part of the key; the key is read off the spec's
+    text only, the same on every machine."""
+
+    def report(spec, name):
+        result = {"model": "m", "dataset": spec, "condition": "clean", "kind": "clean",
+                  "metrics": {"accuracy": 0.5}, "metrics_ci": {}}
+        return {"groups": [{"model": "m", "label": "m", "dataset": spec, "clean": result, "results": []}],
+                "datasets": {spec: {"name": name}}}
+
+    first = names.report_metrics(report("csv:/data/hateful dev?.csv:test", "csv:test"))
+    second = names.report_metrics(report("csv:/elsewhere/pridemm.csv:test", "csv:test"))
+    assert list(first) == ["m/csv-hateful dev_:test/clean/accuracy"]
+    assert list(second) == ["m/csv-pridemm:test/clean/accuracy"]
+    assert names.report_metrics(report("/data/x.jsonl", "jsonl")) == {"m/jsonl-x/clean/accuracy": 0.5}
+    assert names.report_metrics(report(r"csv:C:\data\a.csv", "csv")) == {"m/csv-a/clean/accuracy": 0.5}
+    assert list(names.report_metrics(report("pridemm:/data/PrideMM:test", "pridemm:test"))) == [
+        "m/pridemm:test/clean/accuracy"]  # a named loader's name says which dataset: unchanged
+    assert all(MLFLOW_KEY.match(k) for k in [*first, *second])

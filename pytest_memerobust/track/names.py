@@ -6,7 +6,9 @@ A figure's name is `<model>/<dataset>/<condition>/<figure>`, e.g. `memeblip2-tda
 comparison under `gate/` and `<model>/<dataset>/<condition>/gate_<rule>_...`. The `/` is a section in both trackers'
 UIs. Names use only what MLflow allows in a key (letters, digits, `_ - . / space :`), at most 250 characters:
 - the model is its label in the report (`demo:text`), the dataset its loader's name (`pridemm:test`, machine
-  independent: the spec's path is not part of it; the spec itself where two of the run's datasets share a name);
+  independent: the spec's folder is not part of it); a generic csv/jsonl file, which any dataset may be, adds its
+  file's name without the suffix (`csv:/data/hateful_dev.csv:test` -> `csv-hateful_dev:test`), so two files log to
+  one experiment under names of their own; the spec itself where two of the run's datasets still share a name;
 - a condition id maps as the case's pytest name does: each side `text=NAME@S` / `image=NAME@S` / `prompt=NAME@S`
   becomes `NAME-S` (a perturbation's name belongs to one modality), `defence=A,B` becomes `defence-A_B`,
   `from=MODEL` `from-MODEL`, and the sides are joined by ` x ` (a perturbation name has no space, so two conditions
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 from ..report.outline import finite
 from ..judge.results import METRIC_NAMES as METRICS
@@ -77,11 +80,29 @@ def model_labels(report: dict) -> dict[str, str]:
     return labels
 
 
+GENERIC_LOADERS = ("csv", "jsonl")  # data/loaders.py's loaders of any dataset: their name says not which
+
+
+def dataset_name(spec: str, name: str) -> str:
+    """A dataset's name in the run's names: `name` (its loader's: `pridemm:test`), with a generic loader's file
+    name (without its suffix) after the loader's: `csv:/data/hateful_dev.csv:test` -> `csv-hateful_dev:test`. Read
+    off the spec's text alone (the same on every machine, whether the file is there or not)."""
+    loader, _, split = name.partition(":")
+    if loader not in GENERIC_LOADERS:
+        return name
+    path = spec.removeprefix(f"{loader}:")
+    if split:
+        path = path.removesuffix(f":{split}")
+    stem = re.split(r"[\\/]", path)[-1]
+    stem = stem[: -len(Path(stem).suffix)] if Path(stem).suffix else stem
+    return f"{loader}-{stem}" + (f":{split}" if split else "") if stem else name
+
+
 def dataset_keys(report: dict) -> dict[str, str]:
-    """Dataset spec -> its name in the run's names: the loader's name, or the spec where two share a name."""
+    """Dataset spec -> its name in the run's names (`dataset_name`), or the spec where two share a name."""
     datasets = report.get("datasets") or {}
     specs = list(dict.fromkeys([*datasets, *(g["dataset"] for g in report.get("groups") or [])]))
-    names = {spec: (datasets.get(spec) or {}).get("name") or spec for spec in specs}
+    names = {spec: dataset_name(spec, (datasets.get(spec) or {}).get("name") or spec) for spec in specs}
     shared = {n for n in names.values() if list(names.values()).count(n) > 1}
     return {spec: spec if name in shared else name for spec, name in names.items()}
 
