@@ -224,11 +224,13 @@ def summary(terminalreporter, config) -> None:
         _say(tr, b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
         for line in baseline_notes(b):  # the error control, the power, conditions only one side has
             _say(tr, line)
-    tr.write_sep("=", "memerobust verdict", red=not verdict["passed"], green=verdict["passed"])
+    undecided = bool(verdict.get("interrupted") or verdict.get("no_verdict"))  # neither PASSED nor FAILED
+    tr.write_sep("=", "memerobust verdict", red=not verdict["passed"] and not undecided, yellow=undecided,
+                 green=verdict["passed"])
     for line in verdict_lines(verdict):
-        last = line.startswith(("PASSED", "FAILED", "INTERRUPTED"))
-        _say(tr, line, bold=last, red=last and not verdict["passed"] and not verdict.get("interrupted"),
-             yellow=last and bool(verdict.get("interrupted")), green=last and verdict["passed"])
+        last = line.startswith(("PASSED", "FAILED", "INTERRUPTED", "NO VERDICT"))
+        _say(tr, line, bold=last, red=last and not verdict["passed"] and not undecided,
+             yellow=last and undecided, green=last and verdict["passed"])
     from .track.outputs import written_line
 
     written = config.stash.get(REPORT_LINES_KEY, [])

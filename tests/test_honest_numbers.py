@@ -22,3 +22,107 @@ def test_a_collect_only_run_prints_no_verdict_and_writes_no_report(pytester, tmp
     assert "tests collected" in out or "test collected" in out
     assert "memerobust verdict" not in out and "PASSED" not in out and "FAILED" not in out
     assert not report.exists()
+
+
+# --- 2: the banner, the tables and the verdict line count the same things under the same names -----------------
+
+def _record(name, verdict, family="typos", shortfall=0.0, relative=None, what="flip rate", outcome=None):
+    violations = [] if verdict in ("pass", "skipped") else [
+        {"what": what, "value": 0.1 + shortfall, "limit": 0.1, "comparison": "<=", "ci": [0.1, 0.5],
+         "sure": verdict == "fail for sure", "fails": verdict == "fail for sure"}]
+    return {"nodeid": f"s::m::{name}", "model": "m", "dataset": "demo", "suite": "s", "family": family,
+            "condition": name, "outcome": outcome or {"pass": "passed", "skipped": "skipped",
+                                                      "fail within noise": "passed"}.get(verdict, "failed"),
+            "verdict": verdict, "violations": violations, "regressions": [], "regressed": False,
+            "decision": "confident", "p_value": None, "fdr_survives": None, "relative_accuracy": relative,
+            "skip_reason": "m does not read the image" if verdict == "skipped" else None}
+
+
+def _raised(name):
+    from pytest_memerobust.judge.verdict import record_from_report
+
+    where = {"model": "m", "dataset": "demo", "suite": "s", "condition": name, "family": "typos"}
+    return record_from_report(f"s::m::{name}", "failed", [("memerobust.where", json.dumps(where)),
+                                                        ("memerobust.error", "ValueError"),
+                                                        ("memerobust.line", "ValueError: boom")], None)
+
+
+def test_an_error_is_counted_as_an_error_in_the_banner_the_tables_and_the_verdict_line():
+    from pytest_memerobust.report.html import to_html
+    from pytest_memerobust.report.markdown import markdown
+    from pytest_memerobust.report.outline import verdict_lines as report_lines
+
+    records = ([_record(f"sure-{i}", "fail for sure", shortfall=0.2) for i in range(3)]
+               + [_record(f"noise-{i}", "fail within noise", shortfall=0.1) for i in range(6)]
+               + [_raised(f"raised-{i}") for i in range(3)])
+    verdict = run_verdict(records, gate="thresholds", baseline=None)
+    (m,) = verdict["models"]
+    assert (m["fail for sure"], m["fail within noise"], m["error"], m["pass"]) == (3, 6, 3, 0)
+    assert all(r["verdict"] == "error" for r in records[-3:])
+    assert verdict["summary"] == ("m: 9 of 9 cases below their thresholds (3 for sure), 3 more raised an error "
+                                  "(ValueError ×3)")
+    assert verdict_lines(verdict)[0] == ("m: 12 cases: 0 pass, 3 fail for sure, 6 fail within noise, "
+                                         "3 raised an error")
+    report = {"verdict": verdict, "cases": records, "groups": []}
+    assert "m: 12 cases: ✗ 3 fail for sure · ~ 6 fail within noise · ! 3 raised an error · ✓ 0 pass" in "\n".join(
+        report_lines(report))
+    page = to_html(report)
+    assert "<th>raised an error</th>" in page and "✗ 3<" in page and "! 3<" in page and "✗ 6" not in page
+    assert "| m | 12 | 3 | 6 | 3 | 0 | 0 |" in markdown(report)
+
+
+# --- 3: a family's worst case is one notion ---------------------------------------------------------------------
+
+def test_the_family_table_and_the_verdict_name_the_same_worst_case():
+    """Two cases failing for sure: `far` is furthest past its limit, `drop` lost more accuracy. The rule, once:
+    the worst verdict, then the largest violation, then the lowest relative accuracy (the largest drop)."""
+    from pytest_memerobust.report.outline import family_summaries
+
+    records = [_record("far", "fail for sure", shortfall=0.4, relative=0.9),
+               _record("drop", "fail for sure", shortfall=0.1, relative=0.6),
+               _record("ok-1", "pass", family="jpeg", relative=0.95),
+               _record("ok-2", "pass", family="jpeg", relative=0.8)]
+
+    def row(condition, accuracy):
+        return {"condition": condition, "kind": "text", "metrics": {"accuracy": accuracy},
+                "clean_metrics": {"accuracy": 1.0}, "flip_rate": 1 - accuracy}
+
+    report = {"groups": [{"label": "m", "model": "m", "dataset": "demo", "suite": "s",
+                          "results": [row("far", 0.9), row("drop", 0.6), row("ok-1", 0.95), row("ok-2", 0.8)]}],
+              "cases": records}
+    verdict = run_verdict(records, gate="thresholds", baseline=None)
+    (summary,) = family_summaries(report)
+    worst = {f["family"]: f["worst_record"]["condition"] for f in summary["families"]}
+    assert worst == {"typos": "far", "jpeg": "ok-2"}
+    assert [(w["family"], w["condition"]) for w in verdict["models"][0]["weakest_families"]] == [("typos", "far")]
+    from pytest_memerobust.judge.verdict import worst_case
+
+    assert worst_case(records[:2])["condition"] == "far"
+
+
+# --- 6: skipped cases never make a run green on their own -------------------------------------------------------
+
+def test_a_run_whose_cases_all_skipped_has_no_verdict_in_any_rendering():
+    from pytest_memerobust.report.html import to_html
+    from pytest_memerobust.report.markdown import markdown
+
+    records = [_record(f"case-{i}", "skipped") for i in range(10)]
+    verdict = run_verdict(records, gate="thresholds", baseline=None)
+    assert verdict["passed"] is False and verdict["no_verdict"].startswith("every case skipped (10 of 10)")
+    last = verdict_lines(verdict)[-1]
+    assert last.startswith("NO VERDICT: every case skipped (10 of 10)") and "PASSED" not in last
+    report = {"verdict": verdict, "cases": records, "groups": []}
+    assert "NO VERDICT" in to_html(report) and "PASS" not in to_html(report)
+    assert "NO VERDICT" in markdown(report) and "PASS" not in markdown(report)
+    assert run_verdict([], gate="thresholds", baseline=None)["no_verdict"] == "no robustness case ran"
+
+
+def test_a_pass_on_few_cases_says_how_many_skipped():
+    records = [_record("ran", "pass")] + [_record(f"case-{i}", "skipped") for i in range(9)]
+    verdict = run_verdict(records, gate="thresholds", baseline=None)
+    assert verdict["passed"] is True
+    assert verdict_lines(verdict)[-1] == ("PASSED: no robustness tests failed the gate (--memerobust-gate=thresholds), "
+                                          "but 9 of 10 cases skipped (only 1 ran)")
+    few = run_verdict(records[:1] + records[1:2] + [_record(f"more-{i}", "pass") for i in range(3)],
+                      gate="thresholds", baseline=None)
+    assert verdict_lines(few)[-1].endswith("(--memerobust-gate=thresholds); 1 of 5 cases skipped")

@@ -114,6 +114,10 @@ def skipped_record(nodeid: str, where: dict, reason: str) -> dict:
 
 
 WEAKEST = 5  # families named per model in the run's verdict
+# The verdicts a case record can carry, each counted per model under its own name: disjoint, they add up to the
+# model's cases. `error`: the case raised instead of being measured (it fails the run, but no threshold was
+# checked, so it is never counted as `fail for sure`).
+COUNTED = ("pass", "fail for sure", "fail within noise", "error", "skipped")
 
 
 def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q,
@@ -142,8 +146,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     models = []
     for model in dict.fromkeys(r["model"] for r in records):
         mine = [r for r in records if r["model"] == model]
-        count = {v: sum(r["verdict"] == v for r in mine) for v in ("pass", "fail for sure", "fail within noise",
-                                                                    "skipped")}
+        count = {v: sum(r["verdict"] == v for r in mine) for v in COUNTED}
         models.append({"model": model, "cases": len(mine), **count,
                        "failed": sum(r["outcome"] == "failed" for r in mine),
                        "regressed": sum(r["regressed"] for r in mine),
@@ -160,12 +163,40 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
         summary_of_gate = {"path": str(baseline), **summarize(
             rows, new=new, missing=[name for name in baseline_conditions if name not in ran])}
     failed = [r["nodeid"] for r in records if r["outcome"] == "failed"]
-    return {"passed": not failed and not interrupted, "gate": gate,
-            "summary": _interrupted_prefix(interrupted, len(records), collected)
-            + _summary_line(models, summary_of_gate, gate),
+    skipped = skipped_cases(records)
+    no_verdict = None if interrupted else _no_verdict(records)
+    summary = (f"no verdict: {no_verdict}" if no_verdict is not None else
+               _interrupted_prefix(interrupted, len(records), collected) + _summary_line(models, summary_of_gate, gate)
+               + (f"; {skipped['text']}" if skipped else ""))
+    return {"passed": not failed and not interrupted and no_verdict is None, "gate": gate, "summary": summary,
             "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
-            "interrupted": interrupted, "cases_run": len(records), "cases_collected": collected,
+            "interrupted": interrupted, "no_verdict": no_verdict, "skipped": skipped,
+            "cases_run": len(records), "cases_collected": collected,
             "errors": [r["nodeid"] for r in records if r.get("error")]}
+
+
+def skipped_cases(records: list[dict]) -> dict | None:
+    """How many of the run's cases skipped, None when none did: `most` when more than half did, so that a run which
+    passes on the few cases that ran says so (`9 of 10 cases skipped (only 1 ran)`)."""
+    n, k = len(records), sum(r["outcome"] == "skipped" for r in records)
+    if not k:
+        return None
+    most = 2 * k > n
+    return {"cases": n, "skipped": k, "most": most,
+            "text": f"{k} of {n} cases skipped" + (f" (only {n - k} ran)" if most and k < n else "")}
+
+
+def _no_verdict(records: list[dict]) -> str | None:
+    """Why a finished run has no verdict (it neither passed nor failed its gate), or None: no robustness case ran
+    (none was selected), or every case skipped. pytest exits 0 on such a run, as on any run whose tests all skipped;
+    the verdict only refuses to call it PASSED."""
+    if not records:
+        return "no robustness case ran"
+    if all(r["outcome"] == "skipped" for r in records):
+        reasons = Counter(r.get("skip_reason") for r in records if r.get("skip_reason"))
+        return (f"every case skipped ({len(records)} of {len(records)})"
+                + (f"; e.g. {reasons.most_common(1)[0][0]}" if reasons else ""))
+    return None
 
 
 def cases_ran_text(ran: int, collected: int | None) -> str:
@@ -177,34 +208,69 @@ def _interrupted_prefix(interrupted: bool, ran: int, collected: int | None) -> s
     return f"interrupted: {cases_ran_text(ran, collected)}, no verdict; so far " if interrupted else ""
 
 
+VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3, "error": 4}  # worse is larger
+
+
+def _shortfall(v: dict) -> float:
+    """How far a recorded violation is past its limit (1 where its value is undefined)."""
+    if v["value"] != v["value"]:
+        return 1.0
+    return v["limit"] - v["value"] if v["comparison"] == ">=" else v["value"] - v["limit"]
+
+
+def worst_violation(record: dict) -> dict | None:
+    """The violation that decides a case: a sure one first, then the one furthest past its limit."""
+    return max(record.get("violations") or [], key=lambda v: (bool(v["sure"]), _shortfall(v)), default=None)
+
+
+def severity(record: dict) -> tuple:
+    """How bad a measured case is, larger worse: its verdict (fail for sure > fail within noise > pass), then how
+    far its deciding violation is past the limit, then how low its relative robustness of accuracy is (within one
+    model and dataset, the same order as the largest accuracy drop: what ranks cases that meet every threshold)."""
+    v = worst_violation(record)
+    relative = record.get("relative_accuracy")
+    return (VERDICT_RANK.get(record.get("verdict"), 0), _shortfall(v) if v else 0.0,
+            -relative if isinstance(relative, (int, float)) and relative == relative else float("-inf"))
+
+
+def worst_case(records: list[dict]) -> dict | None:
+    """The worst case among `records` (one family's): the one rule behind the verdict's weakest families and the
+    reports' per-family "worst case". Among the cases measured (not skipped, not raised), the largest `severity`;
+    ties go to the first that ran. None when no case was measured."""
+    measured = [r for r in records if r.get("outcome") != "skipped" and r.get("verdict") not in ("skipped", "error")]
+    return max(measured, key=severity, default=None)
+
+
 def _weakest_families(records: list[dict]) -> list[dict]:
-    """Per family its worst case (the largest shortfall of a violation, failing first): up to WEAKEST families with
-    a violation, worst first."""
-    worst: dict[str, tuple] = {}
-    for r in records:
-        for v in r["violations"]:
-            shortfall = 1.0 if v["value"] != v["value"] else (
-                v["limit"] - v["value"] if v["comparison"] == ">=" else v["value"] - v["limit"])
-            key = (v["sure"], shortfall)
-            if r["family"] not in worst or key > worst[r["family"]][0]:
-                worst[r["family"]] = (key, {"family": r["family"], "condition": r["condition"], "verdict": r["verdict"],
-                                            "what": v["what"], "value": v["value"], "limit": v["limit"]})
-    ranked = sorted(worst.values(), key=lambda kv: kv[0], reverse=True)
+    """Per family its worst case (`worst_case`) when that case violates a threshold: up to WEAKEST families, worst
+    first, each with the deciding violation."""
+    worst = []
+    for family in dict.fromkeys(r["family"] for r in records):
+        case = worst_case([r for r in records if r["family"] == family])
+        v = worst_violation(case) if case is not None else None
+        if v is not None:
+            worst.append((severity(case), {"family": family, "condition": case["condition"],
+                                           "verdict": case["verdict"], "what": v["what"], "value": v["value"],
+                                           "limit": v["limit"]}))
+    ranked = sorted(worst, key=lambda kv: kv[0], reverse=True)
     return [entry for _, entry in ranked[:WEAKEST]]
 
 
 def _summary_line(models: list[dict], gate_summary: dict | None, gate: str) -> str:
+    """Per model: how many measured cases are below their thresholds (`fail for sure` + `fail within noise`, the
+    first of them said), then how many more raised an error: the same disjoint counts, under the same names, as
+    the terminal's count line and the reports' tables (COUNTED)."""
     parts = []
     for m in models:
         errors = m.get("errors") or {}
-        ran, raised = m["cases"] - m["skipped"], sum(errors.values())
+        ran, raised = m["cases"] - m["skipped"], m["error"]
         kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors.items())
         if raised and raised == ran:
             parts.append(f"{m['model']}: every case ({ran}) raised an error instead of a measurement ({kinds})")
             continue
-        bad = m["fail for sure"] + m["fail within noise"] - raised  # an error counts as failing for sure
+        bad = m["fail for sure"] + m["fail within noise"]
         parts.append(f"{m['model']}: {bad} of {ran - raised} cases below their thresholds "
-                     f"({m['fail for sure'] - raised} for sure)"
+                     f"({m['fail for sure']} for sure)"
                      + ("" if gate in ("thresholds", "both") else ", not gating")
                      + (f", {raised} more raised an error ({kinds})" if raised else ""))
     if gate_summary is not None:
@@ -225,6 +291,8 @@ def record_from_report(nodeid: str, outcome: str, properties, reason: str | None
     if "memerobust.case" in p:
         record = json.loads(p["memerobust.case"])
         record["outcome"] = outcome
+        relative = p.get("memerobust.relative_robustness.accuracy")  # what ranks a family's passing cases
+        record["relative_accuracy"] = None if relative is None else float(relative)
         if outcome == "xfailed":
             record["not_gating"] = reason
         return record
@@ -233,7 +301,8 @@ def record_from_report(nodeid: str, outcome: str, properties, reason: str | None
         "condition": nodeid.rpartition("::")[2], "family": p.get("memerobust.suite")}
     if outcome == "skipped":
         return skipped_record(nodeid, where, reason or "")
-    verdict = {"passed": "pass", "failed": "fail for sure", "xfailed": "fail for sure"}[outcome]
+    verdict = "error" if p.get("memerobust.error") else {"passed": "pass", "failed": "fail for sure",
+                                                          "xfailed": "fail for sure"}[outcome]
     return {"nodeid": nodeid, **where, "outcome": outcome, "verdict": verdict, "skip_reason": None,
             "message": p.get("memerobust.line") or None, "error": p.get("memerobust.error"),
             "violations": [], "regressions": [], "regressed": False,

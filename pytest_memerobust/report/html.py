@@ -11,8 +11,9 @@ import html
 import re
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_MEANING,
-                      VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief, case_of,
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_LABELS,
+                      VERDICT_MEANING, VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief, case_of,
+                      model_counts,
                       confidence_level, counts, counts_text, has_verdict, number, p_value, partial_note,
                       regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
@@ -20,7 +21,8 @@ from .plots import budget_plot, group_plots, to_svg
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, prompt_summary, prompt_table,
                      reliance_table, render, transfer_table, unanswered)
 
-_CLASS = {"fail for sure": "sure", "fail within noise": "noise", "pass": "pass", "skipped": "skip", NO_VERDICT: "none"}
+_CLASS = {"fail for sure": "sure", "fail within noise": "noise", "error": "error", "pass": "pass", "skipped": "skip",
+          NO_VERDICT: "none"}
 
 # Fonts with glyphs for look-alike letters (Cyrillic, Greek, mathematical letters) and symbols, before the system's:
 # a caption edit drawn as empty boxes is an edit nobody can see.
@@ -96,7 +98,8 @@ def _short(condition: str) -> str:
 
 
 def _chip(verdict: str, text: str | None = None, title: str | None = None) -> str:
-    label = text if text is not None else (f"{MARKS.get(verdict, '?')} {verdict}" if verdict in MARKS else verdict)
+    label = text if text is not None else (f"{MARKS.get(verdict, '?')} {VERDICT_LABELS[verdict]}" if verdict in MARKS
+                                           else verdict)
     tip = title or VERDICT_MEANING.get(verdict, "")
     return f'<span class="chip v-{_CLASS.get(verdict, "none")}" title="{_e(tip)}">{_e(label)}</span>'
 
@@ -190,13 +193,14 @@ def _models_table(models: list[dict]) -> str:
     regressions = any("regressed" in m for m in models) and any(m.get("regressed") for m in models)
     rows = []
     for m in models:
-        cells = "".join(f"<td class='count'>{_chip(v, f'{MARKS[v]} {int(m.get(v, 0) or 0)}')}</td>"
-                        if m.get(v) else "<td class='count zero'>0</td>" for v in VERDICTS)
+        c = model_counts(m)
+        cells = "".join(f"<td class='count'>{_chip(v, f'{MARKS[v]} {c[v]}')}</td>"
+                        if c[v] else "<td class='count zero'>0</td>" for v in VERDICTS)
         rows.append(f"<tr><td><b>{_e(m.get('model', ''))}</b></td><td>{int(m.get('cases', 0) or 0)}</td>{cells}"
                     f"<td><b>{int(m.get('failed', 0) or 0)}</b></td>"
                     + (f"<td>{int(m.get('regressed', 0) or 0)}</td>" if regressions else "") + "</tr>")
     return ("<div class='scroll'><table class='models'><tr><th class='l'>model</th><th>cases</th>"
-            + "".join(f"<th>{_e(v)}</th>" for v in VERDICTS) + "<th>failed the run</th>"
+            + "".join(f"<th>{_e(VERDICT_LABELS[v])}</th>" for v in VERDICTS) + "<th>failed the run</th>"
             + ("<th>regressed</th>" if regressions else "") + "</tr>" + "".join(rows) + "</table></div>")
 
 
@@ -491,7 +495,7 @@ def _worst(group: dict, cases: list[dict]) -> str:
 
 def _group_section(group: dict, cases: list[dict], anchor: str, level: str = "95%") -> str:
     c = counts(cases)
-    status = (f"<p>{len(cases)} cases: " + " ".join(_chip(v, f"{MARKS[v]} {c[v]} {v}") for v in VERDICTS
+    status = (f"<p>{len(cases)} cases: " + " ".join(_chip(v, f"{MARKS[v]} {c[v]} {VERDICT_LABELS[v]}") for v in VERDICTS
                                                     if c[v] or v == "pass")
               + f" · <b>{c['failed']} failed the run</b></p>" + legend()) if cases else (
         f"<p class='note'>{NO_VERDICT}</p>")

@@ -8,8 +8,9 @@ from __future__ import annotations
 import html
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
-from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICTS, baseline_cells,
-                      baseline_notes, brief, case_of, counts, counts_text, has_verdict, number, partial_note,
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_LABELS, VERDICTS,
+                      baseline_cells, baseline_notes, brief, case_of, counts, counts_text, has_verdict, model_counts,
+                      number, partial_note,
                       p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
                       signed, slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import FIGURE_NAMES, report_plots
@@ -58,7 +59,7 @@ def caption_pair(before: str, after: str) -> tuple[str, str]:
 
 
 def _verdict_cell(verdict: str) -> str:
-    return f"{MARKS.get(verdict, '?')} {verdict}"
+    return f"{MARKS.get(verdict, '?')} {VERDICT_LABELS.get(verdict, verdict)}"
 
 
 def _deciding(violations: list[dict]) -> list[dict]:
@@ -126,10 +127,11 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
     if models:  # most failing first, as the suites
         models = sorted(models, key=lambda m: (-int(m.get("failed", 0) or 0), -int(m.get("fail for sure", 0) or 0),
                                                -int(m.get("fail within noise", 0) or 0)))
-        out.append(table(["model", "cases", *(f"{MARKS[v]} {v}" for v in VERDICTS), "failed the run"],
+        out.append(table(["model", "cases", *(f"{MARKS[v]} {VERDICT_LABELS[v]}" for v in VERDICTS),
+                          "failed the run"],
                          [[cell(m.get("model", "")), str(m.get("cases", 0)),
-                           *(str(m.get(v, 0)) for v in VERDICTS), f"**{m.get('failed', 0)}**"] for m in models],
-                         {1, 2, 3, 4, 5, 6}))
+                           *(str(model_counts(m)[v]) for v in VERDICTS), f"**{m.get('failed', 0)}**"]
+                          for m in models], set(range(1, len(VERDICTS) + 3))))
         families = [(m.get("model", ""), f) for m in models for f in m.get("weakest_families") or []]
         if families:
             out.append("**Weakest perturbation families** (worst first)")

@@ -7,15 +7,20 @@ from __future__ import annotations
 import math
 import re
 
+from ..judge.verdict import VERDICT_RANK, worst_case  # noqa: F401  (re-exported: the renderers rank by it)
+
 # The verdicts of a case as thresholds.verdict and the run name them, worst first, with the mark each wears beside
 # its colour (so the verdict reads without colour too).
-VERDICTS = ("fail for sure", "fail within noise", "pass", "skipped")
-MARKS = {"fail for sure": "✗", "fail within noise": "~", "pass": "✓", "skipped": "–"}
+VERDICTS = ("fail for sure", "fail within noise", "error", "pass", "skipped")
+MARKS = {"fail for sure": "✗", "fail within noise": "~", "error": "!", "pass": "✓", "skipped": "–"}
+# what a count of each verdict is called, the same in the terminal, the reports and the run's summary line
+VERDICT_LABELS = {v: v for v in VERDICTS} | {"error": "raised an error"}
 NO_VERDICT = "no verdict recorded"
 VERDICT_MEANING = {
     "fail for sure": "the whole interval is past a limit: another seed would fail it too",
     "fail within noise": "the value is past a limit but its interval straddles it (fails only when the suite "
                          "decides on the point estimate)",
+    "error": "raised an error instead of a measurement: no threshold was checked, and the case fails the run",
     "pass": "every threshold met",
     "skipped": "not run (e.g. the detector does not read that channel)",
 }
@@ -23,6 +28,7 @@ VERDICT_MEANING = {
 PALETTE = {
     "fail for sure": ("#c62828", "#ffd6d3"),
     "fail within noise": ("#b45309", "#ffe9a8"),
+    "error": ("#8250df", "#eadcff"),
     "pass": ("#1b7c36", "#d3f3dc"),
     "skipped": ("#6e7781", "#e8ebef"),
     NO_VERDICT: ("#57606a", "#eef0f3"),
@@ -45,10 +51,13 @@ def has_verdict(report: dict) -> bool:
 
 
 def verdict_word(verdict: dict) -> tuple[str, str, str]:
-    """(word, mark, the verdict whose colour it wears): PASS, FAIL, or INTERRUPTED for a run that did not finish
-    (no verdict: it neither passed nor failed its gate, and must not read as either)."""
+    """(word, mark, the verdict whose colour it wears): PASS, FAIL, INTERRUPTED for a run that did not finish, or
+    NO VERDICT for one that measured nothing (every case skipped): neither passed nor failed its gate, and must not
+    read as either."""
     if verdict.get("interrupted"):
         return "INTERRUPTED", "⚠", "fail within noise"
+    if verdict.get("no_verdict"):
+        return "NO VERDICT", MARKS["skipped"], "skipped"
     return ("PASS", MARKS["pass"], "pass") if verdict.get("passed") else ("FAIL", MARKS["fail for sure"],
                                                                           "fail for sure")
 
@@ -206,6 +215,17 @@ def verdict_of(case: dict | None) -> str:
     return case.get("verdict") or ("skipped" if case.get("outcome") == "skipped" else NO_VERDICT)
 
 
+def model_counts(m: dict) -> dict[str, int]:
+    """A model's counts per verdict as the run's verdict recorded them (verdict["models"]). A report written before
+    errors were counted apart holds them inside `fail for sure`: they are taken out of it here, so no count holds
+    two things."""
+    c = {v: int(m.get(v, 0) or 0) for v in VERDICTS}
+    if "error" not in m and m.get("errors"):
+        c["error"] = sum((m.get("errors") or {}).values())
+        c["fail for sure"] = max(0, c["fail for sure"] - c["error"])
+    return c
+
+
 def counts(cases: list[dict]) -> dict[str, int]:
     """Per verdict, how many cases; and `failed`: how many failed the run."""
     out = {v: sum(verdict_of(c) == v for c in cases) for v in VERDICTS}
@@ -301,7 +321,7 @@ def short_title(group: dict) -> str:
 
 def counts_text(c: dict[str, int], marks: bool = True) -> str:
     """`✗ 19 fail for sure · ~ 4 fail within noise · ✓ 11 pass · – 4 skipped` (zeros left out but for pass)."""
-    parts = [f"{MARKS[v] + ' ' if marks else ''}{c[v]} {v}" for v in VERDICTS if c[v] or v == "pass"]
+    parts = [f"{MARKS[v] + ' ' if marks else ''}{c[v]} {VERDICT_LABELS[v]}" for v in VERDICTS if c[v] or v == "pass"]
     return " · ".join(parts)
 
 
@@ -343,10 +363,9 @@ def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
     if partial_note(report):
         lines.append(partial_note(report))
     for m in verdict.get("models") or []:
-        c = {v: int(m.get(v, 0) or 0) for v in VERDICTS}
-        errors = sum((m.get("errors") or {}).values())
+        c = model_counts(m)
         lines.append(f"{m.get('model')}: {m.get('cases', 0)} cases: {counts_text(c)} · {m.get('failed', 0)} failed "
-                     "the run" + (f" · {errors} raised an error" if errors else ""))
+                     "the run")
     failing = list(verdict.get("failing") or [])
     if failing:
         lines.append(f"failing ({len(failing)}): " + ", ".join(failing[:failing_shown])
@@ -355,9 +374,6 @@ def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
     if baseline:
         lines.append(f"baseline {baseline.get('path', '')}: {baseline.get('summary', '')}")
     return lines
-
-
-VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3}  # worse is larger
 
 
 def finite(value) -> float | None:
@@ -370,17 +386,11 @@ def finite(value) -> float | None:
     return None
 
 
-def accuracy_drop(row: dict) -> float:
-    """Clean minus perturbed accuracy; -inf when undefined, so an unanswered case never reads as the worst."""
-    drop = row["clean_metrics"]["accuracy"] - row["metrics"]["accuracy"]
-    return drop if drop == drop else float("-inf")
-
-
 def family_summaries(report: dict) -> list[dict]:
     """Per (suite, model, dataset), its perturbation families in order, each with its cases, how many fail their
-    thresholds and regressed, and its worst case (the worst recorded verdict, then the largest accuracy drop) with
-    that case's record and result row (None when no case of the family has a row: all skipped, or evasion budgets).
-    What the terminal's roll-up and the run history both read."""
+    thresholds and regressed, and its worst case (judge.verdict.worst_case: the rule the verdict's weakest families
+    follow too) with that case's record and result row (None when it has none: all skipped or raised, or evasion
+    budgets). What the terminal's roll-up and the run history both read."""
     rows_by_case = {(g["label"], g["dataset"], g["suite"], r["condition"]): r
                     for g in report.get("groups", []) for r in g["results"]}
     records = [r for r in report.get("cases", []) if r.get("condition") is not None and r.get("dataset")]
@@ -390,11 +400,9 @@ def family_summaries(report: dict) -> list[dict]:
         families = []
         for family in dict.fromkeys(r["family"] for r in mine if r["condition"] != "clean"):
             cases = [r for r in mine if r["family"] == family]
-            ran = [(r, rows_by_case.get((model, dataset, suite, r["condition"]))) for r in cases
-                   if r["outcome"] != "skipped"]
-            ran = [(r, row) for r, row in ran if row is not None]
-            worst_record, worst_row = max(ran, key=lambda rr: (VERDICT_RANK[rr[0]["verdict"]], accuracy_drop(rr[1]))) \
-                if ran else (None, None)
+            worst_record = worst_case(cases)
+            worst_row = None if worst_record is None else rows_by_case.get((model, dataset, suite,
+                                                                            worst_record["condition"]))
             families.append({"family": family, "cases": cases,
                              "failing": sum(r["verdict"] in ("fail for sure", "fail within noise") for r in cases),
                              "regressed": sum(bool(r.get("regressed")) for r in cases),

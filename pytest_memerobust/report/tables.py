@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from .outline import VERDICT_RANK, group_title, p_value
+from .outline import VERDICT_LABELS, VERDICT_RANK, group_title, p_value
 
 METRIC_COLUMNS = (("accuracy", "Accuracy"), ("auroc", "AUROC"), ("macro_f1", "F1"))
 
@@ -383,7 +383,8 @@ def defence_table(entry: dict, tablefmt: str = "simple") -> str | None:
                                    "verdict"], tablefmt=tablefmt, disable_numparse=True)
 
 
-VERDICT_WORDS = {"pass": "pass", "fail for sure": "FAIL", "fail within noise": "noise", "skipped": "skip"}
+VERDICT_WORDS = {"pass": "pass", "fail for sure": "FAIL", "fail within noise": "noise", "error": "ERROR",
+                 "skipped": "skip"}
 
 
 def family_rollup(report: dict, tablefmt: str = "simple") -> str:
@@ -457,8 +458,9 @@ def verdict_lines(verdict: dict) -> list[str]:
                          else "regressed against the baseline")
     for m in verdict["models"]:
         ran = m["cases"] - m["skipped"]
-        lines.append(f"{m['model']}: {ran} case{'s' * (ran != 1)}: {m['pass']} pass, {m['fail for sure']} fail for sure, "
-                     f"{m['fail within noise']} fail within noise"
+        lines.append(f"{m['model']}: {ran} case{'s' * (ran != 1)}: {m['pass']} pass, "
+                     f"{m['fail for sure']} fail for sure, {m['fail within noise']} fail within noise"
+                     + (f", {m['error']} {VERDICT_LABELS['error']}" if m.get("error") else "")
                      + (f", {m['skipped']} skipped" if m["skipped"] else "")
                      + (f"; {m['regressed']} {failed_comparison}" if m["regressed"] else ""))
         errors = m.get("errors") or {}
@@ -482,10 +484,16 @@ def verdict_lines(verdict: dict) -> list[str]:
 
         return lines + [f"INTERRUPTED: {cases_ran_text(verdict['cases_run'], verdict.get('cases_collected'))}; "
                         "no verdict"]
+    if verdict.get("no_verdict"):  # nothing was measured: neither PASSED nor FAILED
+        return lines + [f"NO VERDICT: {verdict['no_verdict']}"]
     gate = verdict["gate"]
     n = len(verdict["failing"])
     unarmed = gate == "regressions" and not verdict.get("baseline")
+    skipped = verdict.get("skipped")
     lines.append(f"{'PASSED' if verdict['passed'] else 'FAILED'}: {n or 'no'} robustness test{'s' * (n != 1)} "
                  f"failed the gate (--memerobust-gate={gate}"
-                 + (", no baseline: nothing could regress)" if unarmed else ")"))
+                 + (", no baseline: nothing could regress)" if unarmed else ")")
+                 # a pass that rests on few of the cases says so: skipped cases never make a run green
+                 + ("" if not skipped or not verdict["passed"] else
+                    f", but {skipped['text']}" if skipped["most"] else f"; {skipped['text']}"))
     return lines
