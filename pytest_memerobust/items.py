@@ -103,7 +103,7 @@ class CaseItem(pytest.Item):
 
         session = session_of(self.config)
         try:
-            unread = session.unread_modalities(self.model, self.condition)
+            unread = session.unread_modalities(self.model, self.condition, self.suite.captions)
         except ModeNotRead as exc:  # the channel ablation's `:image` of a caption-only detector
             pytest.skip(f"{self.model}: {exc}")
         if unread:

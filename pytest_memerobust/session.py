@@ -24,17 +24,22 @@ from .engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detec
 from .engine.executors import make_executor
 from .engine.shards import ShardRunner
 from .judge.results import ConditionResult, StatsConfig
+from .data.fit_memes import FitMemes, outside
 
 DEFAULT_DATA = "demo"
 CAPTIONS_BY_OCR = "#ocr-captions"  # appended to a data spec whose captions are read off the (perturbed) pictures
 
 
 def training_spec(spec: str) -> str | None:
-    """`pridemm:/data:test` -> `pridemm:/data:train`; None when the loader knows no training split."""
+    """`pridemm:/data:test` -> `pridemm:/data:train`, `csv:/x.csv:test` -> `csv:/x.csv:train` (a generic file's
+    split column may hold one); None when the loader knows no training split, or `spec` is that split itself."""
     from .data.loaders import LOADER_SPLITS, parse_spec
 
-    name, path, _ = parse_spec(spec)
-    if "train" not in LOADER_SPLITS.get(name, ()):
+    name, path, split = parse_spec(spec)
+    if name == "demo":  # `demo:train` names its split where other loaders have a path
+        split = str(path) if str(path) in LOADER_SPLITS["demo"] else split
+    generic = not LOADER_SPLITS.get(name) and split is not None  # csv/jsonl: any word of the split column
+    if split == "train" or ("train" not in LOADER_SPLITS.get(name, ()) and not generic):
         return None
     return f"{name}:train" if name == "demo" else f"{name}:{path}:train"
 
@@ -419,37 +424,48 @@ class RobustnessSession:
         return spec + CAPTIONS_BY_OCR if "ocr" in (captions, self.options.captions) else spec
 
     def dataset(self, spec: str) -> Dataset:
+        """The evaluated memes of `spec` (the first --memerobust-limit), their missing captions read by OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self._datasets:
-            reads_pictures = self.reads_pictures()
-            # With an OCR backend a loader lets a caption be empty: OCR reads it off the picture below.
-            dataset = load_dataset(spec, require_images=reads_pictures,
-                                   allow_outside_paths=self.options.allow_outside_paths,
-                                   require_captions=self.ocr() is None).head(self.options.limit)
-            without = sum(not m.has_picture for m in dataset.memes)
-            if without:
-                self.notes.append(f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this "
-                                  f"run read only captions, so none is needed")
-            missing = [m.id for m in dataset.memes if not m.text.strip()]
-            if missing:
-                if self.ocr() is None:
-                    raise ConfigError(
-                        f"{len(missing)} memes of {spec!r} have no caption (e.g. {', '.join(missing[:3])}): read them "
-                        f"off the pictures with --memerobust-ocr=rapidocr (pip install \"pytest-memerobust[ocr]\")")
-                unreadable = [m.id for m in dataset.memes if not m.text.strip() and not m.has_picture]
-                if unreadable:
-                    raise DataError(f"{len(unreadable)} memes of {spec!r} have neither a caption nor a picture to read "
-                                    f"it from (e.g. {', '.join(unreadable[:3])})")
-                from .data.ocr import fill_missing_captions
-
-                dataset = fill_missing_captions(dataset, self.ocr())
-            self._datasets[spec] = dataset
+            self._datasets[spec] = self._read(spec, self.options.limit)
         return self._datasets[spec]
 
+    def _read(self, spec: str, limit: int | None = None, evaluated: Dataset | None = None) -> Dataset:
+        """Memes of `spec` as every part of the run reads them: the first `limit` (less those of `evaluated`), the
+        captions a meme lacks read off its picture when the run has an OCR backend."""
+        reads_pictures = self.reads_pictures()
+        # With an OCR backend a loader lets a caption be empty: OCR reads it off the picture below.
+        dataset = load_dataset(spec, require_images=reads_pictures,
+                               allow_outside_paths=self.options.allow_outside_paths,
+                               require_captions=self.ocr() is None)
+        if evaluated is not None:
+            dataset = replace(dataset, memes=outside(dataset.memes, evaluated.memes))
+        dataset = dataset.head(limit)
+        without = sum(not m.has_picture for m in dataset.memes)
+        note = (f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this run read only "
+                f"captions, so none is needed")
+        if without and note not in self.notes:
+            self.notes.append(note)
+        missing = [m.id for m in dataset.memes if not m.text.strip()]
+        if missing:
+            if self.ocr() is None:
+                raise ConfigError(
+                    f"{len(missing)} memes of {spec!r} have no caption (e.g. {', '.join(missing[:3])}): read them "
+                    f"off the pictures with --memerobust-ocr=rapidocr (pip install \"pytest-memerobust[ocr]\")")
+            unreadable = [m.id for m in dataset.memes if not m.text.strip() and not m.has_picture]
+            if unreadable:
+                raise DataError(f"{len(unreadable)} memes of {spec!r} have neither a caption nor a picture to read "
+                                f"it from (e.g. {', '.join(unreadable[:3])})")
+            from .data.ocr import fill_missing_captions
+
+            dataset = fill_missing_captions(dataset, self.ocr())
+        return dataset
+
     def reads_pictures(self) -> bool:
-        """Whether any model of this run reads pictures: only then must a dataset have one for every meme."""
-        return any("image" in getattr(self.detector(model), "modalities", ("image", "text"))
-                   for model in self.options.models)
+        """Whether any model of this run reads pictures (itself, or through OCR with --memerobust-captions=ocr): only
+        then must a dataset have one for every meme."""
+        return self.options.captions == "ocr" or any(
+            "image" in getattr(self.detector(model), "modalities", ("image", "text")) for model in self.options.models)
 
     def ocr(self, required: bool = False):
         """The OCR backend, loaded once; None unless --memerobust-ocr, --memerobust-captions=ocr or (`required`) a
@@ -507,16 +523,35 @@ class RobustnessSession:
             self.executor.close()
             self.executor = None
 
-    def training_memes(self, spec: str, task: str):
-        """(captions, labels, memes) of the training split that goes with `spec`, for attacks fitted once per
-        detector (universal triggers); the evaluated memes themselves when the dataset has no training split."""
-        spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the training memes keep their own captions
-        key = ("training", training_spec(spec) or spec)
+    def training_memes(self, spec: str, task: str) -> FitMemes:
+        """The memes attacks fitted once per detector (universal triggers, patterns) fit on, read as the run reads
+        memes (OCR included): the train split that goes with `spec`, else the memes of `spec` outside the evaluated
+        ones. Never an evaluated meme: with neither, a DataError that names the fixes."""
+        spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the fit memes keep their own captions (OCR reads missing ones)
+        key = ("fit", spec, task)
         if key not in self._datasets:
-            self._datasets[key] = load_dataset(key[1], require_images=self.reads_pictures(),
-                                               allow_outside_paths=self.options.allow_outside_paths)
-        ds = self._datasets[key].labelled(task)
-        return [m.text for m in ds.memes], ds.labels(task), ds.memes
+            evaluated = self.dataset(spec)
+            train, fit = training_spec(spec), None
+            if train is not None:
+                try:
+                    memes = outside(self._read(train).labelled(task).memes, evaluated.memes)
+                    fit = FitMemes(f"the train split {train}", tuple(memes), task) if memes else None
+                except DataError:  # a csv whose split column has no train rows, or no split column
+                    fit = None
+            if fit is None:
+                memes = self._read(spec, evaluated=evaluated).labelled(task).memes
+                fit = FitMemes(f"the {len(memes)} memes of {spec} outside the {len(evaluated)} evaluated",
+                               tuple(memes), task)
+            if not len(fit):
+                raise DataError(f"{spec}: no memes to fit universal attacks on outside the {len(evaluated)} "
+                                f"evaluated ones (a trigger fitted on the memes it is judged on overstates its "
+                                f"effect): give the data a train split, or evaluate fewer memes "
+                                f"(--memerobust-limit) to hold the rest out for fitting")
+            note = fit.note(spec)
+            if note not in self.notes:
+                self.notes.append(note)
+            self._datasets[key] = fit
+        return self._datasets[key]
 
     def task(self, model: str, suite_task: str | None = None) -> str:
         return self.options.task or suite_task or self.detector(model).card.task
@@ -742,7 +777,7 @@ class RobustnessSession:
                     continue
                 self.position = self.positions.get(nodeid, here)  # the report orders results by their case
                 try:
-                    if self.unread_modalities(model, condition):
+                    if self.unread_modalities(model, condition, captions):
                         continue
                     result = self.evaluate(model, condition, data=data, task=task, group=group, captions=captions)
                 except (MemeRobustError, RuntimeError, ValueError, OSError):
@@ -793,14 +828,27 @@ class RobustnessSession:
             self._fingerprints[spec] = self.dataset(spec).fingerprint()
         return self._fingerprints[spec]
 
-    def unread_modalities(self, model: str, condition: Condition) -> list[str]:
-        """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`)."""
+    def unread_modalities(self, model: str, condition: Condition, captions: str | None = None) -> list[str]:
+        """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`). With
+        captions read by OCR (`captions`, or the option) a caption-only detector reads the picture through the OCR:
+        every picture edit reaches it, except an attack that needs the detector's own view of the picture."""
         from .perturb.prompts import supports_prompts
 
         detector = self.detector(model)
         modalities = getattr(detector, "modalities", ("image", "text"))
-        unread = [m for m, name in (("image", condition.image), ("text", condition.text))
-                  if name and m not in modalities]
+        by_ocr = "ocr" in (captions, self.options.captions)
+        unread = []
+        for m, name in (("image", condition.image), ("text", condition.text)):
+            if not name or m in modalities:
+                continue
+            if m == "image" and by_ocr and "text" in modalities:
+                if get_perturbation(name).needs_model and not get_perturbation(name).rewrites_caption:
+                    unread.append(f"image itself (it reads the picture's text through OCR, and {name!r} attacks "
+                                  f"the detector's view of the picture)")
+                continue
+            unread.append(m)
+        if condition.image and by_ocr and get_perturbation(condition.image).rewrites_caption:
+            unread.append(f"caption {condition.image!r} chooses (the caption is read off the picture by OCR)")
         if condition.prompt and not supports_prompts(detector):
             unread.append("prompt (it is not prompted)")
         return unread

@@ -322,10 +322,11 @@ def test_universal_trigger_is_found_once_cached_on_disk_and_reused(blip, memes, 
     texts, ids = _texts_ids(memes)
     out = get("universal_trigger").apply(texts, ids, 2, 0, context)
     assert out == [f"{trigger} {t}" for t in texts] and counted == [(2, 0)]
-    # on disk, keyed by the checkpoint fingerprint
+    # on disk, keyed by the checkpoint fingerprint and the memes it was fitted on
     files = list((tmp_path / "triggers").glob("*.json"))
-    assert [f.name for f in files] == [f"{blip.fingerprint[:16]}-2-0-0.json"]
-    assert json.loads(files[0].read_text()) == {"trigger": trigger, "fingerprint": blip.fingerprint}
+    assert [f.name for f in files] == [f"{blip.fingerprint[:16]}-{context.fit_digest}-2-0-0.json"]
+    assert json.loads(files[0].read_text()) == {"trigger": trigger, "fingerprint": blip.fingerprint,
+                                                "fit_memes": context.fit_digest}
     # another context (another run) with the same cache folder reads it without searching
     again = _trigger_context(blip, memes, training, tmp_path)
     assert trigger_for(again, 2, 0) == trigger and counted == [(2, 0)]
@@ -334,8 +335,9 @@ def test_universal_trigger_is_found_once_cached_on_disk_and_reused(blip, memes, 
 
 
 def test_a_corrupt_trigger_cache_is_recomputed(blip, memes, training, counted, tmp_path):
-    trigger = trigger_for(_trigger_context(blip, memes, training, tmp_path), 1, 0)
-    path = tmp_path / "triggers" / f"{blip.fingerprint[:16]}-1-0-0.json"
+    context = _trigger_context(blip, memes, training, tmp_path)
+    trigger = trigger_for(context, 1, 0)
+    path = tmp_path / "triggers" / f"{blip.fingerprint[:16]}-{context.fit_digest}-1-0-0.json"
     path.write_text('{"trigger": "tru')
     assert trigger_for(_trigger_context(blip, memes, training, tmp_path), 1, 0) == trigger
     assert len(counted) == 2

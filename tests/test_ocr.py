@@ -91,8 +91,6 @@ def test_end_to_end_ocr_reads_each_conditions_pictures():
     plain = [ocr.read(p) for p in pictures]
     assert [c == "" for c in captions] == [p == "" for p in plain]  # nothing read: nothing to misspell
     assert captions != plain  # typos applied on top of what OCR read
-    with pytest.raises(ValueError, match="cannot be combined"):
-        engine.predict(Condition(image="rendered_caption"))
 
 
 rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend is in the dev and ocr extras")

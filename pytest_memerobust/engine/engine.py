@@ -185,11 +185,18 @@ class Engine:
             return ("text", None, None, "joint", condition.image, condition.image_severity)
         if self.ocr is not None:
             image_side = self.image_side(condition)
-            if len(image_side) > 3:
-                raise ValueError(f"{condition.image!r} draws the caption into the picture, and OCR reads the caption "
-                                 f"off the picture: the two cannot be combined")
+            if len(image_side) > 3:  # the picture shows the condition's caption (typos drawn in): OCR reads it back,
+                return ("text", None, None, "ocr", *image_side[1:])  # and the caption edit is not applied twice
             side += ("ocr", *image_side[1:])
         return side
+
+    def reads(self) -> tuple[str, ...]:
+        """The channels a perturbation reaches the detector through: its own, and the picture too when it reads
+        captions by OCR (the deployed pipeline: picture -> OCR -> caption classifier)."""
+        modalities = tuple(getattr(self.detector, "modalities", ("image", "text")))
+        if self.ocr is not None and "text" in modalities and "image" not in modalities:
+            return ("image", *modalities)
+        return modalities
 
     @staticmethod
     def image_side(condition: Condition) -> tuple:
@@ -671,7 +678,7 @@ class Engine:
         text_side = self.text_side(condition)
         modalities = getattr(self.detector, "modalities", ("image", "text"))
         for modality, name in (("image", condition.image), ("text", condition.text)):
-            if name and modality not in modalities:
+            if name and modality not in self.reads():
                 raise ValueError(f"condition {condition.id!r} perturbs the {modality}, which this detector "
                                  f"does not read (it reads: {', '.join(modalities)})")
         if is_split(self.detector) and asked is self.detector:

@@ -86,6 +86,20 @@ class AttackContext:
         mode = getattr(self.detector, "mode", "multimodal")
         return base if mode == "multimodal" else f"{base}:{mode}"
 
+    @property
+    def fit_digest(self) -> str:
+        """A digest of the memes universal attacks fit on (data/fit_memes.py): part of every fit's key, so a fit on
+        one dataset or split is never reused for another."""
+        if self.training is None:
+            return "none"
+        fit = self.training()
+        if hasattr(fit, "digest"):
+            return fit.digest[:16]
+        from ..data.fit_memes import fit_digest
+
+        captions, labels, memes = fit  # a plain (captions, labels, memes) triple
+        return fit_digest([m.id for m in memes], captions, labels)[:16]
+
 
 def _word_scores(texts: Sequence[str], rows: Sequence[int], context: AttackContext) -> list[list[tuple]]:
     """Per caption, (importance, start, end) of each word: gradient norm of its tokens (white-box, one backward
@@ -291,12 +305,14 @@ def _cached_trigger(path: Path, length: int) -> str | None:
 
 def trigger_for(context: AttackContext, length: int, seed: int) -> str:
     """The trigger for this detector, length and seed: computed once, kept in memory and in the cache folder
-    (keyed by the checkpoint fingerprint), since searching is the expensive part."""
-    key = ("trigger", context.fingerprint, length, seed, context.trigger_target)
+    (keyed by the checkpoint fingerprint and the memes it is fitted on), since searching is the expensive part."""
+    fit = context.fit_digest
+    key = ("trigger", context.fingerprint, fit, length, seed, context.trigger_target)
     if key not in context.memo:
         path = None
         if context.cache_dir is not None:
-            path = Path(context.cache_dir) / "triggers" / f"{context.fingerprint[:16]}-{length}-{seed}-{context.trigger_target}.json"
+            name = f"{context.fingerprint[:16]}-{fit}-{length}-{seed}-{context.trigger_target}.json"
+            path = Path(context.cache_dir) / "triggers" / name
         if path is not None and path.is_file():
             trigger = _cached_trigger(path, length)
             if trigger is None:
@@ -306,7 +322,8 @@ def trigger_for(context: AttackContext, length: int, seed: int) -> str:
         if key not in context.memo:
             context.memo[key] = find_trigger(context, length, seed)
             if path is not None:
-                atomic_write_text(path, json.dumps({"trigger": context.memo[key], "fingerprint": context.fingerprint}))
+                atomic_write_text(path, json.dumps({"trigger": context.memo[key], "fingerprint": context.fingerprint,
+                                                    "fit_memes": fit}))
     return context.memo[key]
 
 

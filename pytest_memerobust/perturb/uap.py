@@ -82,11 +82,14 @@ def add_pattern_batch(images: list, pattern: np.ndarray) -> list:
 
 
 def pattern_for(context: AttackContext, epsilon: float, seed: int = 0) -> np.ndarray:
-    key = ("uap", context.fingerprint, epsilon, seed)
+    """The pattern for this detector, budget and seed, fitted once on the run's fit memes (data/fit_memes.py) and
+    kept in memory and in the cache folder, keyed by the checkpoint and those memes."""
+    fit = context.fit_digest
+    key = ("uap", context.fingerprint, fit, epsilon, seed)
     if key not in context.memo:
         path = None
         if context.cache_dir is not None:
-            path = Path(context.cache_dir) / "uap" / f"{context.fingerprint[:16]}-{epsilon:.5f}-{seed}.npy"
+            path = Path(context.cache_dir) / "uap" / f"{context.fingerprint[:16]}-{fit}-{epsilon:.5f}-{seed}.npy"
         if path is not None and path.is_file():
             try:
                 pattern = np.load(path, allow_pickle=False)

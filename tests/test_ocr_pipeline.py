@@ -1,0 +1,160 @@
+"""The OCR path as one pipeline (issue 49): a caption-only detector behind OCR reads every picture edit through the
+OCR, the caption re-typed into the picture is read back rather than refused, and universal attacks fit, through the
+same reading of memes as the run, on memes they are never judged on, keyed by those memes."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.data.fit_memes import FitMemes
+from pytest_memerobust.data.meme import Meme
+from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.errors import DataError
+from pytest_memerobust.session import CAPTIONS_BY_OCR, Options, RobustnessSession, training_spec
+
+from test_engine import CountingSplit
+from test_ocr import FakeOcr, _dataset
+
+
+class CaptionOnly(CountingSplit):
+    """A split detector that reads captions only (as the MiniLM card)."""
+
+    modalities = ("text",)
+
+    def head(self, image_features, text_features):
+        assert image_features.shape[1] == 0  # it is handed no picture features
+        return super().head(np.full((len(text_features), 1), 0.5), text_features)
+
+
+def test_a_caption_only_detector_behind_ocr_reads_picture_edits_through_the_ocr():
+    data = _dataset(["one", "two", "three", "four"], [250, 120, 40, 70])
+    detector = CaptionOnly()
+    engine = Engine(detector, data, ocr=FakeOcr())
+    clean = engine.predict(Condition())
+    darker = Condition(image="brightness", image_severity=5)
+    brighter = engine.predict(darker)
+    assert detector.image_batches == []  # it never encodes a picture itself
+    read = engine.inputs(*engine.text_side(darker))
+    assert read != engine.inputs(*engine.text_side(Condition()))
+    assert set(read) <= {t for batch in detector.text_batches for t in batch}  # what OCR read is what it scored
+    assert not np.allclose(clean, brighter)
+    without_ocr = Engine(CaptionOnly(), data)
+    with pytest.raises(ValueError, match="does not read"):
+        without_ocr.predict(darker)
+
+
+def test_typos_drawn_into_the_picture_are_read_back_by_ocr_not_typed_twice():
+    data = _dataset(["one", "two", "three", "four"], [250, 120, 40, 70])
+    engine = Engine(CaptionOnly(), data, ocr=FakeOcr())
+    case = Condition(text="typos", text_severity=1, image="rendered_caption")
+    assert engine.text_side(case) == ("text", None, None, "ocr", "rendered_caption", None, "typos", 1)
+    engine.predict(case)  # refused before: "the two cannot be combined"
+    pictures = engine.inputs(*engine.image_side(case))
+    assert engine.inputs(*engine.text_side(case)) == [FakeOcr().read(p) for p in pictures]
+
+
+def _options(**kw) -> Options:
+    return Options(models=("demo",), **kw)
+
+
+def test_caption_only_cases_under_ocr_skip_only_what_cannot_reach_the_detector(monkeypatch):
+    session = RobustnessSession(_options())
+    monkeypatch.setattr(session, "detector", lambda model: CaptionOnly())
+    scribble = Condition(image="scribble", image_severity=1)
+    assert session.unread_modalities("demo", scribble) == ["image"]  # no OCR: it really does not read the picture
+    assert session.unread_modalities("demo", scribble, captions="ocr") == []
+    rendered = Condition(text="typos", text_severity=1, image="rendered_caption")
+    assert session.unread_modalities("demo", rendered, captions="ocr") == []
+    attacked = session.unread_modalities("demo", Condition(image="uap", image_severity=1), captions="ocr")
+    assert len(attacked) == 1 and "'uap' attacks the detector's view of the picture" in attacked[0]
+    joint = session.unread_modalities("demo", Condition(image="co_attack", image_severity=1), captions="ocr")
+    assert len(joint) == 1 and "read off the picture by OCR" in joint[0]
+
+
+def test_training_spec_finds_the_train_rows_of_a_generic_file_and_never_the_evaluated_split():
+    assert training_spec("demo") == "demo:train"
+    assert training_spec("pridemm:/x:test") == "pridemm:/x:train"
+    assert training_spec("csv:/x.csv:test") == "csv:/x.csv:train"
+    assert training_spec("csv:/x.csv") is None
+    assert training_spec("demo:train") is None and training_spec("csv:/x.csv:train") is None
+
+
+def _csv(path: Path, n: int, split: bool = False, empty: tuple = ()) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "text", "label"] + (["split"] if split else []))
+        for i in range(n):
+            row = [f"m{i}", "" if i in empty else f"caption number {i}", i % 2]
+            writer.writerow(row + (["train" if i >= n // 2 else "test"] if split else []))
+    return path
+
+
+def _ids(fit: FitMemes) -> set[str]:
+    return {m.id for m in fit.memes}
+
+
+def test_universal_attacks_fit_outside_the_evaluated_memes(tmp_path, monkeypatch):
+    monkeypatch.setattr(RobustnessSession, "reads_pictures", lambda self: False)  # caption-only data
+    flat = _csv(tmp_path / "flat.csv", 24)
+    session = RobustnessSession(_options(limit=8))
+    evaluated = {m.id for m in session.dataset(f"csv:{flat}").memes}
+    fit = session.training_memes(f"csv:{flat}", "label")
+    assert len(evaluated) == 8 and len(fit) == 16 and not evaluated & _ids(fit)  # before: all 24, evaluated included
+    assert any("fitted on the 16 memes of" in n and "outside the 8 evaluated" in n for n in session.notes)
+    with pytest.raises(DataError, match="no memes to fit universal attacks on outside the 24 evaluated"):
+        RobustnessSession(_options()).training_memes(f"csv:{flat}", "label")
+
+    split = _csv(tmp_path / "split.csv", 24, split=True)
+    session = RobustnessSession(_options())
+    fit = session.training_memes(f"csv:{split}:test", "label")
+    assert fit.source == f"the train split csv:{split}:train" and len(fit) == 12
+    assert not {m.id for m in session.dataset(f"csv:{split}:test").memes} & _ids(fit)
+
+
+def test_fit_memes_are_read_as_the_run_reads_memes_ocr_included(monkeypatch):
+    """Before: the fit memes were loaded again without OCR, and a missing caption stopped the trigger
+    ("empty caption in column 'text' ... --memerobust-ocr=rapidocr", with that option given)."""
+    from pytest_memerobust import session as session_module
+
+    data = _dataset(["one", "", "three", "", "five", ""], [250, 120, 40, 70, 200, 90])
+    monkeypatch.setattr(session_module, "load_dataset", lambda spec, **options: data)
+    session = RobustnessSession(_options(limit=2, ocr="rapidocr"))
+    session._ocr = FakeOcr()
+    fit = session.training_memes("csv:/memes.csv", "hate")
+    assert [m.id for m in fit.memes] == ["m2", "m3", "m4", "m5"]
+    assert [m.text for m in fit.memes] == ["three", "bright bright meme caption", "five",
+                                           "bright bright meme caption"]
+    assert [m.meta.get("caption_source") for m in fit.memes] == [None, "fake", None, "fake"]
+
+
+def test_the_fit_s_memes_are_part_of_its_key():
+    one = FitMemes("a", (Meme("m0", "x", {"hate": 0}), Meme("m1", "y", {"hate": 1})), "hate")
+    other = FitMemes("b", (Meme("m0", "x", {"hate": 0}), Meme("m2", "z", {"hate": 1})), "hate")
+    assert one.digest != other.digest and one.digest == FitMemes("c", one.memes, "hate").digest
+    captions, labels, memes = one
+    assert captions == ["x", "y"] and labels.tolist() == [0, 1] and len(memes) == 2
+
+
+def test_a_trigger_fitted_on_one_dataset_is_never_reused_for_another(tmp_path, monkeypatch):
+    from pytest_memerobust.perturb import attacks
+
+    fits = []
+    monkeypatch.setattr(attacks, "find_trigger", lambda context, length, seed: fits.append(context) or "alpha beta")
+    one = FitMemes("a", (Meme("m0", "x", {"hate": 1}),), "hate")
+    other = FitMemes("b", (Meme("q0", "x", {"hate": 1}),), "hate")
+
+    def context(fit):
+        return attacks.AttackContext(CountingSplit(), np.array([1]), None, None, training=lambda: fit,
+                                     cache_dir=tmp_path)
+
+    assert attacks.trigger_for(context(one), 2, 0) == "alpha beta"
+    assert attacks.trigger_for(context(one), 2, 0) == "alpha beta" and len(fits) == 1  # from the cache folder
+    attacks.trigger_for(context(other), 2, 0)
+    assert len(fits) == 2  # before: the first dataset's trigger, read back from the cache
+    files = sorted((tmp_path / "triggers").iterdir())
+    assert len(files) == 2 and {json.loads(f.read_text())["fit_memes"] for f in files} == {
+        one.digest[:16], other.digest[:16]}
