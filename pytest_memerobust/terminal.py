@@ -261,7 +261,8 @@ def _write_tables(tr, session, family_rollup) -> None:
                      "memes")
     try:
         report = session.report()
-        tr.write_line(_fit(render(report) if full else family_rollup(report), tr, crop=not full))
+        tables = render(report) if full else family_rollup(report, width=tr._tw.fullwidth)
+        tr.write_line(_fit(tables, tr, crop=not full))
     except Exception as exc:  # the hooks never crash: say what failed, keep the rest of the summary
         tr.write_line(f"memerobust: the tables could not be built ({type(exc).__name__}: {exc})")
 

@@ -126,3 +126,23 @@ def test_a_pass_on_few_cases_says_how_many_skipped():
     few = run_verdict(records[:1] + records[1:2] + [_record(f"more-{i}", "pass") for i in range(3)],
                       gate="thresholds", baseline=None)
     assert verdict_lines(few)[-1].endswith("(--memerobust-gate=thresholds); 1 of 5 cases skipped")
+
+
+# --- 5: a headline keeps its figure at 80 columns ---------------------------------------------------------------
+
+def test_the_family_headline_keeps_its_figure_at_80_columns():
+    from pytest_memerobust.report.tables import family_rollup
+
+    dataset = "pridemm:/data/experiments/2026/PrideMM/with-ocr-captions/m3h_ocr.csv"
+    records = [dict(_record("clean", "pass"), family="clean"), _record("text=typos@3", "pass", relative=0.9)]
+    for r in records:
+        r.update(model="memeblip2-tda", dataset=dataset, suite="rainbow-noise")
+    row = {"condition": "text=typos@3", "kind": "text", "metrics": {"accuracy": 0.7},
+           "clean_metrics": {"accuracy": 0.762}, "flip_rate": 0.1, "n": 24}
+    report = {"groups": [{"label": "memeblip2-tda", "model": "memeblip2-tda", "dataset": dataset,
+                          "suite": "rainbow-noise", "clean": {"metrics": {"accuracy": 0.762}, "n": 24},
+                          "results": [row]}], "cases": records}
+    headline = family_rollup(report, width=80).splitlines()[0]
+    assert headline == "rainbow-noise: memeblip2-tda on pridemm:m3h_ocr.csv: clean accuracy 0.762 (pass)"
+    narrow = family_rollup(report, width=60).splitlines()[0]
+    assert len(narrow) <= 60 and narrow.endswith("…: clean accuracy 0.762 (pass)")

@@ -387,10 +387,11 @@ VERDICT_WORDS = {"pass": "pass", "fail for sure": "FAIL", "fail within noise": "
                  "skipped": "skip"}
 
 
-def family_rollup(report: dict, tablefmt: str = "simple") -> str:
+def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = None) -> str:
     """The terminal's default tables: per suite, model and dataset, one line per perturbation family with its worst
-    case (the worst verdict, then the largest accuracy drop), how many of its cases fail their thresholds, and that
-    case's verdict as recorded; narrow enough for an 80-column CI log."""
+    case (judge.verdict.worst_case), how many of its cases fail their thresholds, and that case's verdict as
+    recorded; narrow enough for an 80-column CI log. Each headline names the dataset by its file's name and, within
+    `width` columns, keeps its figure whole (what gives way is the name before it)."""
     from ..judge.gate import short_condition
     from .outline import family_summaries
 
@@ -416,16 +417,37 @@ def family_rollup(report: dict, tablefmt: str = "simple") -> str:
                           metric_text(worst, worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
         c = clean.get((model, dataset, suite))
         clean_record = next((r for r in mine if r["condition"] == "clean"), None)
-        title = (f"{suite}: {model} on {dataset}: clean accuracy "
-                 f"{metric_text(c, (c or {}).get('metrics', {}).get('accuracy', float('nan')))}"
-                 + (f" ({clean_record['verdict']}" + (", regressed" if clean_record["regressed"] else "") + ")"
-                    if clean_record else ""))
+        figure = (f": clean accuracy {metric_text(c, (c or {}).get('metrics', {}).get('accuracy', float('nan')))}"
+                  + (f" ({clean_record['verdict']}" + (", regressed" if clean_record["regressed"] else "") + ")"
+                     if clean_record else ""))
+        title = _headline(f"{suite}: {model} on {short_dataset(dataset)}", figure, width)
         headers = ["family", "fail", *(["regr."] if regressions else []), "worst case", "Δ acc.", "flips", "verdict"]
         parts.append(f"{title}\n" + tabulate(lines, headers=headers, tablefmt=tablefmt, disable_numparse=True))
     if parts:
         parts.append("fail: cases below their thresholds; verdict (of the worst case): FAIL = its\n"
                      "interval is past the limit, noise = only its estimate is, pass")
     return "\n\n".join(parts)
+
+
+def short_dataset(spec: str) -> str:
+    """A dataset spec as a headline names it: a path by its file's (or folder's) name, `pridemm:m3h_ocr.csv` for
+    `pridemm:/data/PrideMM/m3h_ocr.csv`; the reports keep the whole spec."""
+    from ..session import CAPTIONS_BY_OCR
+
+    ocr = spec.endswith(CAPTIONS_BY_OCR)
+    name, colon, path = spec.removesuffix(CAPTIONS_BY_OCR).partition(":")
+    if colon and ("/" in path or "\\" in path):
+        path = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or path
+    return f"{name}{colon}{path}" + (" (OCR captions)" if ocr else "")
+
+
+def _headline(head: str, figure: str, width: int | None) -> str:
+    """`head` and its `figure`, within `width` columns when one is given: the head is shortened (ending in `…`),
+    never the figure."""
+    if width is None or width <= 0 or len(head) + len(figure) <= width:
+        return head + figure
+    room = max(width - len(figure) - 1, 8)
+    return head[:room] + "…" + figure
 
 
 def _signed(value: float, digits: int = 3) -> str:
