@@ -146,3 +146,29 @@ def test_the_family_headline_keeps_its_figure_at_80_columns():
     assert headline == "rainbow-noise: memeblip2-tda on pridemm:m3h_ocr.csv: clean accuracy 0.762 (pass)"
     narrow = family_rollup(report, width=60).splitlines()[0]
     assert len(narrow) <= 60 and narrow.endswith("…: clean accuracy 0.762 (pass)")
+
+
+# --- 1: an attack fools memes the detector got right before it ----------------------------------------------------
+
+def test_an_image_attack_counts_the_memes_it_fooled_of_those_right_clean():
+    """16 memes: 7 right clean, 5 of those flipped; 14 wrong after the attack (9 were wrong already)."""
+    from pytest_memerobust.engine import Condition
+    from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+    from pytest_memerobust.report.tables import render
+
+    y = np.ones(16, dtype=int)
+    right, wrong = np.array([0.1, 0.9]), np.array([0.9, 0.1])
+    clean = np.array([right] * 7 + [wrong] * 9)
+    attacked = np.array([wrong] * 5 + [right] * 2 + [wrong] * 9)
+    measured = {"memes": 16, "wrong_after_attack": 14, "queries": 0, "zero_gradient": 0, "flags": []}
+    result = ConditionResult("m", "demo", Condition.parse("image=pgd_linf@4"), y, clean, attacked,
+                             StatsConfig(n_resamples=50), picture_attack=measured)
+    row = result.as_dict()
+    assert (row["picture_attack"]["fooled_of_right_clean"], row["picture_attack"]["right_clean"]) == (5, 7)
+    assert row["picture_attack"]["wrong_after_attack"] == 14
+    group = {"model": "m", "label": "m", "dataset": "demo", "task": "hate", "suite": "s",
+             "clean": dict(row, condition="clean", kind="clean", n=16), "results": [row]}
+    for tablefmt in ("simple", "html", "github"):
+        text = render({"groups": [group]}, tablefmt)
+        assert "memes fooled of those right clean" in text and "Fooled of right clean" in text
+        assert "5 of 7" in text and "14 of 16" not in text

@@ -106,7 +106,7 @@ def test_a_channel_the_detector_ignores_gives_zero_gradients_and_the_case_says_s
     context = _context(view, memes)
     get("pgd_linf").apply([m.picture() for m in memes], [m.id for m in memes], 2, 0, context)
     measured = summary(context.outcomes[("image", "pgd_linf", 2)])
-    assert measured["zero_gradient"] == 3 and measured["success"] == sum(
+    assert measured["zero_gradient"] == 3 and measured["wrong_after_attack"] == sum(
         int(view.predict_proba([m.picture()], [m.text]).argmax() != m.labels["hate"]) for m in memes)
     assert "zero gradient on 3 of 3 memes" in measured["flags"][0]
 

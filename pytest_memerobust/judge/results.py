@@ -177,6 +177,15 @@ class ConditionResult:
         return metrics.attack_success_rate(*self._scored_labels)
 
     @cached_property
+    def fooled(self) -> dict:
+        """Of the memes scored that the detector got right clean (`right_clean`), how many it gets wrong under this
+        condition (`fooled`): what an attack fooled, counted as the transfer matrix counts it (judge/transfer.py),
+        never a meme it already got wrong before the attack."""
+        truth, clean, now = self._scored_labels
+        right = clean == truth
+        return {"fooled": int((right & (now != truth)).sum()), "right_clean": int(right.sum())}
+
+    @cached_property
     def instruction_followed(self) -> dict | None:
         """For an image perturbation that writes a verdict or the benign class's words into the picture: the share of
         the memes scored, not called benign clean, that it turns benign, with its interval (judge/instructions.py);
@@ -327,8 +336,10 @@ class ConditionResult:
                 out["instruction_followed"] = self.instruction_followed
         if self.caption_edit is not None:
             out["caption_edit"] = self.caption_edit
-        if self.picture_attack is not None:
-            out["picture_attack"] = self.picture_attack
+        if self.picture_attack is not None:  # with what it fooled of the memes right clean, on this detector
+            fooled = self.fooled
+            out["picture_attack"] = {**self.picture_attack, "fooled_of_right_clean": fooled["fooled"],
+                                     "right_clean": fooled["right_clean"]}
         if self.abstained is not None:
             out["abstention_rate"] = self.abstention_rate
             out["n_declined"] = int(len(self.y_true) - len(self._scored[0]))  # clean or here: left out of the metrics

@@ -494,11 +494,13 @@ _RECORD_KEYS = {"success", "queries", "zero_gradient", "won_by", "tried", "black
 
 
 def summary(records: dict[int, dict]) -> dict:
-    """What a report shows of an image attack's per-meme records: success rate, queries, and the sanity flags."""
+    """What a report shows of an image attack's per-meme records: how many memes the detector gets wrong after it
+    (`wrong_after_attack`, those it already got wrong clean included: how many it fooled, of those right clean, is
+    the result's to count, judge.results.ConditionResult.fooled), queries, and the sanity flags."""
     values = [r for _, r in sorted(records.items()) if isinstance(r, dict)]
     n = len(values)
     judged = any("success" in r for r in values)  # image_scaling measures distances, not verdicts
-    out = {"memes": n, "success": sum(bool(r.get("success")) for r in values) if judged else None,
+    out = {"memes": n, "wrong_after_attack": sum(bool(r.get("success")) for r in values) if judged else None,
            "queries": int(sum(int(r.get("queries", 0)) for r in values)),
            "zero_gradient": sum(bool(r.get("zero_gradient")) for r in values)}
     if any("words_changed" in r for r in values):

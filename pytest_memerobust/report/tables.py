@@ -138,9 +138,11 @@ def caption_attack_table(group: dict, tablefmt: str) -> str | None:
 
 
 def picture_attack_table(group: dict, tablefmt: str) -> str | None:
-    """When a group has per-meme image attacks: per case, robust accuracy with its interval, the attack's success
-    (memes misclassified after it), queries, words changed by a joint attack, which member of an ensemble won, and
-    the sanity flags (image_attacks.summary measures them; this only lays them out)."""
+    """When a group has per-meme image attacks: per case, robust accuracy with its interval, the memes it fooled of
+    those the detector got right clean (judge.results.ConditionResult.fooled, as the transfer matrix counts them),
+    queries, words changed by a joint attack, which member of an ensemble won, and the sanity flags
+    (image_attacks.summary measures them; this only lays them out). An attack crafted on another model (`from=`)
+    was run against that model: its queries, winners and flags are its source's; what it fooled is this model's."""
     rows = [r for r in group["results"] if r.get("picture_attack")]
     if not rows:
         return None
@@ -151,13 +153,13 @@ def picture_attack_table(group: dict, tablefmt: str) -> str | None:
         won = ", ".join(f"{k} {v}" for k, v in (a.get("won_by") or {}).items()) or "–"
         body.append([r["condition"].split("=", 1)[1], _fmt(r["metrics"]["accuracy"]),
                      _fmt(r["relative_robustness"]["accuracy"]), f"{_fmt(lo)}..{_fmt(hi)}",
-                     "–" if a["success"] is None else f"{a['success']} of {a['memes']}"
-                     + (" on its source" if a.get("on_source") else ""),
-                     str(a["queries"]) if a["queries"] else "–",
+                     "–" if a.get("fooled_of_right_clean") is None  # (a report of an earlier version)
+                     else f"{a['fooled_of_right_clean']} of {a['right_clean']}",
+                     (str(a["queries"]) if a["queries"] else "–") + (" on its source" if a.get("on_source") else ""),
                      _fmt(a["words_changed"]) if a.get("words_changed") is not None else "–", won,
                      ", ".join(f"{k} {_fmt(v)}" for k, v in (a.get("medians") or {}).items()) or "–",
                      "; ".join(a.get("flags") or []) or "none"])
-    headers = ["Image attack", "Robust Acc.", "Rel. Rob. Acc.", "Rel. Rob. Acc. CI", "Fooled", "Queries",
+    headers = ["Image attack", "Robust Acc.", "Rel. Rob. Acc.", "Rel. Rob. Acc. CI", "Fooled of right clean", "Queries",
                "Words changed", "Won by", "Medians", "Sanity flags"]
     return tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
 
@@ -260,8 +262,8 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                              ("caption attacks: success, queries and words changed (TA: TextAttack's own measures; "
                               "words changed: all memes, TA: its successful attacks)",
                               caption_attack_table(group, tablefmt)),
-                             ("image attacks per meme: robust accuracy, memes fooled, queries, the ensemble's winner "
-                              "and its sanity flags", picture_attack_table(group, tablefmt)),
+                             ("image attacks per meme: robust accuracy, memes fooled of those right clean, queries, "
+                              "the ensemble's winner and its sanity flags", picture_attack_table(group, tablefmt)),
                              ("written into the picture: of the memes not called benign clean, the share whose "
                               "verdict follows the writing (Wilson interval)", instruction_table(group, tablefmt)),
                              ("relative robustness of accuracy per group", group_table(group, tablefmt)),
