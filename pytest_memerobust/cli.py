@@ -6,7 +6,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from .data.loaders import OutsideFolder
 from .errors import ConfigError, MemeRobustError
+
+OUTSIDE_PATHS = "--allow-outside-paths"  # the switch of the commands that read datasets (train, export, budgets)
 
 
 def _train(args) -> int:
@@ -572,7 +575,7 @@ def main(argv=None) -> int:
     train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
     train.add_argument("--quiet", action="store_true", help="no progress (by default a bar on a terminal while it "
                        "encodes and trains, else a line every 10%%, on standard error)")
-    train.add_argument("--allow-outside-paths", dest="allow_outside_paths", action="store_true",
+    train.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                        help="let the data's image paths lead outside its folder")
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
                        "machine download (into the Hugging Face cache); without it such a backbone is an error")
@@ -635,7 +638,7 @@ def main(argv=None) -> int:
                              ".pytest_cache/d/memerobust)")
     export.add_argument("--no-cache", dest="no_cache", action="store_true",
                         help="compute everything again, in memory only")
-    export.add_argument("--allow-outside-paths", dest="allow_outside_paths", action="store_true",
+    export.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                         help="read a dataset whose files lie outside its folder")
     export.set_defaults(run=_export)
     from .data.ocr import OCR_BACKENDS
@@ -669,7 +672,7 @@ def main(argv=None) -> int:
     budgets.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
     budgets.add_argument("--batch-size", dest="batch_size", type=int, default=64)
     budgets.add_argument("--device", default="cpu")
-    budgets.add_argument("--allow-outside-paths", dest="allow_outside_paths", action="store_true",
+    budgets.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                          help="read a dataset whose files lie outside its folder")
     budgets.add_argument("--json", help="write the budgets (with the worst memes) to this JSON file")
     budgets.set_defaults(run=_budgets)
@@ -693,6 +696,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
+    except OutsideFolder as exc:  # said with this command's own switch, or none where it has none
+        print(f"memerobust: error: {exc.naming(OUTSIDE_PATHS if hasattr(args, 'allow_outside_paths') else None)}",
+              file=sys.stderr)
+        return 2
     except MemeRobustError as exc:
         print(f"memerobust: error: {exc}", file=sys.stderr)
         return 2

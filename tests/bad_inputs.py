@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from PIL import Image
 
+from pytest_memerobust.data.loaders import OutsideFolder  # a DataError that a command words its own way
 from pytest_memerobust.errors import DataError
 
 HEADER = ["id", "image", "text", "label", "split"]
@@ -189,7 +190,7 @@ def image_absolute_path(folder: Path) -> Case:
     """An absolute path was followed anywhere (and the HTML report embeds thumbnails of what it reads)."""
     outside = png(folder.parent / "elsewhere" / "secret.png")
     path, where = memes_csv(folder, ["x", str(outside), "absolute", 1, "test"])
-    return Case(f"csv:{path}", DataError, f"{where}: image path {outside} leads outside the dataset folder",
+    return Case(f"csv:{path}", OutsideFolder, f"{where}: image path {outside} leads outside the dataset folder",
                 also=("allow_outside_paths=True",))
 
 
@@ -197,7 +198,7 @@ def image_absolute_path(folder: Path) -> Case:
 def image_dotdot_path(folder: Path) -> Case:
     outside = png(folder.parent / "secret.png")
     path, where = memes_csv(folder, ["x", "../secret.png", "dot dot", 1, "test"])
-    return Case(f"csv:{path}", DataError, f"{where}: image path {folder / '..' / 'secret.png'} leads outside",
+    return Case(f"csv:{path}", OutsideFolder, f"{where}: image path {folder / '..' / 'secret.png'} leads outside",
                 also=(f"to {outside}",))
 
 
@@ -208,7 +209,7 @@ def image_symlink_out(folder: Path) -> Case:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "link.png").symlink_to(outside)
     path, where = memes_csv(folder, ["x", "link.png", "a link", 1, "test"])
-    return Case(f"csv:{path}", DataError, f"{where}: image path {folder / 'link.png'} leads outside")
+    return Case(f"csv:{path}", OutsideFolder, f"{where}: image path {folder / 'link.png'} leads outside")
 
 
 @case
@@ -218,7 +219,7 @@ def hateful_memes_absolute_img(folder: Path) -> Case:
     outside = png(folder.parent / "secret.png")
     file = write_jsonl(folder / "dev_seen.jsonl", [{"id": 1, "img": "img/1.png", "label": 0, "text": "fine"},
                                                    {"id": 2, "img": str(outside), "label": 1, "text": "out"}])
-    return Case(f"hateful_memes:{folder}", DataError, f"{file}, row 2 (line 2): image path {outside} leads outside")
+    return Case(f"hateful_memes:{folder}", OutsideFolder, f"{file}, row 2 (line 2): image path {outside} leads outside")
 
 
 @case
@@ -228,7 +229,7 @@ def pridemm_dotdot_name(folder: Path) -> Case:
     header = ["name", "hate", "target", "stance", "humour", "split", "text"]
     file = write_csv(folder / "PrideMM.csv", [["a.png", 0, "NA", 0, 1, "test", "fine"],
                                               ["../b.png", 1, 1, 2, 0, "test", "out"]], header)
-    return Case(f"pridemm:{folder}", DataError, f"{file}, row 2 (line 3): image path", also=("leads outside",))
+    return Case(f"pridemm:{folder}", OutsideFolder, f"{file}, row 2 (line 3): image path", also=("leads outside",))
 
 
 @case

@@ -170,3 +170,18 @@ def test_the_card_train_writes_records_the_recipe_that_ran_under_a_name_of_its_o
                      "--quiet"]) == 2
     assert "--name 'memeclip': a registered card has that name" in capsys.readouterr().err
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_train_names_its_own_switch_for_pictures_outside_the_folder(tmp_path, capsys):
+    """Issue 49: the commands said the pytest option (--memerobust-allow-outside-paths) instead of their own."""
+    from PIL import Image
+
+    (tmp_path / "data").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "p.png")
+    (tmp_path / "data" / "m.csv").write_text("id,image,text,label\na,../p.png,hi,0\nb,../p.png,ho,1\n")
+    spec = f"csv:{tmp_path / 'data' / 'm.csv'}"
+    assert cli_main(["train", "demo", "--train", spec, "--val", spec, "--out", str(tmp_path / "x.safetensors"),
+                     "--quiet", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "leads outside the dataset folder" in err and err.rstrip().endswith("(--allow-outside-paths)")
+    assert "--memerobust-" not in err

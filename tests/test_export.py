@@ -282,3 +282,61 @@ def test_a_suites_export_into_a_folder_of_other_files_is_refused_before_any_case
     assert done.returncode != 0 and "[export].out" in done.stdout + done.stderr
     assert "is not empty" in done.stdout + done.stderr and " passed" not in done.stdout
     assert (tmp_path / "flips" / "notes.txt").read_text() == "mine"
+
+
+TINY_SUITE = """
+[suite]
+name = "tiny"
+[thresholds]
+min_relative_robustness = { accuracy = 0.0 }
+[text]
+typos = [3]
+"""
+
+
+@pytest.fixture(scope="module")
+def csv_run(tmp_path_factory):
+    """A run of the demo detector on a generic csv file (task `label`, classes 0 and 1) whose pictures lie beside
+    its folder, read with --memerobust-allow-outside-paths: its report."""
+    from PIL import Image
+
+    where = tmp_path_factory.mktemp("csv-run")
+    (where / "pictures").mkdir()
+    (where / "data").mkdir()
+    rng = np.random.default_rng(0)
+    rows = ["id,image,text,label"]
+    for i in range(12):
+        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(where / "pictures" / f"{i}.png")
+        rows.append(f"m{i},../pictures/{i}.png,{'we hate them all' if i % 2 else 'a sunny day'} number {i},{i % 2}")
+    (where / "data" / "memes.csv").write_text("\n".join(rows) + "\n")
+    (where / "memerobust-tiny.toml").write_text(TINY_SUITE)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", "--memerobust-task=label",
+                           "--memerobust-data=csv:data/memes.csv", "--memerobust-allow-outside-paths",
+                           "--memerobust-bootstrap=20", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "--memerobust-report=r.json", "."], cwd=where, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1) and (where / "r.json").is_file(), done.stdout + done.stderr
+    return where
+
+
+def test_export_names_its_own_switch_for_pictures_outside_the_folder(csv_run, tmp_path, capsys, monkeypatch):
+    """Issue 49: `memerobust export` told the user to pass --memerobust-allow-outside-paths, the pytest option;
+    the command's own is --allow-outside-paths."""
+    monkeypatch.chdir(csv_run)
+    assert main(["export", "r.json", "--out", str(tmp_path / "out"), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "leads outside the dataset folder" in err and "allow paths outside it (--allow-outside-paths)" in err
+    assert "--memerobust-allow-outside-paths" not in err and "load_dataset(" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_labels_a_csv_files_classes_with_the_cards_class_names(csv_run, tmp_path, monkeypatch):
+    """Issue 49: the export of a generic csv file (classes `0` and `1`) wrote ClassLabel(names=['0', '1']); its
+    labels are the card's classes, in the card's order."""
+    monkeypatch.chdir(csv_run)
+    out = tmp_path / "out"
+    assert main(["export", "r.json", "--out", str(out), "--no-cache", "--allow-outside-paths"]) == 0
+    rows = load("parquet", out, tmp_path)
+    assert rows.features["label"].names == ["non-hateful", "hateful"]
+    info = json.loads((out / "export.json").read_text())
+    assert info["task"] == "label" and info["classes"] == ["non-hateful", "hateful"]
+    assert sorted(set(rows["label"])) == [0, 1]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..errors import DataError, UnknownNameError
+from ..errors import ConfigError, DataError, UnknownNameError
 from .image_files import check_picture_file
 from .meme import Dataset, Meme
 
@@ -102,6 +102,30 @@ def parse_spec(spec: str) -> tuple[str, Path, str | None]:
     if "/" not in tail and "\\" not in tail and not Path(rest).exists():
         return name, Path(path_text), tail
     return name, Path(rest), None
+
+
+GENERIC_TASK = "label"  # the one task of a generic csv/jsonl file: its label column
+TASK_OPTION = "--memerobust-task"
+
+
+def check_task(task: str, spec: str, tasks: Iterable[str] | None = None, *, explicit: bool = False,
+               option: str = TASK_OPTION) -> None:
+    """Refuse at once a dataset without the task a run scores (the card's `task`, or `option` where `explicit`),
+    naming the fix: before its pictures are read (OCR may read every one first). `tasks`: the loaded dataset's
+    (`Dataset.classes`), or None to tell from the spec alone, which a generic csv/jsonl file allows (its one task is
+    GENERIC_TASK); for other loaders, None checks nothing. ConfigError."""
+    generic = parse_spec(spec)[0] in GENERIC_SUFFIXES.values()
+    tasks = list(tasks) if tasks is not None else [GENERIC_TASK] if generic else None
+    if tasks is None or task in tasks:
+        return
+    asked = f"{option}={task}" if explicit else f"the model card's task {task!r}"
+    if generic:
+        raise ConfigError(f"dataset {spec!r} is a generic {parse_spec(spec)[0]} file: its one task is "
+                          f"{GENERIC_TASK!r} (its label column, classes 0, 1, ...), not {asked}; pass "
+                          f"{option}={GENERIC_TASK} to score the card's classes on it, in their order")
+    listed = ", ".join(map(repr, tasks)) or "(none)"
+    raise ConfigError(f"dataset {spec!r} has no task {task!r} ({asked}); its tasks: {listed}; pass {option}=TASK "
+                      f"with one of them")
 
 
 def load_dataset(spec: str, *, require_images: bool = True, require_captions: bool = True,
@@ -359,9 +383,28 @@ def _inside(row: _Row, candidate: Path, root: Path) -> None:
     except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
         raise DataError(f"{row.where}: unusable image path {_path(repr(str(candidate)))}: {_clip(str(exc))}") from None
     if not resolved.is_relative_to(home):
-        raise DataError(f"{row.where}: image path {_path(candidate)} leads outside the dataset folder {home} "
-                        f"(to {_path(resolved)}); move the picture into that folder, or allow paths outside it "
-                        f"(--memerobust-allow-outside-paths, or load_dataset(..., allow_outside_paths=True))")
+        raise OutsideFolder(f"{row.where}: image path {_path(candidate)} leads outside the dataset folder {home} "
+                            f"(to {_path(resolved)})")
+
+
+OUTSIDE_PATHS_OPTION = "--memerobust-allow-outside-paths, or load_dataset(..., allow_outside_paths=True)"
+
+
+class OutsideFolder(DataError):
+    """An image path that leads out of its dataset's folder. The way to allow it is said in the words of the face
+    that runs: the pytest option (and the library's keyword) unless `naming` gives another, a command's own."""
+
+    def __init__(self, what: str, option: str | None = OUTSIDE_PATHS_OPTION):
+        self.what, self.option = what, option
+        super().__init__(f"{what}; move the picture into that folder"
+                         + (f", or allow paths outside it ({option})" if option else ""))
+
+    def naming(self, option: str | None) -> "OutsideFolder":
+        """The same error naming `option` (None: no switch, where the command that runs has none)."""
+        return OutsideFolder(self.what, option)
+
+    def __reduce__(self):  # raised in a worker process, it arrives whole
+        return OutsideFolder, (self.what, self.option)
 
 
 def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: Path,

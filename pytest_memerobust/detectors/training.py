@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_path, atomic_write_text
+from ..data.loaders import GENERIC_TASK
 from ..data.meme import Dataset, is_multilabel
 from ..errors import DataError
 from ..engine.features import FeatureStore, detector_feature_store
@@ -32,7 +33,6 @@ class TrainingResult:
     feature_cache: dict = field(default_factory=dict)  # the one-off encoding: inputs encoded, from memory, from disk
 
 
-GENERIC_TASK = "label"  # the task of the generic csv/jsonl loaders: their one label column
 
 
 def training_task(wanted: str, train: Dataset, val: Dataset, explicit: bool = False) -> str:

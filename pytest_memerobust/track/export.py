@@ -208,6 +208,14 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
         cache_dir=cache_dir, feature_cache=cache_dir is not None, allow_outside_paths=allow_outside_paths))
 
 
+def class_names(task_classes, card_classes) -> tuple[str, ...]:
+    """The names of a task's classes in the export: the dataset's, unless they are only their numbers (a generic
+    csv/jsonl file's `0`, `1`, ...), then those of the card that scored it (`non-hateful`, `hateful`)."""
+    task_classes = tuple(map(str, task_classes))
+    numbered = task_classes == tuple(str(i) for i in range(len(task_classes)))
+    return tuple(card_classes) if numbered and len(card_classes) == len(task_classes) else task_classes
+
+
 def check_recipe(session, report: dict, parts: list[Part], layout: str, path="the report") -> tuple[list, bool]:
     """Before the long work: each model has the weights the run had (the checkpoint's sha256), each dataset the
     memes it had (their fingerprint), each case fits its detector (session.check_case), and the chosen conditions
@@ -225,7 +233,8 @@ def check_recipe(session, report: dict, parts: list[Part], layout: str, path="th
         if session.data_spec(spec, captions) != p.dataset:
             raise ExportError(f"{p.label} on {p.dataset}: this session reads {session.data_spec(spec, captions)!r}")
         dataset = session.dataset(p.dataset)
-        tasks[(tuple(dataset.classes[p.task]), p.task in dataset.multilabel)] = p.task
+        classes = class_names(dataset.classes[p.task], session.detector(p.model).classes)
+        tasks[(classes, p.task in dataset.multilabel)] = p.task
         if layout == "imagefolder" and not all(m.has_picture for m in dataset.memes):
             raise ExportError(f"{p.dataset} has memes without a picture, which an imagefolder cannot hold: export "
                               f"it as parquet (--format parquet)")
