@@ -1,0 +1,26 @@
+"""Issue 49: `-p no:cacheprovider` silently dropped the feature cache and the counterexamples. A run without a cache
+dir says so in one line of its notes (options.uncached_note; the session adds it to its notes)."""
+import dataclasses
+from pathlib import Path
+
+from pytest_memerobust.options import uncached_note
+from pytest_memerobust.session import Options
+
+
+def test_a_run_without_a_cache_dir_says_in_one_line_what_is_off_and_why():
+    note = uncached_note(Options(models=("demo",), cache_dir=None))
+    assert note is not None and "\n" not in note
+    assert note.startswith("no cache dir: pytest's cache provider is off (-p no:cacheprovider) and no "
+                           "--memerobust-cache-dir is given")
+    assert "encoded features and fitted attacks are kept in memory for this run only" in note
+    assert note.endswith("; not written: the failing cases' counterexamples (--memerobust-cache-dir=DIR keeps them)")
+
+
+def test_the_note_names_only_what_is_off():
+    base = Options(models=("demo",), cache_dir=None)
+    asked = uncached_note(dataclasses.replace(base, feature_cache=False, counterexamples=Path("cx.json")))
+    assert "encoded features" not in asked and "counterexamples" not in asked and "fitted attacks are kept" in asked
+    gated = uncached_note(dataclasses.replace(base, baseline=Path("b.json")))
+    assert "not written: the failing cases' counterexamples and the flip ledger (" in gated
+    assert uncached_note(dataclasses.replace(base, cache_dir=Path("cache"))) is None
+    assert uncached_note(dataclasses.replace(base, models=())) is None
