@@ -8,13 +8,22 @@
 
     python bench/ocr.py --data pridemm:../shared/data/pridemm:test --memes 40
     python bench/ocr.py --device cuda      # the OCR models on the GPU where onnxruntime-gpu is installed
+    python bench/ocr.py --reading-order --memes 60   # reading order and run-together words, before and after
 
 PrideMM ships its captions, not its pictures, so the pictures are drawn; their text is the real captions'.
+
+`--reading-order` draws real captions the way memes show them over real photographs (scikit-image's sample
+pictures, 512 px): white capitals with a black outline in bold and condensed fonts at several sizes, one to three
+lines in a top and a bottom block. Each picture is read once; the boxes are then put in order by the reading order
+this package had before (kept verbatim below as `reading_order_before`) and by today's, and today's also with the
+run-together words split (data/words.py). Per variant: character error rate and words kept against the drawn
+caption, and the share of multi-line captions whose boxes come out in the drawn lines' order.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -26,6 +35,7 @@ from pytest_memerobust.data.render import draw_meme
 from pytest_memerobust.judge.ocr_view import character_error_rate, word_recall
 from pytest_memerobust.perturb import get
 from pytest_memerobust.data.pictures import as_picture
+from pytest_memerobust.data.text_boxes import TextBox
 
 
 def main() -> None:
@@ -34,7 +44,11 @@ def main() -> None:
     parser.add_argument("--memes", type=int, default=40)
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reading-order", action="store_true",
+                        help="measure the reading order and the word splits on captions drawn over photographs")
     args = parser.parse_args()
+    if args.reading_order:
+        return reading_order_bench(args)
 
     memes = load_dataset(args.data, require_images=False).memes[: args.memes]
     drawn = [draw_meme(m.text, args.size, seed=i) for i, m in enumerate(memes)]
@@ -84,6 +98,170 @@ def main() -> None:
                      f"{np.mean([min(1.0, character_error_rate(r, s)) for r, s in zip(read, shown)]):.3f}",
                      f"{np.mean([word_recall(r, s) for r, s in zip(read, shown)]):.3f}"])
     print(tabulate(rows, headers=["edit", "ms / picture", "OCR CER vs caption shown", "words kept"]))
+
+
+def reading_order_before(boxes) -> tuple[TextBox, ...]:
+    """data/text_boxes.py `reading_order` before lines were grouped by overlap, verbatim."""
+    def order(box: TextBox):
+        left, top, _, _ = box.bounds
+        return (round(top / (box.height / 2)), left)
+
+    return tuple(sorted(boxes, key=order))
+
+
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "camera", "immunohistochemistry", "hubble_deep_field",
+          "retina", "moon", "clock", "coins")
+CAPTIONS = ("when you finally understand the assignment", "nobody: absolutely nobody: me at three in the morning",
+            "they said it was just a phase but here we are ten years later", "me explaining my whole life story "
+            "to the cashier", "when she sees comments on her post about pride month",
+            "say i'm good at handball but when i tried out for the team i didn't make it")
+
+
+def meme_fonts() -> list[tuple[str, str]]:
+    """(name, path) of the bold and condensed fonts here: DejaVu Sans Bold ships with matplotlib; the others where
+    installed."""
+    import glob
+    import os
+
+    import matplotlib
+
+    found = [("DejaVu Sans Bold", os.path.join(matplotlib.get_data_path(), "fonts/ttf/DejaVuSans-Bold.ttf"))]
+    for name, pattern in (("DejaVu Sans Condensed Bold", "/usr/share/fonts/**/DejaVuSansCondensed-Bold.ttf"),
+                          ("Bebas Neue", "/usr/share/fonts/**/BebasNeue*.[ot]tf"),
+                          ("Noto Sans Condensed Black", "/usr/share/fonts/**/NotoSans*Condensed*Black*.[ot]tf")):
+        paths = sorted(glob.glob(pattern, recursive=True))
+        if paths:
+            found.append((name, paths[0]))
+    return [(name, path) for name, path in found if os.path.isfile(path)]
+
+
+def photographs(size: int) -> list[np.ndarray]:
+    """scikit-image's sample photographs, centre-cropped square and resized to `size` pixels, in colour."""
+    import skimage.data
+    from PIL import Image
+
+    out = []
+    for name in PHOTOS:
+        a = np.asarray(getattr(skimage.data, name)())
+        a = np.repeat(a[..., None], 3, axis=2) if a.ndim == 2 else a[..., :3]
+        h, w = a.shape[:2]
+        side = min(h, w)
+        a = a[(h - side) // 2 : (h - side) // 2 + side, (w - side) // 2 : (w - side) // 2 + side]
+        out.append(np.asarray(Image.fromarray(a.astype(np.uint8)).resize((size, size), Image.LANCZOS)))
+    return out
+
+
+def _balanced_lines(words: list[str], count: int) -> list[str]:
+    """`words` cut into `count` lines of about equal length in characters."""
+    count = max(1, min(count, len(words)))
+    total = sum(len(w) + 1 for w in words)
+    lines, line, used = [], [], 0
+    for i, word in enumerate(words):
+        line.append(word)
+        used += len(word) + 1
+        left_lines = count - len(lines) - 1
+        if left_lines and used >= total * (len(lines) + 1) / count and len(words) - i - 1 >= left_lines:
+            lines.append(" ".join(line))
+            line = []
+    if line:
+        lines.append(" ".join(line))
+    return lines
+
+
+def draw_photo_meme(caption: str, photo: np.ndarray, font_path: str, rng: np.random.Generator):
+    """`caption` (at most 18 words) in white capitals with a black outline on `photo`: the first part in a top block,
+    the rest in a bottom block (one in five captions: all at the top), 1-3 lines each, each block in its own size:
+    as large as its widest line allows, at most a size drawn from 26-60 px. The picture, and the drawn lines as
+    (block, line, rectangle, text)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    size = photo.shape[0]
+    words = caption.upper().split()[:18]
+    cut = int(rng.integers(1, len(words))) if len(words) > 1 and rng.random() < 0.8 else len(words)
+    blocks = [_balanced_lines(part, int(rng.integers(1, 4))) for part in (words[:cut], words[cut:]) if part]
+    img = Image.fromarray(photo.copy())
+    draw = ImageDraw.Draw(img)
+    drawn = []
+    for b, block in enumerate(blocks):
+        font_size = float(rng.choice([26, 32, 40, 48, 60]))
+        while True:
+            font = ImageFont.truetype(font_path, round(font_size))
+            stroke = max(2, round(font_size / 12))
+            widest = max(draw.textlength(line, font=font) + 2 * stroke for line in block)
+            ascent, descent = font.getmetrics()
+            line_height = (ascent + descent) * 1.05
+            if (widest <= 0.94 * size and len(block) * line_height <= 0.45 * size) or font_size <= 12:
+                break
+            font_size *= 0.92
+        top = size * 0.03 if b == 0 else size * 0.97 - len(block) * line_height
+        for i, line in enumerate(block):
+            x = (size - draw.textlength(line, font=font)) / 2
+            y = top + i * line_height
+            draw.text((x, y), line, font=font, fill=(255, 255, 255), stroke_width=stroke, stroke_fill=(0, 0, 0))
+            drawn.append((b, i, draw.textbbox((x, y), line, font=font, stroke_width=stroke), line))
+    return np.asarray(img), drawn
+
+
+def lines_in_order(ordered: Sequence[TextBox], drawn) -> bool:
+    """Whether boxes in this order go through the drawn lines top to bottom, left to right within each (a box
+    belongs to the drawn line its centre lies in; boxes on no drawn line, e.g. read off the photograph, are left
+    out)."""
+    seen = []
+    for box in ordered:
+        left, top, right, bottom = box.bounds
+        cx, cy = (left + right) / 2, (top + bottom) / 2
+        hits = [k for k, (_, _, (l, t, r, btm), _) in enumerate(drawn) if t <= cy <= btm and l - 4 <= cx <= r + 4]
+        if hits:
+            seen.append((hits[0], cx))
+    return all(a[0] < b[0] or (a[0] == b[0] and a[1] < b[1]) for a, b in zip(seen, seen[1:]))
+
+
+def reading_order_bench(args) -> None:
+    from pytest_memerobust.data.ocr import RapidOcr
+    from pytest_memerobust.data.text_boxes import reading_order
+    from pytest_memerobust.data.words import split_run_together
+
+    try:
+        captions = [m.text for m in load_dataset(args.data, require_images=False).memes if m.text.strip()]
+        source = args.data
+    except Exception as error:  # no PrideMM here: the built-in captions
+        captions, source = list(CAPTIONS), f"built-in captions ({type(error).__name__})"
+    rng = np.random.default_rng(0)
+    fonts, photos = meme_fonts(), photographs(args.size)
+    memes = []
+    for i in range(args.memes):
+        name, path = fonts[i % len(fonts)]
+        picture, drawn = draw_photo_meme(captions[i % len(captions)], photos[i % len(photos)], path, rng)
+        memes.append((name, picture, drawn))
+    reader = RapidOcr(None, use_cuda=args.device.startswith("cuda"))
+    start = time.perf_counter()
+    found = [reader.detections(picture) for _, picture, _ in memes]
+    seconds = time.perf_counter() - start
+    variants = {"before (top / half its own height)": lambda ds: reading_order_before(d.box for d in ds),
+                "lines by overlap": lambda ds: reading_order(d.box for d in ds),
+                "lines by overlap + words split": lambda ds: reading_order(split_run_together(d) for d in ds)}
+    truths = [" ".join(text for *_, text in drawn) for _, _, drawn in memes]
+    multi = [len(drawn) > 1 for _, _, drawn in memes]
+    rows, wrong = [], {}
+    for variant, order in variants.items():
+        ordered = [order(ds) for ds in found]
+        read = [" ".join(b.text for b in boxes) for boxes in ordered]
+        right = [lines_in_order(boxes, drawn) for boxes, (_, _, drawn) in zip(ordered, memes)]
+        wrong[variant] = [i for i, (r, m) in enumerate(zip(right, multi)) if m and not r]
+        rows.append([variant, f"{np.mean([min(1.0, character_error_rate(r, t)) for r, t in zip(read, truths)]):.3f}",
+                     f"{np.mean([word_recall(r, t) for r, t in zip(read, truths)]):.3f}",
+                     f"{sum(r for r, m in zip(right, multi) if m)} / {sum(multi)}"])
+    lines = [len(drawn) for _, _, drawn in memes]
+    print(f"{len(memes)} captions from {source} drawn over {len(photos)} photographs at {args.size} px in "
+          f"{', '.join(name for name, _ in fonts)}; {sum(multi)} with more than one line (1-6 lines, mean "
+          f"{np.mean(lines):.1f}); OCR {seconds / len(memes):.3f} s per picture on the "
+          f"{'GPU' if reader.use_cuda else 'CPU'}")
+    print(tabulate(rows, headers=["reading order", "CER vs drawn caption", "words kept",
+                                  "multi-line captions in line order"]))
+    for variant, indices in wrong.items():
+        for i in indices[:5]:
+            read = " ".join(b.text for b in variants[variant](found[i]))
+            print(f"  {variant}: meme {i} ({memes[i][0]}): read {read!r}")
 
 
 if __name__ == "__main__":

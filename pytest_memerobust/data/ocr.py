@@ -9,7 +9,7 @@ small JSON files under the cache directory, written atomically.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -21,9 +21,23 @@ from ..errors import BackendMissing
 from .digests import input_digest
 from .meme import Dataset
 from .text_boxes import TEXT_BOXES, TextBox, joined_text, reading_order
+from .words import split_run_together
 
 OCR_BACKENDS = ("rapidocr",)
 MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text only a few pixels high
+# A cached reading is used only when written by this version of the reading: 2 = lines grouped by overlap
+# (text_boxes.reading_order) and run-together words split (words.py); entries without it are read again.
+CACHE_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One piece of text as the OCR reader found it: its box (in the picture's pixels) with the text as read, and
+    where along the box each character of that text sits (its centre, in pixels from the box's left edge; empty
+    when the reader does not say)."""
+
+    box: TextBox
+    char_centres: tuple[float, ...] = ()
 
 
 class OcrBackend(Protocol):
@@ -36,7 +50,8 @@ class OcrBackend(Protocol):
 
 
 class RapidOcr:
-    """rapidocr-onnxruntime: text boxes in reading order, joined by single spaces."""
+    """rapidocr-onnxruntime: text boxes in reading order (text_boxes.reading_order), the words it ran together split
+    again (words.py), joined by single spaces."""
 
     name = "rapidocr"
 
@@ -65,20 +80,10 @@ class RapidOcr:
             path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
             boxes = _read_entry(path, self.name)
             if boxes is None:
-                if not isinstance(image, np.ndarray):  # the OCR engine reads arrays: an edge
-                    from .pictures import to_array
-
-                    image = to_array(image)
-                image = np.asarray(image, dtype=np.uint8)
-                upscaled = _upscaled(image)
-                with fixed_threads():  # OpenCV, which reads and crops for the models (determinism.py)
-                    found, _ = self._engine(upscaled)
-                back = image.shape[0] / upscaled.shape[0]
-                boxes = reading_order(TextBox(tuple((float(x), float(y)) for x, y in corners), str(text).strip(),
-                                              float(score)).scaled(back)
-                                      for corners, text, score in (found or []) if str(text).strip())
+                boxes = reading_order(split_run_together(d) for d in self.detections(image))
                 if path is not None:
-                    entry = {"backend": self.name, "text": joined_text(boxes), "boxes": [b.to_json() for b in boxes]}
+                    entry = {"backend": self.name, "version": CACHE_VERSION, "text": joined_text(boxes),
+                             "boxes": [b.to_json() for b in boxes]}
                     try:
                         atomic_write_text(path, json.dumps(entry))
                     except OSError:  # a read-only cache costs time, not the run
@@ -86,15 +91,48 @@ class RapidOcr:
             self._memory[key] = boxes
         return self._memory[key]
 
+    def detections(self, image) -> list[Detection]:
+        """What the reader finds on a picture, uncached, in its own order, with each character's place."""
+        if not isinstance(image, np.ndarray):  # the OCR engine reads arrays: an edge
+            from .pictures import to_array
+
+            image = to_array(image)
+        image = np.asarray(image, dtype=np.uint8)
+        upscaled = _upscaled(image)
+        with fixed_threads():  # OpenCV, which reads and crops for the models (determinism.py)
+            found, _ = self._engine(upscaled, return_word_box=True)
+        back = image.shape[0] / upscaled.shape[0]
+        return [_detection(item, back) for item in found or [] if str(item[1]).strip()]
+
+
+def _detection(item, back: float) -> Detection:
+    """A Detection from one of rapidocr's results, scaled by `back`. With `return_word_box` rapidocr 1.4.4 adds one
+    box per character of Latin text (its CTC column, as wide as an average character) and those characters."""
+    corners, text, score = item[:3]
+    box = TextBox(tuple((float(x), float(y)) for x, y in corners), str(text), float(score)).scaled(back)
+    char_boxes, chars = (item[3], item[4]) if len(item) >= 5 else ((), ())
+    if not char_boxes or "".join(chars) != box.text or len(char_boxes) != len(chars):
+        return Detection(replace(box, text=box.text.strip()))
+    (x0, y0), (x1, y1) = box.corners[0], box.corners[1]
+    length = max(1e-6, ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5)
+    ux, uy = (x1 - x0) / length, (y1 - y0) / length  # along the box's top edge
+
+    def along(cell) -> float:
+        cx, cy = (sum(p[0] for p in cell) / len(cell) * back, sum(p[1] for p in cell) / len(cell) * back)
+        return (cx - x0) * ux + (cy - y0) * uy
+
+    return Detection(box, tuple(along(cell) for cell in char_boxes))
+
 
 def _read_entry(path: Path | None, backend: str) -> tuple[TextBox, ...] | None:
-    """A cached reading, or None when absent, damaged or from before boxes were kept (then the picture is read
-    again)."""
+    """A cached reading, or None when absent, damaged or from another version of the reading (CACHE_VERSION; then
+    the picture is read again)."""
     if path is None or not path.is_file():
         return None
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
-        if not (isinstance(entry, dict) and entry.get("backend") == backend and isinstance(entry.get("boxes"), list)):
+        if not (isinstance(entry, dict) and entry.get("backend") == backend and isinstance(entry.get("boxes"), list)
+                and entry.get("version") == CACHE_VERSION):
             return None
         return tuple(TextBox.from_json(box) for box in entry["boxes"])
     except (OSError, ValueError):

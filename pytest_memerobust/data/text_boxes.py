@@ -62,13 +62,88 @@ class TextBox:
         return cls(corners, text, float(score))
 
 
-def reading_order(boxes: Iterable[TextBox]) -> tuple[TextBox, ...]:
-    """Boxes by line (top edge, in steps of half a box height), then left to right, as a reader goes."""
-    def order(box: TextBox):
-        left, top, _, _ = box.bounds
-        return (round(top / (box.height / 2)), left)
+# Lines and blocks. A box joins a line when its vertical extent overlaps the line's (at the box's place along the
+# line, so a tilted caption still groups) by at least LINE_OVERLAP of the smaller height; a gap between consecutive
+# lines wider than BLOCK_GAP times their height starts a new block (a meme's top and bottom captions).
+LINE_OVERLAP = 0.5
+BLOCK_GAP = 1.0
 
-    return tuple(sorted(boxes, key=order))
+
+@dataclass(frozen=True)
+class _Band:
+    """A box's centre line: its centre (x, y), its height across the text and the slope of its edges."""
+
+    x: float
+    y: float
+    height: float
+    slope: float
+
+    @classmethod
+    def of(cls, box: TextBox) -> "_Band":
+        (x0, y0), (x1, y1), (x2, y2), (x3, y3) = box.corners[:4]  # clockwise from the top left
+        dx = ((x1 - x0) + (x2 - x3)) / 2
+        slope = ((y1 - y0) + (y2 - y3)) / 2 / dx if dx > 0 else 0.0
+        # the height across the text: the left and right edges, less the tilt
+        height = (abs(y3 - y0) + abs(y2 - y1)) / 2 / (1 + slope * slope) ** 0.5
+        return cls((x0 + x1 + x2 + x3) / 4, (y0 + y1 + y2 + y3) / 4, max(1.0, height), slope)
+
+    def span_at(self, x: float, slope: float) -> tuple[float, float]:
+        """(top, bottom) of this band carried along `slope` to `x`."""
+        y = self.y + slope * (x - self.x)
+        return y - self.height / 2, y + self.height / 2
+
+
+def _line_span(bands: Sequence[_Band], x: float) -> tuple[float, float]:
+    """(top, bottom) of a line at `x`: its boxes' extents carried there along their mean slope."""
+    slope = sum(b.slope for b in bands) / len(bands)
+    spans = [b.span_at(x, slope) for b in bands]
+    return min(t for t, _ in spans), max(b for _, b in spans)
+
+
+def text_lines(boxes: Iterable[TextBox]) -> tuple[tuple[TextBox, ...], ...]:
+    """The boxes grouped into lines (vertical overlap of their centre lines, tilt allowed), lines top to bottom,
+    boxes in a line left to right."""
+    boxes = list(boxes)
+    bands = {id(b): _Band.of(b) for b in boxes}
+    lines: list[list[TextBox]] = []
+    for box in sorted(boxes, key=lambda b: (bands[id(b)].y, bands[id(b)].x)):
+        band = bands[id(box)]
+        best, best_overlap = None, 0.0
+        for line in lines:
+            top, bottom = _line_span([bands[id(b)] for b in line], band.x)
+            overlap = min(bottom, band.y + band.height / 2) - max(top, band.y - band.height / 2)
+            if overlap >= LINE_OVERLAP * min(band.height, bottom - top) and overlap > best_overlap:
+                best, best_overlap = line, overlap
+        if best is None:
+            lines.append([box])
+        else:
+            best.append(box)
+
+    def middle(line):
+        return sum(bands[id(b)].y for b in line) / len(line)
+
+    return tuple(tuple(sorted(line, key=lambda b: bands[id(b)].x)) for line in sorted(lines, key=middle))
+
+
+def caption_blocks(boxes: Iterable[TextBox]) -> tuple[tuple[tuple[TextBox, ...], ...], ...]:
+    """The lines of `text_lines` cut into blocks where the gap to the next line is wider than BLOCK_GAP times the
+    taller of the two lines' heights: a classic meme's top and bottom captions come out as two blocks."""
+    blocks: list[list[tuple[TextBox, ...]]] = []
+    previous = None
+    for line in text_lines(boxes):
+        bands = [_Band.of(b) for b in line]
+        top, bottom = min(b.y - b.height / 2 for b in bands), max(b.y + b.height / 2 for b in bands)
+        height = max(b.height for b in bands)
+        if previous is None or top - previous[1] > BLOCK_GAP * max(height, previous[2]):
+            blocks.append([])
+        blocks[-1].append(line)
+        previous = (top, bottom, height)
+    return tuple(tuple(block) for block in blocks)
+
+
+def reading_order(boxes: Iterable[TextBox]) -> tuple[TextBox, ...]:
+    """Boxes block by block, line by line (top to bottom), left to right within a line, as a reader goes."""
+    return tuple(box for block in caption_blocks(boxes) for line in block for box in line)
 
 
 def joined_text(boxes: Sequence[TextBox]) -> str:
