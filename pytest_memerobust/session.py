@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import Dataset, load_dataset
+from .data import Dataset
 from .detectors import find_card, load_detector
 from .detectors.registry import check_device, resolve_device
 from .data.meme import is_multilabel
@@ -24,7 +24,8 @@ from .engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detec
 from .engine.executors import make_executor
 from .engine.shards import ShardRunner
 from .judge.results import ConditionResult, StatsConfig
-from .data.fit_memes import FitMemes, outside
+from .data.fit_memes import FitMemes
+from .data.reading import read_memes
 
 DEFAULT_DATA = "demo"
 CAPTIONS_BY_OCR = "#ocr-captions"  # appended to a data spec whose captions are read off the (perturbed) pictures
@@ -431,34 +432,16 @@ class RobustnessSession:
         return self._datasets[spec]
 
     def _read(self, spec: str, limit: int | None = None, evaluated: Dataset | None = None) -> Dataset:
-        """Memes of `spec` as every part of the run reads them: the first `limit` (less those of `evaluated`), the
-        captions a meme lacks read off its picture when the run has an OCR backend."""
-        reads_pictures = self.reads_pictures()
-        # With an OCR backend a loader lets a caption be empty: OCR reads it off the picture below.
-        dataset = load_dataset(spec, require_images=reads_pictures,
-                               allow_outside_paths=self.options.allow_outside_paths,
-                               require_captions=self.ocr() is None)
-        if evaluated is not None:
-            dataset = replace(dataset, memes=outside(dataset.memes, evaluated.memes))
-        dataset = dataset.head(limit)
+        """Memes of `spec` as every part of the run reads them (data/reading.py): the first `limit` (less those of
+        `evaluated`), the captions a meme lacks read off its picture when the run has an OCR backend."""
+        dataset = read_memes(spec, ocr=self.ocr(), require_images=self.reads_pictures(),
+                             allow_outside_paths=self.options.allow_outside_paths, limit=limit,
+                             outside=[m.id for m in evaluated.memes] if evaluated is not None else ())
         without = sum(not m.has_picture for m in dataset.memes)
         note = (f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this run read only "
                 f"captions, so none is needed")
         if without and note not in self.notes:
             self.notes.append(note)
-        missing = [m.id for m in dataset.memes if not m.text.strip()]
-        if missing:
-            if self.ocr() is None:
-                raise ConfigError(
-                    f"{len(missing)} memes of {spec!r} have no caption (e.g. {', '.join(missing[:3])}): read them "
-                    f"off the pictures with --memerobust-ocr=rapidocr (pip install \"pytest-memerobust[ocr]\")")
-            unreadable = [m.id for m in dataset.memes if not m.text.strip() and not m.has_picture]
-            if unreadable:
-                raise DataError(f"{len(unreadable)} memes of {spec!r} have neither a caption nor a picture to read "
-                                f"it from (e.g. {', '.join(unreadable[:3])})")
-            from .data.ocr import fill_missing_captions
-
-            dataset = fill_missing_captions(dataset, self.ocr())
         return dataset
 
     def reads_pictures(self) -> bool:
@@ -534,7 +517,7 @@ class RobustnessSession:
             train, fit = training_spec(spec), None
             if train is not None:
                 try:
-                    memes = outside(self._read(train).labelled(task).memes, evaluated.memes)
+                    memes = self._read(train, evaluated=evaluated).labelled(task).memes
                     fit = FitMemes(f"the train split {train}", tuple(memes), task) if memes else None
                 except DataError:  # a csv whose split column has no train rows, or no split column
                     fit = None

@@ -60,10 +60,10 @@ def test_missing_captions_are_filled_from_the_picture_and_marked():
 
 
 def test_a_dataset_with_missing_captions_needs_an_ocr_backend(monkeypatch):
-    from pytest_memerobust import session as session_module
+    from pytest_memerobust.data import reading
     from pytest_memerobust.session import Options, RobustnessSession
 
-    monkeypatch.setattr(session_module, "load_dataset", lambda spec, **options: _dataset(["a", "", ""], [90, 90, 90]))
+    monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: _dataset(["a", "", ""], [90, 90, 90]))
     with pytest.raises(ConfigError, match=r"2 memes of 'toy-spec' have no caption \(e.g. m1, m2\).*--memerobust-ocr"):
         RobustnessSession(Options()).dataset("toy-spec")
     session = RobustnessSession(Options(ocr="rapidocr"))
@@ -176,12 +176,12 @@ def test_every_loader_leaves_missing_captions_to_ocr_when_asked(tmp_path, kind):
 
 
 def test_a_meme_with_neither_caption_nor_picture_is_named(monkeypatch):
-    from pytest_memerobust import session as session_module
+    from pytest_memerobust.data import reading
     from pytest_memerobust.errors import DataError
     from pytest_memerobust.session import Options, RobustnessSession
 
     memes = [Meme("m0", "a", {"hate": 0}, image_array=np.zeros((8, 8, 3), np.uint8)), Meme("m1", "", {"hate": 1})]
-    monkeypatch.setattr(session_module, "load_dataset",
+    monkeypatch.setattr(reading, "load_dataset",
                         lambda spec, **options: Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}))
     session = RobustnessSession(Options(ocr="rapidocr"))
     session._ocr = FakeOcr()

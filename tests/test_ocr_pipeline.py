@@ -14,7 +14,7 @@ from pytest_memerobust.data.fit_memes import FitMemes
 from pytest_memerobust.data.meme import Meme
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import DataError
-from pytest_memerobust.session import CAPTIONS_BY_OCR, Options, RobustnessSession, training_spec
+from pytest_memerobust.session import Options, RobustnessSession, training_spec
 
 from test_engine import CountingSplit
 from test_ocr import FakeOcr, _dataset
@@ -118,10 +118,10 @@ def test_universal_attacks_fit_outside_the_evaluated_memes(tmp_path, monkeypatch
 def test_fit_memes_are_read_as_the_run_reads_memes_ocr_included(monkeypatch):
     """Before: the fit memes were loaded again without OCR, and a missing caption stopped the trigger
     ("empty caption in column 'text' ... --memerobust-ocr=rapidocr", with that option given)."""
-    from pytest_memerobust import session as session_module
+    from pytest_memerobust.data import reading
 
     data = _dataset(["one", "", "three", "", "five", ""], [250, 120, 40, 70, 200, 90])
-    monkeypatch.setattr(session_module, "load_dataset", lambda spec, **options: data)
+    monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: data)
     session = RobustnessSession(_options(limit=2, ocr="rapidocr"))
     session._ocr = FakeOcr()
     fit = session.training_memes("csv:/memes.csv", "hate")

@@ -193,10 +193,10 @@ def test_the_engine_asks_its_text_reader_once_per_picture_and_notes_when_it_has_
 
 
 def test_a_run_notes_the_edits_that_had_no_text_boxes(monkeypatch):
-    from pytest_memerobust import session as session_module
+    from pytest_memerobust.data import reading
     from pytest_memerobust.session import Options, RobustnessSession
 
-    monkeypatch.setattr(session_module, "load_dataset", lambda spec, **options: _pictures_without_boxes())
+    monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: _pictures_without_boxes())
     session = RobustnessSession(Options(models=("demo",)))
     session.evaluate("demo", "image=caption_cover@2", data="plain-spec")
     assert any("plain-spec: caption_cover met 3 of 3 pictures whose text boxes are unknown (--memerobust-ocr"

@@ -58,8 +58,3 @@ def fit_digest(ids: Sequence[str], captions: Sequence[str], labels) -> str:
         h.update(f"{meme_id}\0{text}\0{label!r}\0".encode())
     return h.hexdigest()
 
-
-def outside(memes: Sequence[Meme], evaluated: Sequence[Meme]) -> list[Meme]:
-    """The memes of `memes` that are not among `evaluated` (by id)."""
-    seen = {m.id for m in evaluated}
-    return [m for m in memes if m.id not in seen]
