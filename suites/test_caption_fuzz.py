@@ -16,8 +16,14 @@ from pytest_memerobust.fuzz import CaptionFuzzer, caption_edits
 def test_label_preserving_edits_do_not_flip_confident_predictions(memerobust):
     options = memerobust.session.options
     fuzzer = CaptionFuzzer(memerobust.detector, memerobust.dataset, memerobust.task, options.fuzz_confidence)
-    if not fuzzer.confident:
-        pytest.skip(f"{memerobust.model} classifies no meme correctly with probability >= {options.fuzz_confidence}")
+    if not fuzzer.confident:  # said in the run's notes too: the default summary counts a skip, without its reason
+        reason = (f"{memerobust.session.model_label(memerobust.model)} classifies no meme correctly with probability "
+                  f">= {options.fuzz_confidence} (--memerobust-fuzz-confidence), so no confident prediction is left "
+                  f"to fuzz; a lower confidence fuzzes its less confident ones")
+        note = f"caption fuzzing skipped: {reason}"
+        if note not in memerobust.session.notes:
+            memerobust.session.notes.append(note)
+        pytest.skip(reason)
 
     # Seeded by --memerobust-seed, so with a fresh database a gate passes or fails the same way on every run and every
     # pytest-xdist worker. @seed alone also sets database=None (Hypothesis would never save a failure), so @settings

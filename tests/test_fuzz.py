@@ -122,3 +122,38 @@ def test_the_shipped_fuzz_suite_finds_and_replays_a_flip(pytester):
     second.assert_outcomes(failed=1)
     edited = [l for l in first.stdout.lines if "edited:" in l][0]
     assert edited in second.stdout.lines
+
+
+UNTRAINED_CARD = """
+name = "untrained"
+architecture = "demo"
+task = "hate"
+classes = ["non-hateful", "hateful"]
+
+[params]
+text_dim = 512
+thumbnail_side = 16
+map_dim = 32
+"""
+CLEAN_SUITE = """
+[suite]
+name = "clean-only"
+[thresholds]
+min_relative_robustness = { accuracy = 0.0 }
+[text]
+typos = [1]
+"""
+
+
+def test_a_fuzz_case_with_no_confident_prediction_says_why_in_the_runs_notes(pytester):
+    """Issue 49: at the default confidence 0.9 an unconfident head (here an untrained one: every probability near
+    0.5) skipped the case with only "1 skipped" in the summary. Its reason names the model and the option, and the
+    run's notes say it where the default summary shows them."""
+    pytester.makefile(".toml", untrained=UNTRAINED_CARD, **{"memerobust-clean": CLEAN_SUITE})
+    result = pytester.runpytest("--memerobust-model=untrained.toml", "--memerobust-limit=16",
+                                "--memerobust-bootstrap=20", "-p", "no:cacheprovider", "-k", "fuzz or typos",
+                                "test_caption_fuzz.py", ".")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["memerobust: caption fuzzing skipped: untrained classifies no meme correctly with "
+                                 "probability >= 0.9 (--memerobust-fuzz-confidence), so no confident prediction is "
+                                 "left to fuzz; a lower confidence fuzzes its less confident ones"])
