@@ -64,8 +64,8 @@ def test_an_error_is_counted_as_an_error_in_the_banner_the_tables_and_the_verdic
     assert verdict_lines(verdict)[0] == ("m: 12 cases: 0 pass, 3 fail for sure, 6 fail within noise, "
                                          "3 raised an error")
     report = {"verdict": verdict, "cases": records, "groups": []}
-    assert "m: 12 cases: ✗ 3 fail for sure · ~ 6 fail within noise · ! 3 raised an error · ✓ 0 pass" in "\n".join(
-        report_lines(report))
+    counts = "m: 12 cases: ✗ 3 fail for sure · ~ 6 fail within noise · ! 3 raised an error · ✓ 0 pass"
+    assert counts in "\n".join(report_lines(report))
     page = to_html(report)
     assert "<th>raised an error</th>" in page and "✗ 3<" in page and "! 3<" in page and "✗ 6" not in page
     assert "| m | 12 | 3 | 6 | 3 | 0 | 0 |" in markdown(report)
@@ -172,3 +172,58 @@ def test_an_image_attack_counts_the_memes_it_fooled_of_those_right_clean():
         text = render({"groups": [group]}, tablefmt)
         assert "memes fooled of those right clean" in text and "Fooled of right clean" in text
         assert "5 of 7" in text and "14 of 16" not in text
+
+
+# --- 7: a caption read by OCR says so in every artifact -----------------------------------------------------------
+
+class _Ocr:
+    """Reads a picture as words naming its mean brightness (as tests/test_ocr.py's FakeOcr)."""
+
+    name = "fake-ocr"
+
+    def read(self, image):
+        return " ".join(["bright"] * (int(np.asarray(image).mean()) // 32) + ["meme", "caption"])
+
+
+@pytest.fixture(scope="module")
+def ocr_session():
+    from pytest_memerobust.judge.results import StatsConfig
+    from pytest_memerobust.session import Options, RobustnessSession
+
+    session = RobustnessSession(Options(models=("demo",), limit=12, stats=StatsConfig(n_resamples=50)))
+    session._ocr = _Ocr()
+    session.evaluate("demo", "image=contrast@5", captions="ocr")
+    return session
+
+
+def test_captions_read_by_ocr_are_called_ocr_captions_in_the_reports(ocr_session):
+    from pytest_memerobust.report import worst_examples
+    from pytest_memerobust.report.html import _worst as html_worst
+    from pytest_memerobust.report.markdown import _worst as markdown_worst
+    from pytest_memerobust.session import CAPTIONS_BY_OCR
+
+    examples = worst_examples(ocr_session, "demo", "demo" + CAPTIONS_BY_OCR)
+    assert examples and all(e["caption_source"] == e["perturbed_caption_source"] == "fake-ocr" for e in examples)
+    assert all(e["caption"].endswith("meme caption") for e in examples)  # what the detector read, not the dataset's
+    page = html_worst({"worst_examples": examples}, [])
+    text = "\n".join(markdown_worst({"worst_examples": examples}, []))
+    for rendered in (page, text):
+        assert "OCR caption" in rendered and "perturbed caption (OCR)" in rendered and "clean caption" not in rendered
+    # a meme whose missing caption OCR filled in (data.ocr.fill_missing_captions), beside one the dataset gave
+    mixed = [dict(examples[0], caption_source="rapidocr", perturbed_caption_source=None),
+             dict(examples[1], id="other", caption_source="dataset", perturbed_caption_source=None)]
+    assert html_worst({"worst_examples": mixed}, []).count("<th>OCR caption</th>") == 1
+    table = "\n".join(markdown_worst({"worst_examples": mixed}, []))
+    assert "clean or OCR caption" in table and "(OCR) " in table
+
+
+def test_an_export_row_says_where_its_captions_came_from(ocr_session):
+    from pytest_memerobust.session import CAPTIONS_BY_OCR
+    from pytest_memerobust.track.export import COLUMNS, Part, rows
+
+    spec = "demo" + CAPTIONS_BY_OCR
+    result = ocr_session.results[("demo", spec, "image=contrast@5")]
+    part = Part("demo", "demo", spec, result.task, "image=contrast@5", "", "", {})
+    row, _ = next(iter(rows(ocr_session, part, result)))
+    assert row["caption_source"] == "fake-ocr" and row["original_caption_source"] == "dataset"
+    assert {"caption_source", "original_caption_source"} <= set(COLUMNS)

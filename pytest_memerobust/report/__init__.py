@@ -59,7 +59,10 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
     """The `n` memes whose probability of the true class fell the most, each under the condition that hurt it most
     (`also`: the other conditions among the candidates that hurt it, worst first), with what a person needs to see
     them: a thumbnail of the picture, the caption before and after, and both probabilities. `conditions`: only
-    these condition ids (one suite's)."""
+    these condition ids (one suite's). `caption_source`: where the caption before came from, `dataset` or the OCR
+    backend that read it off the clean picture (the meme had none, or the run reads every caption by OCR);
+    `perturbed_caption_source`: the OCR backend, where the caption after was read off the perturbed picture."""
+    from ..engine import Condition
 
     candidates = []
     for (m, s, cid), result in session.results.items():
@@ -88,12 +91,16 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
         engine = session.engine(model, spec, result.task, c.defence, c.source)  # the one that computed it
         thumbnail = _thumbnail(engine.picture(c, i)) if meme.has_picture else None  # (an attack's first: a joint
         caption = engine.caption(c, i)  # attack's caption is kept with its picture)
+        reader = getattr(engine.ocr, "name", "ocr") if engine.ocr is not None else None  # every caption by OCR
+        source = reader or meme.meta.get("caption_source") or "dataset"
         classes, truth = session.detector(model).classes, np.asarray(result.y_true[i])
         label = (classes[int(truth)] if truth.ndim == 0
                  else ", ".join(name for name, on in zip(classes, truth) if on) or "none")
         p_clean, p_perturbed = (float(true_probability(p[i : i + 1], result.y_true[i : i + 1])[0])
                                 for p in (result.proba_clean, result.proba))
-        out.append({"id": meme.id, "condition": c.id, "caption": meme.text, "perturbed_caption": caption,
+        out.append({"id": meme.id, "condition": c.id,
+                    "caption": engine.caption(Condition(), i) if reader else meme.text, "perturbed_caption": caption,
+                    "caption_source": source, **({"perturbed_caption_source": reader} if reader else {}),
                     "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed, "also": also[i],
                     "thumbnail": thumbnail})
     return out

@@ -12,8 +12,8 @@ import re
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_LABELS,
-                      VERDICT_MEANING, VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief, case_of,
-                      model_counts,
+                      VERDICT_MEANING, VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief,
+                      caption_labels, case_of, model_counts,
                       confidence_level, counts, counts_text, has_verdict, number, p_value, partial_note,
                       regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
@@ -483,7 +483,7 @@ def _worst(group: dict, cases: list[dict]) -> str:
             f"<code>{_e(_short(e['condition']))}</code> {_chip(verdict_of(case)) if cases else ''}<br>"
             f"true label <b>{_e(e.get('label', ''))}</b>: p(true label) {e['p_true_clean']:.3f} → "
             f"{e['p_true_perturbed']:.3f} ({signed(e['p_true_perturbed'] - e['p_true_clean'])})</div>"
-            f"<table class='captions'><tr><th>clean caption</th><th>perturbed caption</th></tr>"
+            "<table class='captions'><tr>" + "".join(f"<th>{_e(label)}</th>" for label in caption_labels(e)) + "</tr>"
             f"<tr><td class='cap'>{clean_html}</td><td class='cap'>{perturbed_html}</td></tr></table>"
             + (f"<div class='also'>also among the worst under: {_e(', '.join(_short(c) for c in also))}</div>"
                if also else "") + "</div></div>")

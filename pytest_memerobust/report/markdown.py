@@ -9,9 +9,8 @@ import html
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_LABELS, VERDICTS,
-                      baseline_cells, baseline_notes, brief, case_of, counts, counts_text, has_verdict, model_counts,
-                      number, partial_note,
-                      p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
+                      baseline_cells, baseline_notes, brief, caption_labels, case_of, counts, counts_text,
+                      has_verdict, model_counts, number, partial_note, read_by_ocr, p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
                       signed, slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import FIGURE_NAMES, report_plots
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, prompt_summary, prompt_table,
@@ -179,9 +178,15 @@ def _worst(group: dict, cases: list[dict]) -> list[str]:
     examples = distinct_memes(group.get("worst_examples", []))
     if not examples:
         return []
+    labels = {caption_labels(e) for e in examples}
+    mixed = len({label for label, _ in labels}) > 1
+    clean_label = "clean or OCR caption" if mixed else next(iter(labels))[0]
+    perturbed_label = " or ".join(sorted({label for _, label in labels}))
     rows = []
     for e in examples:
         before, after = caption_pair(e.get("caption", ""), e.get("perturbed_caption", ""))
+        if mixed and read_by_ocr(e):  # the column says "clean or OCR caption": this one is OCR's
+            before = f"(OCR) {before}"
         if e.get("caption", "") == e.get("perturbed_caption", ""):
             after += " (unchanged: the picture was edited)"
         also = e.get("also") or []
@@ -193,8 +198,8 @@ def _worst(group: dict, cases: list[dict]) -> list[str]:
             "Distinct memes whose probability of the true label fell the most, each under the condition that hurt it "
             "most; <del>removed</del> and <ins>inserted</ins> characters marked, characters outside ASCII with their "
             "code point.",
-            table(["meme", "condition", "verdict", "true label: p clean → perturbed", "clean caption",
-                   "perturbed caption"], rows)]
+            table(["meme", "condition", "verdict", "true label: p clean → perturbed", clean_label,
+                   perturbed_label], rows)]
 
 
 def _grid(group: dict, cases: list[dict]) -> list[str]:

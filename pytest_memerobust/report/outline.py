@@ -123,6 +123,19 @@ def group_title(group: dict) -> str:
             f"task={group['task']})")
 
 
+def read_by_ocr(example: dict) -> bool:
+    """Whether a worst example's caption before the edit was read off its picture by OCR (report.worst_examples)."""
+    return example.get("caption_source") not in (None, "dataset")
+
+
+def caption_labels(example: dict) -> tuple[str, str]:
+    """What a worst example's two captions are called: `OCR caption` where the caption before the edit was read off
+    the picture (never `clean caption`, which says the dataset gave it), and `perturbed caption (OCR)` where the one
+    after was read off the perturbed picture."""
+    return ("OCR caption" if read_by_ocr(example) else "clean caption",
+            "perturbed caption (OCR)" if example.get("perturbed_caption_source") else "perturbed caption")
+
+
 def violation_parts(v: dict) -> tuple[str, str, str, str]:
     """(what, value, limit, interval) of one violation, the limit with the direction it required: `≥ 0.900`."""
     comparison = {">=": "≥", "<=": "≤"}.get(v.get("comparison"), v.get("comparison") or "")

@@ -39,6 +39,10 @@ COLUMNS = {
     "image": "the picture the detector was fed under the condition (PNG bytes; none for a meme without a picture)",
     "caption": "the caption as the detector read it under the condition",
     "original_caption": "the meme's own caption",
+    "original_caption_source": "where original_caption came from: dataset, or the OCR backend (rapidocr) that read "
+                               "it off the clean picture because the dataset had none",
+    "caption_source": "where caption came from: the OCR backend (rapidocr) when the run read every caption off the "
+                      "picture fed (--memerobust-captions=ocr), else original_caption_source",
     "label": "the meme's true label for the task (a list of the labels on, for a multi-label task)",
     "condition": "the condition's id, e.g. text=typos@3+image=jpeg_compression@2",
     "text_perturbation": "the caption edit's name (none: the caption is the meme's)",
@@ -317,8 +321,10 @@ def rows(session, part: Part, result, counterexamples: bool = False):
         meme = engine.dataset.memes[i]
         picture = engine.picture(condition, i) if meme.has_picture else None  # first: a joint attack's caption
         caption = engine.caption(condition, i)  # is computed with its picture
+        original_source = meme.meta.get("caption_source") or "dataset"  # data.ocr.fill_missing_captions marks it
         row = {
-            "caption": caption, "original_caption": meme.text,
+            "caption": caption, "original_caption": meme.text, "original_caption_source": original_source,
+            "caption_source": getattr(engine.ocr, "name", "ocr") if engine.ocr is not None else original_source,
             "label": [k for k, on in enumerate(y[i]) if on] if y.ndim == 2 else int(y[i]),
             "condition": part.condition, "text_perturbation": condition.text,
             "text_severity": condition.text_severity, "image_perturbation": condition.image,
@@ -342,7 +348,8 @@ def features(classes: list[str], multilabel: bool):
     label = ClassLabel(names=list(classes))
     text, number = Value("string"), Value("float64")
     return Features({
-        "image": Image(), "caption": text, "original_caption": text,
+        "image": Image(), "caption": text, "original_caption": text, "original_caption_source": text,
+        "caption_source": text,
         "label": List(label) if multilabel else label, "condition": text, "text_perturbation": text,
         "text_severity": Value("int32"), "image_perturbation": text, "image_severity": Value("int32"),
         "seed": Value("int64"), "meme_id": text, "model": text, "dataset": text, "task": text,
