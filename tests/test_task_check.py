@@ -26,6 +26,7 @@ def test_an_explicit_task_is_named_as_the_option_given():
 def test_what_fits_passes_and_what_cannot_be_told_yet_is_left_to_the_loaded_dataset():
     check_task("label", "csv:/nowhere/m.csv:test")  # the generic task
     check_task("hate", "pridemm:/nowhere/PrideMM:test")  # a named loader: its tasks are known once it loads
+    check_task("hate", "nosuchloader:/x")  # an unknown loader: loading it names the valid ones
     check_task("hate", "demo", load_dataset("demo").classes)
     with pytest.raises(ConfigError, match=r"has no task 'humour' .*its tasks: 'hate'.*--memerobust-task=TASK"):
         check_task("humour", "demo", load_dataset("demo").classes)

@@ -114,13 +114,17 @@ def check_task(task: str, spec: str, tasks: Iterable[str] | None = None, *, expl
     naming the fix: before its pictures are read (OCR may read every one first). `tasks`: the loaded dataset's
     (`Dataset.classes`), or None to tell from the spec alone, which a generic csv/jsonl file allows (its one task is
     GENERIC_TASK); for other loaders, None checks nothing. ConfigError."""
-    generic = parse_spec(spec)[0] in GENERIC_SUFFIXES.values()
+    try:
+        loader = parse_spec(spec)[0]
+    except UnknownNameError:  # loading it says so
+        loader = None
+    generic = loader in GENERIC_SUFFIXES.values()
     tasks = list(tasks) if tasks is not None else [GENERIC_TASK] if generic else None
     if tasks is None or task in tasks:
         return
     asked = f"{option}={task}" if explicit else f"the model card's task {task!r}"
     if generic:
-        raise ConfigError(f"dataset {spec!r} is a generic {parse_spec(spec)[0]} file: its one task is "
+        raise ConfigError(f"dataset {spec!r} is a generic {loader} file: its one task is "
                           f"{GENERIC_TASK!r} (its label column, classes 0, 1, ...), not {asked}; pass "
                           f"{option}={GENERIC_TASK} to score the card's classes on it, in their order")
     listed = ", ".join(map(repr, tasks)) or "(none)"
