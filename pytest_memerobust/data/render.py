@@ -83,23 +83,34 @@ def draw_meme(caption: str, size: int = 512, seed: int = 0) -> tuple[np.ndarray,
     grain = rng.normal(0, 6, (size, size, 3))
     img = Image.fromarray((np.asarray(img, dtype=np.float64) + grain).clip(0, 255).astype(np.uint8))
 
+    return draw_meme_text(np.asarray(img, dtype=np.uint8), caption)
+
+
+def draw_meme_text(picture: np.ndarray, caption: str, font=meme_font) -> tuple[np.ndarray, tuple[TextBox, ...]]:
+    """`caption` drawn over a copy of `picture` (h x w x 3 uint8) as meme text is: white capitals outlined in black,
+    the first half of the words centred at the top and the rest at the bottom, in `font` (size -> font; Pillow's
+    own by default), an eleventh of the shorter side high or smaller, so each half fits in 45% of the height."""
+    from PIL import Image
+
+    img = Image.fromarray(np.ascontiguousarray(picture, dtype=np.uint8))
+    w, h = img.size
     draw = ImageDraw.Draw(img)
     words = caption.upper().split()
     halves = [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[(len(words) + 1) // 2:])]
-    margin = size / 24
-    font_size = size / 11
+    margin = min(w, h) / 24
+    font_size = min(w, h) / 11
     while True:  # a long caption gets a smaller font, so each half fits in 45% of the picture's height
-        font = meme_font(font_size)
+        face = font(font_size)
         stroke = max(1, round(font_size / 15))
-        probe = draw.textbbox((0, 0), "HGQ", font=font, stroke_width=stroke)
+        probe = draw.textbbox((0, 0), "HGQ", font=face, stroke_width=stroke)
         line_height = (probe[3] - probe[1]) * 1.1
-        blocks = [wrap(half, draw, font, size - 2 * margin) if half else [] for half in halves]
-        if max(len(lines) for lines in blocks) * line_height <= 0.45 * size or font_size <= 8:
+        blocks = [wrap(half, draw, face, w - 2 * margin) if half else [] for half in halves]
+        if max(len(lines) for lines in blocks) * line_height <= 0.45 * h or font_size <= 8:
             break
         font_size *= 0.85
     white, black = (255, 255, 255), (0, 0, 0)
-    boxes = draw_outlined_lines(draw, blocks[0], size / 2, margin, font, white, black, stroke, line_height)
+    boxes = draw_outlined_lines(draw, blocks[0], w / 2, margin, face, white, black, stroke, line_height)
     if blocks[1]:
-        boxes += draw_outlined_lines(draw, blocks[1], size / 2, size - margin - line_height * len(blocks[1]), font,
+        boxes += draw_outlined_lines(draw, blocks[1], w / 2, h - margin - line_height * len(blocks[1]), face,
                                      white, black, stroke, line_height)
     return np.asarray(img, dtype=np.uint8), tuple(b for b in boxes if b.text)

@@ -1,11 +1,22 @@
 """Typographic edits that act on the text a picture really shows, from its text boxes (data/text_boxes.py: an OCR
 reading, or where a renderer drew the caption).
 
-- `rendered_caption`: erase the caption's pixels (each box's ink, filled in from the surrounding background) and draw
-  the condition's caption back into the same boxes, in the size and colours measured there, so
-  `text=typos@3+image=rendered_caption` is the meme a user would really post, with its caption shown once;
+- `rendered_caption`: erase the caption's pixels and draw the condition's caption back where it was, looking as
+  it looked, so `text=typos@3+image=rendered_caption` is the meme a user would really post, with its caption shown
+  once. Its control `rendered_clean_caption` re-renders the clean caption the same way: what flips under it is
+  the re-rendering's doing, not the typos';
 - `caption_cover`: a solid patch over every box;
 - `counter_text`: a short benign phrase typed onto the picture, away from the caption, to talk a detector round.
+
+Re-rendering, step by step:
+- the boxes are grouped into lines and the lines into caption blocks (the top and the bottom caption of a classic
+  meme: `text_boxes.caption_blocks`), and every block is drawn at one font size, fitted to its lines' height;
+- the font matches the meme's: bold text (Impact's kind; told by its strokes' width) comes back in a bold face,
+  the first bold condensed one installed (`BOLD_CAPTION_FONTS`) or matplotlib's DejaVu Sans Bold, whichever is
+  nearer the caption's width, regular text in Pillow's own font, and outlined text outlined as thick;
+  `caption_font_name()` names them, which a run should report (pixels differ between machines with different fonts);
+- the erase takes every box's ink and also the caption's ink the boxes missed (a word OCR did not read): glyphs of
+  the block's measured ink colour in the rows of its caption band, outlined ones where it is outlined.
 
 Everything runs on the picture's device; PIL only rasterises glyphs into coverage masks the picture's size (no picture
 pixel leaves the device), which are blended there. A picture without boxes falls back to the old layout
@@ -13,19 +24,85 @@ pixel leaves the device), which are blended there. A picture without boxes falls
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 from ..data.render import meme_font, wrap
-from ..data.text_boxes import TextBox, reading_order
+from ..data.text_boxes import TextBox, caption_blocks, reading_order
 from ..data.pictures import check_picture
 
 RING = 0.35  # the background is measured on a ring this share of the box height around the box
 INK_LEVEL = 40.0  # a pixel this far (RGB distance) from the background, or further, is ink
+# Faces like meme text's (Impact: bold, condensed), by preference; the first Pillow finds in the system's font folders
+# draws bold captions. matplotlib, a dependency, always ships DejaVu Sans Bold: the last resort before Pillow's own.
+BOLD_CAPTION_FONTS = ("Impact.ttf", "impact.ttf", "Anton-Regular.ttf", "NotoSans-CondensedBlack.ttf",
+                      "BebasNeue-Regular.ttf", "BebasNeue-Regular.otf", "DejaVuSansCondensed-Bold.ttf")
+PILLOW_DEFAULT = "Pillow default"
+# The caption's ink the boxes missed is looked for in its block's rows and this many line heights above and below
+# (a whole line OCR missed), for outlined text; text without an outline, which must sit on a plain band to be
+# told from the picture, only in the block's own rows and half a line around them.
+BAND_PAD_OUTLINED, BAND_PAD_PLAIN = 1.2, 0.5
+
+
+def _bold_face(names: Sequence[str]) -> str | None:
+    for name in names:
+        try:
+            return ImageFont.truetype(name, 10).path
+        except OSError:
+            continue
+    return None
+
+
+@lru_cache(maxsize=None)
+def caption_faces() -> tuple[str, ...]:
+    """The font files bold captions may be re-rendered in, condensed first: the first of `BOLD_CAPTION_FONTS`
+    installed, and matplotlib's DejaVuSans-Bold.ttf (of normal width); each caption block takes the one whose width
+    is nearer its own. Empty when neither is there (bold captions then come back in Pillow's own font)."""
+    faces = [_bold_face(BOLD_CAPTION_FONTS)]
+    try:
+        import matplotlib
+
+        faces.append(_bold_face([str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans-Bold.ttf")]))
+    except ImportError:
+        pass
+    return tuple(dict.fromkeys(face for face in faces if face))
+
+
+def caption_font(size: int, face: str = PILLOW_DEFAULT):
+    """A caption font at `size` pixels (6 at least): the font file `face` (one of `caption_faces`), or
+    `PILLOW_DEFAULT`, Pillow's own scalable font (Aileron Regular), in which captions of regular weight come back
+    (the demo memes are drawn in it)."""
+    return meme_font(size) if face == PILLOW_DEFAULT else _truetype(face, max(6, int(size)))
+
+
+@lru_cache(maxsize=256)
+def _truetype(path: str, size: int):
+    return ImageFont.truetype(path, size)
+
+
+def face_name(face: str) -> str:
+    """"DejaVu Sans Condensed Bold (/usr/share/fonts/truetype/dejavu/DejaVuSansCondensed-Bold.ttf)"."""
+    if face == PILLOW_DEFAULT:
+        return f"{PILLOW_DEFAULT} (Aileron Regular)"
+    family, style = _truetype(face, 10).getname()
+    return f"{family} {style} ({face})"
+
+
+def caption_font_name() -> str:
+    """The fonts re-rendered captions are drawn in, in one line for a run's notes: the pixels of `rendered_caption`
+    differ between machines with different fonts installed."""
+    faces = caption_faces()
+    bold = " or ".join(face_name(face) for face in faces) if faces else face_name(PILLOW_DEFAULT)
+    which = ", whichever is nearer the caption's width" if len(faces) > 1 else ""
+    return f"bold captions in {bold}{which}; regular ones in {face_name(PILLOW_DEFAULT)}"
 
 
 def _colour(colour: tuple[int, int, int], device: torch.device) -> torch.Tensor:
@@ -122,28 +199,316 @@ def _inpaint(region: torch.Tensor, hole: torch.Tensor) -> torch.Tensor:
     return filled[0]
 
 
-def erase_text(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence | None = None) -> torch.Tensor:
-    """The picture with the ink of every box removed: pixels far from the box's background colour (grown by a
-    tenth of the box height, to take anti-aliasing and outlines along) are filled in from what surrounds them.
-    `styles`: each box's `box_colours`, when already measured."""
-    out = check_picture(x).float()
-    h, w = out.shape[1:]
+def _dilated(mask: torch.Tensor, by: int) -> torch.Tensor:
+    if by <= 0:
+        return mask
+    return F.max_pool2d(mask.float()[None, None], 2 * by + 1, stride=1, padding=by)[0, 0] > 0
+
+
+def _distance(region: torch.Tensor, colour: torch.Tensor) -> torch.Tensor:
+    """The RGB distance of every pixel of a 3 x h x w float region from `colour`."""
+    return (region - colour[:, None, None]).norm(dim=0)
+
+
+def _stem(mask: torch.Tensor) -> float:
+    """The mean width of the strokes of the shapes in a mask, in pixels: twice their area over their edge (their
+    pixels with a neighbour outside them). For a ring, as an outline is, its thickness."""
+    area = mask.sum()
+    edge = area - _eroded(mask, 1).sum()
+    return float(2 * area / edge.clamp(min=1))
+
+
+@dataclass
+class _Block:
+    """One caption block as measured on the picture: its lines (one box around each line's boxes, top to bottom, and
+    where its glyphs really are: `_glyph_extent`), colours and outline thickness (0 without one)."""
+
+    lines: list[TextBox]
+    glyphs: list[tuple[int, int, int, int]]
+    background: torch.Tensor
+    ink: torch.Tensor
+    outline: torch.Tensor | None
+    stroke: int
+
+    @property
+    def rows(self) -> list[tuple[int, int]]:
+        return [(top, bottom) for _, top, _, bottom in self.glyphs]
+
+    @property
+    def line_height(self) -> int:
+        return max(1, int(np.median([bottom - top for top, bottom in self.rows])))
+
+    def tolerance(self) -> float:
+        """How far (RGB distance) from its ink or outline colour a pixel may be and still be of that colour."""
+        other = self.outline if self.outline is not None else self.background
+        return min(120.0, max(INK_LEVEL, 0.3 * float((self.ink - other).norm())))
+
+
+def _union(boxes: Sequence[TextBox]) -> TextBox:
+    """One box around `boxes` (left to right), holding their texts joined by spaces."""
+    bounds = [b.bounds for b in boxes]
+    return TextBox.from_rect(min(b[0] for b in bounds), min(b[1] for b in bounds), max(b[2] for b in bounds),
+                             max(b[3] for b in bounds), " ".join(b.text.strip() for b in boxes if b.text.strip()))
+
+
+def _strokes(mask: torch.Tensor, height: int) -> torch.Tensor:
+    """The pixels of `mask` in strokes no thicker than 0.3 x a line `height` (glyphs, not a wall of their colour):
+    those a square that wide, wholly inside the mask, does not reach."""
+    thick = max(1, math.ceil(0.15 * height))
+    return mask & ~_dilated(_eroded(mask, thick), thick)
+
+
+def _enclosed(ink: torch.Tensor, rim: torch.Tensor) -> torch.Tensor:
+    """The `ink` pixels from which the first pixel out of the ink, going left, right, up and down, is a `rim` pixel:
+    glyphs wholly ringed by their outline. A white stone on gravel, a highlight on a helmet or a white strap touch
+    something else than black on some side."""
+    enclosed = ink.clone()
+    for dim in (0, 1):
+        for backwards in (False, True):
+            inside, ring = (ink.flip(dim), rim.flip(dim)) if backwards else (ink, rim)
+            n = inside.shape[dim]
+            shape = [1, 1]
+            shape[dim] = n
+            index = torch.arange(n, device=ink.device).view(shape).expand_as(inside)
+            out = torch.where(inside, torch.full_like(index, n), index)  # where the ink ends, n past the edge
+            exit_at = out.flip(dim).cummin(dim).values.flip(dim)  # the first pixel out of the ink from each pixel on
+            hit = torch.gather(torch.cat([ring, torch.zeros_like(ring.narrow(dim, 0, 1))], dim), dim, exit_at)
+            enclosed &= hit.flip(dim) if backwards else hit
+    return enclosed
+
+
+def _outlined_strokes(region: torch.Tensor, ink: torch.Tensor, outline: torch.Tensor, tolerance: float,
+                      height: int) -> torch.Tensor:
+    """The pixels of outlined glyphs in a region of the picture: `_strokes` of the ink's colour, `_enclosed` by the
+    outline's colour (or a pixel next to it: the anti-aliased edge between the two)."""
+    near_ink = _distance(region, ink) < tolerance
+    rim = _dilated(_distance(region, outline) < tolerance, 1)
+    return _strokes(near_ink, height) & _enclosed(near_ink, rim)
+
+
+ROW_SHARE = 0.3  # a line's glyphs take the rows around its fullest one holding this share of its glyph pixels
+
+
+def _ink_extent(mask: torch.Tensor, first: int = 0, last: int | None = None) -> tuple[int, int, int, int] | None:
+    """(left, top, right, bottom) in `mask` of a line of glyphs whose fullest row is among rows first:last: the run
+    of rows around that row holding `ROW_SHARE` of its glyph pixels or more (a round letter's overshoot, a
+    descender's tail and a stray pixel of the picture above or below are left out: only the line's body counts, the
+    same on a picture as on a rendered line), and the columns holding two or more in those rows. None: no glyphs."""
+    counts = mask.float().sum(dim=1)
+    inside = counts[first:last]
+    if not bool((inside > 0).any()):
+        return None
+    full = (counts >= ROW_SHARE * inside.max()).tolist()
+    top = bottom = first + int(inside.argmax())
+    while top > 0 and full[top - 1]:
+        top -= 1
+    while bottom + 1 < len(full) and full[bottom + 1]:
+        bottom += 1
+    columns = (mask[top : bottom + 1].sum(dim=0) >= 2).nonzero().flatten().tolist() or [0, mask.shape[1] - 1]
+    return columns[0], top, columns[-1] + 1, bottom + 1
+
+
+def _glyph_extent(x: torch.Tensor, box: TextBox, glyph) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of a line's glyphs on the picture (`_ink_extent`; `glyph` tells the glyph pixels
+    of a 3 x h x w region and the box), found in its box grown by a quarter of its height (a reader's box may cut
+    the glyphs or leave room around them). The box itself when it holds none."""
+    h, w = x.shape[1:]
+    left, top, right, bottom = _clipped(box, 0.0, h, w)
+    grow = round(0.25 * box.height)
+    outer_left, outer_top = max(0, left - grow), max(0, top - grow)
+    m = math.ceil(0.15 * box.height) + 1  # context around, so that a wall cut by the crop still looks a wall
+    start_row, start_col = max(0, outer_top - m), max(0, outer_left - m)
+    mask = glyph(x[:, start_row : bottom + grow + m, start_col : right + grow + m].float(), box)
+    mask = mask[outer_top - start_row : bottom + grow - start_row, outer_left - start_col : right + grow - start_col]
+    found = _ink_extent(mask, top - outer_top, bottom - outer_top)
+    if found is None:
+        return left, top, right, bottom
+    return outer_left + found[0], outer_top + found[1], outer_left + found[2], outer_top + found[3]
+
+
+def _median(colours: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.stack(list(colours)).median(dim=0).values
+
+
+def _rim(x: torch.Tensor, block: _Block) -> torch.Tensor | None:
+    """The colour of an outline `box_colours` could not tell from a background near its colour (black around white
+    capitals over a dark picture), or None: the median of the pixels bordering the glyphs (within 2 pixels of the
+    pixels of the ink's colour, in the lines' boxes) when most of them are near it and it is not the background's."""
+    h, w = x.shape[1:]
+    rims = []
+    for line in block.lines:
+        left, top, right, bottom = _clipped(line, 0.0, h, w)
+        region = x[:, top:bottom, left:right].float()
+        ink = _distance(region, block.ink) < INK_LEVEL
+        rims.append(region[:, _dilated(ink, 2) & ~_dilated(ink, 0)])
+    rim = torch.cat(rims, dim=1)
+    if rim.shape[1] == 0:
+        return None
+    colour = rim.median(dim=1).values
+    steady = float(((rim - colour[:, None]).norm(dim=0) < INK_LEVEL).float().mean()) >= 0.6
+    apart = float((colour - block.background).norm()) > INK_LEVEL and float((colour - block.ink).norm()) > 2.5 * INK_LEVEL
+    return colour if steady and apart else None
+
+
+def measure_blocks(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence) -> list[_Block]:
+    """The caption blocks of the visible `boxes` (their `box_colours` in `styles`), measured: colours are the
+    medians of their boxes' (outlined when half of its boxes are or more), the outline's thickness that of the
+    pixels of the outline's colour around the glyphs, and each line's `_glyph_extent`."""
+    style_of = {id(box): style for box, style in zip(boxes, styles)}
+    h, w = x.shape[1:]
+    blocks = []
+    for lines in caption_blocks(boxes):
+        members = [style_of[id(box)] for line in lines for box in line]
+        outlines = [outline for _, _, outline in members if outline is not None]
+        # outlined when half its boxes are, or more: an outline does not show against a background of its colour
+        outline = _median(outlines) if 2 * len(outlines) >= len(members) else None
+        block = _Block([_union(line) for line in lines], [], _median([m[0] for m in members]),
+                       _median([m[1] for m in members]), outline, 0)
+        if outline is None:
+            block.outline = _rim(x, block)
+        tolerance, outline = block.tolerance(), block.outline
+        if outline is None:
+            level = max(INK_LEVEL, 0.4 * float((block.ink - block.background).norm()))
+            block.glyphs = [_glyph_extent(x, line, lambda r, _: _distance(r, block.background) > level)
+                            for line in block.lines]
+        else:
+            def strokes(region, line):
+                return _outlined_strokes(region, block.ink, outline, tolerance, line.height)
+
+            block.glyphs = [_glyph_extent(x, line, strokes) for line in block.lines]
+            most = max(1, round(block.line_height / 8))
+            stems = []
+            for line in block.lines:  # the outline's pixels near the glyphs; the thinnest ring is the truest (the
+                # outline merges with a background of its colour)
+                left, top, right, bottom = _clipped(line, 0.25, h, w)
+                region = x[:, top:bottom, left:right].float()
+                near_glyphs = _dilated(_distance(region, block.ink) < tolerance, most)
+                stems.append(_stem((_distance(region, outline) < tolerance) & near_glyphs))
+            block.stroke = max(1, min(round(min(stems)), most))
+        blocks.append(block)
+    return blocks
+
+
+def _plain_glyphs(band: torch.Tensor, block: _Block) -> torch.Tensor:
+    """The pixels of a block of plain (not outlined) text's ink colour in `band` (rows of the picture around it)
+    where most of a window half a line high around them is the block's background: its glyphs on a plain band,
+    whether or not a box holds them."""
+    tolerance, half = block.tolerance(), max(1, block.line_height // 4)
+    near_background = (_distance(band, block.background) < tolerance).float()[None, None]
+    plain = _window_sum(near_background, half)[0, 0] / (2 * half + 1) ** 2 > 0.5
+    return (_distance(band, block.ink) < tolerance) & plain
+
+
+def _runs(columns: Sequence[int], gap: int) -> list[tuple[int, int]]:
+    """Runs (start, stop) of sorted column numbers, a run going on across gaps up to `gap` columns."""
+    runs: list[list[int]] = []
+    for c in columns:
+        if runs and c - runs[-1][1] <= gap:
+            runs[-1][1] = c + 1
+        else:
+            runs.append([c, c + 1])
+    return [(start, stop) for start, stop in runs]
+
+
+def _aligned_words(glyphs: torch.Tensor, block: _Block, band_top: int) -> torch.Tensor:
+    """The outlined glyphs in `glyphs` (a mask of rows of the picture from `band_top`) that sit on one of the block's
+    lines, or on a line one line pitch above or below them (a line OCR missed altogether): runs of glyph columns
+    (letters and words: gaps under a quarter of the body height) in the line's rows whose own body
+    (`_ink_extent`) starts and ends within a fifth of the body height of the line's. What is not text, a highlight or
+    a white strap bordered with black, seldom fits a line of capitals so."""
+    out = torch.zeros_like(glyphs)
+    rows = block.rows
+    pitch = float(np.median([b[0] - a[0] for a, b in zip(rows, rows[1:])])) if len(rows) > 1 else 1.3 * (
+        rows[0][1] - rows[0][0])
+    lines = [(round(rows[0][0] - pitch), round(rows[0][1] - pitch)), *rows,
+             (round(rows[-1][0] + pitch), round(rows[-1][1] + pitch))]
+    for top, bottom in lines:
+        body = bottom - top
+        start, stop = max(0, top - band_top - round(0.25 * body)), min(len(glyphs), bottom - band_top + round(0.4 * body))
+        if stop - start < body:
+            continue
+        line = glyphs[start:stop]
+        columns = (line.sum(dim=0) > 0).nonzero().flatten().tolist()
+        for left, right in _runs(columns, max(1, round(0.25 * body))):
+            if right - left < 0.1 * body:
+                continue
+            found = _ink_extent(line[:, left:right], top - band_top - start, bottom - band_top - start)
+            if found and abs(found[1] - (top - band_top - start)) <= 0.2 * body and \
+                    abs(found[3] - (bottom - band_top - start)) <= 0.2 * body:
+                out[start:stop, left:right] |= line[:, left:right]
+    return out
+
+
+def _fill_holes(out: torch.Tensor, hole: torch.Tensor, margin: int) -> torch.Tensor:
+    """`out` (3 x h x w float) with the `hole` pixels inpainted, a span of rows at a time: each run of rows holding
+    holes, grown by `margin` rows (the known pixels they are filled from)."""
+    rows = hole.any(dim=1).nonzero().flatten().tolist()
+    spans: list[list[int]] = []
+    for row in rows:
+        if spans and row - margin <= spans[-1][1]:
+            spans[-1][1] = row + margin + 1
+        else:
+            spans.append([row - margin, row + margin + 1])
+    for start, stop in spans:
+        start, stop = max(0, start), min(out.shape[1], stop)
+        out[:, start:stop] = _inpaint(out[:, start:stop], hole[start:stop])
+    return out
+
+
+def text_mask(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence,
+              blocks: Sequence[_Block] | None = None) -> torch.Tensor:
+    """The pixels of the caption, an h x w bool mask, block by block, in the rows of its band (`BAND_PAD_*`):
+    outlined text: the strokes of its ink's colour near its outline's and its outlined glyphs in its lines' boxes,
+    and the glyphs
+    (`_outlined_strokes`) on its lines, or a line above or below, that the boxes missed (`_aligned_words`); plain text: the pixels far from its background in its
+    boxes and its glyphs on a plain band around them (`_plain_glyphs`). Grown to take anti-aliasing and the
+    outline along."""
+    h, w = x.shape[1:]
+    picture = x.float()
+    blocks = measure_blocks(x, boxes, styles) if blocks is None else blocks
+    grown = torch.zeros(h, w, dtype=torch.bool, device=x.device)
+    for block in blocks:
+        pad = round((BAND_PAD_PLAIN if block.outline is None else BAND_PAD_OUTLINED) * block.line_height)
+        top = max(0, min(block.rows[0][0] - pad, block.lines[0].bounds[1]))
+        bottom = min(h, max(block.rows[-1][1] + pad, block.lines[-1].bounds[3]))
+        band = picture[:, top:bottom]
+        in_boxes = torch.zeros(bottom - top, w, dtype=torch.bool, device=x.device)
+        for line in block.lines:
+            left, line_top, right, line_bottom = _clipped(line, 0.0, h, w)
+            in_boxes[max(0, line_top - top) : line_bottom - top, left:right] = True
+        if block.outline is None:
+            level = max(INK_LEVEL, 0.4 * float((block.ink - block.background).norm()))
+            glyphs = (in_boxes & (_distance(band, block.background) > level)) | _plain_glyphs(band, block)
+        else:
+            tolerance = block.tolerance()
+            near_ink = _distance(band, block.ink) < tolerance
+            reach = math.ceil(0.15 * block.line_height) + block.stroke + 1  # from a stroke's middle to the outline
+            near_outline = _dilated(_distance(band, block.outline) < tolerance, reach)
+            outlined = _outlined_strokes(band, block.ink, block.outline, tolerance, block.line_height)
+            # in the boxes, looser: strokes near the outline's colour and near glyphs wholly outlined (an anti-aliased
+            # pixel or a letter touching another can break the ring)
+            loose = _strokes(near_ink, block.line_height) & near_outline & _dilated(outlined, reach)
+            glyphs = (loose & in_boxes) | _aligned_words(outlined, block, top)
+        grow = max(1, round(block.line_height / 10)) + block.stroke
+        grown[top:bottom] |= _dilated(glyphs, grow)
+    return grown
+
+
+def erase_text(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence | None = None,
+               blocks: Sequence[_Block] | None = None) -> torch.Tensor:
+    """The picture with its caption removed: the pixels of `text_mask` filled in from what surrounds them.
+    `styles`: each box's `box_colours`, `blocks`: `measure_blocks`, when already measured."""
+    x = check_picture(x)
+    h, w = x.shape[1:]
     if styles is None:
         boxes = visible(boxes, h, w)
         styles = [box_colours(x, box, [other for other in boxes if other is not box]) for box in boxes]
-    for box, (background, ink, _) in zip(boxes, styles):
-        L, T, R, B = _clipped(box, RING, h, w)
-        left, top, right, bottom = _clipped(box, 0.0, h, w)
-        region = out[:, T:B, L:R]
-        level = max(INK_LEVEL, 0.4 * float((ink - background).norm()))
-        far = (region - background[:, None, None]).norm(dim=0) > level
-        inside = torch.zeros_like(far)
-        inside[top - T : bottom - T, left - L : right - L] = True
-        grow = max(1, round(box.height / 10))
-        hole = F.max_pool2d((far & inside).float()[None, None], 2 * grow + 1, stride=1, padding=grow)[0, 0] > 0
-        if hole.any():
-            out[:, T:B, L:R] = _inpaint(region, hole)
-    return out.round().clamp(0, 255).to(torch.uint8)
+    if not boxes:
+        return x.clone()
+    blocks = measure_blocks(x, boxes, styles) if blocks is None else blocks
+    hole = text_mask(x, boxes, styles, blocks)
+    margin = max(1, round(RING * max(block.line_height for block in blocks)))
+    return _fill_holes(x.float(), hole, margin).round().clamp(0, 255).to(torch.uint8)
 
 
 def _share_words(caption: str, boxes: Sequence[TextBox]) -> list[str]:
@@ -192,6 +557,20 @@ def _over(picture: torch.Tensor, canvas: Image.Image, colour) -> torch.Tensor:
     return picture
 
 
+def _draw_line(out: torch.Tensor, text: str, at: tuple[float, float], font, ink, outline=None,
+               stroke: int = 0) -> torch.Tensor:
+    """`text` drawn at `at` (PIL's origin) in `font`, in the `ink` colour, outlined `stroke` pixels wide in the
+    `outline` colour when that is not None, blended into the float picture `out` in place."""
+    h, w = out.shape[1:]
+    if stroke and outline is not None:
+        rim = Image.new("L", (w, h), 0)
+        ImageDraw.Draw(rim).text(at, text, fill=255, font=font, stroke_width=stroke, stroke_fill=255)
+        out = _over(out, rim, outline)
+    glyphs = Image.new("L", (w, h), 0)
+    ImageDraw.Draw(glyphs).text(at, text, fill=255, font=font)
+    return _over(out, glyphs, ink)
+
+
 def draw_text(x: torch.Tensor, lines: Sequence[tuple[str, TextBox]], inks, outlines=None,
               match_case: bool = True) -> torch.Tensor:
     """Write each (text, box) into its box: centred on it, as high as the box (smaller when the text is longer than
@@ -202,26 +581,100 @@ def draw_text(x: torch.Tensor, lines: Sequence[tuple[str, TextBox]], inks, outli
     h, w = x.shape[1:]
     out = x.float()
     outlines = outlines or [None] * len(lines)
+    probe = ImageDraw.Draw(Image.new("L", (1, 1)))
     for (text, box), ink, outline in zip(lines, inks, outlines):
-        if match_case and box.text and box.text == box.text.upper() and box.text != box.text.lower():
+        if match_case and _capitals(box.text):
             text = text.upper()
         if not text:
             continue
-        glyphs, rim = Image.new("L", (w, h), 0), Image.new("L", (w, h), 0)
-        draw = ImageDraw.Draw(glyphs)
         stroke = max(1, round(box.height / 14)) if outline is not None else 0
         room = min(w - 2, 1.5 * box.width)
-        font = _fitted_font(draw, text, box.height, room, stroke)
-        left, top, right, bottom = draw.textbbox((0, 0), text, font=font, stroke_width=stroke)
+        font = _fitted_font(probe, text, box.height, room, stroke)
+        left, top, right, bottom = probe.textbbox((0, 0), text, font=font, stroke_width=stroke)
         bl, bt, br, bb = box.bounds
         cx = min(max((bl + br) / 2, (right - left) / 2 + 1), w - (right - left) / 2 - 1)
         at = (cx - (right - left) / 2 - left, (bt + bb) / 2 - (bottom - top) / 2 - top)
-        if stroke:
-            ImageDraw.Draw(rim).text(at, text, fill=255, font=font, stroke_width=stroke, stroke_fill=255)
-            out = _over(out, rim, outline)
-        draw.text(at, text, fill=255, font=font)
-        out = _over(out, glyphs, ink)
+        out = _draw_line(out, text, at, font, ink, outline, stroke)
     return out.round().clamp(0, 255).to(torch.uint8)
+
+
+def _capitals(text: str) -> bool:
+    return text == text.upper() and text != text.lower()
+
+
+@lru_cache(maxsize=1024)
+def _rendered(text: str, size: int, face: str) -> tuple[float, int, int, int, int]:
+    """`text` drawn at `size` in `face`, measured as a line on a picture is: its strokes' width (`_stem`) and its
+    `_ink_extent` (left, top, right, bottom), from the point it is drawn at."""
+    font = caption_font(size, face)
+    left, top, right, bottom = font.getbbox(text)
+    canvas = Image.new("L", (right - left + 2, bottom - top + 2), 0)
+    ImageDraw.Draw(canvas).text((1 - left, 1 - top), text, fill=255, font=font)
+    mask = torch.from_numpy(np.asarray(canvas) >= 128)
+    extent = _ink_extent(mask) or (1, 1, 2, 2)
+    return (_stem(mask), extent[0] + left - 1, extent[1] + top - 1, extent[2] + left - 1, extent[3] + top - 1)
+
+
+@lru_cache(maxsize=1024)
+def _size_for(text: str, height: int, face: str) -> int:
+    """The font size at which a line of `text` in `face` is `height` pixels high (its `_ink_extent`)."""
+    size = max(6, height)
+    for _ in range(3):
+        _, _, top, _, bottom = _rendered(text, size, face)
+        size = max(6, round(size * height / max(1, bottom - top)))
+    return size
+
+
+def _nearest(measured: float, candidates: dict[str, float]) -> str:
+    """The key of the candidate value nearest `measured`, as ratios."""
+    return min(candidates, key=lambda key: abs(math.log(max(measured, 1e-3) / max(candidates[key], 1e-3))))
+
+
+def block_face(x: torch.Tensor, block: _Block) -> str:
+    """The face a block's caption comes back in, from its longest line. Its weight: the stroke width of its ink
+    (the pixels nearer its ink colour than its background's and outline's) is compared with that of the line's text
+    drawn in Pillow's own regular font and in the first of `caption_faces`, each as high as the line's glyphs. Bold:
+    of `caption_faces`, the one whose line of that text, as high, is nearer the line's glyphs' width."""
+    faces = caption_faces()
+    k = max(range(len(block.lines)), key=lambda i: block.lines[i].width)
+    line, (left, top, right, bottom) = block.lines[k], block.glyphs[k]
+    if not faces or not line.text:
+        return PILLOW_DEFAULT
+    region = x[:, top:bottom, left:right].float()
+    others = [_distance(region, block.background)]
+    if block.outline is not None:
+        others.append(_distance(region, block.outline))
+    ink = _distance(region, block.ink) < torch.stack(others).min(dim=0).values
+    if not ink.any():
+        return PILLOW_DEFAULT
+    height = max(1, bottom - top)
+    stems = {face: _rendered(line.text, _size_for(line.text, height, face), face)[0]
+             for face in (PILLOW_DEFAULT, faces[0])}
+    if _nearest(_stem(ink), stems) == PILLOW_DEFAULT:
+        return PILLOW_DEFAULT
+    widths = {}
+    for face in faces:
+        _, glyph_left, _, glyph_right, _ = _rendered(line.text, _size_for(line.text, height, face), face)
+        widths[face] = glyph_right - glyph_left
+    return _nearest(right - left, widths)
+
+
+def _block_size(block: _Block, texts: Sequence[str], face: str, w: int) -> int:
+    """The one font size of a block: the median of the sizes that make each line's old text as high as it is on the
+    picture (weighted by the lines' widths), made smaller when a new line would be wider than its line may grow (1.5 x its glyphs' width, within
+    the picture)."""
+    sizes = [_size_for(line.text or text or "H", max(1, bottom - top), face)
+             for line, (_, top, _, bottom), text in zip(block.lines, block.glyphs, texts)]
+    weights = [right - left for left, _, right, _ in block.glyphs]  # a long line is measured the more surely
+    order = np.argsort(sizes)
+    size = sizes[order[np.searchsorted(np.cumsum(np.array(weights)[order]), sum(weights) / 2)]]
+    for (left, _, right, _), text in zip(block.glyphs, texts):
+        if text:
+            _, text_left, _, text_right, _ = _rendered(text, size, face)
+            room = min(w - 2 - 2 * block.stroke, 1.5 * (right - left))
+            if text_right - text_left > room:
+                size = max(6, min(size, int(size * room / (text_right - text_left))))
+    return size
 
 
 def _band_caption(x: torch.Tensor, caption: str) -> torch.Tensor:
@@ -242,18 +695,38 @@ def _band_caption(x: torch.Tensor, caption: str) -> torch.Tensor:
 
 
 def render_caption(x: torch.Tensor, caption: str, text_boxes: Sequence[TextBox] | None) -> torch.Tensor:
-    """The picture showing `caption` instead of the text it shows: erased from its boxes and drawn back into them
-    in the colours measured there; without boxes, in a band at the bottom."""
+    """The picture showing `caption` instead of the text it shows: erased (`erase_text`) and drawn back into its
+    lines, in the colours measured there, one font size a caption block, in the bold caption font where the meme's
+    text is bold; without boxes, in a band at the bottom."""
     x = check_picture(x)
-    boxes = visible(reading_order(text_boxes or ()), *x.shape[1:])
+    h, w = x.shape[1:]
+    boxes = visible(reading_order(text_boxes or ()), h, w)
     if not boxes:
         return _band_caption(x, caption)
     styles = [box_colours(x, box, [other for other in boxes if other is not box]) for box in boxes]
-    erased = erase_text(x, boxes, styles)
-    lines = list(zip(_share_words(caption, boxes), boxes))
-    inks = [tuple(ink.round().tolist()) for _, ink, _ in styles]
-    outlines = [None if outline is None else tuple(outline.round().tolist()) for _, _, outline in styles]
-    return draw_text(erased, lines, inks, outlines)
+    blocks = measure_blocks(x, boxes, styles)
+    out = erase_text(x, boxes, styles, blocks).float()
+    texts = _share_words(caption, [line for block in blocks for line in block.lines])
+    for block in blocks:
+        texts_here, texts = texts[: len(block.lines)], texts[len(block.lines):]
+        if _capitals(" ".join(line.text for line in block.lines)):
+            texts_here = [text.upper() for text in texts_here]
+        face = block_face(x, block)
+        size = _block_size(block, texts_here, face, w)
+        font = caption_font(size, face)
+        ink = tuple(block.ink.round().tolist())
+        outline = None if block.outline is None else tuple(block.outline.round().tolist())
+        for line, (left, top, right, bottom), text in zip(block.lines, block.glyphs, texts_here):
+            if not text:
+                continue
+            # the new text sits on the old text's baseline (the bottom of its body), centred where the old one was
+            _, _, _, _, old_bottom = _rendered(line.text or text, size, face)
+            _, text_left, _, text_right, _ = _rendered(text, size, face)
+            half = (text_right - text_left) / 2 + block.stroke + 1
+            cx = min(max((left + right) / 2, half), w - half)
+            out = _draw_line(out, text, (cx - (text_left + text_right) / 2, bottom - old_bottom), font, ink, outline,
+                             block.stroke)
+    return out.round().clamp(0, 255).to(torch.uint8)
 
 
 def cover_boxes(x: torch.Tensor, boxes: Sequence[TextBox], pad: float, colour) -> torch.Tensor:
