@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--reading-order", action="store_true",
                         help="measure the reading order and the word splits on captions drawn over photographs")
+    parser.add_argument("--tilt", type=float, default=0.0,
+                        help="with --reading-order: turn each meme's text by up to this many degrees")
     args = parser.parse_args()
     if args.reading_order:
         return reading_order_bench(args)
@@ -168,19 +170,20 @@ def _balanced_lines(words: list[str], count: int) -> list[str]:
     return lines
 
 
-def draw_photo_meme(caption: str, photo: np.ndarray, font_path: str, rng: np.random.Generator):
+def draw_photo_meme(caption: str, photo: np.ndarray, font_path: str, rng: np.random.Generator, tilt: float = 0.0):
     """`caption` (at most 18 words) in white capitals with a black outline on `photo`: the first part in a top block,
     the rest in a bottom block (one in five captions: all at the top), 1-3 lines each, each block in its own size:
-    as large as its widest line allows, at most a size drawn from 26-60 px. The picture, and the drawn lines as
-    (block, line, rectangle, text)."""
+    as large as its widest line allows, at most a size drawn from 26-60 px; with `tilt`, all the text turned by an
+    angle drawn from +-tilt degrees about the picture's centre. The picture, the drawn lines as (block, line,
+    rectangle before the turn, text), and the angle."""
     from PIL import Image, ImageDraw, ImageFont
 
     size = photo.shape[0]
     words = caption.upper().split()[:18]
     cut = int(rng.integers(1, len(words))) if len(words) > 1 and rng.random() < 0.8 else len(words)
     blocks = [_balanced_lines(part, int(rng.integers(1, 4))) for part in (words[:cut], words[cut:]) if part]
-    img = Image.fromarray(photo.copy())
-    draw = ImageDraw.Draw(img)
+    layer = Image.new("RGBA", (size, size), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(layer)
     drawn = []
     for b, block in enumerate(blocks):
         font_size = float(rng.choice([26, 32, 40, 48, 60]))
@@ -197,19 +200,25 @@ def draw_photo_meme(caption: str, photo: np.ndarray, font_path: str, rng: np.ran
         for i, line in enumerate(block):
             x = (size - draw.textlength(line, font=font)) / 2
             y = top + i * line_height
-            draw.text((x, y), line, font=font, fill=(255, 255, 255), stroke_width=stroke, stroke_fill=(0, 0, 0))
+            draw.text((x, y), line, font=font, fill=(255, 255, 255, 255), stroke_width=stroke,
+                      stroke_fill=(0, 0, 0, 255))
             drawn.append((b, i, draw.textbbox((x, y), line, font=font, stroke_width=stroke), line))
-    return np.asarray(img), drawn
+    angle = float(rng.uniform(-tilt, tilt)) if tilt else 0.0
+    if angle:  # PIL turns counter-clockwise, about the centre
+        layer = layer.rotate(angle, resample=Image.BICUBIC, center=(size / 2, size / 2))
+    img = Image.alpha_composite(Image.fromarray(photo.copy()).convert("RGBA"), layer).convert("RGB")
+    return np.asarray(img), drawn, angle
 
 
-def lines_in_order(ordered: Sequence[TextBox], drawn) -> bool:
+def lines_in_order(ordered: Sequence[TextBox], drawn, angle: float = 0.0, size: int = 512) -> bool:
     """Whether boxes in this order go through the drawn lines top to bottom, left to right within each (a box
-    belongs to the drawn line its centre lies in; boxes on no drawn line, e.g. read off the photograph, are left
-    out)."""
+    belongs to the drawn line its centre lies in, turned back by `angle`; boxes on no drawn line, e.g. read off the
+    photograph, are left out)."""
     seen = []
+    a, c = np.radians(angle), size / 2
     for box in ordered:
-        left, top, right, bottom = box.bounds
-        cx, cy = (left + right) / 2, (top + bottom) / 2
+        x, y = np.mean(box.corners, axis=0) - c
+        cx, cy = c + x * np.cos(a) - y * np.sin(a), c + x * np.sin(a) + y * np.cos(a)
         hits = [k for k, (_, _, (l, t, r, btm), _) in enumerate(drawn) if t <= cy <= btm and l - 4 <= cx <= r + 4]
         if hits:
             seen.append((hits[0], cx))
@@ -231,29 +240,31 @@ def reading_order_bench(args) -> None:
     memes = []
     for i in range(args.memes):
         name, path = fonts[i % len(fonts)]
-        picture, drawn = draw_photo_meme(captions[i % len(captions)], photos[i % len(photos)], path, rng)
-        memes.append((name, picture, drawn))
+        picture, drawn, angle = draw_photo_meme(captions[i % len(captions)], photos[i % len(photos)], path, rng,
+                                                args.tilt)
+        memes.append((name, picture, drawn, angle))
     reader = RapidOcr(None, use_cuda=args.device.startswith("cuda"))
     start = time.perf_counter()
-    found = [reader.detections(picture) for _, picture, _ in memes]
+    found = [reader.detections(picture) for _, picture, _, _ in memes]
     seconds = time.perf_counter() - start
     variants = {"before (top / half its own height)": lambda ds: reading_order_before(d.box for d in ds),
                 "lines by overlap": lambda ds: reading_order(d.box for d in ds),
                 "lines by overlap + words split": lambda ds: reading_order(split_run_together(d) for d in ds)}
-    truths = [" ".join(text for *_, text in drawn) for _, _, drawn in memes]
-    multi = [len(drawn) > 1 for _, _, drawn in memes]
+    truths = [" ".join(text for *_, text in drawn) for _, _, drawn, _ in memes]
+    multi = [len(drawn) > 1 for _, _, drawn, _ in memes]
     rows, wrong = [], {}
     for variant, order in variants.items():
         ordered = [order(ds) for ds in found]
         read = [" ".join(b.text for b in boxes) for boxes in ordered]
-        right = [lines_in_order(boxes, drawn) for boxes, (_, _, drawn) in zip(ordered, memes)]
+        right = [lines_in_order(boxes, drawn, angle, args.size) for boxes, (_, _, drawn, angle) in zip(ordered, memes)]
         wrong[variant] = [i for i, (r, m) in enumerate(zip(right, multi)) if m and not r]
         rows.append([variant, f"{np.mean([min(1.0, character_error_rate(r, t)) for r, t in zip(read, truths)]):.3f}",
                      f"{np.mean([word_recall(r, t) for r, t in zip(read, truths)]):.3f}",
                      f"{sum(r for r, m in zip(right, multi) if m)} / {sum(multi)}"])
-    lines = [len(drawn) for _, _, drawn in memes]
+    lines = [len(drawn) for _, _, drawn, _ in memes]
+    turned = f", text turned by up to {args.tilt:g} degrees" if args.tilt else ""
     print(f"{len(memes)} captions from {source} drawn over {len(photos)} photographs at {args.size} px in "
-          f"{', '.join(name for name, _ in fonts)}; {sum(multi)} with more than one line (1-6 lines, mean "
+          f"{', '.join(name for name, _ in fonts)}{turned}; {sum(multi)} with more than one line (1-6 lines, mean "
           f"{np.mean(lines):.1f}); OCR {seconds / len(memes):.3f} s per picture on the "
           f"{'GPU' if reader.use_cuda else 'CPU'}")
     print(tabulate(rows, headers=["reading order", "CER vs drawn caption", "words kept",

@@ -68,6 +68,9 @@ def test_a_one_word_line_in_a_short_tall_box_keeps_its_place():
     assert texts(reading_order_before(boxes))[0] == "NOPE"  # the old key put the tall box first
     assert texts(reading_order(boxes)) == ["WHEN", "YOU", "NOPE", "SAID NO ONE"]
     assert len(text_lines(boxes)) == 3
+    # text twice the size of its neighbours' is a block of its own (one size per block), close as it sits
+    assert [[texts(line) for line in block] for block in caption_blocks(boxes)] == [
+        [["WHEN", "YOU"]], [["NOPE"]], [["SAID NO ONE"]]]
 
 
 @pytest.mark.parametrize("degrees", [4, -4])

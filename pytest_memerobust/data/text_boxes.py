@@ -64,9 +64,11 @@ class TextBox:
 
 # Lines and blocks. A box joins a line when its vertical extent overlaps the line's (at the box's place along the
 # line, so a tilted caption still groups) by at least LINE_OVERLAP of the smaller height; a gap between consecutive
-# lines wider than BLOCK_GAP times their height starts a new block (a meme's top and bottom captions).
+# lines wider than BLOCK_GAP times their height starts a new block (a meme's top and bottom captions), and so does a
+# line more than BLOCK_SIZE times taller or shorter than the one above (text of another size).
 LINE_OVERLAP = 0.5
 BLOCK_GAP = 1.0
+BLOCK_SIZE = 1.5
 
 
 @dataclass(frozen=True)
@@ -127,14 +129,16 @@ def text_lines(boxes: Iterable[TextBox]) -> tuple[tuple[TextBox, ...], ...]:
 
 def caption_blocks(boxes: Iterable[TextBox]) -> tuple[tuple[tuple[TextBox, ...], ...], ...]:
     """The lines of `text_lines` cut into blocks where the gap to the next line is wider than BLOCK_GAP times the
-    taller of the two lines' heights: a classic meme's top and bottom captions come out as two blocks."""
+    taller of the two lines' heights, or where the text changes size by more than BLOCK_SIZE times: a classic meme's
+    top and bottom captions come out as two blocks, each in one size."""
     blocks: list[list[tuple[TextBox, ...]]] = []
     previous = None
     for line in text_lines(boxes):
         bands = [_Band.of(b) for b in line]
         top, bottom = min(b.y - b.height / 2 for b in bands), max(b.y + b.height / 2 for b in bands)
         height = max(b.height for b in bands)
-        if previous is None or top - previous[1] > BLOCK_GAP * max(height, previous[2]):
+        if (previous is None or top - previous[1] > BLOCK_GAP * max(height, previous[2])
+                or max(height, previous[2]) > BLOCK_SIZE * min(height, previous[2])):
             blocks.append([])
         blocks[-1].append(line)
         previous = (top, bottom, height)
