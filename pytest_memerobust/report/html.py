@@ -499,7 +499,7 @@ def _group_section(group: dict, cases: list[dict], anchor: str, level: str = "95
                                                     if c[v] or v == "pass")
               + f" · <b>{c['failed']} failed the run</b></p>" + legend()) if cases else (
         f"<p class='note'>{NO_VERDICT}</p>")
-    not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise")]
+    not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise", "error")]
     not_passing.sort(key=lambda k: (k.get("outcome") != "failed", verdict_of(k) != "fail for sure"))
     table = (f"<h3>Cases that do not pass ({len(not_passing)})</h3>"
              + _case_rows(not_passing, deciding_only=True, level=level)

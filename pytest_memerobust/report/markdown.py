@@ -234,7 +234,7 @@ def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
     if cases:
         c = counts(cases)
         out.append(f"{len(cases)} cases: {counts_text(c)} · **{c['failed']} failed the run**")
-        not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise")]
+        not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise", "error")]
         not_passing.sort(key=lambda k: (k.get("outcome") != "failed", verdict_of(k) != "fail for sure"))
         if not_passing:
             out += [f"### Cases that do not pass ({len(not_passing)})", case_rows(not_passing)]
