@@ -160,7 +160,7 @@ def main() -> None:
         for j, cell in enumerate(row):
             sheet.paste(cell, ((k % per_row) * (3 * width + 8) + j * width, (k // per_row) * height))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    sheet.save(args.out, format="JPEG", quality=80, optimize=True)
+    sheet.save(args.out, format="JPEG", quality=72, optimize=True)
     print(f"{args.out}: {len(cells)} memes, boxes from {args.boxes}{' less a word' if args.drop_word else ''}; "
           f"before ({args.before}) {seconds['before']:.1f} s, after {seconds['after']:.1f} s; "
           f"bold captions drawn in {typography.caption_font_name()}; {args.out.stat().st_size // 1024} KiB")

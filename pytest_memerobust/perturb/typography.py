@@ -287,22 +287,24 @@ def _outlined_strokes(region: torch.Tensor, ink: torch.Tensor, outline: torch.Te
 
 
 ROW_SHARE = 0.3  # a line's glyphs take the rows around its fullest one holding this share of its glyph pixels
+ROW_GAP = 2  # ... or with one this many rows away or closer
 
 
 def _ink_extent(mask: torch.Tensor, first: int = 0, last: int | None = None) -> tuple[int, int, int, int] | None:
     """(left, top, right, bottom) in `mask` of a line of glyphs whose fullest row is among rows first:last: the run
-    of rows around that row holding `ROW_SHARE` of its glyph pixels or more (a round letter's overshoot, a
-    descender's tail and a stray pixel of the picture above or below are left out: only the line's body counts, the
-    same on a picture as on a rendered line), and the columns holding two or more in those rows. None: no glyphs."""
+    of rows around that row holding `ROW_SHARE` of its glyph pixels or more, across gaps of `ROW_GAP` rows (a round
+    letter's overshoot, a descender's tail and a stray pixel of the picture above or below are left out: only the
+    line's body counts, the same on a picture as on a rendered line), and the columns holding two or more in those
+    rows. None: no glyphs."""
     counts = mask.float().sum(dim=1)
     inside = counts[first:last]
     if not bool((inside > 0).any()):
         return None
     full = (counts >= ROW_SHARE * inside.max()).tolist()
     top = bottom = first + int(inside.argmax())
-    while top > 0 and full[top - 1]:
+    while any(full[max(0, top - ROW_GAP - 1) : top]):  # a row or two short of glyph pixels do not end the line
         top -= 1
-    while bottom + 1 < len(full) and full[bottom + 1]:
+    while any(full[bottom + 1 : bottom + ROW_GAP + 2]):
         bottom += 1
     columns = (mask[top : bottom + 1].sum(dim=0) >= 2).nonzero().flatten().tolist() or [0, mask.shape[1] - 1]
     return columns[0], top, columns[-1] + 1, bottom + 1
