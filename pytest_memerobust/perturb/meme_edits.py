@@ -123,8 +123,10 @@ def rendered_caption(x, severity, rng: np.random.Generator, caption: str, text_b
 @register("rendered_clean_caption", modality="image", family="meme_edit", severities=None, tags=_TYPOGRAPHIC,
           caption_source="clean", reads_text_boxes=True, takes="tensor")
 def rendered_clean_caption(x, severity, rng: np.random.Generator, caption: str, text_boxes=None):
-    """Show the clean caption in the picture, re-rendered in its text boxes: under a caption attack the pixels keep
-    the original words while the text channel gets the edited ones, a deliberate disagreement between the inputs."""
+    """Show the clean caption in the picture, re-rendered in its text boxes exactly as `rendered_caption` renders
+    (the same erase, font and layout). On its own it is the control of `text=typos@k+image=rendered_caption`: what
+    flips here is the re-rendering's doing, not the typos'. Under a caption attack the pixels keep the original
+    words while the text channel gets the edited ones, a deliberate disagreement between the inputs."""
     return typography.render_caption(x, caption, text_boxes)
 
 
