@@ -25,7 +25,9 @@ from .engine.executors import make_executor
 from .engine.shards import ShardRunner
 from .judge.results import ConditionResult, StatsConfig
 from .data.fit_memes import FitMemes
-from .data.reading import read_memes
+from .data.loaders import check_task
+from .data.reading import load_memes, read_missing_captions
+from .options import uncached_note
 
 DEFAULT_DATA = "demo"
 CAPTIONS_BY_OCR = "#ocr-captions"  # appended to a data spec whose captions are read off the (perturbed) pictures
@@ -180,6 +182,8 @@ class RobustnessSession:
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
         self._ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
+        if uncached_note(options) is not None:  # -p no:cacheprovider: say what that turns off
+            self.notes.append(uncached_note(options))
         self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
         self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
@@ -428,15 +432,27 @@ class RobustnessSession:
         """The evaluated memes of `spec` (the first --memerobust-limit), their missing captions read by OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self._datasets:
-            self._datasets[spec] = self._read(spec, self.options.limit)
+            self._datasets[spec] = read_missing_captions(self._evaluated_as_stored(spec), spec, self.ocr())
         return self._datasets[spec]
 
-    def _read(self, spec: str, limit: int | None = None, evaluated: Dataset | None = None) -> Dataset:
+    def _evaluated_as_stored(self, spec: str) -> Dataset:
+        """The evaluated memes of `spec` as its files hold them, missing captions not yet read: what the checks
+        that need no picture (task, classes) look at, before any OCR."""
+        spec = spec.removesuffix(CAPTIONS_BY_OCR)
+        key = ("as stored", spec)
+        if key not in self._datasets:
+            self._datasets[key] = self._read(spec, self.options.limit, ocr=False)
+        return self._datasets[key]
+
+    def _read(self, spec: str, limit: int | None = None, evaluated: Dataset | None = None,
+              ocr: bool = True) -> Dataset:
         """Memes of `spec` as every part of the run reads them (data/reading.py): the first `limit` (less those of
-        `evaluated`), the captions a meme lacks read off its picture when the run has an OCR backend."""
-        dataset = read_memes(spec, ocr=self.ocr(), require_images=self.reads_pictures(),
+        `evaluated`), the captions a meme lacks read off its picture when the run has an OCR backend (and `ocr`)."""
+        dataset = load_memes(spec, require_captions=self.ocr() is None, require_images=self.reads_pictures(),
                              allow_outside_paths=self.options.allow_outside_paths, limit=limit,
                              outside=[m.id for m in evaluated.memes] if evaluated is not None else ())
+        if ocr:
+            dataset = read_missing_captions(dataset, spec, self.ocr())
         without = sum(not m.has_picture for m in dataset.memes)
         note = (f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this run read only "
                 f"captions, so none is needed")
@@ -604,10 +620,12 @@ class RobustnessSession:
         self.groups(spec, self.options.group or group, task)
 
     def _scored_dataset(self, model: str, spec: str, task: str) -> Dataset:
-        """The memes of `spec` labelled for `task`, after checking that `model` can be scored on them."""
-        dataset = self.dataset(spec)
-        if task not in dataset.classes:
-            raise ConfigError(f"dataset {spec!r} has no task {task!r}; tasks: {sorted(dataset.classes)}")
+        """The memes of `spec` labelled for `task`, after checking that `model` can be scored on them: on the memes
+        as stored, before OCR reads a picture, each refusal naming its fix."""
+        explicit = task != self.detector(model).card.task  # asked for (option, suite), not the card's own
+        check_task(task, spec.removesuffix(CAPTIONS_BY_OCR), explicit=explicit)  # a generic file: from its spec
+        dataset = self._evaluated_as_stored(spec)
+        check_task(task, spec.removesuffix(CAPTIONS_BY_OCR), dataset.classes, explicit=explicit)
         dataset = dataset.labelled(task)  # memes without a label for this task are not scored on it
         if not dataset.memes:
             raise ConfigError(f"no meme of {spec!r} has a label for task {task!r}")
@@ -619,7 +637,7 @@ class RobustnessSession:
         if n_classes != len(detector.classes):
             raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
                               f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
-        return dataset
+        return self.dataset(spec).labelled(task)
 
     def reliance(self, model: str, data: str | None = None) -> dict:
         """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (see reliance.py),

@@ -203,7 +203,7 @@ def test_ocr_reads_on_fixed_threads_whatever_the_machine():
         options = session.session.get_session_options()
         assert (options.intra_op_num_threads, options.inter_op_num_threads) == (RESULT_THREADS, RESULT_THREADS)
     seen = []
-    backend._engine = lambda picture: (seen.append((cv2.getNumThreads(), torch.get_num_threads())), (None, None))[1]
+    backend._engine = lambda picture, **options: (seen.append((cv2.getNumThreads(), torch.get_num_threads())), (None, None))[1]
     before = cv2.getNumThreads(), torch.get_num_threads()
     cv2.setNumThreads(3)
     torch.set_num_threads(3)

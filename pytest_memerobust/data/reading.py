@@ -19,14 +19,27 @@ OCR_OPTION = "--memerobust-ocr=rapidocr"  # how the plugin asks for OCR; the com
 def read_memes(spec: str, *, ocr=None, require_images: bool = True, allow_outside_paths: bool = False,
                limit: int | None = None, outside: Sequence[str] = (), ocr_option: str = OCR_OPTION) -> Dataset:
     """The memes of `spec` (less those whose id is in `outside`; the first `limit`), every missing caption read
-    off its picture by `ocr` (an OcrBackend; data/ocr.py). Without `ocr`, a missing caption is a ConfigError that
-    names `ocr_option`; a meme with neither caption nor picture is a DataError."""
+    off its picture by `ocr` (an OcrBackend; data/ocr.py): `load_memes`, then `read_missing_captions`."""
+    dataset = load_memes(spec, require_captions=ocr is None, require_images=require_images,
+                         allow_outside_paths=allow_outside_paths, limit=limit, outside=outside)
+    return read_missing_captions(dataset, spec, ocr, ocr_option)
+
+
+def load_memes(spec: str, *, require_captions: bool, require_images: bool = True, allow_outside_paths: bool = False,
+               limit: int | None = None, outside: Sequence[str] = ()) -> Dataset:
+    """The memes of `spec` less `outside` (ids), the first `limit`, as the files hold them: no picture read, so
+    what needs none (the task, the classes) is checked before OCR's long work."""
     dataset = load_dataset(spec, require_images=require_images, allow_outside_paths=allow_outside_paths,
-                           require_captions=ocr is None)
+                           require_captions=require_captions)
     if outside:
         skip = set(outside)
         dataset = replace(dataset, memes=[m for m in dataset.memes if m.id not in skip])
-    dataset = dataset.head(limit)
+    return dataset.head(limit)
+
+
+def read_missing_captions(dataset: Dataset, spec: str, ocr=None, ocr_option: str = OCR_OPTION) -> Dataset:
+    """`dataset` with every missing caption read off its picture by `ocr`. Without `ocr`, a missing caption is a
+    ConfigError that names `ocr_option`; a meme with neither caption nor picture is a DataError."""
     missing = [m.id for m in dataset.memes if not m.text.strip()]
     if not missing:
         return dataset
