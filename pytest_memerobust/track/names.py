@@ -32,7 +32,7 @@ _OUTSIDE = re.compile(r"[^A-Za-z0-9_\-. :]")  # `/` separates a name's parts, so
 JOIN = " x "  # between a condition's sides: `typos-3 x uap-3`
 COUNTS = (("cases", "cases"), ("pass", "pass"), ("fail for sure", "fail_for_sure"),
           ("fail within noise", "fail_within_noise"), ("skipped", "skipped"), ("failed", "failed"),
-          ("regressed", "regressed"))  # verdict["models"] counts -> their figure names
+          ("error", "error"), ("regressed", "regressed"))  # verdict["models"] counts -> their figure names
 
 
 def key_part(text) -> str:
