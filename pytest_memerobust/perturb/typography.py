@@ -704,6 +704,18 @@ def _band_caption(x: torch.Tensor, caption: str) -> torch.Tensor:
     return _over(out, glyphs, (0, 0, 0)).round().clamp(0, 255).to(torch.uint8)
 
 
+def _flush_left(block: _Block, w: int) -> bool:
+    """Whether a block is set flush left, as a caption band's text is, rather than centred, as meme text is: its
+    lines start within half a line height of each other and their middles do not (one line: it starts in the
+    picture's left tenth and its middle is away from the picture's)."""
+    lefts = [left for left, _, _, _ in block.glyphs]
+    middles = [(left + right) / 2 for left, _, right, _ in block.glyphs]
+    if len(lefts) == 1:
+        return lefts[0] < 0.1 * w and abs(middles[0] - w / 2) > 0.1 * w
+    spread = block.line_height / 2
+    return max(lefts) - min(lefts) <= spread < max(middles) - min(middles)
+
+
 def render_caption(x: torch.Tensor, caption: str, text_boxes: Sequence[TextBox] | None) -> torch.Tensor:
     """The picture showing `caption` instead of the text it shows: erased (`erase_text`) and drawn back into its
     lines, in the colours measured there, one font size a caption block, in the bold caption font where the meme's
@@ -726,14 +738,17 @@ def render_caption(x: torch.Tensor, caption: str, text_boxes: Sequence[TextBox] 
         font = caption_font(size, face)
         ink = tuple(block.ink.round().tolist())
         outline = None if block.outline is None else tuple(block.outline.round().tolist())
+        flush_left = _flush_left(block, w)
         for line, (left, top, right, bottom), text in zip(block.lines, block.glyphs, texts_here):
             if not text:
                 continue
             # the new text sits on the old text's baseline (the bottom of its body), centred where the old one was
+            # (starting where it started, in a block set flush left)
             _, _, _, _, old_bottom = _rendered(line.text or text, size, face)
             _, text_left, _, text_right, _ = _rendered(text, size, face)
             half = (text_right - text_left) / 2 + block.stroke + 1
-            cx = min(max((left + right) / 2, half), w - half)
+            cx = left + (text_right - text_left) / 2 if flush_left else (left + right) / 2
+            cx = min(max(cx, half), w - half)
             out = _draw_line(out, text, (cx - (text_left + text_right) / 2, bottom - old_bottom), font, ink, outline,
                              block.stroke)
     return out.round().clamp(0, 255).to(torch.uint8)
