@@ -173,3 +173,17 @@ def test_every_builtin_suite_runs_the_control_beside_its_re_typed_captions():
             checked += 1
             assert any(c.image == "rendered_clean_caption" and not c.text and not c.prompt for c in conditions), path
     assert checked >= 2  # meme-edits and imagenet-c
+
+
+def test_a_caption_band_set_flush_left_stays_flush_left():
+    from pytest_memerobust.data import demo_dataset
+
+    for k, meme in enumerate(demo_dataset("test").memes[:4]):
+        boxes = meme.meta["text_boxes"]
+        out = to_array(render_caption(as_picture(meme.image), "a shorter caption than before", boxes))
+        for box in boxes:
+            left, top, right, bottom = box.bounds
+            before = (meme.image[top:bottom].max(axis=2) < 100).any(axis=0).nonzero()[0]
+            after = (out[top:bottom].max(axis=2) < 100).any(axis=0).nonzero()[0]
+            if len(after):  # a line may get no words of a shorter caption
+                assert abs(int(after[0]) - int(before[0])) <= 2, (k, box.text)

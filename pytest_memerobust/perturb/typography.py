@@ -15,8 +15,10 @@ Re-rendering, step by step:
   the first bold condensed one installed (`BOLD_CAPTION_FONTS`) or matplotlib's DejaVu Sans Bold, whichever is
   nearer the caption's width, regular text in Pillow's own font, and outlined text outlined as thick;
   `caption_font_name()` names them, which a run should report (pixels differ between machines with different fonts);
-- the erase takes every box's ink and also the caption's ink the boxes missed (a word OCR did not read): glyphs of
-  the block's measured ink colour in the rows of its caption band, outlined ones where it is outlined.
+- the erase takes every box's ink and also the caption's ink the boxes missed (a word OCR did not read): for
+  outlined text, strokes of the ink's colour wholly ringed by the outline's on the block's lines or a line above or
+  below (`_aligned_words`); for plain text, pixels of the ink's colour on the plain band around the block;
+- each line sits on the old line's baseline, centred where it was (or flush left, as a caption band's lines).
 
 Everything runs on the picture's device; PIL only rasterises glyphs into coverage masks the picture's size (no picture
 pixel leaves the device), which are blended there. A picture without boxes falls back to the old layout
@@ -718,8 +720,8 @@ def _flush_left(block: _Block, w: int) -> bool:
 
 def render_caption(x: torch.Tensor, caption: str, text_boxes: Sequence[TextBox] | None) -> torch.Tensor:
     """The picture showing `caption` instead of the text it shows: erased (`erase_text`) and drawn back into its
-    lines, in the colours measured there, one font size a caption block, in the bold caption font where the meme's
-    text is bold; without boxes, in a band at the bottom."""
+    lines (its words shared as the old lines held theirs), in the colours measured there, one font size a caption
+    block, in the face `block_face` picks; without boxes, in a band at the bottom."""
     x = check_picture(x)
     h, w = x.shape[1:]
     boxes = visible(reading_order(text_boxes or ()), h, w)
