@@ -51,7 +51,7 @@ def _train_allowed(args) -> int:
             raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
     import torch
 
-    from .data import load_dataset
+    from .data.reading import read_memes
     from .detectors import load_detector
     from .detectors.training import check_training_data, save_trained, train_head, training_task
 
@@ -60,7 +60,9 @@ def _train_allowed(args) -> int:
     fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
     detector = load_detector(fresh, checkpoint=args.init, device=args.device)
     reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))
-    train, val = (load_dataset(spec, require_images=reads_pictures, allow_outside_paths=args.allow_outside_paths)
+    ocr = _ocr_reader(args)
+    train, val = (read_memes(spec, ocr=ocr, require_images=reads_pictures or ocr is not None,
+                             allow_outside_paths=args.allow_outside_paths, ocr_option=OCR_OPTION)
                   for spec in (train_spec, val_spec))
     task = training_task(args.task or card.task, train, val, explicit=args.task is not None)
     if task != card.task:
@@ -378,7 +380,7 @@ def _budgets(args) -> int:
 
     from .atomic import atomic_write_text
     from .judge.budgets import evaluate_budgets, get_family
-    from .data import load_dataset
+    from .data.reading import read_memes
     from .detectors import load_detector
     from .engine import Engine
     from .report.tables import budget_table
@@ -388,8 +390,10 @@ def _budgets(args) -> int:
     detector = load_detector(card, checkpoint=args.checkpoint, device=args.device)
     reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))
     task = args.task or card.task
-    data = load_dataset(args.data, require_images=reads_pictures,
-                        allow_outside_paths=args.allow_outside_paths).labelled(task).head(args.limit)
+    ocr = _ocr_reader(args)
+    data = read_memes(args.data, ocr=ocr, require_images=reads_pictures or ocr is not None,
+                      allow_outside_paths=args.allow_outside_paths, ocr_option=OCR_OPTION,
+                      limit=args.limit).labelled(task)
     engine = Engine(detector, data, seed=args.seed, batch_size=args.batch_size)
     entries = evaluate_budgets(engine, data.labels(task), args.family, seed=args.seed, n_resamples=args.bootstrap)
     print(f"evasion budgets: {card.name} on {args.data} ({sum(data.labels(task) == 1)} harmful memes; the searched "
@@ -406,8 +410,23 @@ def _budgets(args) -> int:
     return 0
 
 
+OCR_OPTION = "--ocr rapidocr"  # how train, budgets and preview ask for captions read off the pictures
+
+
+def _ocr_reader(args):
+    """The OCR backend a command's --ocr names (None without it), caching its readings where the command caches:
+    memes without a caption are read as a pytest run reads them (data/reading.py)."""
+    if not getattr(args, "ocr", None):
+        return None
+    from .data.ocr import ocr_backend
+
+    cache = None if getattr(args, "no_cache", False) else getattr(args, "cache_dir", None)
+    return ocr_backend(args.ocr, cache, getattr(args, "device", None) or "cpu")
+
+
 def _preview(args) -> int:
-    from .data import load_dataset, load_rgb
+    from .data import load_rgb
+    from .data.reading import read_memes
     from .data.render import draw_meme
     from .data.text_boxes import TEXT_BOXES
     from .perturb import get, names
@@ -417,7 +436,8 @@ def _preview(args) -> int:
     if args.image:
         image, meme_id, caption = load_rgb(Path(args.image)), Path(args.image).name, args.caption
     else:
-        dataset = load_dataset(args.data, require_images=not args.render)
+        dataset = read_memes(args.data, ocr=_ocr_reader(args), require_images=not args.render,
+                             ocr_option=OCR_OPTION)
         if not 0 <= args.index < len(dataset):
             raise MemeRobustError(f"--index {args.index} is outside {args.data!r} ({len(dataset)} memes)")
         meme = dataset.memes[args.index]
@@ -427,9 +447,7 @@ def _preview(args) -> int:
         else:
             image, boxes = meme.image, meme.meta.get(TEXT_BOXES)
     if boxes is None and args.ocr:
-        from .data.ocr import ocr_backend
-
-        boxes = ocr_backend(args.ocr).read_boxes(image)
+        boxes = _ocr_reader(args).read_boxes(image)
     chosen = args.perturbations or [n for n in names("image")
                                     if not get(n).needs_model and (caption or not get(n).caption_source)]
     for name in chosen:
@@ -544,6 +562,8 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="memerobust", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    from .data.ocr import OCR_BACKENDS
+
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="fit a card's trainable head and write its checkpoint")
     train.add_argument("card", help="model card name or .toml path")
@@ -575,6 +595,8 @@ def main(argv=None) -> int:
     train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
     train.add_argument("--quiet", action="store_true", help="no progress (by default a bar on a terminal while it "
                        "encodes and trains, else a line every 10%%, on standard error)")
+    train.add_argument("--ocr", choices=OCR_BACKENDS, help="read the captions memes lack off their pictures with "
+                       "this OCR backend, as a pytest run with --memerobust-ocr does")
     train.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                        help="let the data's image paths lead outside its folder")
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
@@ -641,8 +663,6 @@ def main(argv=None) -> int:
     export.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                         help="read a dataset whose files lie outside its folder")
     export.set_defaults(run=_export)
-    from .data.ocr import OCR_BACKENDS
-
     preview = sub.add_parser("preview", help="a PNG gallery of one meme under every image perturbation and severity")
     preview.add_argument("--data", default="demo", help="dataset spec to take the meme from (default: demo)")
     preview.add_argument("--index", type=int, default=0, help="which meme of the dataset (default 0)")
@@ -653,7 +673,8 @@ def main(argv=None) -> int:
                          "capitals, black outline, top and bottom) on a SIZE px picture and preview that: for "
                          "caption-only data, or to see the typographic edits at real size")
     preview.add_argument("--ocr", choices=OCR_BACKENDS, help="find where the picture shows its text with this OCR "
-                         "backend, when the dataset does not say (the typographic edits act there)")
+                         "backend, when the dataset does not say (the typographic edits act there), and read the "
+                         "caption off the picture when the dataset has none")
     preview.add_argument("--perturbations", nargs="+", help="names (default: every model-free image perturbation)")
     preview.add_argument("--seed", type=int, default=0)
     preview.add_argument("--tile", type=int, default=128, help="tile side in pixels")
@@ -672,6 +693,8 @@ def main(argv=None) -> int:
     budgets.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
     budgets.add_argument("--batch-size", dest="batch_size", type=int, default=64)
     budgets.add_argument("--device", default="cpu")
+    budgets.add_argument("--ocr", choices=OCR_BACKENDS, help="read the captions memes lack off their pictures "
+                         "with this OCR backend, as a pytest run with --memerobust-ocr does")
     budgets.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                          help="read a dataset whose files lie outside its folder")
     budgets.add_argument("--json", help="write the budgets (with the worst memes) to this JSON file")

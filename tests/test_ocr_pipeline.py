@@ -181,3 +181,29 @@ def test_a_task_the_data_lacks_is_refused_before_ocr_reads_a_picture(tmp_path):
     session._ocr = FakeOcr()
     session.check_case("demo", data=f"csv:{tmp_path / 'memes.csv'}")
     assert session._ocr.calls == 4  # the fix named works, and reads the captions
+
+
+def test_train_reads_the_captions_memes_lack_with_ocr_as_the_run_does(tmp_path, monkeypatch, capsys):
+    """Before: `memerobust train` loaded memes its own way, and a meme without a caption stopped it."""
+    from PIL import Image
+
+    from pytest_memerobust import cli
+    from test_caption_only import write_card
+
+    with (tmp_path / "memes.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "image", "text", "label", "split"])
+        for i in range(24):
+            Image.new("RGB", (16, 16), (10 * i, 90, 200)).save(tmp_path / f"m{i}.png")
+            writer.writerow([f"m{i}", f"m{i}.png", "" if i % 4 == 0 else f"caption {i}", i % 2,
+                             "val" if i >= 16 else "train"])
+    card, out = write_card(tmp_path), tmp_path / "m.safetensors"
+    argv = ["train", str(card), "--no-cache", "--data", f"csv:{tmp_path / 'memes.csv'}", "--out", str(out),
+            "--epochs", "1", "--quiet"]
+    assert cli.main(argv) != 0
+    err = capsys.readouterr().err
+    assert "4 memes of" in err and "--ocr rapidocr" in err  # the train split's 4 without a caption, and the fix
+    readers = []
+    monkeypatch.setattr(cli, "_ocr_reader", lambda args: readers.append(FakeOcr()) or readers[-1] if args.ocr else None)
+    assert cli.main(argv + ["--ocr", "rapidocr"]) == 0 and out.is_file()
+    assert readers[0].calls == 6  # the 6 memes without a caption, train and val

@@ -19,8 +19,9 @@ OCR_OPTION = "--memerobust-ocr=rapidocr"  # how the plugin asks for OCR; the com
 def read_memes(spec: str, *, ocr=None, require_images: bool = True, allow_outside_paths: bool = False,
                limit: int | None = None, outside: Sequence[str] = (), ocr_option: str = OCR_OPTION) -> Dataset:
     """The memes of `spec` (less those whose id is in `outside`; the first `limit`), every missing caption read
-    off its picture by `ocr` (an OcrBackend; data/ocr.py): `load_memes`, then `read_missing_captions`."""
-    dataset = load_memes(spec, require_captions=ocr is None, require_images=require_images,
+    off its picture by `ocr` (an OcrBackend; data/ocr.py): `load_memes`, then `read_missing_captions`, whose
+    refusal of a missing caption names `ocr_option`."""
+    dataset = load_memes(spec, require_captions=False, require_images=require_images,
                          allow_outside_paths=allow_outside_paths, limit=limit, outside=outside)
     return read_missing_captions(dataset, spec, ocr, ocr_option)
 
