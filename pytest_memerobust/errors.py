@@ -9,6 +9,11 @@ class DataError(MemeRobustError):
     """A dataset file, row, image or caption is missing, unreadable or outside the label schema."""
 
 
+class NothingToFitOn(DataError):
+    """A universal attack has no memes to fit on that it is not judged on (no train split, every meme evaluated):
+    its cases skip, naming the fixes, rather than fit on their own test memes."""
+
+
 class SuiteError(MemeRobustError):
     """A suite file is malformed or names an unknown perturbation, severity or key."""
 

@@ -109,6 +109,9 @@ class CaseItem(pytest.Item):
         if unread:
             pytest.skip(f"{self.model} does not read the {' or '.join(unread)}")
         suite = self.suite
+        unfittable = session.unfittable(self.model, self.condition, suite.dataset, suite.task, suite.captions)
+        if unfittable:
+            pytest.skip(unfittable)
         session.declare_grid(self.model, suite.dataset, suite.grid_text, suite.grid_image, suite.captions,
                              suite=suite.name, conditions=[c.id for c in suite.conditions])
         if suite.export is not None:  # the run writes this suite's memes as a dataset at its end

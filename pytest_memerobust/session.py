@@ -19,7 +19,7 @@ from .detectors.registry import check_device, resolve_device
 from .data.meme import is_multilabel
 from .engine import Condition, Engine
 from .perturb import get as get_perturbation
-from .errors import ConfigError, DataError, ModeNotRead
+from .errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
 from .engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detector_feature_store
 from .engine.executors import make_executor
 from .engine.shards import ShardRunner
@@ -542,7 +542,7 @@ class RobustnessSession:
                 fit = FitMemes(f"the {len(memes)} memes of {spec} outside the {len(evaluated)} evaluated",
                                tuple(memes), task)
             if not len(fit):
-                raise DataError(f"{spec}: no memes to fit universal attacks on outside the {len(evaluated)} "
+                raise NothingToFitOn(f"{spec}: no memes to fit universal attacks on outside the {len(evaluated)} "
                                 f"evaluated ones (a trigger fitted on the memes it is judged on overstates its "
                                 f"effect): give the data a train split, or evaluate fewer memes "
                                 f"(--memerobust-limit) to hold the rest out for fitting")
@@ -853,6 +853,18 @@ class RobustnessSession:
         if condition.prompt and not supports_prompts(detector):
             unread.append("prompt (it is not prompted)")
         return unread
+
+    def unfittable(self, model: str, condition: Condition, data: str | None = None, task: str | None = None,
+                   captions: str | None = None) -> str | None:
+        """Why `condition` cannot run on `model` honestly, or None: a universal attack of it with no memes to fit
+        on outside the evaluated ones (the case skips with this reason, naming the fixes)."""
+        if not any(name and get_perturbation(name).universal for name in (condition.text, condition.image)):
+            return None
+        try:
+            self.training_memes(self.data_spec(data, captions), self.task(model, task))
+        except NothingToFitOn as exc:
+            return str(exc)
+        return None
 
     def declare_grid(self, model: str, data: str | None, text_sides, image_sides, captions: str | None = None,
                      suite: str | None = None, conditions=()) -> None:

@@ -207,3 +207,14 @@ def test_train_reads_the_captions_memes_lack_with_ocr_as_the_run_does(tmp_path, 
     monkeypatch.setattr(cli, "_ocr_reader", lambda args: readers.append(FakeOcr()) or readers[-1] if args.ocr else None)
     assert cli.main(argv + ["--ocr", "rapidocr"]) == 0 and out.is_file()
     assert readers[0].calls == 6  # the 6 memes without a caption, train and val
+
+
+def test_a_universal_case_with_nothing_to_fit_on_skips_naming_the_fixes(tmp_path, monkeypatch):
+    monkeypatch.setattr(RobustnessSession, "reads_pictures", lambda self: False)  # caption-only data
+    flat = _csv(tmp_path / "flat.csv", 12)
+    session = RobustnessSession(_options(data=f"csv:{flat}"))
+    trigger = Condition(text="universal_trigger", text_severity=1)
+    why = session.unfittable("demo", trigger, task="label")
+    assert "no memes to fit universal attacks on outside the 12 evaluated" in why and "--memerobust-limit" in why
+    assert session.unfittable("demo", Condition(text="typos", text_severity=1), task="label") is None
+    assert RobustnessSession(_options(data=f"csv:{flat}", limit=6)).unfittable("demo", trigger, task="label") is None
