@@ -333,6 +333,11 @@ class RobustnessSession:
         for detector in self._detectors.values():  # a hosted model's requests, tokens and cost
             if callable(getattr(detector, "run_note", None)):
                 lines.append(detector.run_note())
+        if any(r.condition.image and get_perturbation(r.condition.image).caption_source
+               for r in self.results.values()):  # their pixels depend on the fonts this machine has
+            from .perturb.typography import caption_font_name
+
+            lines.append(f"re-rendered captions: {caption_font_name()}")
         for (model, spec, task, *_defence), engine in self._engines.items():
             for edit, pictures in sorted(engine.boxless.items()):
                 hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"

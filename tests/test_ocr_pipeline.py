@@ -218,3 +218,10 @@ def test_a_universal_case_with_nothing_to_fit_on_skips_naming_the_fixes(tmp_path
     assert "no memes to fit universal attacks on outside the 12 evaluated" in why and "--memerobust-limit" in why
     assert session.unfittable("demo", Condition(text="typos", text_severity=1), task="label") is None
     assert RobustnessSession(_options(data=f"csv:{flat}", limit=6)).unfittable("demo", trigger, task="label") is None
+
+
+def test_a_run_that_re_rendered_captions_names_the_fonts_it_drew_them_in():
+    session = RobustnessSession(_options(limit=4))
+    session.evaluate("demo", "image=rendered_clean_caption")
+    assert any(n.startswith("re-rendered captions: bold captions in ") for n in session.run_notes())
+    assert not any("re-rendered" in n for n in RobustnessSession(_options()).run_notes())

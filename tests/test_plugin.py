@@ -160,7 +160,7 @@ def test_bad_dataset_fails_the_items_with_the_culprit_named(pytester, tmp_path):
     data = tmp_path / "memes.csv"
     data.write_text("id,image,text,label\n1,missing.png,hello there,0\n")
     result = pytester.runpytest("--memerobust-model=demo", f"--memerobust-data=csv:{data}", "-p",
-                                "no:cacheprovider", ".")
+                                "no:cacheprovider", "--memerobust-task=label", ".")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # checked once, before any case runs
     assert result.stderr.str().count("missing.png") == 1, result.stderr.str()
     result.stderr.fnmatch_lines(["ERROR: memerobust:*memes.csv, row 1*image file not found*missing.png*"])
