@@ -225,3 +225,17 @@ def test_a_run_that_re_rendered_captions_names_the_fonts_it_drew_them_in():
     session.evaluate("demo", "image=rendered_clean_caption")
     assert any(n.startswith("re-rendered captions: bold captions in ") for n in session.run_notes())
     assert not any("re-rendered" in n for n in RobustnessSession(_options()).run_notes())
+
+
+def test_a_caption_ocr_read_as_nothing_stays_empty_under_a_caption_attack():
+    """Before: 'caption is empty (or only whitespace): nothing to perturb' failed the whole case (hotflip@3 +
+    imagenet_c@3 under --memerobust-captions=ocr, where the corrupted picture read as nothing)."""
+    from pytest_memerobust.perturb import attacks, get
+
+    texts = ["they should not exist", "", "go back to the closet", "   "]
+    features = np.full((4, 3), 0.5)
+    context = attacks.AttackContext(CountingSplit(), np.array([1, 1, 0, 1]), features, None)
+    out = get("hotflip").apply(texts, ["a", "b", "c", "d"], 3, 0, context)
+    assert out[1] == "" and out[3] == "   "
+    alone = get("hotflip").apply([texts[0]], ["a"], 3, 0, context)
+    assert out[0] == alone[0]  # the others attacked as they are alone (rows keep indexing their labels)

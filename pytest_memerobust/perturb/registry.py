@@ -122,13 +122,23 @@ class Perturbation:
         if context is None:
             raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
         rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
+        items = list(items)
+        # A caption OCR read as nothing has nothing to attack: it stays empty. The others keep their positions,
+        # which index the detector's labels.
+        kept = [i for i, x in enumerate(items) if self.modality != "text" or str(x).strip()]
+        out = list(items)
         if self.batch is not None:  # same result per item, computed a whole batch (or block) at once
-            items, step, out = list(items), block or max(1, len(items)), []
+            step = block or max(1, len(items))
             for start in range(0, len(items), step):
-                rows = list(range(start, min(start + step, len(items))))
-                out += self.batch(items[start : rows[-1] + 1], rows, severity, rngs[start : rows[-1] + 1], context)
+                rows = [i for i in kept if start <= i < start + step]
+                if rows:
+                    for i, value in zip(rows, self.batch([items[i] for i in rows], rows, severity,
+                                                         [rngs[i] for i in rows], context)):
+                        out[i] = value
             return out
-        return [self._one(x, severity, rng, context, i) for i, (x, rng) in enumerate(zip(items, rngs))]
+        for i in kept:
+            out[i] = self._one(items[i], severity, rngs[i], context, i)
+        return out
 
 
 _REGISTRY: dict[str, Perturbation] = {}
