@@ -859,6 +859,19 @@ class RobustnessSession:
             unread.append("prompt (it is not prompted)")
         return unread
 
+    def fit_memes_of(self, spec: str) -> list[dict]:
+        """For the report: per task, the memes the universal attacks of the results on `spec` were fitted on (their
+        source, number, ids and digest); empty when no result of `spec` ran a universal attack. Worked out from the
+        results, so a pytest-xdist controller, which fitted nothing, reports the same."""
+        tasks = dict.fromkeys(r.task or self.task(r.model) for r in self.results.values() if r.dataset == spec and any(
+            name and get_perturbation(name).universal for name in (r.condition.text, r.condition.image)))
+        out = []
+        for task in tasks:
+            fit = self.training_memes(spec, task)
+            out.append({"task": task, "source": fit.source, "n": len(fit), "digest": fit.digest,
+                        "ids": [m.id for m in fit.memes]})
+        return out
+
     def unfittable(self, model: str, condition: Condition, data: str | None = None, task: str | None = None,
                    captions: str | None = None) -> str | None:
         """Why `condition` cannot run on `model` honestly, or None: a universal attack of it with no memes to fit

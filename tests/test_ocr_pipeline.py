@@ -239,3 +239,22 @@ def test_a_caption_ocr_read_as_nothing_stays_empty_under_a_caption_attack():
     assert out[1] == "" and out[3] == "   "
     alone = get("hotflip").apply([texts[0]], ["a"], 3, 0, context)
     assert out[0] == alone[0]  # the others attacked as they are alone (rows keep indexing their labels)
+
+
+def test_the_report_names_the_memes_a_universal_attack_was_fitted_on(monkeypatch):
+    from pytest_memerobust.perturb import attacks
+    from pytest_memerobust.report import build_report
+    from pytest_memerobust.report.outline import run_details
+
+    monkeypatch.setattr(attacks, "find_trigger", lambda context, length, seed: "alpha")
+    session = RobustnessSession(_options(limit=8))
+    session.evaluate("demo", "text=universal_trigger@1")
+    fits = build_report(session)["datasets"]["demo"]["fit_memes"]
+    assert [(f["task"], f["source"], f["n"]) for f in fits] == [("hate", "the train split demo:train", 480)]
+    assert not set(fits[0]["ids"]) & {m.id for m in session.dataset("demo").memes}
+    table = {title: rows for title, rows, _ in run_details(build_report(session))}
+    rows = table["memes the universal attacks were fitted on (none of them evaluated)"]
+    assert rows[0][:3] == ["demo", "the train split demo:train", "480"] and "(475 more)" in rows[0][3]
+    plain = RobustnessSession(_options(limit=8))
+    plain.evaluate("demo", "text=typos@1")
+    assert "fit_memes" not in build_report(plain)["datasets"]["demo"]

@@ -217,6 +217,9 @@ def build_report(session) -> dict:
     for spec in dict.fromkeys(r["dataset"] for r in results):
         ds = session.dataset(spec)
         datasets[spec] = {"name": ds.name, "n": len(ds), "fingerprint": session.fingerprint(spec)}
+        fits = session.fit_memes_of(spec)
+        if fits:  # what the universal attacks on these memes were fitted on: never one of them
+            datasets[spec]["fit_memes"] = fits
     return {
         **_run_header(session), "models": models, "datasets": datasets, "groups": groups,
         "reliance": [{"model": model, "dataset": spec, **value}

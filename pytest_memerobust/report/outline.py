@@ -338,6 +338,10 @@ def counts_text(c: dict[str, int], marks: bool = True) -> str:
     return " · ".join(parts)
 
 
+def _some_ids(ids: list, shown: int = 5) -> str:
+    return ", ".join(ids[:shown]) + (f", ... ({len(ids) - shown} more)" if len(ids) > shown else "")
+
+
 def run_details(report: dict) -> list[tuple[str, list[list[str]], list[str]]]:
     """The run's details as (title, rows, headers): options, datasets, models and versions, for the end."""
     out = [("seed and options", [["seed", str(report.get("seed"))]]
@@ -347,6 +351,11 @@ def run_details(report: dict) -> list[tuple[str, list[list[str]], list[str]]]:
         out.append(("datasets", [[name, str(info.get("name", "")), str(info.get("n", "")),
                                   str(info.get("fingerprint", ""))] for name, info in datasets.items()],
                     ["dataset", "name", "memes", "fingerprint (sha256)"]))
+    fits = [[name, fit["source"], str(fit["n"]), _some_ids(fit["ids"]), fit["digest"][:12]]
+            for name, info in datasets.items() for fit in info.get("fit_memes") or ()]
+    if fits:
+        out.append(("memes the universal attacks were fitted on (none of them evaluated)", fits,
+                    ["dataset", "fitted on", "memes", "ids", "digest"]))
     models = report.get("models") or {}
     if models:
         out.append(("models", [[name, str(info.get("checkpoint", "")), str(info.get("checkpoint_sha256", ""))]
