@@ -40,6 +40,7 @@ def _interrupt_on_sigterm(config) -> None:
 
 
 def pytest_configure(config):
+    from .options import uncached_note
     from .session import RobustnessSession
 
     try:
@@ -47,6 +48,7 @@ def pytest_configure(config):
     except MemeRobustError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
+    session.notes.extend(filter(None, [uncached_note(session.options)]))  # -p no:cacheprovider: what that turns off
     config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
     if collect.choose_tests(config, session):
         _interrupt_on_sigterm(config)

@@ -26,11 +26,9 @@ from .engine.shards import ShardRunner
 from .judge.results import ConditionResult, StatsConfig
 from .data.fit_memes import FitMemes
 from .data.loaders import check_task
-from .data.reading import load_memes, read_missing_captions
-from .options import uncached_note
+from .data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
 
 DEFAULT_DATA = "demo"
-CAPTIONS_BY_OCR = "#ocr-captions"  # appended to a data spec whose captions are read off the (perturbed) pictures
 
 
 def training_spec(spec: str) -> str | None:
@@ -182,8 +180,6 @@ class RobustnessSession:
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
         self._ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
-        if uncached_note(options) is not None:  # -p no:cacheprovider: say what that turns off
-            self.notes.append(uncached_note(options))
         self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
         self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
@@ -445,6 +441,8 @@ class RobustnessSession:
         that need no picture (task, classes) look at, before any OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)
         key = ("as stored", spec)
+        if spec in self._datasets:  # read already (the task and classes are the same)
+            return self._datasets[spec]
         if key not in self._datasets:
             self._datasets[key] = self._read(spec, self.options.limit, ocr=False)
         return self._datasets[key]

@@ -19,6 +19,12 @@ import transformers.models.idefics3.modeling_idefics3  # noqa: F401,E402
 import transformers.models.siglip.modeling_siglip  # noqa: F401,E402
 import transformers.models.gemma3.modeling_gemma3  # noqa: F401,E402
 import transformers.models.shieldgemma2.modeling_shieldgemma2  # noqa: F401,E402
+# And matplotlib, which the re-rendered captions ask for its DejaVu Sans Bold: imported first inside a pytester run and
+# dropped, it comes back with new classes, and a figure made later meets a GridSpec it does not recognise.
+import matplotlib.figure  # noqa: F401,E402
+import matplotlib.lines  # noqa: F401,E402
+import matplotlib.patches  # noqa: F401,E402
+import matplotlib.style  # noqa: F401,E402
 
 _real_connect = socket.socket.connect
 

@@ -1,5 +1,5 @@
 """Issue 49: `-p no:cacheprovider` silently dropped the feature cache and the counterexamples. A run without a cache
-dir says so in one line of its notes (options.uncached_note; the session adds it to its notes)."""
+dir says so in one line of its notes (options.uncached_note; the plugin adds it to the run's notes)."""
 import dataclasses
 from pathlib import Path
 
@@ -24,3 +24,14 @@ def test_the_note_names_only_what_is_off():
     assert "not written: the failing cases' counterexamples and the flip ledger (" in gated
     assert uncached_note(dataclasses.replace(base, cache_dir=Path("cache"))) is None
     assert uncached_note(dataclasses.replace(base, models=())) is None
+
+
+def test_a_pytest_run_with_the_cache_provider_off_prints_the_note(pytester):
+    from test_plugin import LENIENT_SUITE
+
+    pytester.makefile(".toml", **{"memerobust-lenient": LENIENT_SUITE})
+    off = pytester.runpytest("--memerobust-model=demo", "--memerobust-limit=8", "--memerobust-bootstrap=50",
+                             "-p", "no:cacheprovider", ".")
+    assert "no cache dir: pytest's cache provider is off (-p no:cacheprovider)" in off.stdout.str()
+    on = pytester.runpytest("--memerobust-model=demo", "--memerobust-limit=8", "--memerobust-bootstrap=50", ".")
+    assert "no cache dir" not in on.stdout.str()

@@ -768,28 +768,29 @@ def test_interrupted_training_resumes_to_the_same_result(tmp_path, train_val):
 @pytest.fixture
 def small_demo_data(monkeypatch):
     """`--data demo` as the CLI parses it, with each split cut to 40 memes to keep the test quick."""
-    import pytest_memerobust.data as data
+    from pytest_memerobust.data import reading
 
-    real, asked = data.load_dataset, []
+    real, asked = reading.load_dataset, []
 
     def load(spec, **options):
         asked.append(spec)
         return real(spec, **options).head(40)
 
-    monkeypatch.setattr(data, "load_dataset", load)
+    monkeypatch.setattr(reading, "load_dataset", load)
     return asked
 
 
 @pytest.fixture(scope="module")
 def cli_demo_run(tmp_path_factory):
     """`memerobust train memeblip2-tda --demo --data demo --epochs 1 --out DIR/x.safetensors --quiet`, once."""
-    import pytest_memerobust.data as data
+    from pytest_memerobust.data import reading
 
     out = tmp_path_factory.mktemp("cli") / "x.safetensors"
     shipped = shipped_checkpoint_hashes()
-    real, asked = data.load_dataset, []
+    real, asked = reading.load_dataset, []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(data, "load_dataset", lambda spec, **options: asked.append(spec) or real(spec, **options).head(40))
+        mp.setattr(reading, "load_dataset",
+                   lambda spec, **options: asked.append(spec) or real(spec, **options).head(40))
         rc = cli.main(["train", "memeblip2-tda", "--demo", "--data", "demo", "--epochs", "1", "--out", str(out),
                        "--quiet"])
     assert shipped_checkpoint_hashes() == shipped  # --out given: the shipped checkpoints are untouched

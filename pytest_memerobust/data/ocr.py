@@ -9,7 +9,7 @@ small JSON files under the cache directory, written atomically.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -20,7 +20,7 @@ from ..determinism import RESULT_THREADS, fixed_threads
 from ..errors import BackendMissing
 from .digests import input_digest
 from .meme import Dataset
-from .text_boxes import TEXT_BOXES, TextBox, joined_text, reading_order
+from .text_boxes import TEXT_BOXES, Detection, TextBox, joined_text, reading_order
 from .words import split_run_together
 
 OCR_BACKENDS = ("rapidocr",)
@@ -28,16 +28,6 @@ MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text 
 # A cached reading is used only when written by this version of the reading: 2 = lines grouped by overlap
 # (text_boxes.reading_order) and run-together words split (words.py); entries without it are read again.
 CACHE_VERSION = 2
-
-
-@dataclass(frozen=True)
-class Detection:
-    """One piece of text as the OCR reader found it: its box (in the picture's pixels) with the text as read, and
-    where along the box each character of that text sits (its centre, in pixels from the box's left edge; empty
-    when the reader does not say)."""
-
-    box: TextBox
-    char_centres: tuple[float, ...] = ()
 
 
 class OcrBackend(Protocol):

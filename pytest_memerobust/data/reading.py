@@ -13,6 +13,7 @@ from ..errors import ConfigError, DataError
 from .loaders import load_dataset
 from .meme import Dataset
 
+CAPTIONS_BY_OCR = "#ocr-captions"  # appended to a data spec whose captions are read off the (perturbed) pictures
 OCR_OPTION = "--memerobust-ocr=rapidocr"  # how the plugin asks for OCR; the command line passes its own
 
 

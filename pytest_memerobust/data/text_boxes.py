@@ -95,6 +95,16 @@ class _Band:
         return y - self.height / 2, y + self.height / 2
 
 
+@dataclass(frozen=True)
+class Detection:
+    """One piece of text as the OCR reader found it: its box (in the picture's pixels) with the text as read, and
+    where along the box each character of that text sits (its centre, in pixels from the box's left edge; empty
+    when the reader does not say)."""
+
+    box: TextBox
+    char_centres: tuple[float, ...] = ()
+
+
 def _line_span(bands: Sequence[_Band], x: float) -> tuple[float, float]:
     """(top, bottom) of a line at `x`: its boxes' extents carried there along their mean slope."""
     slope = sum(b.slope for b in bands) / len(bands)

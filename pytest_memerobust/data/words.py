@@ -19,12 +19,9 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from .text_boxes import TextBox
-
-if TYPE_CHECKING:
-    from .ocr import Detection
+from .text_boxes import Detection, TextBox
 
 MIN_RUN = 6  # shorter runs of letters are not split on the word list alone
 MIN_GAP_RUN = 4  # shorter pieces of text (between the spaces the reader saw) are not split at all

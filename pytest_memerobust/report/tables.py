@@ -434,7 +434,7 @@ def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = No
 def short_dataset(spec: str) -> str:
     """A dataset spec as a headline names it: a path by its file's (or folder's) name, `pridemm:m3h_ocr.csv` for
     `pridemm:/data/PrideMM/m3h_ocr.csv`; the reports keep the whole spec."""
-    from ..session import CAPTIONS_BY_OCR
+    from ..data.reading import CAPTIONS_BY_OCR
 
     ocr = spec.endswith(CAPTIONS_BY_OCR)
     name, colon, path = spec.removesuffix(CAPTIONS_BY_OCR).partition(":")
