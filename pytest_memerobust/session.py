@@ -329,6 +329,11 @@ class RobustnessSession:
         for detector in self._detectors.values():  # a hosted model's requests, tokens and cost
             if callable(getattr(detector, "run_note", None)):
                 lines.append(detector.run_note())
+        for spec in dict.fromkeys(r.dataset for r in self.results.values()):  # worked out here: any executor fits
+            for fit in self._fits_of(spec):
+                note = fit.note(spec.removesuffix(CAPTIONS_BY_OCR))
+                if note not in lines:
+                    lines.append(note)
         if any(r.condition.image and get_perturbation(r.condition.image).caption_source
                for r in self.results.values()):  # their pixels depend on the fonts this machine has
             from .perturb.typography import caption_font_name
@@ -549,9 +554,6 @@ class RobustnessSession:
                                 f"evaluated ones (a trigger fitted on the memes it is judged on overstates its "
                                 f"effect): give the data a train split, or evaluate fewer memes "
                                 f"(--memerobust-limit) to hold the rest out for fitting")
-            note = fit.note(spec)
-            if note not in self.notes:
-                self.notes.append(note)
             self._datasets[key] = fit
         return self._datasets[key]
 
@@ -861,14 +863,14 @@ class RobustnessSession:
         """For the report: per task, the memes the universal attacks of the results on `spec` were fitted on (their
         source, number, ids and digest); empty when no result of `spec` ran a universal attack. Worked out from the
         results, so a pytest-xdist controller, which fitted nothing, reports the same."""
+        return [{"task": fit.task, "source": fit.source, "n": len(fit), "digest": fit.digest,
+                 "ids": [m.id for m in fit.memes]} for fit in self._fits_of(spec)]
+
+    def _fits_of(self, spec: str) -> list[FitMemes]:
+        """The fit memes of the universal attacks among the results on `spec`, one per task scored."""
         tasks = dict.fromkeys(r.task or self.task(r.model) for r in self.results.values() if r.dataset == spec and any(
             name and get_perturbation(name).universal for name in (r.condition.text, r.condition.image)))
-        out = []
-        for task in tasks:
-            fit = self.training_memes(spec, task)
-            out.append({"task": task, "source": fit.source, "n": len(fit), "digest": fit.digest,
-                        "ids": [m.id for m in fit.memes]})
-        return out
+        return [self.training_memes(spec, task) for task in tasks]
 
     def unfittable(self, model: str, condition: Condition, data: str | None = None, task: str | None = None,
                    captions: str | None = None) -> str | None:

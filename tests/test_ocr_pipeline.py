@@ -104,7 +104,7 @@ def test_universal_attacks_fit_outside_the_evaluated_memes(tmp_path, monkeypatch
     evaluated = {m.id for m in session.dataset(f"csv:{flat}").memes}
     fit = session.training_memes(f"csv:{flat}", "label")
     assert len(evaluated) == 8 and len(fit) == 16 and not evaluated & _ids(fit)  # before: all 24, evaluated included
-    assert any("fitted on the 16 memes of" in n and "outside the 8 evaluated" in n for n in session.notes)
+    assert "fitted on the 16 memes of" in fit.note("x") and "outside the 8 evaluated" in fit.note("x")
     with pytest.raises(DataError, match="no memes to fit universal attacks on outside the 24 evaluated"):
         RobustnessSession(_options()).training_memes(f"csv:{flat}", "label")
 
@@ -249,6 +249,8 @@ def test_the_report_names_the_memes_a_universal_attack_was_fitted_on(monkeypatch
     monkeypatch.setattr(attacks, "find_trigger", lambda context, length, seed: "alpha")
     session = RobustnessSession(_options(limit=8))
     session.evaluate("demo", "text=universal_trigger@1")
+    assert any(n.startswith("demo: universal attacks (triggers, patterns) fitted on the train split demo:train: 480 "
+                            "memes") for n in session.run_notes())
     fits = build_report(session)["datasets"]["demo"]["fit_memes"]
     assert [(f["task"], f["source"], f["n"]) for f in fits] == [("hate", "the train split demo:train", 480)]
     assert not set(fits[0]["ids"]) & {m.id for m in session.dataset("demo").memes}
