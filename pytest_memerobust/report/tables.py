@@ -481,8 +481,8 @@ def verdict_lines(verdict: dict) -> list[str]:
                          if (verdict.get("baseline") or {}).get("mode") == "non-inferiority"
                          else "regressed against the baseline")
     for m in verdict["models"]:
-        ran = m["cases"] - m["skipped"]
-        lines.append(f"{m['model']}: {ran} case{'s' * (ran != 1)}: {m['pass']} pass, "
+        n = m["cases"]  # every case, skipped ones too: the counts after it add up to it, as the reports' tables do
+        lines.append(f"{m['model']}: {n} case{'s' * (n != 1)}: {m['pass']} pass, "
                      f"{m['fail for sure']} fail for sure, {m['fail within noise']} fail within noise"
                      + (f", {m['error']} {VERDICT_LABELS['error']}" if m.get("error") else "")
                      + (f", {m['skipped']} skipped" if m["skipped"] else "")
