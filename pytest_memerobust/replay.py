@@ -233,6 +233,9 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
                 except OSError:
                     pass  # not stored (a read-only folder): the entry still replays by regenerating its picture
         entry["caption"] = engine.caption(condition, i)
+        # where that caption came from: OCR of this condition's picture, OCR of the clean one, or the dataset
+        entry["caption_source"] = (getattr(engine.ocr, "name", "ocr") if engine.ocr is not None
+                                   else meme.meta.get("caption_source") or "dataset")
         out.append(entry)
     return out
 

@@ -260,3 +260,19 @@ def test_the_report_names_the_memes_a_universal_attack_was_fitted_on(monkeypatch
     plain = RobustnessSession(_options(limit=8))
     plain.evaluate("demo", "text=typos@1")
     assert "fit_memes" not in build_report(plain)["datasets"]["demo"]
+
+
+def test_a_counterexample_says_its_caption_was_read_by_ocr(monkeypatch):
+    from pytest_memerobust import replay
+
+    session = RobustnessSession(_options(limit=4, captions="ocr"))
+    session._ocr = FakeOcr()
+    result = session.evaluate("demo", "image=brightness@5")
+    monkeypatch.setattr(replay, "worst_flips", lambda result, limit=5: [0, 1])
+    entries = replay.counterexamples(result, session.engine("demo", session.data_spec(None)))
+    assert [e["caption_source"] for e in entries] == ["fake", "fake"]
+    assert entries[0]["caption"] == FakeOcr().read(session.engine("demo", session.data_spec(None)).picture(
+        result.condition, 0))
+    plain = RobustnessSession(_options(limit=4))
+    result = plain.evaluate("demo", "text=typos@1")
+    assert {e["caption_source"] for e in replay.counterexamples(result, plain.engine("demo", "demo"))} == {"dataset"}
