@@ -83,13 +83,19 @@ def test_training_spec_finds_the_train_rows_of_a_generic_file_and_never_the_eval
     assert training_spec("demo:train") is None and training_spec("csv:/x.csv:train") is None
 
 
-def _csv(path: Path, n: int, split: bool = False, empty: tuple = ()) -> Path:
+def _csv(path: Path, n: int, split: bool = False, empty: tuple = (), pictures: bool = False) -> Path:
+    from PIL import Image
+
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["id", "text", "label"] + (["split"] if split else []))
+        writer.writerow(["id", "text", "label"] + (["split"] if split else []) + (["image"] if pictures else []))
         for i in range(n):
             row = [f"m{i}", "" if i in empty else f"caption number {i}", i % 2]
-            writer.writerow(row + (["train" if i >= n // 2 else "test"] if split else []))
+            row += ["train" if i >= n // 2 else "test"] if split else []
+            if pictures:
+                Image.new("RGB", (16, 16), (9 * i, 80, 160)).save(path.parent / f"m{i}.png")
+                row.append(f"m{i}.png")
+            writer.writerow(row)
     return path
 
 
@@ -276,3 +282,21 @@ def test_a_counterexample_says_its_caption_was_read_by_ocr(monkeypatch):
     plain = RobustnessSession(_options(limit=4))
     result = plain.evaluate("demo", "text=typos@1")
     assert {e["caption_source"] for e in replay.counterexamples(result, plain.engine("demo", "demo"))} == {"dataset"}
+
+
+def test_the_trigger_search_itself_never_sees_an_evaluated_meme(tmp_path, monkeypatch):
+    from pytest_memerobust.perturb import attacks
+
+    seen = []
+
+    def search(context, length, seed):
+        captions, labels, memes = context.training()
+        seen.extend(m.id for m in memes)
+        return "alpha"
+
+    monkeypatch.setattr(attacks, "find_trigger", search)
+    flat = _csv(tmp_path / "flat.csv", 24, pictures=True)
+    session = RobustnessSession(_options(data=f"csv:{flat}", limit=8, task="label", workers=1))
+    session.evaluate("demo", "text=universal_trigger@1")
+    evaluated = {m.id for m in session.dataset(f"csv:{flat}").memes}
+    assert len(seen) == 16 and not evaluated & set(seen)  # before: all 24, the 8 evaluated among them
