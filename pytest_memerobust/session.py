@@ -18,6 +18,7 @@ from .detectors import find_card, load_detector
 from .detectors.registry import check_device, resolve_device
 from .data.meme import is_multilabel
 from .engine import Condition, Engine
+from .engine.engine import channels_read
 from .perturb import get as get_perturbation
 from .errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
 from .engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detector_feature_store
@@ -841,18 +842,14 @@ class RobustnessSession:
         from .perturb.prompts import supports_prompts
 
         detector = self.detector(model)
-        modalities = getattr(detector, "modalities", ("image", "text"))
         by_ocr = "ocr" in (captions, self.options.captions)
-        unread = []
-        for m, name in (("image", condition.image), ("text", condition.text)):
-            if not name or m in modalities:
-                continue
-            if m == "image" and by_ocr and "text" in modalities:
-                if get_perturbation(name).needs_model and not get_perturbation(name).rewrites_caption:
-                    unread.append(f"image itself (it reads the picture's text through OCR, and {name!r} attacks "
-                                  f"the detector's view of the picture)")
-                continue
-            unread.append(m)
+        reads, own = channels_read(detector, by_ocr), channels_read(detector, False)
+        unread = [m for m, name in (("image", condition.image), ("text", condition.text)) if name and m not in reads]
+        if condition.image and "image" not in own and "image" in reads:  # a caption classifier behind OCR
+            attack = get_perturbation(condition.image)
+            if attack.needs_model and not attack.rewrites_caption:
+                unread.append(f"image itself (it reads the picture's text through OCR, and {condition.image!r} "
+                              f"attacks the detector's view of the picture)")
         if condition.image and by_ocr and get_perturbation(condition.image).rewrites_caption:
             unread.append(f"caption {condition.image!r} chooses (the caption is read off the picture by OCR)")
         if condition.prompt and not supports_prompts(detector):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ class FitMemes:
     def __len__(self) -> int:
         return len(self.memes)
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """A digest of the memes' ids, captions and labels: a fit on other memes (another dataset, another split,
         captions read otherwise) is another fit."""

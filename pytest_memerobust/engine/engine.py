@@ -90,6 +90,15 @@ def progress_bar(total: int, description: str, unit: str = "input"):
                 mininterval=0.5)
 
 
+def channels_read(detector, by_ocr: bool) -> tuple[str, ...]:
+    """The channels a perturbation reaches `detector` through: its own, and the picture too when it reads captions
+    by OCR (the deployed pipeline: picture -> OCR -> caption classifier)."""
+    modalities = tuple(getattr(detector, "modalities", ("image", "text")))
+    if by_ocr and "text" in modalities and "image" not in modalities:
+        return ("image", *modalities)
+    return modalities
+
+
 class Engine:
     """Evaluates conditions for one detector on one dataset; `encoder_calls` counts inputs actually encoded."""
 
@@ -191,12 +200,8 @@ class Engine:
         return side
 
     def reads(self) -> tuple[str, ...]:
-        """The channels a perturbation reaches the detector through: its own, and the picture too when it reads
-        captions by OCR (the deployed pipeline: picture -> OCR -> caption classifier)."""
-        modalities = tuple(getattr(self.detector, "modalities", ("image", "text")))
-        if self.ocr is not None and "text" in modalities and "image" not in modalities:
-            return ("image", *modalities)
-        return modalities
+        """The channels a perturbation reaches this engine's detector through (`channels_read`)."""
+        return channels_read(self.detector, self.ocr is not None)
 
     @staticmethod
     def image_side(condition: Condition) -> tuple:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -86,10 +87,11 @@ class AttackContext:
         mode = getattr(self.detector, "mode", "multimodal")
         return base if mode == "multimodal" else f"{base}:{mode}"
 
-    @property
+    @cached_property
     def fit_digest(self) -> str:
         """A digest of the memes universal attacks fit on (data/fit_memes.py): part of every fit's key, so a fit on
-        one dataset or split is never reused for another."""
+        one dataset or split is never reused for another. Worked out once per context: a per-meme attack asks for its
+        trigger meme by meme."""
         if self.training is None:
             return "none"
         fit = self.training()
