@@ -469,12 +469,11 @@ def _fill_holes(out: torch.Tensor, hole: torch.Tensor, margin: int) -> torch.Ten
 
 def text_mask(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence,
               blocks: Sequence[_Block] | None = None) -> torch.Tensor:
-    """The pixels of the caption, an h x w bool mask, block by block, in the rows of its band (`BAND_PAD_*`):
-    outlined text: the strokes of its ink's colour near its outline's and its outlined glyphs in its lines' boxes,
-    and the glyphs
-    (`_outlined_strokes`) on its lines, or a line above or below, that the boxes missed (`_aligned_words`); plain text: the pixels far from its background in its
-    boxes and its glyphs on a plain band around them (`_plain_glyphs`). Grown to take anti-aliasing and the
-    outline along."""
+    """The pixels of the caption, an h x w bool mask, block by block, in the rows of its band (`BAND_PAD_*`).
+    Outlined text: in its lines' boxes, the strokes of its ink's colour near its outline's colour and near wholly
+    outlined glyphs (`_outlined_strokes`); outside them, the outlined glyphs on its lines, or a line above or below,
+    that the boxes missed (`_aligned_words`). Plain text: the pixels far from its background in its boxes, and its
+    glyphs on a plain band around them (`_plain_glyphs`). Grown to take anti-aliasing and the outline along."""
     h, w = x.shape[1:]
     picture = x.float()
     blocks = measure_blocks(x, boxes, styles) if blocks is None else blocks
