@@ -56,3 +56,13 @@ class BackendMissing(MemeRobustError):
     """A perturbation needs a model or data that is not installed here (a translation model, WordNet...).
 
     Suites skip such cases with this message, which says what to install or pass; nothing is downloaded."""
+
+
+class EndpointError(MemeRobustError):
+    """A hosted endpoint kept failing (after the retries), or refused the request outright (a bad key, an unknown
+    model, a reply too large)."""
+
+
+class EndpointDown(EndpointError):
+    """A hosted endpoint failed several requests in a row, so no more are sent to it: every later case would wait
+    out the same timeouts, so the run stops (items.py) with this message, which says since when and after what."""

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import io
 import json
 import math
 import os
-import re
 import time
 import urllib.error
 import urllib.parse
@@ -51,34 +51,24 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_path
-from ..errors import ConfigError, MemeRobustError
+from ..errors import ConfigError, EndpointDown, EndpointError
+from ..redaction import HIDDEN, redact, redact_json_text, secret_query_parameters  # noqa: F401  (redact: cli.py)
 from .cards import ModelCard
+from .endpoint_guard import BREAKER_FAILURES, BREAKER_MIN_S, Breaker, Deadline, Pacer, retry_after
 from .registry import register_architecture
 from .sampling import misplaced
 from .vlm import PARAMS as PROMPT_PARAMS, card_prompt
 
+__all__ = ["EndpointDown", "EndpointError", "HostedDetector", "redact"]
+
 ENDPOINT_PARAMS = ("base_url", "model", "api_key_env", "requests_per_second", "timeout_s", "retries",
-                   "top_logprobs", "price_per_million_input_tokens", "price_per_million_output_tokens")
+                   "top_logprobs", "price_per_million_input_tokens", "price_per_million_output_tokens",
+                   "max_reply_bytes", "max_requests")
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 ERROR_BODY_CHARS = 300  # of an error reply's body quoted in the message, after redaction
-HIDDEN = "***"
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]+@")  # up to the authority's last @ (p@ss too)
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[a-z0-9._~+/=-]+")
-_BASIC = re.compile(r"(?i)\b(basic\s+)(?=[a-z]*[0-9+/=])[a-z0-9+/]{8,}=*")  # base64, not "Basic authentication"
-_KEY_LIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}")  # OpenAI, Anthropic and look-alike API keys
-_SECRET_FIELDS = re.compile(r"(?i)\b([\w-]*(?:api[_-]?key|token|secret|password|passwd)[\w-]*[\"']?\s*[:=]\s*[\"']?)"
-                            r"([a-z0-9._~+/=-]{8,})")
-
-
-def redact(text: str, secrets=()) -> str:
-    """`text` with secrets replaced by ***: each of `secrets` (the API key), the user:password of any URL, Bearer and
-    Basic credentials, sk-... style keys and the value of a key/token/secret/password field of 8+ characters."""
-    for secret in sorted(filter(None, secrets), key=len, reverse=True):
-        text = text.replace(secret, HIDDEN)
-    text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
-    text = _BASIC.sub(rf"\1{HIDDEN}", _BEARER.sub(rf"\1{HIDDEN}", text))
-    text = _KEY_LIKE.sub(HIDDEN, text)
-    return _SECRET_FIELDS.sub(rf"\1{HIDDEN}", text)
+ERROR_BODY_BYTES = 64 * 1024  # of an error reply's body read at most
+MAX_REPLY_BYTES = 4 * 2**20  # a reply longer than this is an error, never read further nor cached (max_reply_bytes)
+USAGE_KEYS = ("requests", "cached", "retries", "input_tokens", "output_tokens", "without_logprobs")
 
 
 def _shown(text: str, limit: int) -> str:
@@ -92,10 +82,6 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, *args, **kwargs):
         return None
-
-
-class EndpointError(MemeRobustError):
-    """The endpoint kept failing (after the retries), or refused the request outright (a bad key, an unknown model)."""
 
 
 class HostedDetector:
@@ -117,25 +103,41 @@ class HostedDetector:
             if not isinstance(endpoint.get(key), str) or not endpoint[key].strip():
                 raise ConfigError(f"{where} {key} must name the endpoint's {key.replace('_', ' ')}, got "
                                   f"{endpoint.get(key)!r}")
+        key_env = endpoint.get("api_key_env", "OPENAI_API_KEY")
         if urllib.parse.urlsplit(endpoint["base_url"].strip()).username is not None:
             raise ConfigError(f"{where} base_url {redact(endpoint['base_url'])} holds credentials: they would be "
-                              f"printed and saved with the card; put the key in "
-                              f"${endpoint.get('api_key_env', 'OPENAI_API_KEY')} (api_key_env) instead")
+                              f"printed and saved with the card; put the key in ${key_env} (api_key_env) instead")
+        in_query = secret_query_parameters(endpoint["base_url"].strip())
+        if in_query:  # refused before anything is written: reports, notes and trackers copy base_url
+            raise ConfigError(f"{where} base_url holds a credential in its query string ({', '.join(in_query)}=...): "
+                              f"it would be printed and saved with the card and the run's reports; put the key in "
+                              f"${key_env} (api_key_env) instead")
         self.card, self.classes, self.device = card, tuple(card.classes), "cpu"
         self.base_url, self.model = endpoint["base_url"].rstrip("/"), endpoint["model"]
-        self.key_env = str(endpoint.get("api_key_env", "OPENAI_API_KEY"))
+        self.key_env = str(key_env)
         numbers = {"requests_per_second": 2.0, "timeout_s": 60.0, "retries": 5, "top_logprobs": 20,
-                   "price_per_million_input_tokens": 0.0, "price_per_million_output_tokens": 0.0}
+                   "price_per_million_input_tokens": 0.0, "price_per_million_output_tokens": 0.0,
+                   "max_reply_bytes": MAX_REPLY_BYTES, "max_requests": None}
         for key, default in numbers.items():
             value = endpoint.get(key, default)
+            if value is None and default is None:
+                setattr(self, key, None)
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or math.isinf(value):
                 raise ConfigError(f"{where} {key} must be a number >= 0, got {value!r}")
             setattr(self, key, value)
+        for key in ("retries", "max_reply_bytes", "max_requests"):
+            value = getattr(self, key)
+            if value is not None and (value != int(value) or (key != "retries" and value < 1)):
+                raise ConfigError(f"{where} {key} must be a whole number{' >= 1' if key != 'retries' else ''}, got "
+                                  f"{value!r}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"{where} timeout_s must be a number > 0 (the whole request's seconds), got "
+                              f"{self.timeout_s!r}")
         self.cache_dir: Path | None = None
-        self.usage = {"requests": 0, "cached": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0,
-                      "without_logprobs": 0}
-        self._last_request = 0.0
+        self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self.fingerprint_text = f"hosted:{self.base_url}:{self.model}"
+        self.use_run_folder(None)
 
     def with_prompt(self, prompt) -> "HostedDetector":
         """This endpoint asked with another prompt (the prompt-invariance view); answers are cached per prompt."""
@@ -148,6 +150,15 @@ class HostedDetector:
     def use_cache(self, directory: Path | None) -> None:
         """Keep answers under `directory`/hosted (None: in this run only)."""
         self.cache_dir = None if directory is None else Path(directory) / "hosted"
+
+    def use_run_folder(self, folder: Path | None) -> None:
+        """Share the rate limit and the breaker with every process of the run through files in `folder` (the run's
+        shared folder; None: this process alone)."""
+        name = hashlib.sha256(f"{self.base_url}\0{self.model}".encode()).hexdigest()[:16]
+        where = redact(f"{self.base_url}/chat/completions (model {self.model!r})")
+        self.pacer = Pacer(self.requests_per_second, None if folder is None else Path(folder) / f"{name}.slot")
+        self.breaker = Breaker(where, min(BREAKER_MIN_S, BREAKER_FAILURES * self.timeout_s),
+                               None if folder is None else Path(folder) / f"{name}.down")
 
     # --- one meme -------------------------------------------------------------------------------------------------
 
@@ -181,8 +192,8 @@ class HostedDetector:
         sample = () if seed is None else ({"temperature": temperature, "seed": seed, "sample": index},)
         path = self._cache_path(picture, caption, sample)
         if path is not None and path.is_file():
-            try:
-                reply = json.loads(path.read_text(encoding="utf-8"))
+            try:  # redacted again on the way in: an entry an older version wrote may hold the key
+                reply = json.loads(redact_json_text(path.read_text(encoding="utf-8"), self._secrets()))
                 self.usage["cached"] += 1
                 return reply
             except (OSError, ValueError):  # a damaged entry is asked again
@@ -200,54 +211,89 @@ class HostedDetector:
                 pass
         return reply
 
+    def _secrets(self) -> tuple[str, ...]:
+        return (os.environ.get(self.key_env, ""),)
+
+    def _send(self, url: str, data: bytes, headers: dict) -> tuple[int, object, bytes]:
+        """(status, headers, body) of one try, connect to last byte within timeout_s (endpoint_guard.Deadline); an
+        error reply's body cut at ERROR_BODY_BYTES, a reply longer than max_reply_bytes an EndpointError."""
+        deadline = Deadline(float(self.timeout_s))
+        with deadline:
+            try:
+                try:
+                    response = deadline.opener(_NoRedirects).open(urllib.request.Request(url, data, headers),
+                                                                  timeout=self.timeout_s)
+                except urllib.error.HTTPError as exc:  # a reply too, whose body is read the same way
+                    response = exc
+                with response:
+                    status = int(getattr(response, "status", None) or response.code)
+                    limit = int(self.max_reply_bytes) if status < 300 else ERROR_BODY_BYTES
+                    body, cut = (b"", False) if response.fp is None else deadline.read(response, limit)
+            except (OSError, http.client.HTTPException, urllib.error.URLError):
+                if deadline.expired:
+                    raise TimeoutError(f"no whole reply within {self.timeout_s:g} s") from None
+                raise
+        if cut and status < 300:
+            raise EndpointError(f"{self._where()} sent a reply longer than {int(self.max_reply_bytes)} bytes "
+                                f"(max_reply_bytes): it was neither read further nor cached")
+        return status, response.headers, body
+
+    def _where(self) -> str:
+        return redact(f"{self.base_url}/chat/completions (model {self.model!r})", self._secrets())
+
     def _post(self, body: dict) -> dict:
         url = f"{self.base_url}/chat/completions"
         key = os.environ.get(self.key_env, "")
         headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
         data = json.dumps(body).encode()
-        opener = urllib.request.build_opener(_NoRedirects)
         hidden = (key,)
-        where = redact(f"{url} (model {self.model!r})", hidden)
-        last = ""
+        where = self._where()
+        last, wait = "", 0.0
         for attempt in range(int(self.retries) + 1):
+            self.breaker.check()
             if attempt:
                 self.usage["retries"] += 1
-                time.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)))
-            if self.requests_per_second:
-                wait = self._last_request + 1.0 / self.requests_per_second - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-            self._last_request = time.monotonic()
+                time.sleep(wait)
+            self.pacer.wait()
             self.usage["requests"] += 1
+            wait = min(30.0, 0.5 * 2 ** attempt)  # before the next try, unless the server says (Retry-After)
             try:
-                with opener.open(urllib.request.Request(url, data, headers), timeout=self.timeout_s) as response:
-                    raw = response.read()
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}"
-                if exc.code in RETRY_STATUSES:
-                    continue
-                if 300 <= exc.code < 400:
-                    target = urllib.parse.urlsplit(urllib.parse.urljoin(url, exc.headers.get("Location") or ""))
-                    origin = _shown(f"{target.scheme}://{target.netloc.rpartition('@')[2]}", 100)
-                    as_get = " and resend the request as a GET" if exc.code in (301, 302, 303) else ""
-                    message = (f"{where}: its HTTP {exc.code} redirect to {origin} was not followed (following it "
-                               f"would send the key there{as_get}); set base_url to the address the endpoint "
-                               f"answers at")
-                    raise EndpointError(redact(message, hidden)) from None
-                detail = redact(exc.read(64 * 1024).decode("utf-8", "replace").replace("\n", " "), hidden)
-                raise EndpointError(f"{where} refused the request: HTTP {exc.code} {_shown(detail, ERROR_BODY_CHARS)}"
-                                    f"{'' if key else f'; no key in ${self.key_env}'}") from None
-            except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
+                status, reply_headers, raw = self._send(url, data, headers)
+            except EndpointError:
+                raise
+            except (TimeoutError, OSError, http.client.HTTPException, urllib.error.URLError) as exc:
                 last = redact(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}", hidden)
+                self.breaker.failed(last)
                 continue
+            if status in RETRY_STATUSES:
+                last = f"HTTP {status}"
+                asked = retry_after(reply_headers) if status in (429, 503) else None
+                wait = wait if asked is None else asked
+                if status != 429:  # 429 is the endpoint pacing us, not failing
+                    self.breaker.failed(last)
+                continue
+            if 300 <= status < 400:
+                target = urllib.parse.urlsplit(urllib.parse.urljoin(url, reply_headers.get("Location") or ""))
+                origin = _shown(f"{target.scheme}://{target.netloc.rpartition('@')[2]}", 100)
+                as_get = " and resend the request as a GET" if status in (301, 302, 303) else ""
+                message = (f"{where}: its HTTP {status} redirect to {origin} was not followed (following it "
+                           f"would send the key there{as_get}); set base_url to the address the endpoint "
+                           f"answers at")
+                raise EndpointError(redact(message, hidden))
+            if status >= 400:
+                detail = redact(raw.decode("utf-8", "replace").replace("\n", " "), hidden)
+                raise EndpointError(f"{where} refused the request: HTTP {status} {_shown(detail, ERROR_BODY_CHARS)}"
+                                    f"{'' if key else f'; no key in ${self.key_env}'}")
+            self.breaker.succeeded()
+            text = redact_json_text(raw.decode("utf-8", "replace"), hidden)  # before it is parsed, kept or cached
             try:
-                reply = json.loads(raw)
+                reply = json.loads(text)
             except ValueError:  # kept in the response cache: redacted before it is cut, so no half key survives
-                return {"malformed": redact(raw[:64 * 1024].decode("utf-8", "replace"), hidden)[:200]}
+                return {"malformed": redact(text[:64 * 1024], hidden)[:200]}
             usage = reply.get("usage") if isinstance(reply, dict) else None
             if isinstance(usage, dict):
-                self.usage["input_tokens"] += int(usage.get("prompt_tokens") or 0)
-                self.usage["output_tokens"] += int(usage.get("completion_tokens") or 0)
+                self.usage["input_tokens"] += _count(usage.get("prompt_tokens"))
+                self.usage["output_tokens"] += _count(usage.get("completion_tokens"))
             return reply if isinstance(reply, dict) else {"malformed": redact(str(reply)[:64 * 1024], hidden)[:200]}
         raise EndpointError(f"{where} did not answer after {int(self.retries) + 1} tries (last: {last})")
 
@@ -325,18 +371,63 @@ class HostedDetector:
     def predict_proba(self, images, texts) -> np.ndarray:
         return self.predict_with_abstentions(images, texts)[0]
 
+    def usage_record(self) -> dict:
+        """What this detector sent and what it cost, as plain data: a pytest-xdist worker hands it to the controller,
+        which sums the workers' records into one note (`usage_note`)."""
+        return {"card": self.card.name, "endpoint": redact(self.base_url, self._secrets()),
+                "prices": [self.price_per_million_input_tokens, self.price_per_million_output_tokens],
+                "usage": dict(self.usage)}
+
+    def add_usage(self, usage: dict) -> None:
+        """Count what another process sent for this detector (a pool worker's shard: ShardResult.hosted_usage)."""
+        for key in USAGE_KEYS:
+            self.usage[key] += int(usage.get(key, 0))
+
     def run_note(self) -> str:
         """Requests, answers from the cache, retries, tokens and cost of this run, for the run's notes."""
-        u = self.usage
-        cost = (u["input_tokens"] * self.price_per_million_input_tokens
-                + u["output_tokens"] * self.price_per_million_output_tokens) / 1e6
-        note = (f"{self.card.name}: {u['requests']} requests to {redact(self.base_url)} ({u['retries']} retried), "
-                f"{u['cached']} answers from the response cache; {u['input_tokens']} input and {u['output_tokens']} "
-                f"output tokens" + (f", about ${cost:.4f}" if cost else ""))
-        if u["without_logprobs"]:
-            note += (f"; {u['without_logprobs']} answers came without logprobs (probabilities from the answer "
-                     f"word alone: AUROC means little)")
-        return note
+        return usage_note(self.usage_record())
+
+
+def usage_note(record: dict) -> str:
+    """The run's note of a `HostedDetector.usage_record` (or of several summed by `sum_usage`)."""
+    u = record["usage"]
+    cost = (u["input_tokens"] * record["prices"][0] + u["output_tokens"] * record["prices"][1]) / 1e6
+    note = (f"{record['card']}: {u['requests']} requests to {record['endpoint']} ({u['retries']} retried), "
+            f"{u['cached']} answers from the response cache; {u['input_tokens']} input and {u['output_tokens']} "
+            f"output tokens" + (f", about ${cost:.4f}" if cost else ""))
+    if u["without_logprobs"]:
+        note += (f"; {u['without_logprobs']} answers came without logprobs (probabilities from the answer "
+                 f"word alone: AUROC means little)")
+    return note
+
+
+def sum_usage(records) -> list[dict]:
+    """Usage records summed per (card, endpoint), in the order first seen."""
+    summed: dict[tuple, dict] = {}
+    for record in records:
+        key = (record["card"], record["endpoint"])
+        if key not in summed:
+            summed[key] = {**record, "usage": dict.fromkeys(USAGE_KEYS, 0)}
+        for name in USAGE_KEYS:
+            summed[key]["usage"][name] += int(record["usage"].get(name, 0))
+    return list(summed.values())
+
+
+def usage_delta(detector, before: dict | None) -> dict:
+    """What `detector` (a hosted one; else nothing) sent since its usage was `before` (a copy of it)."""
+    usage = getattr(detector, "usage", None)
+    if not isinstance(usage, dict) or before is None:
+        return {}
+    delta = {key: usage.get(key, 0) - before.get(key, 0) for key in USAGE_KEYS}
+    return delta if any(delta.values()) else {}
+
+
+def _count(value) -> int:
+    """A token count from a reply's usage (a server may send null, a string, or nonsense: 0 then)."""
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _array(picture) -> np.ndarray:
