@@ -17,6 +17,16 @@ from .replay import ReplayError, entry_where, read_manifest, replay_entry, truth
 from .stash import session_of
 
 
+def stop_when_endpoint_down(item, call) -> None:
+    """A test that met a hosted endpoint found down (errors.EndpointDown: its breaker open) stops the run: every later
+    case would fail the same way, after nothing or after the same timeouts. pytest ends the run as interrupted, with
+    the endpoint's one-line reason."""
+    from .errors import EndpointDown
+
+    if call.excinfo is not None and isinstance(call.excinfo.value, EndpointDown) and not item.session.shouldstop:
+        item.session.shouldstop = f"memerobust: {call.excinfo.value}"
+
+
 class RobustnessFailure(Exception):
     """Raised by an item whose result violates the suite's thresholds; rendered as a short table."""
 

@@ -134,6 +134,9 @@ def pytest_runtest_setup(item):
 def pytest_runtest_makereport(item, call):
     report = yield
     terminal.annotate_report(item, call, report)
+    from .items import stop_when_endpoint_down  # (lazily: items imports numpy)
+
+    stop_when_endpoint_down(item, call)
     return report
 
 

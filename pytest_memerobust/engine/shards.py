@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..detectors.hosted import usage_delta
 from ..determinism import device_type
 from ..perturb import get as get_perturbation
 from .conditions import Condition
@@ -64,6 +65,9 @@ class ShardResult:
     # what the shard did to its process's feature store (inputs encoded, reused, read from disk): a worker process's
     # counts reach the run's note this way (executors.py); in the run's own process they are already in its store
     store_stats: CacheStats = field(default_factory=CacheStats)
+    # what the shard sent to a hosted endpoint (detectors/hosted.py: requests, tokens...): a pool worker's or Ray
+    # actor's requests reach the run's note this way (`ShardRunner.run` adds them to the driver's detector)
+    hosted_usage: dict = field(default_factory=dict)
     # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
     # work; `assemble` ignores it, so the report is the same whoever did
     pid: int = field(default_factory=os.getpid)
@@ -151,6 +155,8 @@ class ShardRunner:
         try:
             for result in self.executor.run(engine, tasks, conditions, bar.update if bar else None):
                 results[result.index] = result
+                if result.hosted_usage and result.pid != os.getpid() and self.executor.name != "xdist":
+                    engine.detector.add_usage(result.hosted_usage)  # (an xdist worker's reach the controller)
         finally:
             if bar is not None:
                 bar.close()
@@ -219,6 +225,7 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
     sub.plan(conditions)
     outputs, errors, words = {}, {}, {}
     before = copy.deepcopy(sub.features.stats)
+    usage_before = dict(getattr(engine.detector, "usage", None) or {})
     for condition in conditions:
         try:
             outputs[condition.id] = (sub.predict(condition), sub.abstentions.get(condition.id))
@@ -237,7 +244,8 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
     result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls),
                          {side: {task.start + row: record for row, record in table.items()}
                           for side, table in sub.attack_records().items()}, dict(sub.samples),
-                         sub.attacked_captions(), sub.features.stats.since(before))
+                         sub.attacked_captions(), sub.features.stats.since(before),
+                         usage_delta(engine.detector, usage_before))
     del sub
     release_freed_memory()
     return result
