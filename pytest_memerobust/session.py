@@ -136,6 +136,7 @@ class Options:
     history: Path | str | None = None  # append the run to this .jsonl history (options.DEFAULT: in the cache dir)
     export: Path | None = None  # write the run's perturbed memes as a datasets parquet set here (track/export.py)
     export_counterexamples: bool = False  # ... only the memes that flipped
+    run_folder: Path | None = None  # a folder every process of the run shares (a hosted endpoint's rate and breaker)
 
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
@@ -183,6 +184,8 @@ class RobustnessSession:
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
         self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
         self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
+        self._worker_hosted: list[dict] = []  # from pytest-xdist workers: what each sent to hosted endpoints
+        self._run_folder: Path | None = None  # see `run_folder`
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
         # pytest-xdist workers lists results in the same order as a single-process run.
         self.position: float = float("inf")
@@ -247,6 +250,8 @@ class RobustnessSession:
                                                        self.options.device)
                 if callable(getattr(self._detectors[model], "use_cache", None)):  # a hosted model's answers
                     self._detectors[model].use_cache(self.options.cache_dir if self.options.feature_cache else None)
+                if callable(getattr(self._detectors[model], "use_run_folder", None)):  # its pace and breaker
+                    self._detectors[model].use_run_folder(self.run_folder())
         return self._detectors[model]
 
     def plan(self, model: str, data: str | None, condition: Condition, captions: str | None = None, *,
@@ -321,15 +326,15 @@ class RobustnessSession:
         return ocr_view_rows(readings, read(Condition()), [r.as_dict() for r in results],
                              stats.n_resamples, stats.confidence, stats.seed)
 
-    def run_notes(self) -> list[str]:
+    def run_notes(self, hosted: bool = True) -> list[str]:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
-        used the band at the bottom of the picture, where captions usually sit)."""
+        used the band at the bottom of the picture, where captions usually sit); with `hosted`, one per hosted
+        model, its requests summed over every process of the run."""
         lines = list(self.notes)
         if callable(getattr(self.executor, "note", None)) and self.executor.note():
             lines.append(self.executor.note())
-        for detector in self._detectors.values():  # a hosted model's requests, tokens and cost
-            if callable(getattr(detector, "run_note", None)):
-                lines.append(detector.run_note())
+        if hosted:
+            lines += self.hosted_notes()
         for spec in dict.fromkeys(r.dataset for r in self.results.values()):  # worked out here: any executor fits
             for fit in self._fits_of(spec):
                 note = fit.note(spec.removesuffix(CAPTIONS_BY_OCR))
@@ -355,7 +360,7 @@ class RobustnessSession:
         return {"results": [r.to_wire() for r in self.results.values()], "positions": self.positions,
                 "order": [self.order.get(key, float("inf")) for key in self.results],
                 "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in self.grids.items()],
-                "notes": self.run_notes(), "cache": self.cache_stats(),
+                "notes": self.run_notes(hosted=False), "cache": self.cache_stats(), "hosted": self.hosted_usage(),
                 "reliance": [[list(key), value] for key, value in self.reliance_results.items()],
                 "prompts": [[list(key), value] for key, value in self.prompt_results.items()],
                 "budgets": [[list(key), value] for key, value in self.budget_results.items()],
@@ -406,6 +411,35 @@ class RobustnessSession:
             if key in self._engines:
                 self._engines[key].adopt_attacks(*kept)
         self._worker_cache_stats.append(wire["cache"])
+        self._worker_hosted.extend(wire.get("hosted", []))
+
+    def hosted_usage(self) -> list[dict]:
+        """What this process's hosted models sent (their shards on pool workers included), one record each."""
+        return [d.usage_record() for d in self._detectors.values() if callable(getattr(d, "usage_record", None))]
+
+    def hosted_notes(self) -> list[str]:
+        """One note per hosted model: requests, cached answers, tokens and cost, over this process and, on a
+        pytest-xdist controller, every worker."""
+        from .detectors.hosted import sum_usage, usage_note
+
+        return [usage_note(record) for record in sum_usage(self.hosted_usage() + self._worker_hosted)]
+
+    def run_folder(self) -> Path:
+        """A folder every process of this run sees (its pool workers, its pytest-xdist workers): where a hosted
+        model's rate limit and breaker live. The options' own (a pool worker gets its driver's), else one in the
+        pytest-xdist run's shard folder, else a new temporary one that `close` removes."""
+        if self._run_folder is None:
+            if self.options.run_folder is not None:
+                self._run_folder = Path(self.options.run_folder)
+            elif self.options.shard_folder is not None:
+                self._run_folder = Path(self.options.shard_folder) / "run"
+            else:
+                import tempfile
+
+                self._run_folder = Path(tempfile.mkdtemp(prefix="memerobust-run-"))
+                self._owned_run_folder = self._run_folder
+            self._run_folder.mkdir(parents=True, exist_ok=True)
+        return self._run_folder
 
     def cache_stats(self) -> dict:
         """Inputs encoded, served from memory and read from disk, per modality, over every model's store, the stores
@@ -523,13 +557,19 @@ class RobustnessSession:
         """These options as a worker that evaluates shards builds its engines from: no cluster of its own, and
         nothing of the run's end (baselines, reports, counterexamples)."""
         return replace(self.options, ray=None, shard_folder=None, workers=1, baseline=None, save_baseline=None,
-                       reports=(), counterexamples=None, replay=None)
+                       reports=(), counterexamples=None, replay=None, run_folder=self._run_folder)
 
     def close(self) -> None:
         """Let go of what the run started (a Ray pool, and the local cluster it started)."""
         if self.executor is not None:
             self.executor.close()
             self.executor = None
+        owned = getattr(self, "_owned_run_folder", None)
+        if owned is not None:
+            import shutil
+
+            shutil.rmtree(owned, ignore_errors=True)
+            self._owned_run_folder = None
 
     def training_memes(self, spec: str, task: str) -> FitMemes:
         """The memes attacks fitted once per detector (universal triggers, patterns) fit on, read as the run reads
