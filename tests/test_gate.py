@@ -8,8 +8,9 @@ import torch  # noqa: F401  (imported once, before pytester runs: see tests/test
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, RegressionCheck, baseline_saved_line, check_run, comparable,
-                                         compare_condition, gate_mode, load_baseline, save_baseline, summarize)
+from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, baseline_saved_line,
+                                         check_resamples, check_run, comparable, compare_condition, gate_mode,
+                                         load_baseline, save_baseline, summarize)
 
 QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
 SUITE = """
@@ -46,7 +47,8 @@ def test_specs_parse(spec, expected):
 
 
 @pytest.mark.parametrize("spec, says", [("rel_accuracy", "acc|auroc|f1|flip"), ("foo_acc", "acc|auroc|f1|flip"),
-                                       ("rel_flip", "acc|auroc|f1|flip"), ("rel_acc:lots", "a number or a percentage")])
+                                       ("rel_flip", "acc|auroc|f1|flip"), ("rel_acc:lots", "a number or a percentage"),
+                                       ("acc:", "a number or a percentage")])  # an empty effect: not no effect
 def test_bad_specs_are_refused_with_the_expected_form(spec, says):
     with pytest.raises(ValueError, match=re.escape(says)):
         RegressionCheck.parse(spec)
@@ -107,6 +109,29 @@ def test_a_weaker_checkpoint_is_caught_where_relative_robustness_rewards_it():
     summary = summarize(clean)
     assert summary["summary"].startswith("1 of 1 condition regressed, clean included; family-wise error 5% over 3 "
                                          "rules")
+
+
+@pytest.mark.parametrize("text", ["holm:", "fwer: ", "fdr:%", "none:nan", "fwer:0", "fdr:60%"])
+def test_an_error_control_level_left_empty_or_meaningless_is_refused(text):
+    """Issue 50: `holm:` (an unset variable after the colon) was read as holm at 5%."""
+    with pytest.raises(ValueError, match=re.escape(repr(text))):
+        ErrorControl.parse(text)
+
+
+def test_a_gate_whose_bootstrap_could_never_reach_its_level_is_refused():
+    """With B resamples the smallest bootstrap p is 1/(B+1): below 1/level - 1 resamples no rule could fail."""
+    check_resamples(ErrorControl("fwer", 0.05), 19)
+    with pytest.raises(ConfigError, match=r"--memerobust-bootstrap=18: .*1/19.*at least 19 resamples"):
+        check_resamples(ErrorControl("fwer", 0.05), 18)
+    with pytest.raises(ConfigError, match=r"at least 99 resamples"):
+        check_resamples(ErrorControl("holm", 0.01), 50)
+
+
+def test_non_inferiority_without_a_baseline_is_refused():
+    """Issue 50: it ended PASSED, exit 0, having shown nothing non-inferior."""
+    assert gate_mode("non-inferiority", True) == "non-inferiority"
+    with pytest.raises(ConfigError, match="--memerobust-gate=non-inferiority needs --memerobust-baseline"):
+        gate_mode("non-inferiority", False)
 
 
 def test_the_gate_mode_defaults_to_both_with_a_baseline_and_thresholds_without():
@@ -226,6 +251,15 @@ def test_a_file_that_is_not_a_baseline_is_refused(tmp_path):
     (lambda cell: cell["clean"][0].__setitem__(1, 1.5), r"clean\[0\] holds 1.5, not a probability"),
     (lambda cell: cell["y"].__setitem__(2, 0.5), r"results/demo/demo/text=typos@5/y holds a label that is not an integer"),
     (lambda cell: cell.__setitem__("declined", [True]), r"declined is not one true/false per meme"),
+    # issue 50: strings were read as numbers, rows that do not sum to 1 and labels outside the classes were taken
+    (lambda cell: cell["clean"][1].__setitem__(0, "0.2"), r"results/demo/demo/text=typos@5/clean holds values that "
+                                                          r"are not JSON numbers"),
+    (lambda cell: cell["y"].__setitem__(1, "1"), r"text=typos@5/y holds values that are not JSON numbers"),
+    (lambda cell: cell["perturbed"].__setitem__(2, [0.3, 0.3]), r"perturbed\[2\] sums to 0.6, not 1"),
+    (lambda cell: cell.update(clean=[[1.0]] * 4, perturbed=[[1.0]] * 4), r"has the wrong shape"),
+    (lambda cell: cell.__setitem__("y", [[0], [1], [1], [0]]), r"has the wrong shape"),
+    (lambda cell: cell["perturbed"].__setitem__(0, [0.5, 0.25, 0.25]), r"rows of unequal length"),
+    (lambda cell: cell["y"].__setitem__(0, 2), r"y holds label 2, not one of the 2 classes"),
 ])
 def test_a_damaged_baseline_is_named_as_the_files_fault_before_any_case(tmp_path, damage, says):
     """A NaN in a baseline was reported as the model's error; now it is the file's, naming the entry and meme."""

@@ -46,12 +46,26 @@ CLOSEST = 3  # conditions shown beside the regressed ones: those nearest to regr
 def gate_mode(requested: str | None, has_baseline: bool) -> str:
     """What fails the run: the suites' absolute thresholds, regressions against the baseline, or both. Unasked,
     `both` with a baseline and `thresholds` without; `regressions` without a baseline fails nothing (the run that
-    saves the baseline)."""
+    saves the baseline). Non-inferiority without a baseline is refused: it passes only what it shows no worse than
+    the baseline, and with none it would show nothing yet pass (an unset CI variable)."""
     if requested is not None:
         if requested not in GATES:
             raise ConfigError(f"--memerobust-gate={requested}: expected one of {', '.join(GATES)}")
+        if requested == "non-inferiority" and not has_baseline:
+            raise ConfigError("--memerobust-gate=non-inferiority needs --memerobust-baseline=FILE.json: it passes "
+                              "only what is shown no worse than a baseline, and without one it would show nothing")
         return requested
     return "both" if has_baseline else "thresholds"
+
+
+def check_resamples(control: "ErrorControl", n_resamples: int, option: str = "--memerobust-bootstrap") -> None:
+    """Refuse a gate that could never fail: a bootstrap p-value is at least 1 / (resamples + 1), so with fewer than
+    1 / level - 1 resamples no bootstrap rule can reach the level and the gate passes whatever the data."""
+    needed = int(np.ceil(1 / control.alpha - 1 - 1e-9))
+    if n_resamples < needed:
+        raise ConfigError(f"{option}={n_resamples}: the gate's smallest p-value is 1/{n_resamples + 1}, above its "
+                          f"level {control.alpha:g} ({control.spec}), so no bootstrap rule could ever fail; use at "
+                          f"least {needed} resamples")
 
 
 def gates_thresholds(mode: str) -> bool:
@@ -81,14 +95,14 @@ class ErrorControl:
 
     @classmethod
     def parse(cls, text: str) -> "ErrorControl":
-        method, _, level = str(text).strip().partition(":")
+        method, colon, level = str(text).strip().partition(":")
         if method not in CONTROLS:
             raise ValueError(f"expected one of {', '.join(CONTROLS)}, optionally with a level: fwer, fwer:0.01, "
                              f"fdr:10%; got {text!r}")
-        if not level:
+        if not colon:
             return cls(method)
-        try:
-            alpha = float(level.rstrip("%")) / (100 if level.endswith("%") else 1)
+        try:  # `holm:` (a level left empty, an unset variable) is an error, not the default level
+            alpha = _fraction(level)
         except ValueError:
             raise ValueError(f"bad level in {text!r}: expected a number such as 0.05 or 5%") from None
         if not 0.0 < alpha <= 0.5:
@@ -111,6 +125,12 @@ class ErrorControl:
                 "holm": f"family-wise error {self.alpha:.0%} (Holm)",
                 "fdr": f"false discovery rate {self.alpha:.0%} (Benjamini-Hochberg)",
                 "none": f"no error control over the run (each rule alone at {self.alpha:.0%})"}[self.method]
+
+
+def _fraction(text: str) -> float:
+    """`0.05` or `5%` as a fraction; a ValueError for anything else (an empty text, a word)."""
+    text = text.strip()
+    return float(text[:-1]) / 100 if text.endswith("%") else float(text)
 
 
 DEFAULT_CONTROL = ErrorControl()
@@ -207,15 +227,15 @@ class RegressionCheck:
 
     @classmethod
     def parse(cls, spec: str) -> "RegressionCheck":
-        name, _, effect = spec.partition(":")
+        name, colon, effect = spec.partition(":")
         prefix, _, short = name.rpartition("_")
         if prefix not in _KINDS or short not in _METRICS or (short == "flip" and prefix):
             raise ValueError(f"bad regression spec {spec!r}: expected acc|auroc|f1|flip[:EFFECT] or "
                              f"rel_|abs_ + acc|auroc|f1, e.g. acc:1%, flip:2% or rel_auroc:0.02")
-        if not effect:
+        if not colon:
             return cls(_KINDS[prefix], _METRICS[short], 0.0)
-        try:
-            value = float(effect.rstrip("%")) / (100 if effect.endswith("%") else 1)
+        try:  # `acc:` (an effect left empty) is an error, not no effect
+            value = _fraction(effect)
         except ValueError:
             raise ValueError(f"bad effect size in {spec!r}: expected a number or a percentage") from None
         if not effect.endswith("%") and value >= 1:
@@ -751,11 +771,13 @@ def baseline_data(session) -> dict:
     }
 
 
-def check_run(baseline: dict, *, path, seed: int, limit: int | None, cases, versions: dict) -> None:
+def check_run(baseline: dict, *, path, seed: int, limit: int | None, cases, versions: dict,
+              labels: dict | None = None) -> None:
     """Refuse, before any case runs, a baseline that does not match the run, naming the field: seed, memes limit,
-    task, model card, dataset, perturbation versions. `cases` are (model, dataset spec, task, card digest,
-    dataset fingerprint) of the run's cases; a baseline that shares no model and dataset with them is refused too
-    (the gate would compare nothing and pass)."""
+    task, model card, dataset, perturbation versions, and the memes' labels (`labels`: (model, spec) -> the run's
+    labels of the memes it scores, as lists; a baseline whose labels differ, hand-edited or flipped, would fail every
+    case it holds). `cases` are (model, dataset spec, task, card digest, dataset fingerprint) of the run's cases; a
+    baseline that shares no model and dataset with them is refused too (the gate would compare nothing and pass)."""
     where = f"baseline {path}"
     if baseline["seed"] != seed:
         raise ConfigError(f"{where} was made with --memerobust-seed={baseline['seed']}, this run uses {seed}: "
@@ -783,6 +805,15 @@ def check_run(baseline: dict, *, path, seed: int, limit: int | None, cases, vers
         if made_data is not None and made_data != fingerprint:
             raise ConfigError(f"{where} was made on other data for --memerobust-data={spec} (dataset fingerprint "
                               f"{str(made_data)[:12]}, this run {str(fingerprint)[:12]}): the memes differ")
+        y = (labels or {}).get((model, spec))
+        differ = [c for c, cell in baseline["results"][model][spec].items() if y is not None and cell["y"] != y]
+        if differ:
+            cell = baseline["results"][model][spec][differ[0]]["y"]
+            first = next((i for i, (a, b) in enumerate(zip(cell, y)) if a != b), min(len(cell), len(y)))
+            raise ConfigError(f"{where} holds other labels for {model} on {spec!r} than this run's data "
+                              f"({len(differ)} condition{'s' * (len(differ) != 1)}, first {differ[0]}: "
+                              f"{len(cell)} labels against {len(y)}, the first difference at meme {first}): it was "
+                              "not made on these memes, or was edited; save a new baseline")
     if cases and not shared:
         held = sorted({f"{m} on {s}" for m, by_spec in baseline["results"].items() for s in by_spec})
         tested = sorted({f"{m} on {s}" for m, s, *_ in cases})
@@ -909,15 +940,35 @@ def _check_shape(path, data: dict) -> None:
     _check_memes(path, data)
 
 
+PROBABILITY_SUM_TOLERANCE = 1e-3  # a single-label row's probabilities sum to 1 within this (saved at 6 decimals)
+
+
+def _numbers(value) -> bool:
+    """A JSON number, or a list (of lists) of them: not a string ("0.5" would be read as 0.5), not true/false."""
+    if isinstance(value, list):
+        return all(map(_numbers, value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _check_cell_values(path, where: str, cell: dict) -> None:
-    """Probabilities that are numbers in 0..1 and labels that are integers (a NaN in a baseline is the file's
-    fault, not the model's), and `declined`, when present, one true/false per meme."""
+    """Probabilities that are numbers in 0..1, one row of the same classes per meme, summing to 1 for a single-label
+    task; labels that are integers, one class index per meme within those classes (or one 0/1 per class,
+    multi-label); a NaN or a string in a baseline is the file's fault, not the model's. `declined`, when present, is
+    one true/false per meme."""
+    for key in ("y", "clean", "perturbed"):
+        if not _numbers(cell[key]):
+            raise ConfigError(f"baseline {path}: results/{where}/{key} holds values that are not JSON numbers (a "
+                              "string or true/false): the file is damaged; save the baseline again")
     try:
         proba = np.asarray([cell["clean"], cell["perturbed"]], dtype=np.float64)
         labels = np.asarray(cell["y"], dtype=np.float64)
     except (TypeError, ValueError):
-        raise ConfigError(f"baseline {path}: results/{where} holds values that are not numbers (or rows of unequal "
-                          "length)") from None
+        raise ConfigError(f"baseline {path}: results/{where} holds rows of unequal length") from None
+    if proba.ndim != 3 or proba.shape[2] < 2 or labels.ndim not in (1, 2) or (
+            labels.ndim == 2 and labels.shape[1] != proba.shape[2]):
+        raise ConfigError(f"baseline {path}: results/{where} has the wrong shape: 'clean' and 'perturbed' must hold "
+                          f"one row of 2 or more class probabilities per meme and 'y' one label per meme (got "
+                          f"probabilities of shape {proba.shape[1:]}, labels of shape {labels.shape})")
     bad = np.argwhere(~np.isfinite(proba) | (proba < 0) | (proba > 1))
     if bad.size:
         side, meme = ("clean", "perturbed")[bad[0][0]], int(bad[0][1])
@@ -926,6 +977,18 @@ def _check_cell_values(path, where: str, cell: dict) -> None:
                           "0..1: the file is damaged; save the baseline again")
     if not np.all(np.isfinite(labels) & (labels == np.round(labels))):
         raise ConfigError(f"baseline {path}: results/{where}/y holds a label that is not an integer")
+    top = proba.shape[2] if labels.ndim == 1 else 2  # a class index, or multi-label 0/1
+    outside = labels[(labels < 0) | (labels >= top)]
+    if outside.size:
+        raise ConfigError(f"baseline {path}: results/{where}/y holds label {int(outside[0])}, not one of the {top} "
+                          f"{'classes' if labels.ndim == 1 else 'values 0 and 1'} of its rows")
+    sums = proba.sum(axis=2)
+    off = np.argwhere(np.abs(sums - 1) > PROBABILITY_SUM_TOLERANCE) if labels.ndim == 1 else np.empty((0, 2))
+    if off.size:
+        side, meme = ("clean", "perturbed")[off[0][0]], int(off[0][1])
+        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] sums to {float(sums[tuple(off[0])]):g}, "
+                          f"not 1 (within {PROBABILITY_SUM_TOLERANCE:g}): a single-label meme's class probabilities "
+                          "sum to 1; the file is damaged; save the baseline again")
     declined = cell.get("declined")
     if declined is not None and not (isinstance(declined, list) and len(declined) == len(cell["y"])
                                      and all(isinstance(v, bool) for v in declined)):
