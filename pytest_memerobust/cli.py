@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -466,9 +467,9 @@ def _compare(args) -> int:
     table and summary line as `pytest --memerobust-baseline`, exit 1 when B fails the gate."""
     from tabulate import tabulate
 
-    from .judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, compare_baselines, comparison_headers,
-                             comparison_rows, load_baseline, memes_needed_line, power_line, summarize,
-                             unmatched_conditions)
+    from .judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, check_resamples, compare_baselines,
+                             comparison_headers, comparison_rows, load_baseline, memes_needed_line, power_line,
+                             summarize, unmatched_conditions)
 
     try:
         checks = tuple(RegressionCheck.parse(s) for s in args.fail_on) if args.fail_on else DEFAULT_CHECKS
@@ -480,8 +481,7 @@ def _compare(args) -> int:
         raise ConfigError(f"--gate-error: {exc}") from None
     if not 0 < args.confidence < 1:
         raise ConfigError(f"--confidence {args.confidence}: must lie strictly between 0 and 1, e.g. 0.95")
-    if args.bootstrap < 1:
-        raise ConfigError(f"--bootstrap {args.bootstrap}: at least 1 resample")
+    check_resamples(control, args.bootstrap, "--bootstrap")  # too few resamples: a gate that cannot fail
     before, after = load_baseline(Path(args.before)), load_baseline(Path(args.after))
     mode = "non-inferiority" if args.non_inferiority else "regressions"
     comparisons = compare_baselines(before, after, checks, names=(args.before, args.after), control=control,
@@ -514,17 +514,20 @@ def _history(args) -> int:
     """The trend of a run history: the runs, then per model and family the worst case's relative robustness run by
     run, its change and whether it eroded (judge/trend.py)."""
     from .judge.trend import trend_series
-    from .report.history import (DEFAULT_NAME, SHOWN_RUNS, STATE_LEGEND, erosion_lines, read_history, runs_table,
-                                 trend_tables)
+    from .report.history import (DEFAULT_NAME, SHOWN_RUNS, STATE_LEGEND, distinct_runs, erosion_lines, printable,
+                                 read_history, runs_table, trend_tables)
+
+    def warn(message: str) -> None:
+        print(f"memerobust history: warning: {message}", file=sys.stderr)
 
     if args.mlflow:
         from .track.mlflow_run import mlflow_history
 
-        entries, where = mlflow_history(args.mlflow, args.experiment), f"MLflow {args.mlflow}"
+        entries, where = mlflow_history(args.mlflow, args.experiment, warn=warn), f"MLflow {args.mlflow}"
     else:
         path = Path(args.path or Path(".pytest_cache") / "d" / "memerobust" / DEFAULT_NAME)
-        entries, where = read_history(path), str(path)
-    shown = entries[-(args.last or SHOWN_RUNS):]
+        entries, where = read_history(path, warn=warn), printable(str(path))
+    shown = distinct_runs(entries[-(args.last or SHOWN_RUNS):])
     if not shown:
         print(f"memerobust history: {where} holds no run yet")
         return 0
@@ -557,8 +560,64 @@ def _export(args) -> int:
     return 0
 
 
+# Exit statuses of a stopped command, the shell's 128 + signal: SIGINT (Ctrl-C), SIGTERM (a CI job cancelled, `kill`),
+# SIGPIPE (the reader of its output left)
+INTERRUPTED, TERMINATED, PIPE_CLOSED = 130, 143, 141
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the command; `code` is the exit status that says which. A KeyboardInterrupt, so
+    every `finally` and context manager on the way out runs: an export removes its staging folder."""
+
+    def __init__(self, code: int = INTERRUPTED):
+        super().__init__(code)
+        self.code = code
+
+
+@contextmanager
+def _signals_interrupt():
+    """While a command runs, SIGINT and SIGTERM raise Interrupted (main thread only; a handler someone else set is
+    kept); the handlers before are put back after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Interrupted(TERMINATED if signum == signal.SIGTERM else INTERRUPTED)
+
+    before = {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler):
+            before[number] = signal.signal(number, interrupt)
+    try:
+        yield
+    except KeyboardInterrupt as exc:  # Ctrl-C before the handler was set, or from a library: the same one line
+        raise exc if isinstance(exc, Interrupted) else Interrupted() from None
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush at exit finds no closed pipe (Python's
+    recipe for SIGPIPE)."""
+    import os
+
+    try:
+        sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file (a test's capture): nothing to flush at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv=None) -> int:
     from . import __version__
+    from .options import device, positive_int
 
     parser = argparse.ArgumentParser(prog="memerobust", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -588,7 +647,7 @@ def main(argv=None) -> int:
     train.add_argument("--weight-decay", dest="weight_decay", type=float, help="default: card, else 1e-4")
     train.add_argument("--batch-size", dest="batch_size", type=int, help="default: card, else 16")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--device", default="cpu")
+    train.add_argument("--device", type=device, default="cpu", help="cpu (default), auto, cuda, cuda:N or mps")
     train.add_argument("--cache-dir", dest="cache_dir", default=str(Path(".pytest_cache") / "d" / "memerobust"),
                        help="where encoded features are kept, by backbone, for later heads and pytest runs (default: "
                             "the plugin's, .pytest_cache/d/memerobust)")
@@ -626,7 +685,7 @@ def main(argv=None) -> int:
                              "eroded")
     history.add_argument("path", nargs="?", help="the .jsonl history (default: .pytest_cache/d/memerobust/"
                          "history.jsonl, where --memerobust-history writes when given no path)")
-    history.add_argument("--last", type=int, help="show the last N runs (default 8)")
+    history.add_argument("--last", type=positive_int, help="show the last N runs (default 8)")
     history.add_argument("--model", help="only this model (its label in the reports)")
     history.add_argument("--family", help="only this perturbation family")
     history.add_argument("--mlflow", help="read the runs from this MLflow tracking URI instead (runs logged with "
@@ -650,8 +709,8 @@ def main(argv=None) -> int:
     export.add_argument("--format", choices=("parquet", "imagefolder"), default="parquet",
                         help="parquet (default: one file, pictures as PNG bytes inside) or imagefolder (PNG files "
                              "and a metadata.jsonl)")
-    export.add_argument("--device", help="where the detector runs (default: the run's); the predictions must "
-                        "match the report's, so a GPU run is exported on a GPU")
+    export.add_argument("--device", type=device, help="where the detector runs (default: the run's); the predictions "
+                        "must match the report's, so a GPU run is exported on a GPU")
     export.add_argument("--checkpoint", action="append", metavar="[MODEL=]PATH",
                         help="the run's checkpoint where it has moved (its sha256 is checked); repeatable")
     export.add_argument("--cache-dir", dest="cache_dir", default=str(Path(".pytest_cache") / "d" / "memerobust"),
@@ -692,7 +751,7 @@ def main(argv=None) -> int:
     budgets.add_argument("--seed", type=int, default=0)
     budgets.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
     budgets.add_argument("--batch-size", dest="batch_size", type=int, default=64)
-    budgets.add_argument("--device", default="cpu")
+    budgets.add_argument("--device", type=device, default="cpu", help="cpu (default), auto, cuda, cuda:N or mps")
     budgets.add_argument("--ocr", choices=OCR_BACKENDS, help="read the captions memes lack off their pictures "
                          "with this OCR backend, as a pytest run with --memerobust-ocr does")
     budgets.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
@@ -718,7 +777,17 @@ def main(argv=None) -> int:
     compare.set_defaults(run=_compare)
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        with _signals_interrupt():
+            code = args.run(args)
+            sys.stdout.flush()  # a closed pipe (`| head`) is found here, not at exit
+        return code
+    except Interrupted as exc:
+        what = ", nothing written" if args.command == "export" else ""
+        print(f"memerobust {args.command}: interrupted{what}", file=sys.stderr)
+        return exc.code
+    except BrokenPipeError:  # the reader left (`memerobust history | head`): stop quietly, as `cat` does
+        _silence_stdout()
+        return PIPE_CLOSED
     except OutsideFolder as exc:  # said with this command's own switch, or none where it has none
         print(f"memerobust: error: {exc.naming(OUTSIDE_PATHS if hasattr(args, 'allow_outside_paths') else None)}",
               file=sys.stderr)

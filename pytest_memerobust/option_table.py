@@ -202,9 +202,11 @@ def run_options(config):
 
         check_trackers(options.mlflow, options.wandb, options.cache_dir)
     if worker is None and options.models and options.history is not None:
-        from .report.history import check_history, history_path  # a history the run could not append to
+        from .report.history import HistoryWarning, check_history, history_path  # one it could not append to
 
-        check_history(history_path(options.history, options.cache_dir))
+        damaged = check_history(history_path(options.history, options.cache_dir))
+        if damaged:  # its damaged lines, said once, in pytest's warnings summary (-W error makes it fatal)
+            config.issue_config_time_warning(HistoryWarning(damaged), stacklevel=2)
     return options
 
 

@@ -86,11 +86,13 @@ def test_history_file_round_trip_and_bad_lines(tmp_path, report):
     assert len(path.read_text().splitlines()) == 3
     with path.open("a") as f:
         f.write('{"format": "something else", "families": []}\n')
-    with pytest.raises(HistoryError, match=r"h\.jsonl, line 4: not a pytest-memerobust-history/1 entry"):
-        read_history(path)
+    warned = []
+    assert read_history(path, warn=warned.append) == json.loads(json.dumps(entries))  # skipped, not fatal
+    assert warned == [f"run history {path}: 1 damaged line skipped (line 4: not a pytest-memerobust-history/1 "
+                      "entry); the other runs are shown, and a run still adds its own line"]
     path.write_text('{"format": ')
-    with pytest.raises(HistoryError, match=r"line 1: not JSON"):
-        read_history(path)
+    warned.clear()
+    assert read_history(path, warn=warned.append) == [] and "line 1: not JSON" in warned[0]
     with pytest.raises(HistoryError, match="no such file"):
         read_history(tmp_path / "missing.jsonl")
 
@@ -126,3 +128,110 @@ def test_history_command_shows_the_erosion(tmp_path, report, capsys):
     assert "the last 2 of 5 runs" in out and "c0" not in out.split("relative robustness")[1]
     assert main(["history", str(path), "--model", "nope"]) == 2
     assert "no run has model 'nope'" in capsys.readouterr().err
+
+
+def _typos_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("harsh: typos") or line.startswith("typos"))
+
+
+def test_runs_that_share_a_label_are_columns_of_their_own(tmp_path, report, capsys):
+    # two checkpoints gated on one commit (the README's use): one label, two runs with their own values
+    path = tmp_path / "h.jsonl"
+    first, second = _eroding_runs(report, 2)
+    for entry, value, name in ((first, 0.98, "old.safetensors"), (second, 0.694, "new.safetensors")):
+        entry["run"] = entry["commit"] = "abc1234"
+        entry["models"]["demo"]["checkpoint"] = name
+        for f in entry["families"]:
+            if f["family"] == "typos":
+                f["relative_robustness"], f["relative_robustness_ci"] = value, [value - 0.05, min(1.0, value + 0.05)]
+        append_history(path, entry)
+    assert main(["history", str(path)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("family"))
+    assert "abc1234 " in header and "abc1234 (2)" in header
+    typos = _typos_line(out)
+    assert "0.980" in typos and "0.694" in typos and "−0.286" in typos and "eroded" in typos
+    runs = [line for line in out.splitlines() if line.startswith("abc1234")]
+    assert len(runs) == 2 and "old.safetensors" in runs[0] and "new.safetensors" in runs[1]
+    # the run's own trend (its reports draw it): the history's run and this one, on the same commit
+    from pytest_memerobust.report.history import trend_block
+
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GITHUB_SHA", "abc1234")
+        trend_block(report, path)
+    block = report.pop("history")
+    assert [e["run"] for e in block["entries"]] == ["abc1234", "abc1234 (2)"]
+    typos = next(s for s in block["series"] if s["family"] == "typos" and s["suite"] == "harsh")
+    assert [p["run"] for p in typos["points"]] == ["abc1234", "abc1234 (2)"]
+    assert typos["points"][0]["relative_robustness"] == 0.98 != typos["points"][1]["relative_robustness"]
+
+
+def _damaged_history(tmp_path, report) -> tuple:
+    """A history whose lines 2 to 4 are damaged: a value of the wrong type, cut-short JSON, NaN."""
+    path = tmp_path / "h.jsonl"
+    good = _eroding_runs(report, 4)
+    wrong_type = copy.deepcopy(good[1])
+    nan = json.dumps(good[2]).replace('"flip_rate": 0.', '"flip_rate": NaN, "x": 0.', 1)
+    next(f for f in wrong_type["families"] if f["family"] == "typos")["relative_robustness"] = "0.9"
+    assert "NaN" in nan
+    path.write_text("\n".join([json.dumps(good[0]), json.dumps(wrong_type), '{"format": "pytest-memerobust-hist',
+                               nan, json.dumps(good[3])]) + "\n")
+    return path, good
+
+
+def test_a_damaged_line_is_skipped_with_one_warning(tmp_path, report, capsys):
+    path, good = _damaged_history(tmp_path, report)
+    warned = []
+    assert [e["run"] for e in read_history(path, warn=warned.append)] == ["c0", "c3"]
+    assert len(warned) == 1 and "3 damaged lines skipped" in warned[0] and str(path) in warned[0]
+    assert "line 2: family" in warned[0] and "relative_robustness not a finite number or null" in warned[0]
+    assert "line 3: not JSON" in warned[0] and "line 4: family" in warned[0] and "flip_rate" in warned[0]
+    assert main(["history", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("memerobust history: warning: run history")
+    assert "the last 2 of 2 runs" in captured.out and "nan" not in captured.out.lower()
+    typos = _typos_line(captured.out)
+    assert "0.980" in typos and "0.800" in typos
+
+
+def test_terminal_codes_in_a_history_are_never_printed_raw(tmp_path, report, capsys):
+    path = tmp_path / "h.jsonl"
+    for k, entry in enumerate(_eroding_runs(report)):
+        entry["run"] = f"\x1b[2Jrun{k}"
+        entry["verdict"] = "PASSED\r"
+        for f in entry["families"]:
+            f["model"], f["family"] = "demo\x1b[2J", f["family"] + "\x07"
+        append_history(path, entry)
+    assert main(["history", str(path), "--fail-on-erosion"]) == 1
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\r")
+    assert "\\x1b[2Jrun0" in out and "\\x1b[2Jrun4" in out and "PASSED\\r" in out
+    assert "ERODED: demo\\x1b[2J on demo, typos\\x07: relative robustness −0.240" in out
+
+
+@pytest.mark.parametrize("last", ["0", "-1", "two"])
+def test_history_last_must_be_a_positive_number(tmp_path, report, capsys, last):
+    path = tmp_path / "h.jsonl"
+    append_history(path, _eroding_runs(report, 1)[0])
+    with pytest.raises(SystemExit) as exited:
+        main(["history", str(path), "--last", last])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --last: expected a positive integer, got '{last}'" in err and "Traceback" not in err
+
+
+def test_a_closed_stdout_ends_quietly(tmp_path, report):
+    import subprocess
+    import sys
+
+    path = tmp_path / "h.jsonl"
+    for entry in _eroding_runs(report, 8):
+        append_history(path, entry)
+    # the reader is gone before the command writes (as `| head` is once it has its lines)
+    process = subprocess.Popen([sys.executable, "-m", "pytest_memerobust.cli", "history", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141, err
+    assert err == ""

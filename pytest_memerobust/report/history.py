@@ -5,6 +5,7 @@ whether a series eroded is judged in judge/trend.py; this module renders and kee
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ DEFAULT_NAME = "history.jsonl"  # in the run's cache dir, when --memerobust-hist
 DEFAULT_PATH = "default"  # options.DEFAULT: --memerobust-history given alone (DEFAULT_NAME in the cache dir)
 SHOWN_RUNS = 8  # runs `memerobust history` and the HTML's trend show unless told otherwise
 SPARK = "▁▂▃▄▅▆▇█"
+SHOWN_SKIPS = 3  # damaged lines a warning names in full
 # CI systems name the commit they build in these variables; a checkout without them asks git
 COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT")
 
@@ -71,13 +73,71 @@ def history_entry(report: dict, *, commit: str | None = None, date: datetime | N
             ("PASSED" if verdict.get("passed") else "FAILED") if verdict else None,
             "passed": verdict.get("passed"), "gated": bool(baseline),
             "regressed": bool(baseline.get("regressed")) if baseline else False,
-            "models": {name: {"checkpoint_sha256": m.get("checkpoint_sha256")}
+            "models": {name: {"checkpoint_sha256": m.get("checkpoint_sha256"), "checkpoint": _file_name(m)}
                        for name, m in (report.get("models") or {}).items()},
             "families": families}
 
 
-def read_history(path: Path) -> list[dict]:
-    """The entries of a history file, oldest first; a line that is not an entry is an error naming its line."""
+class HistoryWarning(UserWarning):
+    """Lines of a run history were damaged (hand-edited, cut short) and were skipped; the message names them."""
+
+
+TEXT_FIELDS = ("date", "run")  # an entry's fields that must be text
+OPTIONAL_TEXT_FIELDS = ("commit", "verdict")
+FAMILY_TEXT_FIELDS = ("model", "dataset", "family")
+FAMILY_NUMBERS = ("accuracy_drop", "relative_robustness", "flip_rate")  # a finite number or null
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def entry_damage(entry) -> str | None:
+    """What makes `entry` unfit to draw (a field of the wrong type, NaN or infinity where a number goes), or None
+    for a whole entry: a hand-edited value is found here, not as a TypeError halfway through a table."""
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        return f"not a {FORMAT} entry"
+    wrong = [k for k in TEXT_FIELDS if not isinstance(entry.get(k), str)]
+    wrong += [k for k in OPTIONAL_TEXT_FIELDS if not isinstance(entry.get(k), (str, type(None)))]
+    wrong += [k for k in ("gated", "regressed") if not isinstance(entry.get(k, False), bool)]
+    wrong += [k for k in ("passed",) if not isinstance(entry.get(k), (bool, type(None)))]
+    models = entry.get("models", {})
+    if not isinstance(models, dict) or not all(
+            isinstance(m, dict) and all(isinstance(m.get(k), (str, type(None))) for k in ("checkpoint_sha256",
+                                                                                         "checkpoint"))
+            for m in models.values()):
+        wrong.append("models")
+    if wrong:
+        return f"{', '.join(wrong)} of the wrong type"
+    if not isinstance(entry.get("families"), list):
+        return "families is not a list"
+    for k, f in enumerate(entry["families"], 1):
+        if not isinstance(f, dict):
+            return f"family {k} is not an object"
+        ci = f.get("relative_robustness_ci", [None, None])
+        bad = [key for key in FAMILY_TEXT_FIELDS if not isinstance(f.get(key), str)]
+        bad += [key for key in ("suite", "worst_case") if not isinstance(f.get(key), (str, type(None)))]
+        bad += [key for key in ("cases", "failing", "regressed") if not isinstance(f.get(key, 0), (int, bool))]
+        bad += [key for key in FAMILY_NUMBERS if f.get(key) is not None and not _number(f[key])]
+        if not (isinstance(ci, list) and len(ci) == 2 and all(v is None or _number(v) for v in ci)):
+            bad.append("relative_robustness_ci")
+        if bad:
+            return (f"family {k} ({printable(str(f.get('family')))}): {', '.join(bad)} not "
+                    + ("a finite number or null" if set(bad) <= {*FAMILY_NUMBERS, "relative_robustness_ci"}
+                       else "of the right type"))
+    return None
+
+
+def _file_name(model: dict) -> str | None:
+    """The checkpoint's file name (not its folder: a history travels between machines), None without one."""
+    path = model.get("checkpoint")
+    return None if path in (None, "None", "") else Path(str(path)).name
+
+
+def read_history(path: Path, warn=None) -> list[dict]:
+    """The whole entries of a history file, oldest first. A damaged line (not JSON, NaN, a value of the wrong type)
+    is skipped, never fatal: a run still appends its own line after it; `warn` (when given) gets one message naming
+    the file and every skipped line. A file that cannot be read at all is a HistoryError."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -85,18 +145,43 @@ def read_history(path: Path) -> list[dict]:
         raise HistoryError(f"run history {path}: no such file (a run writes it with --memerobust-history)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise HistoryError(f"run history {path}: cannot be read ({exc})") from None
-    entries = []
+    entries, skipped = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            entry = json.loads(line)
-        except ValueError as exc:
-            raise HistoryError(f"run history {path}, line {number}: not JSON ({exc})") from None
-        if not isinstance(entry, dict) or entry.get("format") != FORMAT or not isinstance(entry.get("families"), list):
-            raise HistoryError(f"run history {path}, line {number}: not a {FORMAT} entry")
-        entries.append(entry)
+        entry, why = parse_entry(line)
+        if why is not None:
+            skipped.append(f"line {number}: {why}")
+        else:
+            entries.append(entry)
+    if skipped and warn is not None:
+        warn(skipped_message(path, skipped))
     return entries
+
+
+def parse_entry(text: str) -> tuple[dict | None, str | None]:
+    """(the entry, None) for a whole history entry's JSON text, else (None, what is wrong with it)."""
+    try:
+        entry = json.loads(text)
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"
+    why = entry_damage(entry)
+    return (entry, None) if why is None else (None, why)
+
+
+def skipped_message(where, skipped: list[str]) -> str:
+    """The one warning about a history's damaged lines (at most SHOWN_SKIPS of them named in full)."""
+    named = "; ".join(skipped[:SHOWN_SKIPS]) + (f"; and {len(skipped) - SHOWN_SKIPS} more"
+                                                 if len(skipped) > SHOWN_SKIPS else "")
+    return (f"run history {printable(str(where))}: {len(skipped)} damaged "
+            f"{'line' if len(skipped) == 1 else 'lines'} skipped ({named}); the other runs are shown, and a run "
+            f"still adds its own line")
+
+
+def printable(text: str) -> str:
+    """Text read from a file, safe to print on a terminal: control characters (an ESC that clears the screen, a
+    carriage return that hides a line) escaped as Python writes them."""
+    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def history_path(option: Path | str, cache_dir: Path | None) -> Path:
@@ -110,10 +195,13 @@ def history_path(option: Path | str, cache_dir: Path | None) -> Path:
     return Path(cache_dir) / DEFAULT_NAME
 
 
-def check_history(path: Path) -> None:
-    """Before any case: an existing history must read (a run must not end unable to append to it)."""
+def check_history(path: Path) -> str | None:
+    """Before any case: an existing history must read (a run must not end unable to append to it); the warning
+    about its damaged lines, if any (said once, at the start: the run's end skips them silently)."""
+    said: list[str] = []
     if Path(path).exists():
-        read_history(path)
+        read_history(path, warn=said.append)
+    return said[0] if said else None
 
 
 def trend_block(report: dict, path: Path, root: Path | None = None) -> dict:
@@ -122,10 +210,26 @@ def trend_block(report: dict, path: Path, root: Path | None = None) -> dict:
     from ..judge.trend import trend_series
 
     entry = history_entry(report, commit=run_commit(root))
-    entries = [*(read_history(path) if Path(path).exists() else []), entry][-SHOWN_RUNS:]
+    entries = distinct_runs([*(read_history(path) if Path(path).exists() else []), entry][-SHOWN_RUNS:])
     report["history"] = {"path": str(path), "runs": len(entries), "entries": entries,
                          "series": trend_series(entries)}
     return entry
+
+
+def distinct_runs(entries: list[dict]) -> list[dict]:
+    """The entries (copies) each with a label of its own: runs that share one (two checkpoints gated on one commit,
+    or two runs without git in one minute) become `abc1234`, `abc1234 (2)`..., in order, so every column and point
+    is one run's and the change compares the right two."""
+    seen: set[str] = set()
+    out = []
+    for entry in entries:
+        label, n = entry["run"], 1
+        while label in seen:
+            n += 1
+            label = f"{entry['run']} ({n})"
+        seen.add(label)
+        out.append({**entry, "run": label})
+    return out
 
 
 def append_history(path: Path, entry: dict) -> None:
@@ -150,6 +254,12 @@ def sparkline(values: list[float | None]) -> str:
                    for v in values)
 
 
+def _checkpoints(entry: dict) -> str:
+    """The run's checkpoints, by file name (else the start of their sha256): what tells apart two runs of a commit."""
+    shown = [m.get("checkpoint") or (m.get("checkpoint_sha256") or "")[:10] for m in entry.get("models", {}).values()]
+    return ", ".join(printable(c) for c in shown if c) or "–"
+
+
 def _cell(point: dict | None) -> str:
     if point is None or point.get("relative_robustness") is None:
         return "–"
@@ -157,12 +267,14 @@ def _cell(point: dict | None) -> str:
 
 
 def runs_table(entries: list[dict], tablefmt: str = "simple") -> str:
-    """The runs themselves: label, date, commit, verdict and whether the gate regressed."""
-    rows = [[e["run"], e["date"].replace("T", " ")[:16], e.get("commit") or "–", e.get("verdict") or "–",
+    """The runs themselves: label, date, commit, checkpoints, verdict and whether the gate regressed (text from
+    the file escaped: no terminal codes)."""
+    rows = [[printable(e["run"]), printable(e["date"].replace("T", " ")[:16]), printable(e.get("commit") or "–"),
+             _checkpoints(e), printable(e.get("verdict") or "–"),
              ("regressed" if e.get("regressed") else "no regression") if e.get("gated") else "not gated"]
             for e in entries]
-    return tabulate(rows, headers=["run", "date (UTC)", "commit", "verdict", "gate"], tablefmt=tablefmt,
-                    disable_numparse=True)
+    return tabulate(rows, headers=["run", "date (UTC)", "commit", "checkpoint", "verdict", "gate"],
+                    tablefmt=tablefmt, disable_numparse=True)
 
 
 def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple",
@@ -179,20 +291,21 @@ def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple",
             by_run = {p["run"]: p for p in s["points"]}
             values = [by_run.get(r, {}).get("relative_robustness") for r in runs]
             last = next((p for p in reversed(s["points"]) if p.get("worst_case")), None)
-            rows.append([s["family"] if len({m["suite"] for m in mine}) == 1 else f"{s['suite']}: {s['family']}",
-                         *(_cell(by_run.get(r)) for r in runs),
+            family = s["family"] if len({m["suite"] for m in mine}) == 1 else f"{s['suite']}: {s['family']}"
+            rows.append([printable(family), *(_cell(by_run.get(r)) for r in runs),
                          signed(s["change"]) if s["change"] is not None else "–", sparkline(values),
-                         s["state"], short_condition(last["worst_case"]) if last else "–"])
-        parts.append(heading(f"{key[0]} on {key[1]}: relative robustness (accuracy) of each family's worst case, "
-                             "run by run")
-                     + tabulate(rows, headers=["family", *runs, "change", "trend", "state", "worst case (last)"],
-                                tablefmt=tablefmt, disable_numparse=True))
+                         s["state"], printable(short_condition(last["worst_case"])) if last else "–"])
+        parts.append(heading(f"{printable(key[0])} on {printable(key[1])}: relative robustness (accuracy) of each "
+                             "family's worst case, run by run")
+                     + tabulate(rows, headers=["family", *map(printable, runs), "change", "trend", "state",
+                                               "worst case (last)"], tablefmt=tablefmt, disable_numparse=True))
     return "\n\n".join(parts)
 
 
 def erosion_lines(series: list[dict]) -> list[str]:
     """One line per family whose robustness eroded (or is eroding) over the runs, saying when no gate caught it."""
-    return [f"{s['state'].upper()}: {s['model']} on {s['dataset']}, {s['family']}: relative robustness "
+    return [f"{s['state'].upper()}: {printable(s['model'])} on {printable(s['dataset'])}, {printable(s['family'])}: "
+            "relative robustness "
             f"{signed(s['change'])} over {len(s['points'])} runs"
             + ("" if s["regressed_in_window"] else " while no run's gate found a regression in it")
             for s in series if s["state"] in ("eroded", "eroding")]

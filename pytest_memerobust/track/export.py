@@ -188,9 +188,15 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
     from ..judge.results import StatsConfig
     from ..session import Options, RobustnessSession, split_model
 
+    from ..errors import UnknownNameError
+
     options = report.get("options") or {}
     models = tuple(dict.fromkeys(p.model for p in parts))
     given = dict(checkpoints or {})
+    held = {split_model(m)[0] for m in (*(report.get("models") or {}), *models)}
+    for name in given:
+        if name and name not in held:  # a typo would otherwise leave the run's checkpoint in use, unsaid
+            raise UnknownNameError("model", name, held, hint=f"--checkpoint {name}=PATH names a model of the run")
     wanted = {}
     for model in models:
         name = split_model(model)[0]

@@ -210,11 +210,12 @@ def log_mlflow(report: dict, option: str, cache_dir: Path | None, files: list[Pa
             f"{len(params)} params; artifacts {', '.join([*(f.name for f in files), HISTORY_ARTIFACT])}")
 
 
-def mlflow_history(uri: str, experiment: str | None = None) -> list[dict]:
+def mlflow_history(uri: str, experiment: str | None = None, warn=None) -> list[dict]:
     """The history entries of the experiment's runs (their `memerobust-history.json`), oldest first: what
-    `memerobust history --mlflow URI` reads instead of a .jsonl file. Runs without one are not the plugin's.
+    `memerobust history --mlflow URI` reads instead of a .jsonl file. Runs without one are not the plugin's; a run
+    whose entry is damaged is skipped, as a history file's damaged line is (`warn` gets one message naming them).
     `experiment`: the one runs log to unless told (MLFLOW_EXPERIMENT_NAME, else pytest-memerobust)."""
-    from ..report.history import FORMAT
+    from ..report.history import parse_entry, skipped_message
 
     flag, experiment = f"--mlflow {uri}", experiment or experiment_name()
     if _scheme(uri) in ("http", "https"):
@@ -235,18 +236,20 @@ def mlflow_history(uri: str, experiment: str | None = None) -> list[dict]:
             token = page.token
             if not token:
                 break
-        entries = []
+        entries, skipped = [], []
         with tempfile.TemporaryDirectory() as folder:
             for run in runs:
                 if HISTORY_ARTIFACT not in {f.path for f in client.list_artifacts(run.info.run_id)}:
                     continue
                 local = client.download_artifacts(run.info.run_id, HISTORY_ARTIFACT, folder)
                 try:
-                    entry = json.loads(Path(local).read_text(encoding="utf-8"))
-                except (OSError, ValueError) as exc:
-                    raise TrackerError(f"{flag}: run {run.info.run_id}'s {HISTORY_ARTIFACT} is not JSON ({exc})") \
-                        from None
-                if not isinstance(entry, dict) or entry.get("format") != FORMAT:
-                    raise TrackerError(f"{flag}: run {run.info.run_id}'s {HISTORY_ARTIFACT} is not a {FORMAT} entry")
-                entries.append(entry)
-    return sorted(entries, key=lambda e: str(e.get("date")))
+                    entry, why = parse_entry(Path(local).read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError) as exc:
+                    entry, why = None, f"cannot be read ({exc})"
+                if why is not None:
+                    skipped.append(f"run {run.info.run_id}: {why}")
+                else:
+                    entries.append(entry)
+    if skipped and warn is not None:
+        warn(skipped_message(f"{uri}, experiment {experiment!r}", skipped))
+    return sorted(entries, key=lambda e: e["date"])
