@@ -159,7 +159,7 @@ def build_options(config):
         checkpoints=conv.checkpoints(v["checkpoint"] or []), device=v["device"] or "auto",
         batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], task=v["task"],
         reports=tuple(v["report"] or ()), stats=stats, group=v["group"],
-        cache_dir=v["cache_dir"] or (config.cache.mkdir("memerobust") if getattr(config, "cache", None) else None),
+        cache_dir=v["cache_dir"] or _pytest_cache_dir(config),
         feature_cache=not v["no_cache"], feature_memory_mib=v["feature_memory"] or FEATURE_MEMORY_MIB,
         precision=v["precision"] or "auto", ocr=v["ocr"],
         captions=v["captions"] or "dataset", ocr_view=v["ocr_view"] or 0,
@@ -172,6 +172,20 @@ def build_options(config):
         shard_size=v["shard_size"], workers=v["workers"], ray=v["ray"], mlflow=v["mlflow"], wandb=v["wandb"],
         history=v["history"], export=v["export"], export_counterexamples=bool(v["export_counterexamples"]),
     )
+
+
+def _pytest_cache_dir(config) -> Path | None:
+    """pytest's cache folder for this plugin (None with -p no:cacheprovider), created; one that cannot be is a
+    ConfigError (a usage error), as a --memerobust-cache-dir that cannot be written is in run_options."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return None
+    try:
+        return cache.mkdir("memerobust")
+    except OSError as exc:
+        raise ConfigError(f"the cache dir (pytest's cache) cannot be created ({type(exc).__name__}: "
+                          f"{exc.strerror or exc}: {exc.filename}): name one with --memerobust-cache-dir=DIR, or run "
+                          "without a cache (-p no:cacheprovider)") from None
 
 
 def run_options(config):
@@ -197,6 +211,11 @@ def run_options(config):
         raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
                           "actors itself")
     check_baseline_paths(options.baseline, options.save_baseline)
+    if worker is None and options.models and options.cache_dir is not None:  # before any case, on every executor
+        named = config.getoption("memerobust_cache_dir") or config.getini("memerobust_cache_dir")
+        conv.check_writable_folder(options.cache_dir, "--memerobust-cache-dir" if named else
+                                   "the cache dir (pytest's cache)", "name a folder this run may write" if named else
+                                   "name one with --memerobust-cache-dir=DIR, or run without (-p no:cacheprovider)")
     if worker is None and options.models and (options.mlflow is not None or options.wandb is not None):
         from .track.trackers import check_trackers  # a tracker that cannot take the run: before any case
 

@@ -162,6 +162,24 @@ def export_folder(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def check_writable_folder(path: Path, what: str, fix: str = "name a folder this run may write") -> None:
+    """A folder the run writes into (created when missing), proved writable by writing: a file created there and
+    removed. A permission bit says nothing of a read-only filesystem, of a path under a file, or to root; found only
+    when the first case wrote, each case failed on its own (with -n 2 after minutes of work). A ConfigError naming
+    `what` otherwise."""
+    import tempfile
+
+    from .errors import ConfigError
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{what} {str(path)!r} cannot be written ({type(exc).__name__}: "
+                          f"{exc.strerror or exc}): {fix}") from None
+
+
 def directory(text: str) -> Path:
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():

@@ -75,3 +75,32 @@ def test_a_gate_option_whose_number_is_left_empty_is_one_usage_error(pytester, o
     """`holm:` was taken as holm at 5%, `acc:` as no effect."""
     pytester.makefile(".toml", **{"memerobust-edge": SUITE})
     _usage_error(pytester.runpytest(*QUICK, option, "."), says)
+
+
+# --- the cache dir ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("executor", [[], ["--memerobust-workers=2"], ["-n", "2"]])
+def test_a_cache_dir_that_cannot_be_written_is_one_usage_error_on_every_executor(pytester, executor):
+    """A cache dir under a regular file cannot be written, by root too (a permission bit would not stop root; a
+    read-only filesystem is caught the same way, by the write probe). In this process the run passed without a word,
+    on the pool it went on memory-only while its note claimed the cache, with -n 2 every case failed with OSError."""
+    pytester.makefile(".toml", **{"memerobust-edge": SUITE})
+    (pytester.path / "afile").write_text("a file, not a folder")
+    result = pytester.runpytest(*QUICK, "--memerobust-cache-dir=afile/cache", *executor, ".")
+    _usage_error(result, "--memerobust-cache-dir 'afile/cache' cannot be written (NotADirectoryError")
+    assert (pytester.path / "afile").read_text() == "a file, not a folder"
+
+
+def test_pytests_own_cache_that_cannot_be_created_is_one_usage_error(pytester):
+    pytester.makefile(".toml", **{"memerobust-edge": SUITE})
+    (pytester.path / "afile").write_text("a file, not a folder")
+    result = pytester.runpytest(*QUICK[:-2], "-o", "cache_dir=afile/pytest-cache", ".")
+    _usage_error(result, "the cache dir (pytest's cache) cannot be created")
+
+
+def test_the_write_probe_leaves_nothing_in_a_writable_cache_dir(tmp_path):
+    from pytest_memerobust.options import check_writable_folder
+
+    check_writable_folder(tmp_path / "new" / "cache", "--memerobust-cache-dir")
+    assert [p.name for p in tmp_path.rglob("*")] == ["new", "cache"]
