@@ -182,17 +182,17 @@ def _damaged_history(tmp_path, report) -> tuple:
 
 def test_a_damaged_line_is_skipped_with_one_warning(tmp_path, report, capsys):
     path, good = _damaged_history(tmp_path, report)
-    warned = []
-    assert [e["run"] for e in read_history(path, warn=warned.append)] == ["c0", "c3"]
-    assert len(warned) == 1 and "3 damaged lines skipped" in warned[0] and str(path) in warned[0]
-    assert "line 2: family" in warned[0] and "relative_robustness not a finite number or null" in warned[0]
-    assert "line 3: not JSON" in warned[0] and "line 4: family" in warned[0] and "flip_rate" in warned[0]
     assert main(["history", str(path)]) == 0
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and captured.err.startswith("memerobust history: warning: run history")
     assert "the last 2 of 2 runs" in captured.out and "nan" not in captured.out.lower()
     typos = _typos_line(captured.out)
     assert "0.980" in typos and "0.800" in typos
+    warned = []
+    assert [e["run"] for e in read_history(path, warn=warned.append)] == ["c0", "c3"]
+    assert len(warned) == 1 and "3 damaged lines skipped" in warned[0] and str(path) in warned[0]
+    assert "line 2: family" in warned[0] and "relative_robustness not a finite number or null" in warned[0]
+    assert "line 3: not JSON" in warned[0] and "line 4: family" in warned[0] and "flip_rate" in warned[0]
 
 
 def test_terminal_codes_in_a_history_are_never_printed_raw(tmp_path, report, capsys):
@@ -235,3 +235,35 @@ def test_a_closed_stdout_ends_quietly(tmp_path, report):
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 141, err
     assert err == ""
+
+
+SUITE = """
+[suite]
+name = "tracked"
+[thresholds]
+min_relative_robustness = { accuracy = 0.5 }
+[text]
+typos = [3]
+"""
+
+
+def test_a_run_appends_its_line_after_a_damaged_one_and_warns_once(pytester, tmp_path, report):
+    import torch  # noqa: F401  imported before pytester's in-process run, which would otherwise re-import it
+
+    history = tmp_path / "h.jsonl"
+    damaged = _eroding_runs(report, 1)[0]
+    typos = next(f for f in damaged["families"] if f["family"] == "typos")
+    typos["relative_robustness"], typos["suite"] = "0.9", "tracked"  # hand-edited, in the series this run extends
+    history.write_text(json.dumps(damaged) + "\n")
+    pytester.makefile(".toml", **{"memerobust-tracked": SUITE})
+    result = pytester.runpytest("--memerobust-model=demo", "--memerobust-limit=16", "--memerobust-bootstrap=50",
+                                "-p", "no:cacheprovider", f"--memerobust-history={history}",
+                                "--memerobust-report=r.json", ".")
+    assert result.ret == 0, result.stdout.str()
+    lines = history.read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[0]) == damaged  # the damaged line is kept, as the user wrote it
+    assert json.loads(lines[1])["verdict"] == "PASSED"
+    out = result.stdout.str()
+    assert out.count("1 damaged line skipped (line 1: family") == 1 and "HistoryWarning" in out
+    assert f"run added to the history {history}" in out and "TypeError" not in out
+    assert json.loads((pytester.path / "r.json").read_text())["history"]["runs"] == 1
