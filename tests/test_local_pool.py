@@ -11,7 +11,7 @@ import os
 import pytest
 
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.engine import executors, shards
+from pytest_memerobust.engine import executors, pool_worker, shards
 from pytest_memerobust.engine.executors import LocalPool, make_executor, usable_cores
 from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.session import Options, RobustnessSession
@@ -43,7 +43,7 @@ def one_process(tmp_path_factory):
 
 def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process_gives(one_process, tmp_path,
                                                                                         monkeypatch):
-    monkeypatch.setattr(executors, "POOL_MIN_WORK", 0)  # a pass this small would otherwise stay in this process
+    monkeypatch.setattr(executors, "POOL_START_S", 0)  # a pass this small would otherwise stay in this process
     who = []
     evaluate = executors.LocalPool.run
 
@@ -89,7 +89,7 @@ def test_a_pass_too_small_for_the_pool_runs_in_this_process_and_starts_no_worker
 
 def test_the_workers_progress_reaches_the_bar_as_memes_times_conditions(monkeypatch):
     ticks = []
-    pool = LocalPool(2, min_work=0)
+    pool = LocalPool(2, start_s=0)
 
     class Engine:
         recipe, ids = None, list(range(24))  # no recipe: the pass runs here, through the same ticks
@@ -152,7 +152,7 @@ def test_a_pool_run_ended_mid_shard_leaves_no_worker(tmp_path, monkeypatch, endi
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     report = tmp_path / "r.json"
     (tmp_path / "conftest.py").write_text("from pytest_memerobust.engine import executors\n"
-                                          "executors.POOL_MIN_WORK = 0  # this small pass runs on the pool too\n")
+                                          "executors.POOL_START_S = 0  # this small pass runs on the pool too\n")
     # 32 memes in shards of 8, a few cases
     run = subprocess.Popen([sys.executable, "-m", "pytest", f"--memerobust-model={MODEL}", "--memerobust-limit=32",
                             "--memerobust-batch-size=8", "--memerobust-workers=2", "-p", "no:cacheprovider", "-q",
@@ -175,7 +175,7 @@ def test_a_pool_run_ended_mid_shard_leaves_no_worker(tmp_path, monkeypatch, endi
             assert held[0] in workers
             run.kill()
             run.wait(timeout=60)
-            deadline = time.monotonic() + 10 * executors.DRIVER_WATCH_S + 5
+            deadline = time.monotonic() + 10 * pool_worker.DRIVER_WATCH_S + 5
             while not all(map(_ended, workers)) and time.monotonic() < deadline:
                 time.sleep(0.1)
         else:

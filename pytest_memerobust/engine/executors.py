@@ -17,78 +17,91 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import ConfigError
+from . import pool_worker
 from .features import CacheStats
 from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here, fit_side
 
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
 HOLD_ENV = "MEMEROBUST_TEST_HOLD"  # tests only: a folder where actors note and hold shards (see hold_for_tests)
 HOLD_MAX_S = 300.0  # the longest a held shard waits
-DRIVER_WATCH_S = 1.0  # how often a pool worker checks that its driver is alive
 
 
 def make_executor(ray: str | None = None, shard_folder: Path | None = None, gpus: bool = False,
                   workers: int | None = 1):
     """The executor a run's options ask for: Ray actors (`ray`: auto, local:N or ADDRESS), the pytest-xdist workers'
-    shared folder, a pool of `workers` local processes on a CPU (None: `usable_cores`), or None (in this
-    process). On a GPU the pool is never used: one process feeds the device."""
+    shared folder, a pool of `workers` local processes on a CPU (None: `usable_cores`; never more than the cores this
+    process may run on, the note says so), or None (in this process). On a GPU the pool is never used: one process
+    feeds the device."""
     if ray:
         return RayActors(ray, gpus=gpus)
     if shard_folder is not None:
         return SharedFolder(shard_folder)
     if gpus:
         return None
-    workers = usable_cores() if workers is None else workers
-    return LocalPool(workers) if workers > 1 else None
+    requested = usable_cores() if workers is None else workers
+    return LocalPool(min(requested, affinity_cores()), requested=requested) if requested > 1 else None
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow), or 1 inside a
-    pytest-xdist worker, whose run already spreads over the cores."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return 1
+def affinity_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
 
 
-POOL_MIN_WORK = 4096  # (meme, condition) pairs below which a pass runs in this process: a worker's start (the
-# interpreter, torch, the detector, the memes) costs 3-10 s, more than a small pass takes (bench/cpu_scaling.py)
+def usable_cores() -> int:
+    """`affinity_cores`, or 1 inside a pytest-xdist worker, whose run already spreads over the cores."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return 1
+    return affinity_cores()
+
+
+POOL_START_S = 5.0  # PLACEHOLDER
 POOL_POLL_S = 0.2  # how often the driver moves the workers' progress onto its bar
+POOL_SETTLE_S = 30.0  # the longest a broken pool's other shards take to come back or fail with it
 
 
 class LocalPool:
     """Shards on a pool of worker processes of this machine, each computing at determinism.RESULT_THREADS intra-op
-    threads, so the report is the same bytes as one process's at any number of workers. Each worker builds the
-    engine once per run from its `recipe` (the detector loaded, the memes read) and keeps it for the run's later
-    passes; the pool starts at the first pass large enough to repay that (POOL_MIN_WORK) and lives until `close`.
-    Workers are spawned, not forked: a fork of a process whose OpenMP threads ran can hang."""
+    threads, as this process does, so the report is the same bytes at any number of workers, wherever each shard
+    ran. Each worker builds the engine once per run from its `recipe` (the detector loaded, the memes read) and keeps
+    it for the run's later passes.
+
+    When the pool pays is measured, not counted: a pass runs here, shard after shard, and once it has run as long as
+    a start of the workers takes (`start_cost`), the shards not begun go to the pool while this process ends the one
+    it is in. So a pass cheaper than a start never starts one, and a few memes under an expensive attack start it
+    after seconds. Workers are spawned, not forked (a fork of a process whose OpenMP threads ran can hang), as many as
+    the shards handed over need, at most `workers`.
+
+    A worker that dies (killed, out of memory) breaks the pool: a new pool runs the shards that did not come back,
+    once; shards lost again fail their conditions with an error that names them."""
 
     name = "local"
 
-    def __init__(self, workers: int, min_work: int | None = None):
-        self.workers, self.min_work = workers, min_work  # None: POOL_MIN_WORK
-        self.passes = self.shards = self.fits = 0  # what the pool did in this run (for the run's notes)
+    def __init__(self, workers: int, start_s: float | None = None, requested: int | None = None):
+        self.workers = workers
+        self.requested = workers if requested is None else requested  # what the run asked for (the note's cap)
+        self.start_s = start_s  # a start cost fixed by the caller (None: measured, POOL_START_S until measured)
+        self.passes = self.shards = self.here = self.fits = 0  # what the pool did in this run (the run's notes)
+        self.size = 0  # the most worker processes that ran at once
+        self.rerun: list[int] = []  # shards run again on a new pool after a worker died
         self.worker_stats = CacheStats()  # what the shards did to the workers' feature stores (the run's note)
-        self._pool = None
-        self._progress = None  # the workers' (memes done) messages, for the driver's bar
+        self._pool = self._progress = self._requests = None
+        self._built: set[str] = set()  # the recipes handed to the workers: built, or being built
+        self._ready_s: float | None = None  # measured: seconds from a worker's spawn to its first engine built
+        self._build_s: float | None = None  # measured: seconds a worker took to build an engine
 
-    def _start(self):
-        if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            context = multiprocessing.get_context("spawn")
-            self._progress = context.Queue()
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_pool_worker_start,
-                                             initargs=(self._progress,))
-        return self._pool
-
-    def _pays(self, engine, pieces: int, work: int) -> bool:
-        """Whether the pool repays its start: an engine it can rebuild (a recipe), two pieces or more, and a pass of
-        at least POOL_MIN_WORK (meme, condition) pairs."""
-        min_work = POOL_MIN_WORK if self.min_work is None else self.min_work
-        return getattr(engine, "recipe", None) is not None and pieces >= 2 and work >= min_work
+    def start_cost(self, recipe: Callable) -> float:
+        """Seconds before the pool can evaluate `recipe`'s shards: none once it was handed that engine; else an
+        engine built (as measured in this run's workers) or a whole start (measured, else POOL_START_S; 0 there
+        sends every pass of two shards or more to the pool at once, as tests need)."""
+        if self._pool is not None and recipe_key(recipe) in self._built:
+            return 0.0
+        if self.start_s is not None or not POOL_START_S:
+            return self.start_s or 0.0
+        start = POOL_START_S if self._ready_s is None else self._ready_s
+        return start if self._pool is None or self._build_s is None else self._build_s
 
     def worker_pids(self) -> list[int]:
         """The workers' process ids (for tests that check who did the work)."""
@@ -96,69 +109,220 @@ class LocalPool:
 
     def run(self, engine, tasks: list[ShardTask], conditions, tick=None) -> Iterator[ShardResult]:
         import pickle
-        from concurrent.futures import FIRST_COMPLETED, wait
 
         recipe = getattr(engine, "recipe", None)
-        if not self._pays(engine, len(tasks), len(engine.ids) * len(conditions)):
+        if recipe is None or self.workers < 2 or len(tasks) < 2:
             yield from InProcess().run(engine, tasks, conditions, tick)
             return
-        pool = self._start()
-        self.passes, self.shards = self.passes + 1, self.shards + len(tasks)
         shared = pickle.dumps((recipe, list(conditions), engine.attack_memo()), protocol=pickle.HIGHEST_PROTOCOL)
-        pending = {pool.submit(_evaluate_in_pool_worker, shared, task) for task in tasks}
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=POOL_POLL_S, return_when=FIRST_COMPLETED)
-                self._drain(tick)
-                for future in done:
-                    result = future.result()  # a shard's own failure (not a condition's) ends the pass here
-                    self.worker_stats.add(result.store_stats)
-                    yield result
-            self._drain(tick)
-        finally:
-            for future in pending:  # an interrupted or failed pass: the shards not yet started are dropped
-                future.cancel()
 
-    def fit(self, engine, sides: list[tuple], work: int):
-        """Universal attacks fitted side by side, one side per worker, each into a copy of the engine's memo whose
-        new entries come back and join the engine's (a fit at one thread gives the same bytes in any process);
-        here, one after the other, when the pass is too small for the pool or there is one fit. Yields (side,
-        error or None) as each ends."""
+        def received(task: ShardTask, result: ShardResult) -> ShardResult:
+            self.worker_stats.add(result.store_stats)
+            return result
+
+        def lost(tasks: list[ShardTask], cause: BaseException) -> list[ShardResult]:
+            error = RuntimeError(f"{_named(tasks)}: a worker process of the pool (--memerobust-workers) died while "
+                                 f"evaluating {'them' if len(tasks) > 1 else 'it'}, and again on a new pool "
+                                 f"({type(cause).__name__}: {cause})")
+            return [ShardResult(task.index, {}, {condition.id: error for condition in conditions}) for task in tasks]
+
+        yield from self._spread(recipe, tasks, lambda task: evaluate_shard(engine, task, conditions, tick=tick),
+                                _evaluate_in_pool_worker, shared, received, lost, tick)
+
+    def fit(self, engine, sides: list[tuple]):
+        """Universal attacks fitted, each into a copy of the engine's memo whose new entries come back and join the
+        engine's (a fit at one thread gives the same bytes in any process): here one after the other, and on the
+        pool the sides not begun once the fits took as long as the pool's start. The highest severity first: a
+        trigger's fit grows with its length in words, and a worker left alone with the longest fit at the end keeps
+        the others waiting. Yields (side, error or None) as each ends."""
         import pickle
-        from concurrent.futures import as_completed
 
-        if not self._pays(engine, len(sides), work):
+        recipe = getattr(engine, "recipe", None)
+        if recipe is None or self.workers < 2 or len(sides) < 2:
             yield from fit_here(engine, sides)
             return
         memo = engine.attack_memo()
-        self.fits += len(sides)
-        shared = pickle.dumps((engine.recipe, memo), protocol=pickle.HIGHEST_PROTOCOL)
-        # the highest severity first: a trigger's fit grows with its length in words (its severity), and a worker
-        # left alone with the longest fit at the end keeps the others waiting (a UAP's cost does not depend on it)
-        by_size = sorted(sides, key=lambda side: -(side[2] or 0))
-        futures = {self._start().submit(_fit_in_pool_worker, shared, side): side for side in by_size}
+        shared = pickle.dumps((recipe, memo), protocol=pickle.HIGHEST_PROTOCOL)
+
+        def received(side: tuple, value: tuple) -> tuple:
+            fitted, error = value
+            memo.update(fitted)
+            return side, error
+
+        def lost(sides: list[tuple], cause: BaseException) -> list[tuple]:
+            return [(side, RuntimeError(f"the universal attack fit {side}: a worker process of the pool died while "
+                                        f"fitting it, and again on a new pool ({type(cause).__name__}: {cause})"))
+                    for side in sides]
+
+        yield from self._spread(recipe, sorted(sides, key=lambda side: -(side[2] or 0)),
+                                lambda side: (side, fit_side(engine, side)[1]), _fit_in_pool_worker, shared,
+                                received, lost)
+
+    def _spread(self, recipe: Callable, items: list, here: Callable, remote: Callable, shared: bytes,
+                received: Callable, lost: Callable, tick=None) -> Iterator:
+        """Each item's output: `here(item)` in this process, one item after the other, until this call has run
+        `start_cost` seconds; then the items not begun go to the pool (`remote(shared, item)` in a worker, whose
+        value `received(item, value)` makes an output). A broken pool's items run again on a new one, once;
+        `lost(items, cause)` gives the outputs of the items lost twice."""
+        import collections
+
+        todo, lock, handed = collections.deque(items), threading.Lock(), {}
+
+        def hand_over() -> None:  # in the timer's thread, while this one evaluates an item
+            with lock:
+                rest = list(todo)
+                todo.clear()
+            for k, item in enumerate(rest):
+                try:
+                    handed[self._submit(remote, shared, item)] = item
+                except Exception:  # no pool to be had: this process runs what was not handed
+                    with lock:
+                        todo.extendleft(reversed(rest[k:]))
+                    return
+
+        wait_s = self.start_cost(recipe)
+        timer = threading.Timer(wait_s, hand_over)
+        timer.daemon = True
+        ran_here = 0
         try:
-            for future in as_completed(futures):
-                fitted, error = future.result()
-                memo.update(fitted)
-                yield futures[future], error
+            if wait_s <= 0:
+                hand_over()
+            else:
+                timer.start()
+            while True:
+                with lock:
+                    item = todo.popleft() if todo else None
+                if item is None:
+                    timer.cancel()
+                    if timer.is_alive():
+                        timer.join()  # a hand-over under way ends first (it may give items back)
+                    if todo:
+                        continue
+                    break
+                ran_here += 1
+                yield here(item)
+            if handed:
+                self._built.add(recipe_key(recipe))
+                if isinstance(items[0], ShardTask):
+                    self.passes, self.shards = self.passes + 1, self.shards + len(handed)
+                    self.here += ran_here
+                else:
+                    self.fits += len(handed)
+                yield from self._collected(handed, remote, shared, received, lost, tick)
         finally:
-            for future in futures:
+            timer.cancel()
+            if timer.is_alive():
+                timer.join()
+            for future in handed:  # an interrupted or failed pass: the items not yet started are dropped
                 future.cancel()
 
+    def _collected(self, handed: dict, remote: Callable, shared: bytes, received: Callable, lost: Callable,
+                   tick) -> Iterator:
+        """The outputs of the items `handed` to the pool (future -> item), as they come back."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        pending, again = set(handed), False
+        while pending:
+            done, pending = wait(pending, timeout=POOL_POLL_S, return_when=FIRST_COMPLETED)
+            self._drain(tick)
+            broken: list = []
+            for future in done:
+                error = future.exception()
+                if isinstance(error, BrokenProcessPool):
+                    broken.append(future)
+                    continue
+                value, timing = future.result()  # a shard's own failure (not a condition's) ends the pass here
+                self._measured(*timing)
+                yield received(handed[future], value)
+            if not broken:
+                continue
+            # a worker died: the pool's other futures soon end too, with their value or the same error
+            settled, pending = wait(pending, timeout=POOL_SETTLE_S)
+            for future in settled:
+                if isinstance(future.exception(), BrokenProcessPool):
+                    broken.append(future)
+                else:
+                    yield received(handed[future], future.result()[0])
+            items, cause = [handed[future] for future in broken + list(pending)], broken[0].exception()
+            self._close_pool()
+            if again:
+                yield from lost(items, cause)
+                return
+            again = True
+            self.rerun += [item.index for item in items if isinstance(item, ShardTask)]
+            try:
+                handed = {self._submit(remote, shared, item): item for item in items}
+            except Exception as error:
+                yield from lost(items, error)
+                return
+            pending = set(handed)
+        self._drain(tick)
+
+    def _measured(self, ready_s: float | None, build_s: float | None) -> None:
+        """A worker's start as it measured it: the estimate for the run's later passes."""
+        if ready_s is not None:
+            self._ready_s = max(ready_s, self._ready_s or 0.0)
+        if build_s is not None:
+            self._build_s = max(build_s, self._build_s or 0.0)
+
+    def _submit(self, fn: Callable, *args):
+        """`fn(*args)` handed to the pool, opened if need be; a future. Every submit goes through the pool's own
+        thread, which spawns a worker when none is idle (at most `workers`) and lives until the pool closes: Linux's
+        parent-death signal follows the thread that spawned a worker, not its process (pool_worker.py)."""
+        from concurrent.futures import Future
+
+        if self._pool is None:
+            self._open()
+        reply: Future = Future()
+        self._requests.put((fn, args, reply))
+        future = reply.result()
+        self.size = max(self.size, len(self.worker_pids()))
+        return future
+
+    def _open(self) -> None:
+        import multiprocessing
+        import queue
+        from concurrent.futures import Future, ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        progress, requests, made = context.Queue(), queue.SimpleQueue(), Future()
+
+        def own() -> None:
+            try:
+                pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=pool_worker.start,
+                                           initargs=(os.getpid(), True, progress))
+            except BaseException as error:
+                made.set_exception(error)
+                return
+            made.set_result(pool)
+            while (request := requests.get()) is not None:
+                fn, args, reply = request
+                try:
+                    reply.set_result(pool.submit(fn, *args))
+                except BaseException as error:
+                    reply.set_exception(error)
+
+        threading.Thread(target=own, name="memerobust-pool", daemon=True).start()
+        self._pool, self._progress, self._requests = made.result(), progress, requests
+
     def note(self) -> str | None:
-        """What the pool did, for the run's notes (None when every pass was too small for it)."""
-        if not self.passes:
-            return None
+        """What the pool did, for the run's notes (None when no pass repaid its start and nothing was capped)."""
+        capped = (f"--memerobust-workers={self.requested} capped at the {self.workers} usable "
+                  f"core{'s' if self.workers > 1 else ''}" if self.requested > self.workers else "")
+        if not self.passes and not self.fits:
+            return f"{capped}: no pass repaid starting worker processes; all ran in this process" if capped else None
         fits = f" (and {self.fits} universal attack fits)" if self.fits else ""
+        here = f"; {self.here} more ran in this process while the workers started" if self.here else ""
+        rerun = f"; a worker died, and {_named(self.rerun)} ran again on a new pool" if self.rerun else ""
         return (f"{self.shards} shards of {self.passes} pass{'es' if self.passes > 1 else ''}{fits} ran on "
-                f"{self.workers} worker processes, one thread each (--memerobust-workers; the same numbers as one "
-                f"process)")
+                f"{self.size} worker process{'es' if self.size != 1 else ''}, one thread each "
+                f"({capped or '--memerobust-workers'}; the same numbers as one process){here}{rerun}")
 
     def _drain(self, tick) -> None:
         import queue
 
-        while True:
+        while self._progress is not None:
             try:
                 memes = self._progress.get_nowait()
             except (queue.Empty, OSError, ValueError):
@@ -168,6 +332,9 @@ class LocalPool:
 
     def close(self) -> None:
         """End the workers (at once: a shard in flight is not waited for)."""
+        self._close_pool()
+
+    def _close_pool(self) -> None:
         if self._pool is None:
             return
         processes = list((getattr(self._pool, "_processes", None) or {}).values())
@@ -177,63 +344,53 @@ class LocalPool:
                 process.terminate()
         for process in processes:
             process.join(timeout=10)
+        self._requests.put(None)  # the pool's thread ends
         self._progress.close()
-        self._pool = self._progress = None
+        self._pool = self._progress = self._requests = None
+
+
+def _named(shards) -> str:
+    """`shard 3 (memes 24-31)`, `shards 1, 2 (memes 8-23)`: shard tasks or indices, for errors and notes."""
+    indices = [getattr(shard, "index", shard) for shard in shards]
+    memes = [(shard.start, shard.stop - 1) for shard in shards if isinstance(shard, ShardTask)]
+    span = f" (memes {min(a for a, _ in memes)}-{max(b for _, b in memes)})" if memes else ""
+    return f"shard{'s' if len(indices) > 1 else ''} {', '.join(map(str, sorted(indices)))}{span}"
 
 
 _pool_engines: dict = {}  # a pool worker's engines, by recipe key, each built once
-_pool_progress = None  # the queue a pool worker reports progress on
 
 
-def _pool_worker_start(progress) -> None:
-    """A pool worker's start: torch at one thread, Ctrl-C left to the driver (a terminal sends it to the whole
-    process group; the driver ends the run as interrupted and its `close` ends the workers), progress to `progress`."""
-    global _pool_progress
-    import signal
-
-    import torch
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from ..determinism import RESULT_THREADS
-
-    torch.set_num_threads(RESULT_THREADS)  # the cores are the other workers'
-    _pool_progress = progress
-    threading.Thread(target=_end_with_the_driver, args=(os.getppid(),), name="memerobust-driver-watch",
-                     daemon=True).start()
-
-
-def _end_with_the_driver(driver: int) -> None:
-    """A pool worker ends once its driver is gone without closing the pool (SIGKILL, a crash): else it waits for
-    ever on the task queue, whose writing end every worker holds too, so the read never sees the end of it."""
-    while os.getppid() == driver:
-        time.sleep(DRIVER_WATCH_S)
-    os._exit(1)
-
-
-def _pool_engine(recipe):
+def _pool_engine(recipe) -> tuple:
+    """(the engine of `recipe`, built once in this worker; (seconds from this worker's spawn to its first engine
+    built, seconds this call spent building) when this call built it, else (None, None))."""
     key = recipe_key(recipe)
-    if key not in _pool_engines:
-        _pool_engines[key] = recipe()
-    return _pool_engines[key]
+    if key in _pool_engines:
+        return _pool_engines[key], (None, None)
+    first, began = not _pool_engines, time.monotonic()
+    _pool_engines[key] = recipe()
+    now = time.monotonic()
+    return _pool_engines[key], (now - pool_worker.born if first else None, now - began)
 
 
-def _evaluate_in_pool_worker(shared: bytes, task: ShardTask) -> ShardResult:
+def _evaluate_in_pool_worker(shared: bytes, task: ShardTask) -> tuple[ShardResult, tuple]:
     import pickle
 
     recipe, conditions, memo = pickle.loads(shared)
-    tick = _pool_progress.put if _pool_progress is not None else None
-    result = evaluate_shard(_pool_engine(recipe), task, conditions, memo, tick)
+    tick = pool_worker.progress.put if pool_worker.progress is not None else None
+    engine, timing = _pool_engine(recipe)
+    result = evaluate_shard(engine, task, conditions, memo, tick)
     hold_for_tests(task.index)
-    return result
+    return result, timing
 
 
-def _fit_in_pool_worker(shared: bytes, side: tuple) -> tuple[dict, Exception | None]:
-    """One universal attack fitted into a copy of the run's memo: (its new entries, error or None)."""
+def _fit_in_pool_worker(shared: bytes, side: tuple) -> tuple[tuple[dict, Exception | None], tuple]:
+    """One universal attack fitted into a copy of the run's memo: ((its new entries, error or None), timing)."""
     import pickle
 
     recipe, memo = pickle.loads(shared)
-    fitted, error = fit_side(_pool_engine(recipe), side, memo)
-    return ({} if error is not None else fitted), error
+    engine, timing = _pool_engine(recipe)
+    fitted, error = fit_side(engine, side, memo)
+    return (({} if error is not None else fitted), error), timing
 
 
 def parse_ray_target(value: str) -> tuple[str | None, int | None]:
@@ -490,7 +647,7 @@ class SharedFolder:
                                  lambda task: self._evaluated(engine, folder, task, conditions, tick), read,
                                  lambda waiting: f"shards {[task.index for task in waiting]} of {folder}")
 
-    def fit(self, engine, sides: list[tuple], work: int = 0):
+    def fit(self, engine, sides: list[tuple]):
         """Universal attacks split between the workers as the shards are: each fits the sides it claims (the
         longest first) and leaves what it fitted in the folder; it reads the others' fits into the engine's memo
         (a fit at one thread gives the same bytes in any process). Before, every worker fitted every side. Yields

@@ -182,7 +182,7 @@ def fitted_before_shards(engine, conditions: list[Condition], progress: bool = F
                 sides.append(side)
     bar = progress_bar(len(sides), "fitting universal attacks", unit="fit") if progress and sides else None
     fit = getattr(executor, "fit", None)
-    outcomes = fit(engine, sides, len(engine.ids) * len(conditions)) if callable(fit) else fit_here(engine, sides)
+    outcomes = fit(engine, sides) if callable(fit) else fit_here(engine, sides)
     try:
         for side, error in outcomes:
             if error is not None:  # this side's conditions fail their own cases
