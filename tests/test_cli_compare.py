@@ -170,3 +170,18 @@ def test_bad_compare_options_are_one_line(tmp_path, monkeypatch, capsys, flag, s
     _write(tmp_path / "a.json", _baseline(range(20)))
     assert cli_main(["compare", "a.json", "a.json", *flag]) == 2
     assert says in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("bootstrap, control, needed", [("3", "fwer", 19), ("18", "fwer", 19), ("98", "none:0.01", 99)])
+def test_compare_refuses_too_few_resamples_to_ever_fail(tmp_path, monkeypatch, capsys, bootstrap, control, needed):
+    """B is wrong on 60 memes where A was wrong on 20: a regression no bootstrap p-value below 1/(B+1) can show
+    at the level; with 3 resamples it passed, exit 0, without a word."""
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a.json", _baseline(range(20)))
+    _write(tmp_path / "b.json", _baseline(range(60)))
+    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", bootstrap, "--gate-error", control]) == 2
+    line = _one_error_line(capsys)
+    assert f"--bootstrap={bootstrap}: the gate's smallest p-value is 1/{int(bootstrap) + 1}" in line
+    assert f"use at least {needed} resamples" in line
+    assert cli_main(["compare", "a.json", "b.json", "--bootstrap", str(needed), "--gate-error", control,
+                     "--fail-on", "acc"]) == 1  # the fewest that can: a regression this clear fails

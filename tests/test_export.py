@@ -2,6 +2,7 @@
 answered, checked against the report, as a `datasets` parquet set (or an imagefolder) that loads offline."""
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -340,3 +341,46 @@ def test_export_labels_a_csv_files_classes_with_the_cards_class_names(csv_run, t
     info = json.loads((out / "export.json").read_text())
     assert info["task"] == "label" and info["classes"] == ["non-hateful", "hateful"]
     assert sorted(set(rows["label"])) == [0, 1]
+
+
+def test_a_checkpoint_for_a_model_the_run_did_not_have_is_refused(run, tmp_path, capsys):
+    """A typo in --checkpoint MODEL=PATH left the run's checkpoint in use, unsaid."""
+    where, _ = run
+    err = _refused(capsys, ["export", str(where / "r.json"), "--out", str(tmp_path / "out"), "--checkpoint",
+                            f"dmeo={tmp_path / 'other.safetensors'}"], "unknown model 'dmeo'", "known: demo")
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+SLOW_WRITER = """
+import sys, time
+from pytest_memerobust.cli import main
+from pytest_memerobust.track import export
+add = export.ParquetRows.add
+def slow(self, row, picture):  # a large export: long enough in its staging folder to be stopped there
+    print("row", flush=True)
+    time.sleep(0.5)
+    add(self, row, picture)
+export.ParquetRows.add = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_export_stopped_while_it_writes_leaves_nothing(run, tmp_path, signum, code):
+    """SIGTERM left a hidden .out.*.tmp/ folder beside the target; SIGINT printed a 53-line traceback."""
+    where, _ = run
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, "export", str(where / "r.json"), "--out", str(out),
+                                "--conditions", "text=typos@3", "--cache-dir", str(where / "cache")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "row\n", process.stderr.read()
+        assert [p.name for p in tmp_path.glob(".out.*.tmp")]  # stopped inside the staging window
+        process.send_signal(signum)
+        assert process.wait(timeout=60) == code
+        assert process.stderr.read() == "memerobust export: interrupted, nothing written\n"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

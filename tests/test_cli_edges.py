@@ -1,0 +1,52 @@
+"""The memerobust command at its edges: a value no run could mean is one usage error before anything loads, and a
+signal ends a command with one line and the shell's exit status."""
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_memerobust.cli import main
+
+
+@pytest.mark.parametrize("argv", [["train", "demo", "--demo", "--out", "x.safetensors"],
+                                  ["export", "r.json", "--out", "out"],
+                                  ["budgets", "demo", "--data", "demo"]])
+def test_an_unknown_device_is_one_usage_error(tmp_path, monkeypatch, capsys, argv):
+    """--device tpu was a 35-line traceback from torch after the card, data and detector had loaded."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--device", "tpu"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith("argument --device: expected auto, cpu, cuda, cuda:N or mps, got "
+                                                 "'tpu'")
+    assert "Traceback" not in err and not list(tmp_path.iterdir())
+
+
+SLEEPER = """
+import sys, time
+from pytest_memerobust import cli
+def slow(args):
+    print("started", flush=True)
+    time.sleep(60)
+    return 0
+cli._list = slow
+sys.exit(cli.main(["list"]))
+"""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_ends_a_command_with_one_line(signum, code):
+    process = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout.readline() == "started\n"
+        process.send_signal(signum)
+        assert process.wait(timeout=30) == code
+        assert process.stderr.read() == "memerobust list: interrupted\n"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
