@@ -1,7 +1,7 @@
 """Repeat sampling: a card that asks each meme k times (`samples = k`, and/or `temperature = T` at the card's top
 level), and the keyed draws that make the k answers the same on every run, thread count, shard and worker.
 
-    samples = 5          # any card; 1 (the default) asks once, as before
+    samples = 5          # any card; 1 (the default) asks once, as before; at most MAX_SAMPLES (100)
     temperature = 0.7    # any card; with samples unset, > 0 means samples = 5
 
 What one sample is, per kind of detector:
@@ -33,6 +33,8 @@ from ..errors import ConfigError
 DECLINED = -1  # a sample's answer when the model declined it (judge/sampling.py scores it as no answer)
 DEFAULT_SAMPLES = 5  # with a temperature > 0 and no `samples`
 DEFAULT_TEMPERATURE = 1.0  # with samples > 1 and no `temperature`: the model's own distribution (the APIs' default)
+MAX_SAMPLES = 100  # samples per meme at most: a vote share to 1%, beyond anything the papers ask (self-consistency
+# uses 5-40); a hosted card would send this many requests per meme and condition
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class Sampling:
         if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
             raise ConfigError(f"{where}: samples must be a whole number >= 1 (how often each meme is asked), got "
                               f"{samples!r}")
+        if samples is not None and samples > MAX_SAMPLES:
+            raise ConfigError(f"{where}: samples = {samples} is more than {MAX_SAMPLES}, the most a run takes (each "
+                              f"meme and condition is asked that many times: a hosted card sends a request each)")
         if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
                                         or not math.isfinite(temperature) or temperature < 0):
             raise ConfigError(f"{where}: temperature must be a number >= 0, got {temperature!r}")
