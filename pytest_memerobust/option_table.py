@@ -229,6 +229,32 @@ def run_options(config):
     return options
 
 
+def reports_named(config) -> tuple[Path, ...]:
+    """The report files a run that names a model asks for, read leniently from its command line (else its ini
+    file): for a run refused before its options were parsed, whose report paths must still say so. Only paths that
+    could be this tool's reports (a report suffix, an existing folder)."""
+    from .report import REPORT_SUFFIXES
+
+    lenient = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    for name in ("report", "model"):
+        lenient.add_argument(f"--memerobust-{name}", action="append", default=[])
+    try:
+        named, _ = lenient.parse_known_args([str(arg) for arg in config.invocation_params.args])
+    except (argparse.ArgumentError, SystemExit):
+        return ()
+
+    def ini(name: str) -> list[str]:
+        try:
+            return list(config.getini(f"memerobust_{name}") or [])
+        except (ValueError, KeyError):
+            return []
+
+    if not (named.memerobust_model or ini("model")):
+        return ()
+    paths = [Path(text).expanduser() for text in named.memerobust_report or ini("report")]
+    return tuple(p for p in paths if p.suffix in REPORT_SUFFIXES and p.parent.is_dir())
+
+
 def check_baseline_paths(baseline: Path | None, save: Path | None) -> None:
     """A run never overwrites the baseline it is gated against: its regressions would become the reference, and the
     next gated run would pass."""

@@ -8,35 +8,56 @@ from __future__ import annotations
 
 import pytest
 
-from . import collect, option_table, terminal
+from . import collect, option_table, signals, terminal
 from .errors import MemeRobustError
+from .signals import Terminated  # noqa: F401  (SIGTERM's interruption, named in tracebacks and docs)
 from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session  # the run's session, read below the plugin too
 
-SIGTERM_KEY = pytest.StashKey()
+REFUSED_KEY = pytest.StashKey[bool]()  # the refused run's report paths say so already
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
     option_table.add_options(parser)
+    config = pluginmanager.get_plugin("pytestconfig")
+    if config is not None:  # a run refused while pytest parses its options never reaches pytest_configure
+        config.add_cleanup(lambda: _refused_before_configure(config))
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a CI system cancelling the job, `kill`): pytest's interrupted path, so the run says it stopped and
-    writes no partial report, instead of dying mid-write."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated(f"terminated by signal {signum}")
-
-
-def _interrupt_on_sigterm(config) -> None:
-    """Turn SIGTERM into an interruption for this run (main thread only; a handler someone else set is kept)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
+def _refuse(config, why: str, options=None) -> None:
+    """A refused run (a usage error, exit 4) leaves at each report path it names a stub saying so and why, never an
+    earlier run's report (track/outputs.refused_outputs); once, and not on a pytest-xdist worker."""
+    if hasattr(config, "workerinput") or config.stash.get(REFUSED_KEY, False):
         return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        config.stash[SIGTERM_KEY] = signal.signal(signal.SIGTERM, _raise_terminated)
+    config.stash[REFUSED_KEY] = True
+    if options is None:
+        reports = option_table.reports_named(config)
+        if not reports:
+            return
+        from .session import Options
+
+        options = Options(models=("?",), reports=reports)  # only the reports and the header are read
+    if not options.reports or not (options.models or options.replay):  # a run that tests nothing writes none
+        return
+    import sys
+
+    from .track.outputs import refused_outputs
+
+    for line in refused_outputs(options, why):
+        sys.stderr.write(line + "\n")
+
+
+def _refused_before_configure(config) -> None:
+    """A usage error raised while pytest parsed the options (a bad --memerobust-* value) or configured the run."""
+    import sys
+
+    error = sys.exc_info()[1]
+    if isinstance(error, pytest.UsageError) and SESSION_KEY not in config.stash:
+        try:
+            lines = str(error).splitlines()  # argparse's: usage, `prog: error: WHY`, the ini file and rootdir
+            _refuse(config, next((line.partition("error: ")[2] for line in lines if "error: " in line),
+                                 lines[0] if lines else "a usage error"))
+        except Exception:  # the usage error is what the user must see
+            pass
 
 
 def pytest_configure(config):
@@ -46,19 +67,18 @@ def pytest_configure(config):
     try:
         session = RobustnessSession(option_table.run_options(config))
     except MemeRobustError as exc:
+        _refuse(config, str(exc))
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
     session.notes.extend(filter(None, [uncached_note(session.options)]))  # -p no:cacheprovider: what that turns off
     config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
     if collect.choose_tests(config, session):
-        _interrupt_on_sigterm(config)
+        signals.stop_on_signals(config)
         terminal.register_logs(config)
         terminal.show_progress(config)
 
 
 def pytest_unconfigure(config):
-    import signal
-
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.close()
@@ -68,10 +88,7 @@ def pytest_unconfigure(config):
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
-
-    previous = config.stash.get(SIGTERM_KEY, None)
-    if previous is not None and signal.getsignal(signal.SIGTERM) is _raise_terminated:
-        signal.signal(signal.SIGTERM, previous)
+    signals.stop_handling_signals(config)
 
 
 def pytest_report_header(config):
@@ -121,7 +138,11 @@ def memerobust_dataset(memerobust):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    collect.modify_items(config, items)
+    try:
+        collect.modify_items(config, items)
+    except pytest.UsageError as exc:  # refused before any case: the report paths say why
+        _refuse(config, str(exc), _session(config).options)
+        raise
 
 
 def pytest_runtest_setup(item):
@@ -163,6 +184,7 @@ def pytest_sessionfinish_ends_the_workers(session):
     """The run's worker processes end with the session, after its summary, even when the session's last words
     fail (a closed pipe: the job's log reader killed). Without this, such a run waited at exit for its workers to
     finish every shard they held."""
+    signals.run_ends(session.config)  # a signal from now on ends the run at once
     try:
         return (yield)
     finally:
@@ -180,7 +202,12 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if session.config.option.collectonly:  # nothing ran: no verdict, no report that claims one
         return
-    if rs.options.models and rs.options.replay is None and exitstatus != pytest.ExitCode.USAGE_ERROR:
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # refused (pytest's own usage errors too): the reports say so
+        import sys
+
+        error = sys.exc_info()[1]
+        return _refuse(session.config, str(error) if error is not None else "a usage error", rs.options)
+    if rs.options.models and rs.options.replay is None:
         from .judge.verdict import run_verdict
 
         rs.case_records = terminal.case_records(session.config)

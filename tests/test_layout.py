@@ -28,6 +28,7 @@ TOP_MODULES = {
     "plugin": "pytest face / cli", "items": "pytest face / cli", "options": "pytest face / cli",
     "option_table": "pytest face / cli", "collect": "pytest face / cli", "terminal": "pytest face / cli",
     "stash": "pytest face / cli", "probe": "pytest face / cli", "cli": "pytest face / cli",
+    "signals": "pytest face / cli",  # how a run stops on SIGINT and SIGTERM (the first, and a second one)
     # The public module of Hypothesis strategies users import for their own properties (README, docs/attacks.md;
     # STYLE.md 8: the public API is re-exports): it only re-exports perturb/fuzz.py and judge/caption_fuzz.py.
     "fuzz": "pytest face / cli",

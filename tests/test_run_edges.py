@@ -104,3 +104,124 @@ def test_the_write_probe_leaves_nothing_in_a_writable_cache_dir(tmp_path):
 
     check_writable_folder(tmp_path / "new" / "cache", "--memerobust-cache-dir")
     assert [p.name for p in tmp_path.rglob("*")] == ["new", "cache"]
+
+
+# --- signals and refusals: what the report paths hold ----------------------------------------------------------------
+
+SLOW_END = """
+import time
+from pathlib import Path
+
+import pytest
+
+
+def pytest_runtest_call(item):
+    Path("case-started").write_text(item.nodeid)
+    time.sleep(1.0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):  # a slow shutdown, before the reports are written (the pool's took 6.8 s)
+    Path("end-started").touch()
+    time.sleep(5.0)
+    Path("end-finished").touch()
+"""
+
+
+def _signals_as_in_a_terminal() -> None:
+    """A test run started in the background ignores SIGINT, and so would the child (see test_bad_run_corpus)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait_for(path: Path, process, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("first, second", [(signal.SIGINT, signal.SIGTERM), (signal.SIGINT, signal.SIGINT),
+                                           (None, signal.SIGTERM)])
+def test_a_second_signal_during_the_shutdown_ends_the_run_at_once_with_no_stale_report(tmp_path, first, second):
+    """Ctrl-C twice, or SIGINT then SIGTERM as GitHub Actions sends them, gave 200-300 lines of tracebacks, no
+    INTERRUPTED line, and left an earlier run's passing report at the report path. Now the first signal replaces
+    the reports at once, and a signal during the run's end (the second; or a first one once the run's end began)
+    ends it at once: one INTERRUPTED line, exit 2, the slow end never finished."""
+    (tmp_path / "slowend.py").write_text(SLOW_END)
+    for name in ("r.json", "r.md"):
+        (tmp_path / name).write_text(STALE)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *QUICK, "-p", "slowend", "--memerobust-report=r.json",
+                                "--memerobust-report=r.md", "-k", "rainbow and typos"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=_signals_as_in_a_terminal)
+    try:
+        _wait_for(tmp_path / "case-started", process)
+        if first is not None:
+            process.send_signal(first)
+            time.sleep(0.5)
+        _wait_for(tmp_path / "end-started", process)
+        process.send_signal(second)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "Traceback" not in out and "Error" not in out.replace("KeyboardInterrupt", ""), out[-3000:]
+    lines = out.rstrip().splitlines()
+    assert lines[-1] == f"INTERRUPTED: {0 if first else 8} of 8 cases ran; no verdict", out[-3000:]
+    assert lines[-3].startswith(f"memerobust: {'a second signal' if first else signal.Signals(second).name}")
+    assert not (tmp_path / "end-finished").exists()  # it did not wait for the slow end
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["verdict"]["interrupted"] is True and report["verdict"]["passed"] is False
+    assert report["groups"] == [] and (tmp_path / "r.md").read_text().count("INTERRUPTED") >= 1
+
+
+def _stale_reports(folder: Path) -> list[str]:
+    names = ["r.json", "r.md", "r.html"]
+    for name in names:
+        (folder / name).write_text(STALE)
+    return [f"--memerobust-report={name}" for name in names]
+
+
+def _refused_reports(folder: Path, says: str) -> None:
+    """Each report path holds the stub of a refused run, with its reason: never the earlier passing report."""
+    report = json.loads((folder / "r.json").read_text())
+    assert report["verdict"]["passed"] is False and says in report["verdict"]["refused"], report["verdict"]
+    assert report["groups"] == [] and report["cases"] == []
+    for name in ("r.md", "r.html"):
+        text = (folder / name).read_text()
+        assert "refused" in text and text != STALE, text[:500]
+
+
+EMPTY_PICTURES = "id,text,image,label\na,one caption,a.png,0\nb,another caption,b.png,1\n"
+
+
+@pytest.mark.parametrize("kind", ["empty_pictures", "bad_option_value", "bad_baseline", "gate_without_baseline"])
+def test_a_refused_run_replaces_the_old_report_with_the_reason(pytester, kind):
+    """A usage error (exit 4) left an earlier `{"verdict": {"passed": true}}` at every report path; a CI step that
+    archives the report archived a stale pass. Refused while pytest parses the options, while the run is configured
+    or at collection, the run now leaves a stub that says it was refused and why."""
+    pytester.makefile(".toml", **{"memerobust-edge": SUITE})
+    reports = _stale_reports(pytester.path)
+    extra, says = {
+        "empty_pictures": (["--memerobust-data=csv:memes.csv", "--memerobust-task=label"], "memes.csv"),
+        "bad_option_value": (["--memerobust-bootstrap=many"], "--memerobust-bootstrap"),
+        "bad_baseline": (["--memerobust-baseline=base.json"], "base.json is not valid JSON"),
+        "gate_without_baseline": (["--memerobust-gate=non-inferiority"], "needs --memerobust-baseline"),
+    }[kind]
+    (pytester.path / "memes.csv").write_text(EMPTY_PICTURES)
+    for name in ("a.png", "b.png"):
+        (pytester.path / name).write_bytes(b"")
+    (pytester.path / "base.json").write_text("{oops")
+    result = pytester.runpytest(*QUICK, *reports, *extra, ".")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    _refused_reports(pytester.path, says)
+    assert "memerobust: refused: r.json holds only the reason, no results" in result.stderr.str()
+
+
+def test_a_run_that_names_no_model_leaves_the_reports_alone_when_refused(pytester):
+    """A unit-test run (no --memerobust-model) writes no report, refused or not."""
+    reports = _stale_reports(pytester.path)
+    result = pytester.runpytest("--memerobust-bootstrap=many", *reports)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (pytester.path / "r.json").read_text() == STALE

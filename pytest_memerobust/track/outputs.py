@@ -17,7 +17,7 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     cases' manifest entries (None: none gathered); `root`: the checkout whose commit the history names; `write`: how
     the baseline's lines reach the terminal."""
     if interrupted:
-        return _interrupted(rs)
+        return interrupted_outputs(rs)
     lines: list[str] = []
     report = _built_once(rs, lines)
     history, entry = _history_before_reports(rs, report, root, lines)
@@ -34,8 +34,9 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     return lines + _exports(rs, report)
 
 
-def _interrupted(rs) -> list[str]:
-    """An interrupted run: each report path holds the verdict alone; no baseline, history, tracker run or export."""
+def interrupted_outputs(rs) -> list[str]:
+    """An interrupted run: each report path holds the verdict alone (`rs.verdict`); no baseline, history, tracker
+    run or export. Also what the first signal writes at once (signals.py), before the run's end writes it again."""
     from ..judge.verdict import cases_ran_text
     from ..report import verdict_report
 
@@ -52,6 +53,24 @@ def _interrupted(rs) -> list[str]:
     if o.mlflow is not None or o.wandb is not None:
         lines.append(f"memerobust: interrupted: nothing logged to MLflow or W&B ({ran})")
     return lines
+
+
+def refused_outputs(options, why: str) -> list[str]:
+    """A refused run (a usage error, exit 4: a bad option, baseline or dataset row): each report path holds a stub
+    that says the run was refused and why, never an earlier run's report, which a CI step would archive as this
+    run's. `options`: the run's session.Options (only its report paths and header are read)."""
+    from types import SimpleNamespace
+
+    from ..report import verdict_report
+
+    why = " ".join(why.split())
+    verdict = {"passed": False, "gate": None, "summary": f"no verdict: the run was refused: {why}", "models": [],
+               "failing": [], "fdr": None, "baseline": None, "interrupted": False, "refused": why,
+               "no_verdict": f"the run was refused before any case: {why}", "skipped": None, "cases_run": 0,
+               "cases_collected": None, "errors": []}
+    refused = SimpleNamespace(options=options, verdict=verdict, case_records=[])
+    return _write_reports(options.reports, lambda: verdict_report(refused, f"the run was refused: {why}"),
+                          lambda path: f"memerobust: refused: {path} holds only the reason, no results")
 
 
 def _built_once(rs, lines: list[str]):
