@@ -28,3 +28,20 @@ def atomic_path(path: Path):
 def atomic_write_text(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def folder_locked(folder: Path):
+    """Hold an exclusive lock on `folder` (POSIX; elsewhere nothing) while the block runs: processes that update
+    what one folder holds (a manifest, an MLflow store being created) do it one after the other."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)

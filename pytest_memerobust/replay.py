@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from .atomic import folder_locked
 from .determinism import device_type
 from .errors import MemeRobustError
 
@@ -308,23 +307,6 @@ def previous_entries(path: Path) -> tuple[list[dict], str | None]:
     return [e for e in data["entries"] if isinstance(e, dict)], None
 
 
-@contextmanager
-def _folder_locked(folder: Path):
-    """Hold an exclusive lock on `folder` (POSIX; elsewhere nothing): two runs that merge into manifests of one
-    folder do it one after the other, so neither loses the other's entries."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # (closing releases the lock)
-
-
 def prune_pictures(path: Path, entries: list[dict]) -> None:
     """Remove the pictures of `path`'s folder that no entry names any more (those of replaced entries)."""
     store = picture_store(path)
@@ -361,7 +343,7 @@ def write_manifest(path: Path | None, cases: list[dict], explicit: bool = False)
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _folder_locked(path.parent):
+        with folder_locked(path.parent):
             old, problem = previous_entries(path)
             replaced = {c["case"] for c in ran}
             kept = [e for e in old if e.get("case") not in replaced]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, folder_locked
 from ..errors import MemeRobustError
 from .outline import family_summaries, finite, signed
 
@@ -233,12 +233,15 @@ def distinct_runs(entries: list[dict]) -> list[dict]:
 
 
 def append_history(path: Path, entry: dict) -> None:
-    """Add one run's line; the file is rewritten whole and atomically, so a killed run never leaves half a line."""
+    """Add one run's line; the file is rewritten whole and atomically, so a killed run never leaves half a line,
+    and under a lock on its folder, so two runs ending at once both keep theirs."""
     path = Path(path)
-    before = path.read_text(encoding="utf-8") if path.exists() else ""
-    if before and not before.endswith("\n"):
-        before += "\n"
-    atomic_write_text(path, before + json.dumps(entry, sort_keys=True, allow_nan=False) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with folder_locked(path.parent):
+        before = path.read_text(encoding="utf-8") if path.exists() else ""
+        if before and not before.endswith("\n"):
+            before += "\n"
+        atomic_write_text(path, before + json.dumps(entry, sort_keys=True, allow_nan=False) + "\n")
 
 
 MIN_SPARK_SPAN = 0.1  # a series moving less than this stays within a few heights: noise does not look like a cliff

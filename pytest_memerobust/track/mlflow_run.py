@@ -7,12 +7,17 @@ default and later versions refuse `mlruns/` unless MLFLOW_ALLOW_FILE_STORE=true)
 keeps its artifacts in `mlartifacts/` beside the database, not in the working directory's `mlruns/`."""
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import socket
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -29,6 +34,9 @@ METRICS_PER_BATCH, PARAMS_PER_BATCH = 1000, 100  # MLflow's limits on one log_ba
 DB_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # database stores: their default ports
 _QUIET = ("mlflow", "alembic")  # loggers that announce the SQLite store's creation and migrations at INFO
 _PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+# SQLAlchemy's deprecation of a loader MLflow's store uses, printed as the first line of every run otherwise
+_DEPRECATION = r"The ``noload`` loader strategy is deprecated"
+EXPERIMENT_API = "/api/2.0/mlflow/experiments/get-by-name"  # what the start check asks a tracking server
 
 
 def experiment_name() -> str:
@@ -74,7 +82,9 @@ def _quiet():
         logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
     os.environ[_PROGRESS_BAR] = "false"
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_DEPRECATION, category=DeprecationWarning)
+            yield
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
@@ -98,7 +108,7 @@ def _client(uri: str, flag: str):
     is a TrackerError here."""
     MlflowClient = _import_mlflow(flag)
     try:
-        with _quiet():
+        with _quiet(), _creating(uri):
             return MlflowClient(tracking_uri=uri)
     except Exception as exc:
         text = " ".join(str(exc).split())
@@ -112,6 +122,62 @@ def _client(uri: str, flag: str):
                                f"in the cache dir") from None
         raise TrackerError(f"{flag}: MLflow cannot open the tracking store {uri} ({type(exc).__name__}: "
                            f"{text[:500]})") from None
+
+
+@contextmanager
+def _creating(uri: str):
+    """A SQLite store is created (its tables, then Alembic's migrations) by the first client that opens it: two runs
+    doing it at once broke each other (`duplicate column name`), so its folder is locked meanwhile."""
+    path = sqlite_path(uri) if _scheme(uri) == "sqlite" else None
+    if path is None:
+        yield
+        return
+    from ..atomic import folder_locked
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with folder_locked(path.parent):
+        yield
+
+
+def _auth_headers() -> dict[str, str]:
+    """The credentials MLflow's own client sends (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD)."""
+    if os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        return {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    return {}
+
+
+def check_server(uri: str, flag: str) -> None:
+    """A tracking server at `uri` answers, and as MLflow: its REST API's experiment lookup gives MLflow's JSON (the
+    experiment, or an `error_code` such as RESOURCE_DOES_NOT_EXIST). Anything else answering there (a proxy's page,
+    another service) would take the run and keep nothing: a TrackerError before any case."""
+    why = answers(uri.rstrip("/") + "/health")
+    if why is not None:
+        raise TrackerError(f"{flag}: the MLflow tracking server {uri} does not answer ({why}, within "
+                           f"{ANSWER_SECONDS:g} s); start it, or log to a local store with --memerobust-mlflow alone")
+    query = urllib.parse.urlencode({"experiment_name": experiment_name()})
+    request = urllib.request.Request(f"{uri.rstrip('/')}{EXPERIMENT_API}?{query}", headers=_auth_headers())
+    try:
+        with urllib.request.urlopen(request, timeout=ANSWER_SECONDS) as reply:
+            status, body = reply.status, reply.read(1 << 20)
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read(1 << 20)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise TrackerError(f"{flag}: the MLflow tracking server {uri} does not answer its API ({exc})") from None
+    if status in (401, 403):
+        raise TrackerError(f"{flag}: the MLflow tracking server {uri} refuses this client (HTTP {status}): set "
+                           "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if not (isinstance(data, dict) and (isinstance(data.get("experiment"), dict)
+                                        or isinstance(data.get("error_code"), str))):
+        raise TrackerError(f"{flag}: {uri} answers, but not as an MLflow tracking server (GET {EXPERIMENT_API} "
+                           f"gave HTTP {status} without MLflow's JSON); check the address (and its path, if the "
+                           "server sits behind a proxy)")
 
 
 def check_mlflow(option: str, cache_dir: Path | None) -> None:
@@ -130,11 +196,7 @@ def check_mlflow(option: str, cache_dir: Path | None) -> None:
     if scheme == "sqlite":
         _check_sqlite(uri, flag)
     elif scheme in ("http", "https"):
-        why = answers(uri.rstrip("/") + "/health")
-        if why is not None:
-            raise TrackerError(f"{flag}: the MLflow tracking server {uri} does not answer ({why}, within "
-                               f"{ANSWER_SECONDS:g} s); start it, or log to a local store with --memerobust-mlflow "
-                               "alone")
+        check_server(uri, flag)
     elif scheme in DB_PORTS:
         parsed = urlparse(uri)
         try:
@@ -219,9 +281,7 @@ def mlflow_history(uri: str, experiment: str | None = None, warn=None) -> list[d
 
     flag, experiment = f"--mlflow {uri}", experiment or experiment_name()
     if _scheme(uri) in ("http", "https"):
-        why = answers(uri.rstrip("/") + "/health")
-        if why is not None:
-            raise TrackerError(f"{flag}: the MLflow tracking server does not answer ({why})")
+        check_server(uri, flag)
     client = _client(uri, flag)
     with _quiet():
         found = client.get_experiment_by_name(experiment)
