@@ -101,6 +101,7 @@ class Stopper:
                 rs.close()
         except BaseException:
             pass
+        end_children()  # what the session does not hold: pytest-xdist's workers, the pool's resource tracker
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -126,6 +127,51 @@ class Stopper:
                     print(line)
             except Exception:
                 pass
+
+
+CHILDREN_GRACE_S = 0.5  # how long the run's child processes have to end on SIGTERM before SIGKILL
+
+
+def end_children() -> None:
+    """End this process's child processes (Linux: /proc lists them), SIGTERM then SIGKILL after CHILDREN_GRACE_S:
+    once a run ends at once, nothing it started may go on (pytest-xdist's workers went on with their cases and
+    printed their own errors after the run had said INTERRUPTED)."""
+    import time
+    from pathlib import Path
+
+    def children() -> set[int]:
+        found = set()
+        for listing in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+            try:
+                found.update(int(pid) for pid in listing.read_text().split())
+            except (OSError, ValueError):
+                pass
+        return found
+
+    started = children()
+    for pid in started:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + CHILDREN_GRACE_S
+    while started & children() and time.monotonic() < deadline:
+        _reap()
+        time.sleep(0.05)
+    for pid in started & children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _reap() -> None:
+    """Collect the children that ended, so /proc stops listing them."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
 
 
 def _verdict(config, rs) -> tuple[list[dict], dict]:

@@ -109,15 +109,21 @@ def test_the_write_probe_leaves_nothing_in_a_writable_cache_dir(tmp_path):
 # --- signals and refusals: what the report paths hold ----------------------------------------------------------------
 
 SLOW_END = """
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 
-def pytest_runtest_call(item):
-    Path("case-started").write_text(item.nodeid)
-    time.sleep(1.0)
+def pytest_configure(config):  # every process of the run (pytest-xdist's workers too) leaves its id
+    Path(f"pid-{os.getpid()}").touch()
+
+
+def pytest_runtest_call(item):  # the first case runs long enough to be interrupted, the others at once
+    if not Path("case-started").exists():
+        Path("case-started").write_text(item.nodeid)
+        time.sleep(1.0)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,19 +145,28 @@ def _wait_for(path: Path, process, seconds: float = 120) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("first, second", [(signal.SIGINT, signal.SIGTERM), (signal.SIGINT, signal.SIGINT),
-                                           (None, signal.SIGTERM)])
-def test_a_second_signal_during_the_shutdown_ends_the_run_at_once_with_no_stale_report(tmp_path, first, second):
+def _ended(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
+
+
+@pytest.mark.parametrize("first, second, executor", [(signal.SIGINT, signal.SIGTERM, []),
+                                                     (signal.SIGINT, signal.SIGINT, []),
+                                                     (None, signal.SIGTERM, []),
+                                                     (signal.SIGINT, signal.SIGTERM, ["-n", "2"])])
+def test_a_second_signal_during_the_shutdown_ends_the_run_at_once_with_no_stale_report(tmp_path, first, second,
+                                                                                        executor):
     """Ctrl-C twice, or SIGINT then SIGTERM as GitHub Actions sends them, gave 200-300 lines of tracebacks, no
     INTERRUPTED line, and left an earlier run's passing report at the report path. Now the first signal replaces
     the reports at once, and a signal during the run's end (the second; or a first one once the run's end began)
-    ends it at once: one INTERRUPTED line, exit 2, the slow end never finished."""
+    ends it at once: one INTERRUPTED line, exit 2, the slow end never finished, no process of the run left (with
+    -n 2 the workers went on with their cases after the controller had gone)."""
     (tmp_path / "slowend.py").write_text(SLOW_END)
     for name in ("r.json", "r.md"):
         (tmp_path / name).write_text(STALE)
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     process = subprocess.Popen([sys.executable, "-m", "pytest", *QUICK, "-p", "slowend", "--memerobust-report=r.json",
-                                "--memerobust-report=r.md", "-k", "rainbow and typos"], cwd=tmp_path, env=env,
+                                "--memerobust-report=r.md", "-k", "rainbow and typos", *executor], cwd=tmp_path,
+                               env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                preexec_fn=_signals_as_in_a_terminal)
     try:
@@ -168,9 +183,15 @@ def test_a_second_signal_during_the_shutdown_ends_the_run_at_once_with_no_stale_
     assert process.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert "Traceback" not in out and "Error" not in out.replace("KeyboardInterrupt", ""), out[-3000:]
     lines = out.rstrip().splitlines()
-    assert lines[-1] == f"INTERRUPTED: {0 if first else 8} of 8 cases ran; no verdict", out[-3000:]
+    ran = f"{0 if first else 8} {'of 8 cases' if not executor else 'cases'} ran"  # -n 2: the count stays unknown
+    assert lines[-1] == f"INTERRUPTED: {ran}; no verdict", out[-3000:]
     assert lines[-3].startswith(f"memerobust: {'a second signal' if first else signal.Signals(second).name}")
     assert not (tmp_path / "end-finished").exists()  # it did not wait for the slow end
+    pids = [int(p.name.removeprefix("pid-")) for p in tmp_path.glob("pid-*")]
+    deadline = time.monotonic() + 5  # a process killed a moment ago may still be on its way out
+    while not all(map(_ended, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(pids) == 1 + 2 * bool(executor) and [pid for pid in pids if not _ended(pid)] == [], pids
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["verdict"]["interrupted"] is True and report["verdict"]["passed"] is False
     assert report["groups"] == [] and (tmp_path / "r.md").read_text().count("INTERRUPTED") >= 1
