@@ -33,8 +33,9 @@ _OPTIONS = [
      "not the dataset (default: as many as 16 MiB of decoded pictures hold, a multiple of the batch size)"),
     ("workers", conv.workers, False,
      "on a CPU, evaluate the shards on N worker processes of this machine, each at one thread, the same bytes as one "
-     "process (default auto: its usable cores; 1 inside a pytest-xdist worker); a pass too small to repay the "
-     "workers' start runs in this process; on a GPU one process feeds the device"),
+     "process (default auto: its usable cores; 1 inside a pytest-xdist worker; never more than the usable cores or "
+     "the shards handed over); a pass runs in this process until it has run as long as the workers' start takes; "
+     "on a GPU one process feeds the device"),
     ("ray", conv.ray_target, False,
      "evaluate the shards on a Ray cluster (the [ray] extra): auto (the cluster this host belongs to, else a local "
      "one), local:N (a local cluster of N CPUs) or ADDRESS (host:port of a running cluster); one actor per GPU, or "
