@@ -24,7 +24,8 @@ KINDS = ["clean", "text=typos@3", "text=hotflip@1", "text=universal_trigger@1", 
 
 def _evaluate(tmp_path, workers: int) -> tuple[dict, RobustnessSession]:
     session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False,
-                                        cache_dir=tmp_path, stats=StatsConfig(n_resamples=20), workers=workers))
+                                        cache_dir=tmp_path, stats=StatsConfig(n_resamples=20), workers=workers,
+                                        device="cpu"))
     for condition in KINDS:
         session.plan(MODEL, None, Condition.parse(condition))
     out = {}
@@ -79,7 +80,7 @@ def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process
 
 def test_a_pass_too_small_for_the_pool_runs_in_this_process_and_starts_no_worker(tmp_path):
     session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, feature_cache=False,
-                                        stats=StatsConfig(n_resamples=20), workers=2))
+                                        stats=StatsConfig(n_resamples=20), workers=2, device="cpu"))
     session.plan(MODEL, None, Condition.parse("text=typos@3"))
     assert session.evaluate(MODEL, "text=typos@3").proba.shape == (16, 2)
     assert isinstance(session.executor, LocalPool) and session.executor._pool is None
@@ -155,7 +156,8 @@ def test_a_pool_run_ended_mid_shard_leaves_no_worker(tmp_path, monkeypatch, endi
                                           "executors.POOL_START_S = 0  # this small pass runs on the pool too\n")
     # 32 memes in shards of 8, a few cases
     run = subprocess.Popen([sys.executable, "-m", "pytest", f"--memerobust-model={MODEL}", "--memerobust-limit=32",
-                            "--memerobust-batch-size=8", "--memerobust-workers=2", "-p", "no:cacheprovider", "-q",
+                            "--memerobust-batch-size=8", "--memerobust-workers=2", "--memerobust-device=cpu", "-p",
+                            "no:cacheprovider", "-q",
                             "-k", "rainbow and (typos or gaussian)", f"--memerobust-report={report}"],
                            cwd=tmp_path, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)

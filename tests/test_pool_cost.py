@@ -86,7 +86,7 @@ def test_a_pool_started_mid_pass_gives_the_bytes_of_one_process_on_no_more_worke
     out, who = {}, {}
     for workers in (1, 1000):
         session = RobustnessSession(Options(models=(MODEL,), limit=24, batch_size=8, feature_cache=False,
-                                            stats=StatsConfig(n_resamples=20), workers=workers))
+                                            stats=StatsConfig(n_resamples=20), workers=workers, device="cpu"))
         try:
             for condition in conditions:
                 session.plan(MODEL, None, Condition.parse(condition))

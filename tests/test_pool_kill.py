@@ -54,8 +54,8 @@ def test_a_run_killed_outright_leaves_no_process_behind(tmp_path, monkeypatch, a
     (tmp_path / "conftest.py").write_text("from pytest_memerobust.engine import executors\n"
                                           "executors.POOL_START_S = 0  # this small pass runs on the pool\n")
     run = subprocess.Popen([sys.executable, "-m", "pytest", f"--memerobust-model={MODEL}", "--memerobust-limit=32",
-                            "--memerobust-batch-size=8", "--memerobust-workers=2", "-p", "no:cacheprovider", "-q",
-                            "-k", "rainbow and typos"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            "--memerobust-batch-size=8", "--memerobust-workers=2", "--memerobust-device=cpu", "-p",
+                            "no:cacheprovider", "-q", "-k", "rainbow and typos"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     seen: dict[int, str] = {}
     try:

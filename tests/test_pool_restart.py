@@ -27,7 +27,7 @@ CONDITIONS = [Condition(text="typos", text_severity=3), Condition(image="gaussia
 def _evaluate(workers: int, raises: bool = False) -> tuple[dict, bytes | None, str | None]:
     """16 memes in shards of 8: (probabilities or the error, by condition; the report; the pool's note)."""
     session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, shard_size=8, feature_cache=False,
-                                        stats=StatsConfig(n_resamples=20), workers=workers))
+                                        stats=StatsConfig(n_resamples=20), workers=workers, device="cpu"))
     try:
         for condition in CONDITIONS:
             session.plan(MODEL, None, condition)
