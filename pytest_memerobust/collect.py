@@ -148,6 +148,10 @@ def modify_items(config, items) -> None:
         check_defences((i.condition.defence, Path(str(i.path)).name) for i in items if isinstance(i, CaseItem))
     except MemeRobustError as exc:
         raise pytest.UsageError(f"memerobust: {exc}") from None
+    try:  # a suite's transfer_from model that no card names: one usage error naming the known ones
+        check_transfer_sources(items)
+    except MemeRobustError as exc:
+        raise pytest.UsageError(f"memerobust: {exc}") from None
     try:  # a baseline that does not match the run: one usage error naming the field
         rs.check_baseline([(model, data, task, captions) for model, data, task, captions, _ in cases])
     except MemeRobustError as exc:
@@ -160,6 +164,24 @@ def modify_items(config, items) -> None:
             check_replay(rs, [(i.manifest, i.index, i.entry, i.model) for i in items if isinstance(i, ReplayItem)])
         except MemeRobustError as exc:
             raise pytest.UsageError(f"memerobust: {exc}") from None
+
+
+def check_transfer_sources(items) -> None:
+    """Every model a selected case's attacks are crafted on ([suite].transfer_from) has a card: an unknown name failed
+    each transfer case at run time ("fail for sure") instead of stopping the run once. A ConfigError naming the suite
+    and the known models otherwise."""
+    from .detectors import find_card
+    from .errors import ConfigError
+    from .items import CaseItem
+    from .session import split_model
+
+    sources = {(i.condition.source, Path(str(i.path)).name) for i in items
+               if isinstance(i, CaseItem) and i.condition.source}
+    for source, suite in sorted(sources):
+        try:
+            find_card(split_model(source)[0])
+        except MemeRobustError as exc:
+            raise ConfigError(f"{suite}: [suite].transfer_from = {source!r}: {exc}") from None
 
 
 def collected_count(session) -> int | None:

@@ -59,7 +59,7 @@ class SuiteFile(pytest.File):
         from .stash import session_of
         from .suite import load_suite
 
-        suite = load_suite(self.path)
+        suite = load_suite(self.path, root=self.config.rootpath)
         session = session_of(self.config)
         if not session.options.models:
             yield SkippedSuite.from_parent(self, name="suites-disabled")
@@ -178,7 +178,9 @@ class CaseItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, None, self.nodeid
+        # not the node id itself: pytest's -v line prints the dots of a suffix that is the domain as `::`, and
+        # `memerobust-mine::toml::demo::clean` did not re-run
+        return self.path, None, f"case {self.nodeid}"
 
 
 def compact_line(violations, regressions, result) -> str:
@@ -260,7 +262,9 @@ class BudgetItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, None, self.nodeid
+        # not the node id itself: pytest's -v line prints the dots of a suffix that is the domain as `::`, and
+        # `memerobust-mine::toml::demo::clean` did not re-run
+        return self.path, None, f"case {self.nodeid}"
 
 
 # --- replayed counterexamples (replay.py reads and checks the manifest) --------------------------------------

@@ -185,7 +185,9 @@ def _overrides(data: dict, where: str) -> list[tuple[str, dict]]:
     return out
 
 
-def parse_suite(data: dict, path: Path) -> Suite:
+def parse_suite(data: dict, path: Path, root: Path | None = None) -> Suite:
+    """The suite in `data` (read from `path`); `root`: the project (pytest's rootdir), where its [export] may write
+    besides the suite's own folder."""
     where = str(path)
     unknown = set(data) - _TOP_KEYS
     if unknown:
@@ -246,7 +248,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
         description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
         modes=tuple(modes), group=meta.get("group"), captions=captions, defence=defence,
-        budgets=_budgets(data, where), transfer_from=transfer_from, export=_export(data, path),
+        budgets=_budgets(data, where), transfer_from=transfer_from, export=_export(data, path, root),
     )
 
 
@@ -293,10 +295,11 @@ def _budgets(data: dict, where: str) -> BudgetCheck | None:
     return BudgetCheck(tuple(dict.fromkeys(families)), tuple(floors.items()))
 
 
-def _export(data: dict, path: Path) -> dict | None:
+def _export(data: dict, path: Path, root: Path | None = None) -> dict | None:
     """The [export] table: where the run writes this suite's perturbed memes as a dataset (track/export.py), a folder
     relative to the suite file, new, empty or an earlier export (which it replaces); checked here, before any case,
-    with the `datasets` extra it needs."""
+    with the `datasets` extra it needs. The folder stays inside the suite's folder or the project (`root`): a suite
+    file, shared or downloaded, cannot make a run write, or replace an earlier export, anywhere on disk."""
     from .track.export import LAYOUTS, ExportError, check_out, require_datasets
 
     if "export" not in data:
@@ -315,6 +318,11 @@ def _export(data: dict, path: Path) -> dict | None:
     if layout not in LAYOUTS:
         raise SuiteError(f"{where}: [export].format must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     folder = (path.parent / out).resolve()
+    bases = [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])]
+    if Path(out).is_absolute() or not any(folder == base or base in folder.parents for base in bases):
+        raise SuiteError(f"{where}: [export].out = {out!r} leads outside the suite's folder"
+                         f"{' and the project' if root is not None else ''}: name a folder relative to the suite "
+                         "file, inside " + " or ".join(map(str, bases)))
     try:
         require_datasets()
         check_out(folder, f"{where}: [export].out ", replace=True)
@@ -351,10 +359,11 @@ def _defence(data: dict, where: str) -> tuple[str | None, bool]:
     return Defence.parse(chosen).id, "image" in table
 
 
-def load_suite(path: Path) -> Suite:
+def load_suite(path: Path, root: Path | None = None) -> Suite:
+    """The suite file at `path`; `root`: the project, where its [export] may write besides the suite's folder."""
     path = Path(path)
     data = read_toml(path, "suite", SuiteError)
-    return parse_suite(data, path)
+    return parse_suite(data, path, root)
 
 
 SUITE_FILE_PATTERN = "memerobust-*.toml"

@@ -246,3 +246,53 @@ def test_a_run_that_names_no_model_leaves_the_reports_alone_when_refused(pyteste
     result = pytester.runpytest("--memerobust-bootstrap=many", *reports)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (pytester.path / "r.json").read_text() == STALE
+
+
+# --- user suites --------------------------------------------------------------------------------------------------
+
+
+def test_verbose_prints_user_suite_ids_that_re_run(pytester):
+    """`-v` printed `suites/memerobust-mine::toml::demo::clean` (pytest turns the dots of an item's domain into `::`
+    when the domain is the node id); pasted back, that id was `file or directory not found`."""
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "memerobust-mine.toml").write_text(SUITE)
+    run = pytester.runpytest(*QUICK, "-v", "suites")
+    printed = [line.split()[0] for line in run.stdout.lines if line.endswith("]") and " PASSED " in line]
+    assert printed == ["suites/memerobust-mine.toml::demo::clean", "suites/memerobust-mine.toml::demo::typos-2"]
+    again = pytester.runpytest(*QUICK, "-v", printed[1])
+    again.assert_outcomes(passed=1)
+    assert any(line.startswith(printed[1] + " PASSED") for line in again.stdout.lines)
+
+
+def test_an_unknown_transfer_source_is_one_usage_error_at_collection(pytester):
+    """`transfer_from = "nope"` failed each transfer case at run time ("fail for sure", exit 1)."""
+    suite = SUITE.replace('name = "edge"', 'name = "edge"\ntransfer_from = "nope"') + "hotflip = [1]\n"
+    (pytester.path / "memerobust-edge.toml").write_text(suite)
+    result = pytester.runpytest(*QUICK, ".")
+    _usage_error(result, "memerobust-edge.toml: [suite].transfer_from = 'nope': unknown model 'nope'; known: demo")
+
+
+@pytest.mark.parametrize("out, allowed", [("exports/typos", True), ("../exports", True), ("../../elsewhere", False),
+                                          ("/tmp/elsewhere", False), ("link/inside", False)])
+def test_a_suites_export_stays_inside_its_folder_or_the_project(tmp_path, out, allowed):
+    """`[export] out` could name any folder on disk (an absolute path, `..` past the project, a link out of it),
+    and the run would write there, replacing an earlier export."""
+    from pytest_memerobust.errors import SuiteError
+    from pytest_memerobust.suite import load_suite
+
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    (project / "suites").mkdir(parents=True)
+    outside.mkdir()
+    (project / "suites" / "link").symlink_to(outside)
+    path = project / "suites" / "memerobust-x.toml"
+    path.write_text(SUITE + f'[export]\nout = "{out}"\n')
+    if allowed:
+        pytest.importorskip("datasets")  # the [export] extra, checked once the folder is
+        assert load_suite(path, root=project).export["out"] == str((path.parent / out).resolve())
+    else:
+        with pytest.raises(SuiteError, match=r"\[export\]\.out = .* leads outside the suite's folder and the project"):
+            load_suite(path, root=project)
+    if out == "../exports":  # without a project, only the suite's own folder
+        with pytest.raises(SuiteError, match="leads outside the suite's folder: "):
+            load_suite(path)
+    assert [p.name for p in outside.iterdir()] == []
