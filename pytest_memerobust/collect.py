@@ -156,6 +156,15 @@ def modify_items(config, items) -> None:
         rs.check_baseline([(model, data, task, captions) for model, data, task, captions, _ in cases])
     except MemeRobustError as exc:
         raise pytest.UsageError(f"memerobust: {exc}") from None
+    try:  # a hosted model's requests, said before the first is sent, and refused beyond its card's max_requests
+        estimates = rs.hosted_requests()
+    except MemeRobustError as exc:
+        raise pytest.UsageError(f"memerobust: {exc}") from None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in estimates:
+        rs.notes += [line] if line not in rs.notes else []
+        if reporter is not None:
+            reporter.write_line(f"memerobust: {line}")
     if rs.options.replay is not None:  # likewise every counterexample's model, dataset, perturbations and meme
         from .items import ReplayItem
         from .replay import check_replay

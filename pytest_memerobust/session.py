@@ -426,6 +426,40 @@ class RobustnessSession:
 
         return [usage_note(record) for record in sum_usage(self.hosted_usage() + self._worker_hosted)]
 
+    def hosted_requests(self) -> list[str]:
+        """Before the first request: per hosted model of the run, a note of the requests its planned cases will
+        send at most (detectors/hosted_cost.py: attacks' queries, samples, fits); a ConfigError naming the largest
+        cases where that is more than its card's `max_requests`."""
+        from .detectors.hosted_cost import estimate
+
+        by_model: dict[str, list] = {}
+        for nodeid, model, data, task, _group, captions, condition in self._cases:
+            try:
+                detector = self.detector(model)
+            except ModeNotRead:
+                continue
+            if not callable(getattr(detector, "usage_record", None)):
+                continue
+            spec = self.data_spec(data, captions)
+            memes = self._evaluated_as_stored(spec).labelled(self.task(model, task)).memes
+            sampling = getattr(detector, "sampling", None)
+            by_model.setdefault(model, []).append((nodeid, model, spec, condition, [m.text or "" for m in memes],
+                                                   sampling.k if sampling is not None else 1))
+        lines = []
+        for model, cases in by_model.items():
+            rows, total = estimate(cases)
+            detector, largest = self.detector(model), sorted(rows, key=lambda row: -row[1])[:3]
+            named = ", ".join(f"{nodeid} ({n:,})" for nodeid, n in largest)
+            if detector.max_requests is not None and total > detector.max_requests:
+                raise ConfigError(f"model card {detector.card.name!r}: the {len(rows)} selected cases would send up to "
+                                  f"{total:,} requests to {detector.usage_record()['endpoint']}, more than its "
+                                  f"max_requests = {int(detector.max_requests):,}; the largest: {named}. Select "
+                                  f"fewer cases (-k) or memes (--memerobust-limit), or raise max_requests")
+            lines.append(f"{detector.card.name}: its {len(rows)} cases send at most {total:,} requests to "
+                         f"{detector.usage_record()['endpoint']} (fewer where the response cache has answers); the "
+                         f"largest: {named}")
+        return lines
+
     def run_folder(self) -> Path:
         """A folder every process of this run sees (its pool workers, its pytest-xdist workers): where a hosted
         model's rate limit and breaker live. The options' own (a pool worker gets its driver's), else one in the

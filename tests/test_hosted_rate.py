@@ -1,0 +1,56 @@
+"""One rate limit for the whole run, and every request counted (issue 50): with 2 pool workers or 2 pytest-xdist
+workers a card's `requests_per_second = 20` was 39-40/s (each process kept its own limit), and a pool run's note
+said "0 requests" while thousands were sent. Measured on the request times a 127.0.0.1 server logs, never on the
+test's own wall time."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_hosted_edges import KEY, Scripted, _card_file, _serve
+
+RATE = 20
+
+
+def busiest_second(times: list[float]) -> int:
+    """The most requests any window [t, t + 1 s) holds, t at a logged request."""
+    times = sorted(times)
+    return max((sum(1 for u in times[k:] if u < t + 1.0) for k, t in enumerate(times)), default=0)
+
+
+def test_busiest_second_counts_a_half_open_window():
+    assert busiest_second([0.0, 1.0, 2.0]) == 1 and busiest_second([0.0, 0.5, 0.999, 1.0, 1.6]) == 3
+    assert busiest_second([]) == 0
+
+
+@pytest.mark.parametrize("executor", [["--memerobust-workers=2"], ["-n", "2"]])
+def test_two_workers_keep_to_the_cards_rate_and_every_request_reaches_the_note(pytester, monkeypatch, executor):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    Scripted.log, Scripted.key = [], KEY
+    server = _serve(Scripted)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        model = _card_file(pytester.path / "paced.toml", url, requests_per_second=RATE)
+        pytester.makeconftest("from pytest_memerobust.engine import executors\n"
+                              "executors.POOL_START_S = 0  # this small pass goes to the pool at once\n")
+        result = pytester.runpytest_subprocess(
+            f"--memerobust-model={model}", "--memerobust-limit=32", "--memerobust-batch-size=4", "-p",
+            "no:cacheprovider", "--memerobust-bootstrap=20", *executor,
+            "-k", "rainbow and (typos-3 or imagenet_c-3) and not hotflip and not universal and not uap")
+        out = result.stdout.str()
+        assert result.ret == 0, out
+        sent = len(Scripted.log)
+        assert sent >= 2 * RATE, sent  # enough requests for the rate to show
+        times = sorted(t for t, _ in Scripted.log)
+        # sends are spaced 1/RATE apart; a process the machine held up sends late, so a second at the server may
+        # hold a request or two more (2 processes each keeping their own limit: 39-40)
+        assert busiest_second(times) <= RATE + 3 and (sent - 1) / (times[-1] - times[0]) <= RATE * 1.05, times
+        notes = re.findall(r"fake-hosted: (\d+) requests to ", out)
+        assert notes == [str(sent)], (notes, sent, out)
+        if executor[0].startswith("--memerobust-workers"):
+            assert "ran on 2 worker processes" in out, out
+    finally:
+        server.shutdown()
+        server.server_close()
