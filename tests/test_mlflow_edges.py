@@ -99,3 +99,36 @@ def test_a_tracking_server_that_answers_as_mlflow_passes_the_check():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_damaged_history_entry_in_mlflow_is_skipped_with_one_warning(tmp_path, monkeypatch, capsys):
+    """A run's memerobust-history.json with a hand-edited value was a TypeError traceback of `memerobust history`."""
+    from datetime import datetime, timezone
+
+    from mlflow import MlflowClient
+
+    from pytest_memerobust.cli import main
+    from pytest_memerobust.report.history import history_entry
+    from pytest_memerobust.track.common import EXPERIMENT, HISTORY_ARTIFACT
+    from pytest_memerobust.track.mlflow_run import _quiet
+    from verdict_sample import two_suite_report, with_verdict
+
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    uri = f"sqlite:///{(tmp_path / 'mlflow.db').as_posix()}"
+    report = with_verdict(two_suite_report())
+    with _quiet():
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.create_experiment(EXPERIMENT, artifact_location=(tmp_path / "artifacts").as_uri())
+        ids = []
+        for k in range(3):
+            entry = history_entry(report, commit=f"c{k}", date=datetime(2026, 11, 20 + k, tzinfo=timezone.utc))
+            if k == 1:
+                entry["families"][0]["relative_robustness"] = "0.9"
+            run = client.create_run(experiment)
+            client.log_dict(run.info.run_id, entry, HISTORY_ARTIFACT)
+            client.set_terminated(run.info.run_id)
+            ids.append(run.info.run_id)
+    assert main(["history", "--mlflow", uri]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and f"1 damaged run skipped (run {ids[1]}: family 1" in captured.err
+    assert "the last 2 of 2 runs" in captured.out

@@ -169,13 +169,14 @@ def parse_entry(text: str) -> tuple[dict | None, str | None]:
     return (entry, None) if why is None else (None, why)
 
 
-def skipped_message(where, skipped: list[str]) -> str:
-    """The one warning about a history's damaged lines (at most SHOWN_SKIPS of them named in full)."""
+def skipped_message(where, skipped: list[str], what: str = "line") -> str:
+    """The one warning about a history's damaged lines (or a tracker's runs: `what`), at most SHOWN_SKIPS of them
+    named in full."""
     named = "; ".join(skipped[:SHOWN_SKIPS]) + (f"; and {len(skipped) - SHOWN_SKIPS} more"
                                                  if len(skipped) > SHOWN_SKIPS else "")
-    return (f"run history {printable(str(where))}: {len(skipped)} damaged "
-            f"{'line' if len(skipped) == 1 else 'lines'} skipped ({named}); the other runs are shown, and a run "
-            f"still adds its own line")
+    return (f"run history {printable(str(where))}: {len(skipped)} damaged {what}{'' if len(skipped) == 1 else 's'} "
+            f"skipped ({named}); the other runs are shown" + (", and a run still adds its own line"
+                                                               if what == "line" else ""))
 
 
 def printable(text: str) -> str:

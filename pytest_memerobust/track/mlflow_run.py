@@ -311,5 +311,5 @@ def mlflow_history(uri: str, experiment: str | None = None, warn=None) -> list[d
                 else:
                     entries.append(entry)
     if skipped and warn is not None:
-        warn(skipped_message(f"{uri}, experiment {experiment!r}", skipped))
+        warn(skipped_message(f"{uri}, experiment {experiment!r}", skipped, what="run"))
     return sorted(entries, key=lambda e: e["date"])
