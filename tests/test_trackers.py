@@ -231,7 +231,9 @@ def test_an_unreachable_tracking_server_is_one_usage_error_before_any_case(pytes
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (f"ERROR: --memerobust-mlflow=http://127.0.0.1:{port}: the MLflow tracking server http://127.0.0.1:{port} "
             "does not answer (ConnectionRefusedError") in result.stderr.str()
-    assert "passed" not in result.stdout.str() and not (pytester.path / "r.json").exists()
+    report = json.loads((pytester.path / "r.json").read_text())  # a refused run's stub (issue 50): the reason alone
+    assert "passed" not in result.stdout.str() and report["verdict"]["passed"] is False and report["groups"] == []
+    assert "does not answer" in report["verdict"]["refused"]
 
 
 def test_a_missing_extra_names_the_install_command(pytester, offline_wandb, monkeypatch):
