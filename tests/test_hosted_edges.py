@@ -361,3 +361,45 @@ def test_a_run_against_a_dead_endpoint_stops_at_its_first_case_saying_so(pyteste
         assert len(server.held) == 3
     finally:
         server.stop()
+
+
+def test_a_trip_ends_the_requests_other_threads_have_in_flight():
+    """The engine asks the endpoint from a background thread too (an attack perturbing ahead): once one thread found
+    the endpoint down, another waited out its own timeout (15 s at timeout_s = 15) before the run could stop."""
+    from pytest_memerobust.detectors import endpoint_guard
+    from pytest_memerobust.errors import EndpointDown
+
+    breaker = endpoint_guard.Breaker("the endpoint", span=0.0)
+    in_flight = endpoint_guard.Deadline(60.0)
+    with in_flight, breaker.watching(in_flight):
+        for _ in range(endpoint_guard.BREAKER_FAILURES - 1):
+            breaker.failed("TimeoutError")
+        assert not in_flight.expired
+        with pytest.raises(EndpointDown, match="the endpoint is down: 3 tries in a row failed"):
+            breaker.failed("TimeoutError")
+        assert in_flight.expired and in_flight.left() > 50
+    with pytest.raises(EndpointDown):  # what the ended request's thread meets next
+        breaker.failed("TimeoutError: no whole reply within 60 s")
+
+
+def test_a_request_in_flight_ends_when_another_process_finds_the_endpoint_down(tmp_path):
+    """A pool worker fitting an attack kept waiting out its timeout after the driver found the endpoint down."""
+    from pytest_memerobust.detectors import endpoint_guard
+    from pytest_memerobust.errors import EndpointDown
+
+    here = endpoint_guard.Breaker("the endpoint", span=0.0, path=tmp_path / "e.down")
+    there = endpoint_guard.Breaker("the endpoint", span=0.0, path=tmp_path / "e.down")  # another process's
+    in_flight = endpoint_guard.Deadline(60.0, there.found_down)
+    with in_flight:
+        for _ in range(endpoint_guard.BREAKER_FAILURES - 1):
+            here.failed("HTTP 502")
+        assert not in_flight.expired and not there.found_down()
+        with pytest.raises(EndpointDown):
+            here.failed("HTTP 502")
+        for _ in range(100):  # it looks every ABANDON_POLL_S
+            if in_flight.expired:
+                break
+            time.sleep(0.05)
+        assert in_flight.expired and in_flight.left() > 50
+    with pytest.raises(EndpointDown, match="the endpoint is down: 3 tries in a row failed .* HTTP 502"):
+        there.check()

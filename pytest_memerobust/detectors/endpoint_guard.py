@@ -7,11 +7,12 @@
   workers) takes the next free slot from one file in the run's shared folder under an exclusive lock, so the run
   keeps to the card's rate whatever the number of processes.
 - `Breaker`: after BREAKER_FAILURES failed tries in a row (timeouts, connection errors, 5xx) spanning at least
-  `breaker_span` seconds, no more requests are sent: each later one fails at once with EndpointDown, in every
-  process of the run (the breaker's file in the shared folder), and the run stops.
+  min(BREAKER_MIN_S, 3 x timeout_s) seconds, no more requests are sent: each later one fails at once with
+  EndpointDown, in every process of the run (the breaker's file in the shared folder), and the run stops.
 """
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import http.client
 import json
@@ -28,16 +29,18 @@ BREAKER_FAILURES = 3  # failed tries in a row that open the breaker ...
 BREAKER_MIN_S = 10.0  # ... once they span this long (or three timeouts, if shorter): a blip of fast 503s retried
 # within a second or two does not stop a run
 RETRY_AFTER_MAX_S = 60.0  # the longest a Retry-After header makes a retry wait
+ABANDON_POLL_S = 0.5  # how often a request in flight checks whether another process found its endpoint down
 CLOCK_SLACK_S = 3600.0  # a shared slot further ahead than this is a clock that jumped back: it is reset
 
 
 class Deadline:
     """One request's deadline, `seconds` from its start: on expiry, the sockets it watches are shut down, which ends
-    any read blocked on them (`with` starts and stops the timer)."""
+    any read blocked on them (`with` starts and stops the timer). `abandon()`, asked every ABANDON_POLL_S, ends it
+    sooner (its endpoint found down by another process of the run)."""
 
-    def __init__(self, seconds: float):
-        self.seconds, self.at = seconds, time.monotonic() + seconds
-        self.expired = False
+    def __init__(self, seconds: float, abandon=None):
+        self.seconds, self.at, self.abandon = seconds, time.monotonic() + seconds, abandon
+        self.expired = self._done = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
@@ -52,21 +55,36 @@ class Deadline:
                 _shut(sock)
         return sock
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
         with self._lock:
             self.expired = True
             for sock in self._sockets:
                 _shut(sock)
 
+    def _arm(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            wait = max(0.0, self.left())
+            self._timer = threading.Timer(wait if self.abandon is None else min(wait, ABANDON_POLL_S), self._tick)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _tick(self) -> None:
+        if self.left() <= 0 or (self.abandon is not None and self.abandon()):
+            self.expire()
+        else:
+            self._arm()
+
     def __enter__(self) -> "Deadline":
-        self._timer = threading.Timer(max(0.0, self.left()), self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._arm()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        with self._lock:
+            self._done = True
+            if self._timer is not None:
+                self._timer.cancel()
 
     def opener(self, *handlers) -> urllib.request.OpenerDirector:
         """A urllib opener whose connections this deadline watches (proxies and TLS as urllib's own)."""
@@ -210,6 +228,23 @@ class Breaker:
         self.where, self.span, self.path = where, span, path
         self.failures, self.since, self.last = 0, None, ""
         self.down: str | None = None
+        self._open: set[Deadline] = set()  # requests in flight (this process's other threads): ended on a trip
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def watching(self, deadline: Deadline):
+        """While a request runs: a trip ends it at once (a thread waiting out its timeout would hold the run)."""
+        with self._lock:
+            self._open.add(deadline)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._open.discard(deadline)
+
+    def found_down(self) -> bool:
+        """Whether another process of the run found the endpoint down (the breaker's file): a Deadline's `abandon`."""
+        return self.down is not None or (self.path is not None and self.path.is_file())
 
     def check(self) -> None:
         """EndpointDown if the endpoint is down (here, or as another process of the run found)."""
@@ -225,7 +260,9 @@ class Breaker:
         self.failures, self.since, self.last = 0, None, ""
 
     def failed(self, what: str) -> None:
-        """One more failed try (`what`: why, already redacted); EndpointDown when that opens the breaker."""
+        """One more failed try (`what`: why, already redacted); EndpointDown when that opens the breaker, or it was
+        open already (a request ended by the trip)."""
+        self.check()
         now = time.time()
         self.failures += 1
         self.since = now if self.since is None else self.since
@@ -237,6 +274,9 @@ class Breaker:
         stamp = lambda t: time.strftime("%H:%M:%S UTC", time.gmtime(t))  # noqa: E731
         self.down = (f"{self.where} is down: {self.failures} tries in a row failed from {stamp(self.since)} to "
                      f"{stamp(now)} (last: {self.last}); no more requests are sent to it and the run stops here")
+        with self._lock:
+            for deadline in self._open:
+                deadline.expire()
         if self.path is not None:
             from ..atomic import atomic_write_text
 

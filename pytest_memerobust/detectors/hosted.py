@@ -11,16 +11,26 @@ A card with `samples` or `temperature` (detectors/sampling.py) asks each meme k 
 request with a `seed` keyed by (run seed, meme id, condition, sample index); a sample's answer is the word the server
 sampled, and each is cached under its temperature, seed and index.
 
-Requests keep to `requests_per_second`, are retried with exponential backoff on HTTP 429, 5xx and timeouts, and every
-answer is kept in a response cache keyed by (endpoint, model, prompt, picture digest), so a re-run sends nothing
-already answered. Tokens are counted, and their cost where the card gives prices.
+Every request is bounded (endpoint_guard.py): `timeout_s` is its whole time, connect to last byte; a reply longer
+than `max_reply_bytes` is an error, never cached; `requests_per_second` holds for the whole run, shared by its pool
+and pytest-xdist workers; HTTP 429, 5xx and timeouts are retried with exponential backoff (or the server's
+Retry-After); and after three failed tries in a row the endpoint is down for the rest of the run (EndpointDown, which
+stops it). Before the first request the run says how many its cases send at most (hosted_cost.py), and refuses a
+run beyond the card's `max_requests`. Every answer is kept in a response cache keyed by (endpoint, model, prompt,
+picture digest), so a re-run sends nothing already answered. Tokens are counted, and their cost where the card gives
+prices; pool workers' requests are counted in the run's note with the driver's.
+
+The client is urllib, not httpx or the `openai` package: their timeouts are per operation too (httpx's read timeout
+is the wait for each chunk), so a total deadline needs the guard this module has anyway, and the rest (Retry-After,
+no redirects, a bounded read) is a few lines here; a dependency in every install would serve no user of a local run.
 
 The key never leaves for another address and is never shown. A redirect is not followed: urllib would carry the
 Authorization header to whatever host the endpoint names and turn the POST into a GET (301/302/303), so the
 error names the status and the target's origin, and the user moves base_url there (as the OpenAI client, httpx, and
-curl do by default). A base_url with credentials in it (https://user:pass@host) is refused: the key belongs in
-$api_key_env, not in a card that is committed, printed and copied into reports. Every message this module produces
-goes through `redact`.
+curl do by default). A base_url with credentials in it (https://user:pass@host, or ?api_key=... and other credential
+query parameters) is refused: the key belongs in $api_key_env, not in a card that is committed, printed and copied
+into reports. Every message this module produces, and every reply before it is parsed or cached, goes through
+redaction.py, which finds the key however a server echoed it (JSON-escaped, URL-encoded, base64, cut short).
 
     name = "openai-compatible"
     architecture = "hosted"
@@ -217,8 +227,8 @@ class HostedDetector:
     def _send(self, url: str, data: bytes, headers: dict) -> tuple[int, object, bytes]:
         """(status, headers, body) of one try, connect to last byte within timeout_s (endpoint_guard.Deadline); an
         error reply's body cut at ERROR_BODY_BYTES, a reply longer than max_reply_bytes an EndpointError."""
-        deadline = Deadline(float(self.timeout_s))
-        with deadline:
+        deadline = Deadline(float(self.timeout_s), self.breaker.found_down)
+        with deadline, self.breaker.watching(deadline):
             try:
                 try:
                     response = deadline.opener(_NoRedirects).open(urllib.request.Request(url, data, headers),
