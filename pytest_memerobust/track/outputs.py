@@ -64,7 +64,7 @@ def refused_outputs(options, why: str) -> list[str]:
     from ..report import verdict_report
 
     why = " ".join(why.split())
-    verdict = {"passed": False, "gate": None, "summary": f"no verdict: the run was refused: {why}", "models": [],
+    verdict = {"passed": False, "gate": None, "summary": f"the run was refused before any case: {why}", "models": [],
                "failing": [], "fdr": None, "baseline": None, "interrupted": False, "refused": why,
                "no_verdict": f"the run was refused before any case: {why}", "skipped": None, "cases_run": 0,
                "cases_collected": None, "errors": []}
