@@ -13,7 +13,7 @@ from .errors import MemeRobustError
 from .signals import Terminated  # noqa: F401  (SIGTERM's interruption, named in tracebacks and docs)
 from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session  # the run's session, read below the plugin too
 
-REFUSED_KEY = pytest.StashKey[bool]()  # the refused run's report paths say so already
+REFUSED_KEY = pytest.StashKey[str]()  # why the run was refused (its report paths say so already)
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -26,9 +26,11 @@ def pytest_addoption(parser, pluginmanager):
 def _refuse(config, why: str, options=None) -> None:
     """A refused run (a usage error, exit 4) leaves at each report path it names a stub saying so and why, never an
     earlier run's report (track/outputs.refused_outputs); once, and not on a pytest-xdist worker."""
-    if hasattr(config, "workerinput") or config.stash.get(REFUSED_KEY, False):
+    if REFUSED_KEY in config.stash:
         return
-    config.stash[REFUSED_KEY] = True
+    config.stash[REFUSED_KEY] = why
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller refuses the run (pytest_testnodedown)
+        return
     if options is None:
         reports = option_table.reports_named(config)
         if not reports:
@@ -173,7 +175,12 @@ def pytest_terminal_summary(terminalreporter, config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """On the pytest-xdist controller: merge a finished worker's results, so the tables cover the whole grid."""
+    """On the pytest-xdist controller: merge a finished worker's results, so the tables cover the whole grid; a
+    worker that refused the run (a usage error at its collection) refuses it here too, once (it was an INTERNALERROR
+    of pytest-xdist, exit 3, that left the report paths as they were)."""
+    refused = getattr(node, "workeroutput", {}).get("memerobust_refused")
+    if refused:
+        raise pytest.UsageError(refused)
     wire = getattr(node, "workeroutput", {}).get("memerobust")
     if wire is not None:
         _session(node.config).merge_wire(wire)
@@ -199,6 +206,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller reports
         session.config.workeroutput["memerobust"] = rs.to_wire()
+        session.config.workeroutput["memerobust_refused"] = session.config.stash.get(REFUSED_KEY, None)
         return
     if session.config.option.collectonly:  # nothing ran: no verdict, no report that claims one
         return

@@ -217,15 +217,19 @@ def _refused_reports(folder: Path, says: str) -> None:
 EMPTY_PICTURES = "id,text,image,label\na,one caption,a.png,0\nb,another caption,b.png,1\n"
 
 
-@pytest.mark.parametrize("kind", ["empty_pictures", "bad_option_value", "bad_baseline", "gate_without_baseline"])
+@pytest.mark.parametrize("kind", ["empty_pictures", "empty_pictures_xdist", "bad_option_value", "bad_baseline",
+                                  "gate_without_baseline"])
 def test_a_refused_run_replaces_the_old_report_with_the_reason(pytester, kind):
     """A usage error (exit 4) left an earlier `{"verdict": {"passed": true}}` at every report path; a CI step that
     archives the report archived a stale pass. Refused while pytest parses the options, while the run is configured
-    or at collection, the run now leaves a stub that says it was refused and why."""
+    or at collection, the run now leaves a stub that says it was refused and why. With -n 2 the workers' refusal
+    was pytest-xdist's INTERNALERROR (exit 3, a traceback); now it is the run's one usage error."""
     pytester.makefile(".toml", **{"memerobust-edge": SUITE})
     reports = _stale_reports(pytester.path)
+    empty = ["--memerobust-data=csv:memes.csv", "--memerobust-task=label"]
     extra, says = {
-        "empty_pictures": (["--memerobust-data=csv:memes.csv", "--memerobust-task=label"], "memes.csv"),
+        "empty_pictures": (empty, "memes.csv, row 1 (line 2): unreadable image a.png"),
+        "empty_pictures_xdist": ([*empty, "-n", "2"], "memes.csv, row 1 (line 2): unreadable image a.png"),
         "bad_option_value": (["--memerobust-bootstrap=many"], "--memerobust-bootstrap"),
         "bad_baseline": (["--memerobust-baseline=base.json"], "base.json is not valid JSON"),
         "gate_without_baseline": (["--memerobust-gate=non-inferiority"], "needs --memerobust-baseline"),
@@ -236,6 +240,7 @@ def test_a_refused_run_replaces_the_old_report_with_the_reason(pytester, kind):
     (pytester.path / "base.json").write_text("{oops")
     result = pytester.runpytest(*QUICK, *reports, *extra, ".")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     _refused_reports(pytester.path, says)
     assert "memerobust: refused: r.json holds only the reason, no results" in result.stderr.str()
 
