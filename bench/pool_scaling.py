@@ -59,7 +59,7 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memes", type=int, default=120, help="the first N PrideMM test memes")
-    parser.add_argument("--workers", nargs="+", default=["1", "2"])
+    parser.add_argument("--workers", nargs="*", default=["1", "2"], help="worker counts (none: the start only)")
     parser.add_argument("--pridemm", default=f"pridemm:{SHARED / 'data' / 'pridemm'}")
     parser.add_argument("--no-start", action="store_true", help="skip the worker start measurement")
     parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-pool-scaling"))
@@ -71,6 +71,8 @@ def main() -> None:
     if not options.no_start:
         for model, data in (("memeblip2-tda", None), (str(card), f"{options.pridemm}:test")):
             print(f"worker start (spawn to engine built), {Path(model).name}: {worker_start(model, data):.2f} s")
+    if not options.workers:
+        return
     args = [f"--memerobust-model={card}", f"--memerobust-data={options.pridemm}:test",
             f"--memerobust-limit={options.memes}", "-k", "poolbench"]
     rows = []

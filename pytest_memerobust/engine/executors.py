@@ -315,7 +315,8 @@ class LocalPool:
         fits = f" (and {self.fits} universal attack fits)" if self.fits else ""
         here = f"; {self.here} more ran in this process while the workers started" if self.here else ""
         rerun = f"; a worker died, and {_named(self.rerun)} ran again on a new pool" if self.rerun else ""
-        return (f"{self.shards} shards of {self.passes} pass{'es' if self.passes > 1 else ''}{fits} ran on "
+        return (f"{self.shards} shard{'s' if self.shards != 1 else ''} of {self.passes} "
+                f"pass{'es' if self.passes > 1 else ''}{fits} ran on "
                 f"{self.size} worker process{'es' if self.size != 1 else ''}, one thread each "
                 f"({capped or '--memerobust-workers'}; the same numbers as one process){here}{rerun}")
 
