@@ -215,11 +215,11 @@ class RobustnessSession:
         from .judge.gate import DEFAULT_CONTROL, check_resamples, gate_mode, gates_regressions
 
         self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
+        if self.baseline is not None and gates_regressions(self.gate):  # a gate that could never fail is refused
+            check_resamples(options.gate_error or DEFAULT_CONTROL, options.stats.n_resamples)
         # who evaluates the shards (None: this process); a cluster is reached now, so a bad one is one usage error
         # before any case
         self.executor = make_executor(options.ray if options.models else None, options.shard_folder,
-        if self.baseline is not None and gates_regressions(self.gate):  # a gate that could never fail is refused
-            check_resamples(options.gate_error or DEFAULT_CONTROL, options.stats.n_resamples)
                                       gpus=bool(options.models) and resolve_device(options.device).startswith("cuda"),
                                       workers=options.workers if options.models else 1)
         self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
@@ -893,6 +893,8 @@ class RobustnessSession:
             except ModeNotRead:  # the channel ablation's `:image` of a caption-only detector: its cases skip
                 continue
             facts.append((model, spec, task, card_digest(card.as_dict()), self.fingerprint(spec)))
+        labels = {(m, s): self._scored_dataset(m, s, t).labels(t).tolist() for m, s, t, *_ in facts
+                  if s in self.baseline["results"].get(m, {})}  # the labels the run scores, against the baseline's
         check_run(self.baseline, path=self.options.baseline, seed=self.options.seed, limit=self.options.limit,
                   cases=facts, versions=versions(), labels=labels)
         held = [c for _, model, data, _, _, captions, c in self._cases
@@ -933,8 +935,6 @@ class RobustnessSession:
         return unread
 
     def fit_memes_of(self, spec: str) -> list[dict]:
-        labels = {(m, s): self._scored_dataset(m, s, t).labels(t).tolist() for m, s, t, *_ in facts
-                  if s in self.baseline["results"].get(m, {})}  # the labels the run scores, against the baseline's
         """For the report: per task, the memes the universal attacks of the results on `spec` were fitted on (their
         source, number, ids and digest); empty when no result of `spec` ran a universal attack. Worked out from the
         results, so a pytest-xdist controller, which fitted nothing, reports the same."""
