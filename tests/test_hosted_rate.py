@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from test_hosted_edges import KEY, Scripted, _card_file, _serve
+from test_hosted_edges import Scripted, _card_file, scripted  # noqa: F401  (the fixture)
 
 RATE = 20
 
@@ -25,32 +25,42 @@ def test_busiest_second_counts_a_half_open_window():
 
 
 @pytest.mark.parametrize("executor", [["--memerobust-workers=2"], ["-n", "2"]])
-def test_two_workers_keep_to_the_cards_rate_and_every_request_reaches_the_note(pytester, monkeypatch, executor):
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+def test_two_workers_keep_to_the_cards_rate_and_every_request_reaches_the_note(pytester, monkeypatch, scripted,
+                                                                              executor):
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    Scripted.log, Scripted.key = [], KEY
-    server = _serve(Scripted)
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        model = _card_file(pytester.path / "paced.toml", url, requests_per_second=RATE)
-        pytester.makeconftest("from pytest_memerobust.engine import executors\n"
-                              "executors.POOL_START_S = 0  # this small pass goes to the pool at once\n")
-        result = pytester.runpytest_subprocess(
-            f"--memerobust-model={model}", "--memerobust-limit=32", "--memerobust-batch-size=4", "-p",
-            "no:cacheprovider", "--memerobust-bootstrap=20", *executor,
-            "-k", "rainbow and (typos-3 or imagenet_c-3) and not hotflip and not universal and not uap")
-        out = result.stdout.str()
-        assert result.ret == 0, out
-        sent = len(Scripted.log)
-        assert sent >= 2 * RATE, sent  # enough requests for the rate to show
-        times = sorted(t for t, _ in Scripted.log)
-        # sends are spaced 1/RATE apart; a process the machine held up sends late, so a second at the server may
-        # hold a request or two more (2 processes each keeping their own limit: 39-40)
-        assert busiest_second(times) <= RATE + 3 and (sent - 1) / (times[-1] - times[0]) <= RATE * 1.05, times
-        notes = re.findall(r"fake-hosted: (\d+) requests to ", out)
-        assert notes == [str(sent)], (notes, sent, out)
-        if executor[0].startswith("--memerobust-workers"):
-            assert "ran on 2 worker processes" in out, out
-    finally:
-        server.shutdown()
-        server.server_close()
+    model = _card_file(pytester.path / "paced.toml", scripted, requests_per_second=RATE)
+    pytester.makeconftest("from pytest_memerobust.engine import executors\n"
+                          "executors.POOL_START_S = 0  # this small pass goes to the pool at once\n")
+    result = pytester.runpytest_subprocess(
+        f"--memerobust-model={model}", "--memerobust-limit=32", "--memerobust-batch-size=4", "-p",
+        "no:cacheprovider", "--memerobust-bootstrap=20", *executor,
+        "-k", "rainbow and (typos-3 or imagenet_c-3) and not hotflip and not universal and not uap")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    sent = len(Scripted.log)
+    assert sent >= 2 * RATE, sent  # enough requests for the rate to show
+    times = sorted(t for t, _ in Scripted.log)
+    # sends are spaced 1/RATE apart; a process the machine held up sends late, so a second at the server may
+    # hold a request or two more (2 processes each keeping their own limit: 39-40)
+    assert busiest_second(times) <= RATE + 3 and (sent - 1) / (times[-1] - times[0]) <= RATE * 1.05, times
+    notes = re.findall(r"fake-hosted: (\d+) requests to ", out)
+    assert notes == [str(sent)], (notes, sent, out)
+    if executor[0].startswith("--memerobust-workers"):
+        assert "ran on 2 worker processes" in out, out
+
+
+def test_what_pool_workers_send_fitting_universal_attacks_reaches_the_note(pytester, monkeypatch, scripted):
+    """Two UAP fits (8 patterns x the fit memes each) on the pool's workers: their requests were left out of the note."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    model = _card_file(pytester.path / "fits.toml", scripted, requests_per_second=0)
+    pytester.makeconftest("from pytest_memerobust.engine import executors\n"
+                          "executors.POOL_START_S = 0  # the fits go to the pool at once\n")
+    result = pytester.runpytest_subprocess(
+        f"--memerobust-model={model}", "--memerobust-limit=8", "-p", "no:cacheprovider",
+        "--memerobust-bootstrap=20", "--memerobust-workers=2", "-k", "rainbow and (uap-1 or uap-5)")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    sent = len(Scripted.log)
+    assert sent > 2 * 8 * 8, sent  # the fits asked the endpoint
+    assert re.findall(r"fake-hosted: (\d+) requests to ", out) == [str(sent)], (sent, out)
+    assert "universal attack fits) ran on" in out, out  # the fits ran on the pool

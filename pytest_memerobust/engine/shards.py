@@ -144,6 +144,7 @@ class ShardRunner:
     def run(self, engine) -> Evaluated:
         conditions = [c for c in engine.planned() if self.takes(engine, c)]
         failed = fitted_before_shards(engine, conditions, self.progress, self.executor)
+        carry_fit_usage(engine, self.executor)
         conditions = [c for c in conditions if c.id not in failed]
         tasks = self.tasks(engine)
         results: dict[int, ShardResult] = {}
@@ -202,11 +203,29 @@ def fit_side(engine, side: tuple, memo: dict | None = None) -> tuple[dict, Excep
     memo): (the entries the fit added to it, error or None). Every executor fits through this, here or in a worker."""
     memo = engine.attack_memo() if memo is None else memo
     known, error = set(memo), None
+    usage_before = dict(getattr(engine.detector, "usage", None) or {})
     try:
         engine.shard(range(0, 1), attack_memo=memo).inputs(*side)
     except Exception as failure:
         error = failure
-    return {key: value for key, value in memo.items() if key not in known}, error
+    fitted = {key: value for key, value in memo.items() if key not in known}
+    usage = usage_delta(engine.detector, usage_before)
+    if usage:  # what a fit in a pool worker sent a hosted endpoint reaches the driver with its entries
+        fitted[(FIT_USAGE, os.getpid(), side)] = usage
+    return fitted, error
+
+
+FIT_USAGE = "hosted usage of a fit"  # an attack memo entry (FIT_USAGE, pid, side) -> what that fit sent
+
+
+def carry_fit_usage(engine, executor) -> None:
+    """Take the usage entries fits left in the engine's attack memo out of it, adding those of fits another process
+    ran (a pool worker) to the engine's detector; an xdist worker's reach the controller with its own wire."""
+    memo = engine.attack_memo()
+    for key in [k for k in memo if isinstance(k, tuple) and k[:1] == (FIT_USAGE,)]:
+        usage = memo.pop(key)
+        if key[1] != os.getpid() and getattr(executor, "name", None) != "xdist":
+            engine.detector.add_usage(usage)
 
 
 def fit_here(engine, sides: list[tuple]):
