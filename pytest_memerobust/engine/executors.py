@@ -57,7 +57,9 @@ def usable_cores() -> int:
     return affinity_cores()
 
 
-POOL_START_S = 5.0  # PLACEHOLDER
+POOL_START_S = 6.0  # seconds from a worker's spawn to its engine built (interpreter, package, torch, detector,
+# memes) until the run measured one: bench/pool_scaling.py on this project's 2-core machine, 2026-11-27: 6.1 s
+# (memeblip2-tda, load 2.4), 8-13 s with both cores busy with other runs
 POOL_POLL_S = 0.2  # how often the driver moves the workers' progress onto its bar
 POOL_SETTLE_S = 30.0  # the longest a broken pool's other shards take to come back or fail with it
 
@@ -71,7 +73,8 @@ class LocalPool:
     When the pool pays is measured, not counted: a pass runs here, shard after shard, and once it has run as long as
     a start of the workers takes (`start_cost`), the shards not begun go to the pool while this process ends the one
     it is in. So a pass cheaper than a start never starts one, and a few memes under an expensive attack start it
-    after seconds. Workers are spawned, not forked (a fork of a process whose OpenMP threads ran can hang), as many as
+    after seconds; either way a pass takes at most about twice what the better choice would have (rent or buy: the
+    cost is only known once paid). Workers are spawned, not forked (a fork of a process whose OpenMP threads ran can hang), as many as
     the shards handed over need, at most `workers`.
 
     A worker that dies (killed, out of memory) breaks the pool: a new pool runs the shards that did not come back,
