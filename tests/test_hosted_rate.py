@@ -50,7 +50,7 @@ def test_two_workers_keep_to_the_cards_rate_and_every_request_reaches_the_note(p
 
 
 def test_what_pool_workers_send_fitting_universal_attacks_reaches_the_note(pytester, monkeypatch, scripted):
-    """Two UAP fits (8 patterns x the fit memes each) on the pool's workers: their requests were left out of the note."""
+    """Two UAP fits (8 patterns x the fit memes each) on the pool's workers: their requests were not in the note."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     model = _card_file(pytester.path / "fits.toml", scripted, requests_per_second=0)
     pytester.makeconftest("from pytest_memerobust.engine import executors\n"
