@@ -235,10 +235,12 @@ class HostedDetector:
                                                                   timeout=self.timeout_s)
                 except urllib.error.HTTPError as exc:  # a reply too, whose body is read the same way
                     response = exc
-                with response:
-                    status = int(getattr(response, "status", None) or response.code)
-                    limit = int(self.max_reply_bytes) if status < 300 else ERROR_BODY_BYTES
-                    body, cut = (b"", False) if response.fp is None else deadline.read(response, limit)
+                status = int(getattr(response, "status", None) or response.code)
+                limit = int(self.max_reply_bytes) if status < 300 else ERROR_BODY_BYTES
+                try:
+                    body, cut = (b"", False) if getattr(response, "fp", None) is None else deadline.read(response, limit)
+                finally:
+                    _close(response)
             except (OSError, http.client.HTTPException, urllib.error.URLError):
                 if deadline.expired:
                     raise TimeoutError(f"no whole reply within {self.timeout_s:g} s") from None
@@ -430,6 +432,14 @@ def usage_delta(detector, before: dict | None) -> dict:
         return {}
     delta = {key: usage.get(key, 0) - before.get(key, 0) for key in USAGE_KEYS}
     return delta if any(delta.values()) else {}
+
+
+def _close(response) -> None:
+    """Close a reply (an HTTPError without a body has nothing to close)."""
+    try:
+        response.close()
+    except (AttributeError, OSError):
+        pass
 
 
 def _count(value) -> int:
