@@ -77,11 +77,13 @@ def _hide_spelled(text: str, secret: str) -> str:
     or more (the whole of a shorter secret), replaced by HIDDEN."""
     least = min(PREFIX_CHARS, len(secret))
     first = {secret[0], "\\", "%"} | ({"+"} if secret[0] == " " else set())
+    starts = re.compile("|".join(map(re.escape, sorted(first))))  # where a spelling may begin, found in C
     out, i, kept = [], 0, 0
-    while i < len(text):
-        if text[i] not in first:
-            i += 1
-            continue
+    while True:
+        found = starts.search(text, i)
+        if found is None:
+            break
+        i = found.start()
         matched, j = 0, i
         while matched < len(secret) and j < len(text):
             unit = _unit(text, j)
