@@ -433,6 +433,7 @@ class RobustnessSession:
         from .detectors.hosted_cost import estimate
 
         by_model: dict[str, list] = {}
+        texts: dict[tuple[str, str], list[str]] = {}  # (spec, task) -> the captions of its scored memes
         for nodeid, model, data, task, _group, captions, condition in self._cases:
             try:
                 detector = self.detector(model)
@@ -440,10 +441,11 @@ class RobustnessSession:
                 continue
             if not callable(getattr(detector, "usage_record", None)):
                 continue
-            spec = self.data_spec(data, captions)
-            memes = self._evaluated_as_stored(spec).labelled(self.task(model, task)).memes
+            spec, task = self.data_spec(data, captions), self.task(model, task)
+            if (spec, task) not in texts:
+                texts[spec, task] = [m.text or "" for m in self._evaluated_as_stored(spec).labelled(task).memes]
             sampling = getattr(detector, "sampling", None)
-            by_model.setdefault(model, []).append((nodeid, model, spec, condition, [m.text or "" for m in memes],
+            by_model.setdefault(model, []).append((nodeid, model, spec, condition, texts[spec, task],
                                                    sampling.k if sampling is not None else 1))
         lines = []
         for model, cases in by_model.items():
