@@ -42,7 +42,7 @@ def test_two_workers_keep_to_the_cards_rate_and_every_request_reaches_the_note(p
     times = sorted(t for t, _ in Scripted.log)
     # sends are spaced 1/RATE apart; a process the machine held up sends late, so a second at the server may
     # hold a request or two more (2 processes each keeping their own limit: 39-40)
-    assert busiest_second(times) <= RATE + 3 and (sent - 1) / (times[-1] - times[0]) <= RATE * 1.05, times
+    assert busiest_second(times) <= RATE + 3 and (sent - 1) / (times[-1] - times[0]) <= RATE * 1.1, times
     notes = re.findall(r"fake-hosted: (\d+) requests to ", out)
     assert notes == [str(sent)], (notes, sent, out)
     if executor[0].startswith("--memerobust-workers"):
