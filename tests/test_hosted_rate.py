@@ -33,7 +33,7 @@ def test_two_workers_keep_to_the_cards_rate_and_every_request_reaches_the_note(p
                           "executors.POOL_START_S = 0  # this small pass goes to the pool at once\n")
     result = pytester.runpytest_subprocess(
         f"--memerobust-model={model}", "--memerobust-limit=32", "--memerobust-batch-size=4", "-p",
-        "no:cacheprovider", "--memerobust-bootstrap=20", *executor,
+        "no:cacheprovider", "--memerobust-bootstrap=20", "--memerobust-device=cpu", *executor,
         "-k", "rainbow and (typos-3 or imagenet_c-3) and not hotflip and not universal and not uap")
     out = result.stdout.str()
     assert result.ret == 0, out
@@ -57,7 +57,8 @@ def test_what_pool_workers_send_fitting_universal_attacks_reaches_the_note(pytes
                           "executors.POOL_START_S = 0  # the fits go to the pool at once\n")
     result = pytester.runpytest_subprocess(
         f"--memerobust-model={model}", "--memerobust-limit=8", "-p", "no:cacheprovider",
-        "--memerobust-bootstrap=20", "--memerobust-workers=2", "-k", "rainbow and (uap-1 or uap-5)")
+        "--memerobust-bootstrap=20", "--memerobust-device=cpu", "--memerobust-workers=2",  # (a GPU runs no pool)
+        "-k", "rainbow and (uap-1 or uap-5)")
     out = result.stdout.str()
     assert result.ret == 0, out
     sent = len(Scripted.log)
