@@ -58,7 +58,7 @@ def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_m
         return result
 
     monkeypatch.setattr(shard_module, "evaluate_shard", spy)  # the in-process executor's
-    session = _session(tmp_path)
+    session = _session(tmp_path, workers=1)  # a pass that runs long enough hands its shards to the pool's workers
     sharded = _evaluate(session)
     # one pass of three shards for the undefended engine and one for the defended one, every condition in it
     assert shards == [(0, 16), (16, 32), (32, 40)] * 2

@@ -129,7 +129,8 @@ class LocalPool:
                                  f"({type(cause).__name__}: {cause})")
             return [ShardResult(task.index, {}, {condition.id: error for condition in conditions}) for task in tasks]
 
-        yield from self._spread(recipe, tasks, lambda task: evaluate_shard(engine, task, conditions, tick=tick),
+        here = InProcess()  # this process's shards go the in-process executor's way (its evaluate_shard)
+        yield from self._spread(recipe, tasks, lambda task: next(iter(here.run(engine, [task], conditions, tick))),
                                 _evaluate_in_pool_worker, shared, received, lost, tick)
 
     def fit(self, engine, sides: list[tuple]):
