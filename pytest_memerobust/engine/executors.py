@@ -129,8 +129,13 @@ class LocalPool:
                                  f"({type(cause).__name__}: {cause})")
             return [ShardResult(task.index, {}, {condition.id: error for condition in conditions}) for task in tasks]
 
+        def ticked(memes: int) -> None:  # the bar moves with the workers too while this process evaluates a shard
+            tick(memes)
+            self._drain(tick)
+
         here = InProcess()  # this process's shards go the in-process executor's way (its evaluate_shard)
-        yield from self._spread(recipe, tasks, lambda task: next(iter(here.run(engine, [task], conditions, tick))),
+        yield from self._spread(recipe, tasks, lambda task: next(iter(here.run(engine, [task], conditions,
+                                                                                 ticked if tick else None))),
                                 _evaluate_in_pool_worker, shared, received, lost, tick)
 
     def fit(self, engine, sides: list[tuple]):
