@@ -121,3 +121,18 @@ def test_fewer_than_one_worker_stays_a_usage_error(pytester, value):
 
 
 pytest_plugins = ["pytester"]
+
+
+def test_a_pool_that_cannot_start_leaves_every_shard_to_this_process_and_says_why():
+    pool = LocalPool(2, start_s=0)
+
+    def refuse(fn, *args):
+        raise OSError("fork failed: Resource temporarily unavailable")
+
+    pool._submit = refuse
+    here = []
+    tasks = [ShardTask(k, 8 * k, 8 * k + 8) for k in range(4)]
+    out = list(pool._spread(RECIPE, tasks, lambda task: here.append(task.index) or task.index, None, b"", None, None))
+    assert out == here == [0, 1, 2, 3]
+    assert pool.note() == ("worker processes could not start (OSError: fork failed: Resource temporarily "
+                           "unavailable); every pass ran in this process")

@@ -57,9 +57,9 @@ def usable_cores() -> int:
     return affinity_cores()
 
 
-POOL_START_S = 6.0  # seconds from a worker's spawn to its engine built (interpreter, package, torch, detector,
-# memes) until the run measured one: bench/pool_scaling.py on this project's 2-core machine, 2026-11-27: 6.1 s
-# (memeblip2-tda, load 2.4), 8-13 s with both cores busy with other runs
+POOL_START_S = 5.0  # seconds from a worker's spawn to its engine built (interpreter, package, torch, detector,
+# memes) until the run measured one: bench/pool_scaling.py on this project's 2-core machine, 2026-11-27, two workers
+# starting at once: 4.8 s (memeblip2-tda) and 4.2 s (MiniLM) on a quiet machine, 8-13 s with both cores busy
 POOL_POLL_S = 0.2  # how often the driver moves the workers' progress onto its bar
 POOL_SETTLE_S = 30.0  # the longest a broken pool's other shards take to come back or fail with it
 
@@ -74,8 +74,8 @@ class LocalPool:
     a start of the workers takes (`start_cost`), the shards not begun go to the pool while this process ends the one
     it is in. So a pass cheaper than a start never starts one, and a few memes under an expensive attack start it
     after seconds; either way a pass takes at most about twice what the better choice would have (rent or buy: the
-    cost is only known once paid). Workers are spawned, not forked (a fork of a process whose OpenMP threads ran can hang), as many as
-    the shards handed over need, at most `workers`.
+    cost is only known once paid). Workers are spawned, not forked (a fork of a process whose OpenMP threads ran can
+    hang), as many as the shards handed over need, at most `workers`.
 
     A worker that dies (killed, out of memory) breaks the pool: a new pool runs the shards that did not come back,
     once; shards lost again fail their conditions with an error that names them."""
@@ -89,6 +89,7 @@ class LocalPool:
         self.passes = self.shards = self.here = self.fits = 0  # what the pool did in this run (the run's notes)
         self.size = 0  # the most worker processes that ran at once
         self.rerun: list[int] = []  # shards run again on a new pool after a worker died
+        self.unstarted: str | None = None  # why the pool could not start, when it could not (the run's note)
         self.worker_stats = CacheStats()  # what the shards did to the workers' feature stores (the run's note)
         self._pool = self._progress = self._requests = None
         self._built: set[str] = set()  # the recipes handed to the workers: built, or being built
@@ -184,7 +185,8 @@ class LocalPool:
             for k, item in enumerate(rest):
                 try:
                     handed[self._submit(remote, shared, item)] = item
-                except Exception:  # no pool to be had: this process runs what was not handed
+                except Exception as error:  # no pool to be had: this process runs what was not handed
+                    self.unstarted = f"{type(error).__name__}: {error}"
                     with lock:
                         todo.extendleft(reversed(rest[k:]))
                     return
@@ -319,6 +321,8 @@ class LocalPool:
         """What the pool did, for the run's notes (None when no pass repaid its start and nothing was capped)."""
         capped = (f"--memerobust-workers={self.requested} capped at the {self.workers} usable "
                   f"core{'s' if self.workers > 1 else ''}" if self.requested > self.workers else "")
+        if self.unstarted and not self.passes and not self.fits:
+            return f"worker processes could not start ({self.unstarted}); every pass ran in this process"
         if not self.passes and not self.fits:
             return f"{capped}: no pass repaid starting worker processes; all ran in this process" if capped else None
         fits = f" (and {self.fits} universal attack fits)" if self.fits else ""
