@@ -277,7 +277,7 @@ def test_a_reply_dripped_a_byte_at_a_time_ends_at_the_request_deadline(drips):
     try:
         detector = HostedDetector(card(server.url, timeout_s=0.5, retries=0))
         with pytest.raises(EndpointError, match=r"did not answer after 1 tries \(last: TimeoutError: no whole reply "
-                                                r"within 0.5 s\)"):
+                                                r"within 0.5 s \(the card's timeout_s\)\)"):
             detector.predict_proba([PICTURE], ["yes"])
         deadline = time.monotonic() + 5
         while not server.sent and time.monotonic() < deadline:  # the server notices the closed connection
@@ -325,8 +325,9 @@ def test_a_dead_endpoint_opens_the_breaker_and_every_later_request_fails_at_once
         detector = HostedDetector(card(server.url, timeout_s=0.2, retries=5))
         detector.use_run_folder(tmp_path)
         with pytest.raises(EndpointDown, match=r"model 'fake-vlm'\) is down: 3 tries in a row failed from .* UTC to "
-                                               r".* UTC \(last: TimeoutError: no whole reply within 0.2 s\); no more "
-                                               r"requests are sent to it and the run stops here"):
+                                               r".* UTC \(last: TimeoutError: no whole reply within 0.2 s "
+                                               r"\(the card's timeout_s\)\); no more requests are sent to it and "
+                                               r"the run stops here"):
             detector.predict_proba([PICTURE] * 4, ["a", "b", "c", "d"])
         assert len(server.held) == 3
         with pytest.raises(EndpointDown):
@@ -338,6 +339,17 @@ def test_a_dead_endpoint_opens_the_breaker_and_every_later_request_fails_at_once
         assert len(server.held) == 3 and detector.usage["requests"] == 3
     finally:
         server.stop()
+
+
+def test_at_the_cards_defaults_a_dead_endpoint_stops_the_run_within_a_minute():
+    """The breaker opens after BREAKER_FAILURES timeouts and the backoffs between them: at the default timeout_s (60
+    before) a dead endpoint that accepts connections held the run 3 minutes before it said so."""
+    from pytest_memerobust.detectors.endpoint_guard import BREAKER_FAILURES
+
+    params = {"base_url": "http://127.0.0.1:9/v1", "model": "fake-vlm"}
+    detector = HostedDetector(ModelCard(name="defaults", architecture="hosted", classes=("no", "yes"), params=params))
+    backoffs = sum(min(30.0, 0.5 * 2 ** attempt) for attempt in range(BREAKER_FAILURES - 1))
+    assert BREAKER_FAILURES * detector.timeout_s + backoffs < 60
 
 
 def _card_file(path, url: str, **params) -> str:

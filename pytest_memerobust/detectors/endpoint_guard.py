@@ -90,22 +90,26 @@ class Deadline:
         """A urllib opener whose connections this deadline watches (proxies and TLS as urllib's own)."""
         return urllib.request.build_opener(*handlers, _WatchedHTTP(self), _WatchedHTTPS(self))
 
+    def timeout(self) -> TimeoutError:
+        """The error of a request whose time is up, naming the card key that sets it."""
+        return TimeoutError(f"no whole reply within {self.seconds:g} s (the card's timeout_s)")
+
     def read(self, response, limit: int) -> tuple[bytes, bool]:
         """(the body, whether it was longer than `limit` bytes and so cut there), read in chunks within the
         deadline; TimeoutError once it is up."""
         chunks, size = [], 0
         while True:
             if self.left() <= 0 or self.expired:
-                raise TimeoutError(f"no whole reply within {self.seconds:g} s")
+                raise self.timeout()
             try:
                 chunk = response.read1(64 * 1024) if hasattr(response, "read1") else response.read(64 * 1024)
             except (OSError, http.client.HTTPException, ValueError):
                 if self.expired:
-                    raise TimeoutError(f"no whole reply within {self.seconds:g} s") from None
+                    raise self.timeout() from None
                 raise
             if not chunk:
                 if self.expired:  # the timer shut the socket: what came is not the whole reply
-                    raise TimeoutError(f"no whole reply within {self.seconds:g} s")
+                    raise self.timeout()
                 return b"".join(chunks), False
             chunks.append(chunk)
             size += len(chunk)

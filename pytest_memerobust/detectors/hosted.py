@@ -125,7 +125,7 @@ class HostedDetector:
         self.card, self.classes, self.device = card, tuple(card.classes), "cpu"
         self.base_url, self.model = endpoint["base_url"].rstrip("/"), endpoint["model"]
         self.key_env = str(key_env)
-        numbers = {"requests_per_second": 2.0, "timeout_s": 60.0, "retries": 5, "top_logprobs": 20,
+        numbers = {"requests_per_second": 2.0, "timeout_s": 15.0, "retries": 5, "top_logprobs": 20,
                    "price_per_million_input_tokens": 0.0, "price_per_million_output_tokens": 0.0,
                    "max_reply_bytes": MAX_REPLY_BYTES, "max_requests": None}
         for key, default in numbers.items():
@@ -243,7 +243,7 @@ class HostedDetector:
                     _close(response)
             except (OSError, http.client.HTTPException, urllib.error.URLError):
                 if deadline.expired:
-                    raise TimeoutError(f"no whole reply within {self.timeout_s:g} s") from None
+                    raise deadline.timeout() from None
                 raise
         if cut and status < 300:
             raise EndpointError(f"{self._where()} sent a reply longer than {int(self.max_reply_bytes)} bytes "
