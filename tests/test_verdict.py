@@ -202,6 +202,8 @@ def test_an_interrupted_run_has_no_verdict_and_says_how_far_it_got():
     assert "> **⚠ INTERRUPTED**" in markdown(report) and "PASS" not in markdown(report)
     page = to_html(report)
     assert "⚠ INTERRUPTED" in page and "PASS" not in page and "the run was interrupted. This report holds" in page
+    nothing_ran = run_verdict([], gate="thresholds", baseline=None, interrupted=True, collected=26)
+    assert nothing_ran["summary"] == "interrupted: 0 of 26 cases ran, no verdict"  # no dangling "so far"
     finished = run_verdict(records, gate="thresholds", baseline=None, collected=4)
     assert finished["passed"] and not finished["interrupted"] and verdict_lines(finished)[-1].startswith("PASSED")
 

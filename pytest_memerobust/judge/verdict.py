@@ -166,7 +166,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     skipped = skipped_cases(records)
     no_verdict = None if interrupted else _no_verdict(records)
     summary = (f"no verdict: {no_verdict}" if no_verdict is not None else
-               _interrupted_prefix(interrupted, len(records), collected) + _summary_line(models, summary_of_gate, gate)
+               _interrupted_summary(interrupted, len(records), collected, _summary_line(models, summary_of_gate, gate))
                + (f"; {skipped['text']}" if skipped else ""))
     return {"passed": not failed and not interrupted and no_verdict is None, "gate": gate, "summary": summary,
             "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
@@ -204,8 +204,12 @@ def cases_ran_text(ran: int, collected: int | None) -> str:
     return f"{ran} of {collected} cases ran" if collected is not None else f"{ran} case{'s' * (ran != 1)} ran"
 
 
-def _interrupted_prefix(interrupted: bool, ran: int, collected: int | None) -> str:
-    return f"interrupted: {cases_ran_text(ran, collected)}, no verdict; so far " if interrupted else ""
+def _interrupted_summary(interrupted: bool, ran: int, collected: int | None, line: str) -> str:
+    """The summary `line`, led by how far an interrupted run got (and no dangling "so far" when no case ran)."""
+    if not interrupted:
+        return line
+    head = f"interrupted: {cases_ran_text(ran, collected)}, no verdict"
+    return f"{head}; so far {line}" if line else head
 
 
 VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3, "error": 4}  # worse is larger
