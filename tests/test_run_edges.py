@@ -212,6 +212,7 @@ def _refused_reports(folder: Path, says: str) -> None:
     for name in ("r.md", "r.html"):
         text = (folder / name).read_text()
         assert "refused" in text and text != STALE, text[:500]
+        assert "gate:" not in text and "no case ran" in text, text[:1500]  # no gate judged it: none is named
 
 
 EMPTY_PICTURES = "id,text,image,label\na,one caption,a.png,0\nb,another caption,b.png,1\n"

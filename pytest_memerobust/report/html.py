@@ -13,7 +13,7 @@ import re
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_LABELS,
                       VERDICT_MEANING, VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief,
-                      caption_labels, case_of, model_counts,
+                      caption_labels, case_of, gate_shown, model_counts,
                       confidence_level, counts, counts_text, has_verdict, number, p_value, partial_note,
                       regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
@@ -228,12 +228,12 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
                 "verdicts were recorded: the sections below carry the numbers, not whether the run passed."
                 "</span></span></div></section>")
     verdict = report["verdict"]
-    gate = verdict.get("gate") or "thresholds"
+    gate = gate_shown(verdict)
     word, mark, style = verdict_word(verdict)
     note = partial_note(report)
     parts = [f"<section id='verdict'><div class='banner v-{_CLASS[style]}'><span class='word'>"
-             f"{mark} {word}</span><span><span class='summary'>{_e(verdict.get('summary', ''))}</span><br>"
-             f"<span class='gate'>gate: <b>{_e(gate)}</b>: {_e(GATES.get(gate, ''))}</span>"
+             f"{mark} {word}</span><span><span class='summary'>{_e(verdict.get('summary', ''))}</span>"
+             + (f"<br><span class='gate'>gate: <b>{_e(gate)}</b>: {_e(GATES.get(gate, ''))}</span>" if gate else "")
              + (f"<br><span class='gate'><b>{_e(note)}</b></span>" if note else "") + "</span></div>"]
     models = verdict.get("models") or []
     if models:  # most failing first, as the suites

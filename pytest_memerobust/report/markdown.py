@@ -9,7 +9,7 @@ import html
 
 from .gallery import caption_diff, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_LABELS, VERDICTS,
-                      baseline_cells, baseline_notes, brief, caption_labels, case_of, counts, counts_text,
+                      baseline_cells, baseline_notes, brief, caption_labels, case_of, counts, counts_text, gate_shown,
                       has_verdict, model_counts, number, partial_note, read_by_ocr, p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
                       signed, slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import FIGURE_NAMES, report_plots
@@ -117,10 +117,11 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
                 "verdicts were recorded: the sections below carry the numbers, not whether the run passed."]
     verdict = report["verdict"]
     word, mark, _ = verdict_word(verdict)
-    gate = verdict.get("gate") or "thresholds"
+    gate = gate_shown(verdict)
     note = partial_note(report)
     out = ['<a id="verdict"></a>', f"> **{mark} {word}**: {cell(verdict.get('summary', ''))}"
-           f"  \n> gate: **{cell(gate)}**: {GATES.get(gate, '')}" + (f"  \n> {cell(note)}" if note else ""),
+           + (f"  \n> gate: **{cell(gate)}**: {GATES.get(gate, '')}" if gate else "")
+           + (f"  \n> {cell(note)}" if note else ""),
            "## Verdict"]
     models = verdict.get("models") or []
     if models:  # most failing first, as the suites

@@ -73,11 +73,20 @@ def report_meta(report: dict) -> str:
             "Suites are ordered most failing first; run details and versions are at the end.")
 
 
+def gate_shown(verdict: dict) -> str | None:
+    """The gate a verdict was judged by (`thresholds` where an older report did not say), or None for a run refused
+    before any case: no gate judged it, and naming the default would misstate what the run asked for."""
+    return None if verdict.get("refused") else verdict.get("gate") or "thresholds"
+
+
 def partial_note(report: dict) -> str | None:
     """Why a report holds the verdict and the cases' records but no numbers (report.verdict_report), or None."""
     partial = report.get("partial")
     if not partial:
         return None
+    if (report.get("verdict") or {}).get("refused"):
+        return ("This report holds only why the run was refused: no case ran. An earlier report at this path was "
+                "replaced so that it is not read as this run's.")
     return (f"{partial}. This report holds the verdict and the records of the cases that ran, not their numbers; "
             "an earlier report at this path was replaced so that it is not read as this run's.")
 
@@ -380,8 +389,10 @@ def verdict_lines(report: dict, failing_shown: int = 10) -> list[str]:
     if not has_verdict(report):
         return [f"{NO_VERDICT}: this report was written before verdicts were recorded"]
     verdict = report["verdict"]
-    gate = verdict.get("gate") or "thresholds"
-    lines = [f"{verdict_word(verdict)[0]}: {verdict.get('summary', '')}", f"gate: {gate} ({GATES.get(gate, '')})"]
+    gate = gate_shown(verdict)
+    lines = [f"{verdict_word(verdict)[0]}: {verdict.get('summary', '')}"]
+    if gate:
+        lines.append(f"gate: {gate} ({GATES.get(gate, '')})")
     if partial_note(report):
         lines.append(partial_note(report))
     for m in verdict.get("models") or []:
