@@ -186,6 +186,7 @@ class RobustnessSession:
         self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
         self._worker_hosted: list[dict] = []  # from pytest-xdist workers: what each sent to hosted endpoints
         self._run_folder: Path | None = None  # see `run_folder`
+        self._owned_run_folder: Path | None = None  # ... the temporary one this session made, which `close` removes
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
         # pytest-xdist workers lists results in the same order as a single-process run.
         self.position: float = float("inf")
@@ -602,11 +603,10 @@ class RobustnessSession:
         if self.executor is not None:
             self.executor.close()
             self.executor = None
-        owned = getattr(self, "_owned_run_folder", None)
-        if owned is not None:
+        if self._owned_run_folder is not None:
             import shutil
 
-            shutil.rmtree(owned, ignore_errors=True)
+            shutil.rmtree(self._owned_run_folder, ignore_errors=True)
             self._owned_run_folder = None
 
     def training_memes(self, spec: str, task: str) -> FitMemes:
