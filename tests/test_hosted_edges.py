@@ -353,7 +353,7 @@ def test_at_the_cards_defaults_a_dead_endpoint_stops_the_run_within_a_minute():
 
 
 def _card_file(path, url: str, **params) -> str:
-    lines = [f'name = "fake-hosted"', 'architecture = "hosted"', 'classes = ["non-hateful", "hateful"]', "[params]",
+    lines = ['name = "fake-hosted"', 'architecture = "hosted"', 'classes = ["non-hateful", "hateful"]', "[params]",
              f'base_url = "{url}"', 'model = "fake-vlm"', *(f"{k} = {json.dumps(v)}" for k, v in params.items())]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
