@@ -35,8 +35,8 @@ from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.detectors import find_card, load_detector
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.perturb import get
-from pytest_memerobust.session import training_spec
-from pytest_memerobust.suite import builtin_suite_dir, load_suite
+from pytest_memerobust.run.session import training_spec
+from pytest_memerobust.run.suite import builtin_suite_dir, load_suite
 
 
 def clip_backbone(vision: dict, text_width: int, text_layers: int, projection: int) -> dict:

@@ -54,7 +54,7 @@ PY
 
 # 5. the built-in suites with the demo main job's detector on the GPU (the README's main job)
 ( time python3 -m pytest -q -p no:cacheprovider --memerobust-model=memeblip2-tda --memerobust-device=cuda \
-    --memerobust-no-cache --rootdir="$OUT" "$(python3 -c 'from pytest_memerobust.suite import builtin_suite_dir; print(builtin_suite_dir())')" ) 2>&1 | tail -5 | tee "$OUT/main_job.log"
+    --memerobust-no-cache --rootdir="$OUT" "$(python3 -c 'from pytest_memerobust.run.suite import builtin_suite_dir; print(builtin_suite_dir())')" ) 2>&1 | tail -5 | tee "$OUT/main_job.log"
 
 # 6. OCR and the typographic edits on real PrideMM captions drawn at 512 px (issue 14): OCR throughput with
 # onnxruntime's GPU provider where onnxruntime-gpu travels in .whl/ (else the CPU one, which the log says), and the

@@ -18,8 +18,8 @@ from .detectors import load_detector
 from .engine import Condition, Engine
 from .errors import CheckpointError, ConfigError, DataError, MemeRobustError, SuiteError, UnknownNameError
 from .judge.results import ConditionResult, StatsConfig
-from .session import Options, RobustnessSession
-from .suite import Suite, load_suite
+from .run.session import Options, RobustnessSession
+from .run.suite import Suite, load_suite
 from .judge.thresholds import Thresholds, Violation, check
 
 __all__ = [

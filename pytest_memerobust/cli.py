@@ -185,7 +185,7 @@ def shipped_folders() -> list[Path]:
     from importlib.metadata import entry_points
 
     from .detectors.cards import CARD_ENTRY_POINT_GROUP, builtin_card_dir
-    from .suite import builtin_suite_dir
+    from .run.suite import builtin_suite_dir
 
     folders = [Path(__file__).parent, builtin_card_dir(), builtin_suite_dir()]
     for ep in entry_points(group=CARD_ENTRY_POINT_GROUP):
@@ -217,7 +217,7 @@ def _list(args) -> int:
     from .perturb.textattack_recipes import (INSTALL_HINT, PREFIX, RECIPES, WORD_BUDGET, installed, recipe_status,
                                              textattack_home)
     from .judge.budgets import family_names, get_family
-    from .suite import builtin_suite_paths
+    from .run.suite import builtin_suite_paths
 
     print("models:")
     for line in model_lines(available_cards()):

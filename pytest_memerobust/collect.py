@@ -20,10 +20,10 @@ def choose_tests(config, session) -> bool:
     """Point pytest at what the run tests: a replayed manifest's counterexamples, or (with a model) the built-in
     suites and the user's memerobust-*.toml suites, or a pasted built-in node id re-run from any directory. True when
     the robustness suites run (the run then gathers their reports)."""
-    from .suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
+    from .run.suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
 
     if session.options.replay is not None:  # the manifest's counterexamples instead of the suites
-        from .replay import read_manifest, replay_arguments
+        from .run.replay import read_manifest, replay_arguments
 
         try:
             read_manifest(session.options.replay)  # a bad manifest is one usage error, before anything runs
@@ -34,7 +34,7 @@ def choose_tests(config, session) -> bool:
         return False
     if not session.options.models:
         if config.args_source == pytest.Config.ArgsSource.ARGS:  # a pasted built-in case id, without its model
-            from .suite import builtin_suite_model_hint
+            from .run.suite import builtin_suite_model_hint
 
             hint = next(filter(None, map(builtin_suite_model_hint, config.args)), None)
             if hint is not None:
@@ -54,7 +54,7 @@ def choose_tests(config, session) -> bool:
 def builtin_nodeid(file_path: Path) -> str | None:
     """Built-in suites are named by their name wherever they are installed: `rainbow-noise`, `test_caption_fuzz.py`
     (outside the rootdir pytest would give them an empty file part)."""
-    from .suite import builtin_suite_dir
+    from .run.suite import builtin_suite_dir
 
     if file_path.resolve().parent != builtin_suite_dir().resolve():
         return None
@@ -64,7 +64,7 @@ def builtin_nodeid(file_path: Path) -> str | None:
 def collect_file(file_path: Path, parent):
     """The collector of a suite file, or of the manifest being replayed; None for any other file."""
     from .items import manifest_file
-    from .suite import is_suite_file
+    from .run.suite import is_suite_file
 
     manifest = manifest_file(file_path, parent, _session(parent.config).options.replay)
     if manifest is not None:
@@ -93,7 +93,7 @@ def mark_robustness_tests(items, session) -> None:
     """Properties every report of a robustness test carries (also to a pytest-xdist controller): a case's model
     label, or the built-in Python suite a test comes from."""
     from .items import BudgetItem, CaseItem
-    from .suite import builtin_suite_paths
+    from .run.suite import builtin_suite_paths
 
     builtin = {p.name for p in builtin_suite_paths() if p.suffix == ".py"}
     for item in items:
@@ -167,7 +167,7 @@ def modify_items(config, items) -> None:
             reporter.write_line(f"memerobust: {line}")
     if rs.options.replay is not None:  # likewise every counterexample's model, dataset, perturbations and meme
         from .items import ReplayItem
-        from .replay import check_replay
+        from .run.replay import check_replay
 
         try:
             check_replay(rs, [(i.manifest, i.index, i.entry, i.model) for i in items if isinstance(i, ReplayItem)])
@@ -182,7 +182,7 @@ def check_transfer_sources(items) -> None:
     from .detectors import find_card
     from .errors import ConfigError
     from .items import CaseItem
-    from .session import split_model
+    from .run.session import split_model
 
     sources = {(i.condition.source, Path(str(i.path)).name) for i in items
                if isinstance(i, CaseItem) and i.condition.source}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from .errors import BackendMissing, MemeRobustError, ModeNotRead
-from .replay import ReplayError, entry_where, read_manifest, replay_entry, truth_probability
+from .run.replay import ReplayError, entry_where, read_manifest, replay_entry, truth_probability
 from .stash import session_of
 
 
@@ -57,7 +57,7 @@ def junit_properties(result) -> list[tuple[str, str]]:
 class SuiteFile(pytest.File):
     def collect(self):
         from .stash import session_of
-        from .suite import load_suite
+        from .run.suite import load_suite
 
         suite = load_suite(self.path, root=self.config.rootpath)
         session = session_of(self.config)
@@ -153,7 +153,7 @@ class CaseItem(pytest.Item):
             ("memerobust.decision", thresholds.decision),
             ("memerobust.p_value", record["p_value"])]
         if failed or regressed:
-            from .replay import case_property
+            from .run.replay import case_property
 
             self.user_properties.append(case_property(session, self.model, result, self.nodeid))  # the manifest's
         if record["gated_by"]:

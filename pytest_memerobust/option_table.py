@@ -150,7 +150,7 @@ def build_options(config):
     from .engine.features import FEATURE_MEMORY_MIB
     from .judge.gate import ErrorControl
     from .judge.results import StatsConfig
-    from .session import Options
+    from .run.session import Options
 
     v = {name.replace("-", "_"): _value(config, name, convert, rep) for name, convert, rep, _ in _OPTIONS}
     stats = StatsConfig(n_resamples=v["bootstrap"] or 1000, confidence=v["confidence"] or 0.95,
@@ -194,7 +194,7 @@ def run_options(config):
     folder, on the controller that folder's name (kept in config.stash for pytest_unconfigure to remove); a baseline
     the run would overwrite, Ray with pytest-xdist, a tracker or a history the run could not write are refused
     (MemeRobustError)."""
-    from .session import shard_folder, share_cpu_threads, worker_device
+    from .run.session import shard_folder, share_cpu_threads, worker_device
 
     options = build_options(config)
     worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: its own GPU when there are several

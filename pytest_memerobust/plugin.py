@@ -2,7 +2,7 @@
 
 What each hook delegates to: option_table.py (the options and the run's Options), collect.py (what is collected and
 checked before any case), items.py (suite files, cases and replayed counterexamples as pytest nodes), terminal.py
-(what the run prints at its end), session.py (the run itself) and track/outputs.py (what it leaves behind).
+(what the run prints at its end), run/session.py (the run itself) and track/outputs.py (what it leaves behind).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _refuse(config, why: str, options=None) -> None:
         reports = option_table.reports_named(config)
         if not reports:
             return
-        from .session import Options
+        from .run.session import Options
 
         options = Options(models=("?",), reports=reports)  # only the reports and the header are read
     if not options.reports or not (options.models or options.replay):  # a run that tests nothing writes none
@@ -64,7 +64,7 @@ def _refused_before_configure(config) -> None:
 
 def pytest_configure(config):
     from .options import uncached_note
-    from .session import RobustnessSession
+    from .run.session import RobustnessSession
 
     try:
         session = RobustnessSession(option_table.run_options(config))
@@ -228,7 +228,7 @@ def pytest_sessionfinish(session, exitstatus):
         return  # nothing ran (no case selected): no report claims anything
     from .judge.gate import terminal_line
     from .track.outputs import write_outputs
-    from .replay import LOG_PLUGIN
+    from .run.replay import LOG_PLUGIN
 
     log = session.config.pluginmanager.get_plugin(LOG_PLUGIN)  # the failing cases' counterexamples
     session.config.stash[terminal.REPORT_LINES_KEY] = write_outputs(

@@ -34,7 +34,7 @@ CASE_LOG = "memerobust-case-log"
 def register_logs(config) -> None:
     """The plugins that gather, as reports arrive (on a pytest-xdist controller too), the failing cases'
     counterexamples for the manifest and every case's verdict record for the reports."""
-    from .replay import LOG_PLUGIN, CounterexampleLog
+    from .run.replay import LOG_PLUGIN, CounterexampleLog
 
     config.pluginmanager.register(CounterexampleLog(), LOG_PLUGIN)  # failing cases' memes, for the manifest
     config.pluginmanager.register(CaseLog(), CASE_LOG)  # every case's verdict record, for the reports
@@ -249,7 +249,7 @@ def _write_tables(tr, session, family_rollup) -> None:
     if session.options.tables == "none":
         return
     from .report import render
-    from .session import split_model
+    from .run.session import split_model
 
     full = session.options.tables == "full"
     tr.write_sep("=", "memerobust tables" + ("" if full else " per family (--memerobust-tables=full: all)"))

@@ -19,7 +19,7 @@ def test_all_lists_exactly_the_public_names():
 
 
 def test_the_plugin_imports_without_torch():
-    code = "import sys, pytest_memerobust.plugin, pytest_memerobust.session; print('torch' in sys.modules)"
+    code = "import sys, pytest_memerobust.plugin, pytest_memerobust.run.session; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -16,7 +16,7 @@ from pytest_memerobust.perturb import attacks, get, translation
 from pytest_memerobust.perturb.attacks import AttackContext, find_trigger, trigger_for
 from pytest_memerobust.perturb.distance import levenshtein
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.session import Options, RobustnessSession, training_spec
+from pytest_memerobust.run.session import Options, RobustnessSession, training_spec
 
 BUDGET = {1: 1, 2: 2, 3: 4, 4: 6, 5: 8}  # HotFlip steps per severity
 SEVERITIES = (1, 2, 3)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_memerobust.suite import builtin_suite_dir, builtin_suite_paths, load_suite
+from pytest_memerobust.run.suite import builtin_suite_dir, builtin_suite_paths, load_suite
 from tiny_backbones import KINDS, card_toml
 
 VERDICTS = {"passed", "failed", "skipped"}

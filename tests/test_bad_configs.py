@@ -7,7 +7,7 @@ import pytest
 from pytest_memerobust.detectors import load_card
 from pytest_memerobust.detectors.cards import available_cards
 from pytest_memerobust.errors import ConfigError, SuiteError
-from pytest_memerobust.suite import load_suite
+from pytest_memerobust.run.suite import load_suite
 
 # kind -> (suite text, substrings the message must hold besides the file's name)
 BAD_SUITES = {

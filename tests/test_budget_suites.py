@@ -9,8 +9,8 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.items import budget_violations
-from pytest_memerobust.session import RobustnessSession
-from pytest_memerobust.suite import BudgetCheck, parse_suite
+from pytest_memerobust.run.session import RobustnessSession
+from pytest_memerobust.run.suite import BudgetCheck, parse_suite
 from pytest_memerobust.judge.thresholds import failing
 
 QUICK = ["--memerobust-limit=40", "--memerobust-bootstrap=100", "-p", "no:cacheprovider"]

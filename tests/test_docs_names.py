@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-from pytest_memerobust.replay import picture_store
+from pytest_memerobust.run.replay import picture_store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

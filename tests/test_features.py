@@ -172,8 +172,8 @@ def test_precision_must_be_named():
 
 # --- precision ---------------------------------------------------------------------------------------------------
 
-from pytest_memerobust import session as session_module  # noqa: E402
-from pytest_memerobust.session import Options, RobustnessSession, bf16_check  # noqa: E402
+from pytest_memerobust.run import session as session_module  # noqa: E402
+from pytest_memerobust.run.session import Options, RobustnessSession, bf16_check  # noqa: E402
 
 
 def test_bf16_is_checked_against_fp32_and_the_check_reports_its_numbers():

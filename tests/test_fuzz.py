@@ -109,7 +109,7 @@ def test_a_check_reports_both_captions_and_probabilities(fuzzer):
 def test_the_shipped_fuzz_suite_finds_and_replays_a_flip(pytester):
     import shutil
 
-    from pytest_memerobust.suite import builtin_suite_dir
+    from pytest_memerobust.run.suite import builtin_suite_dir
 
     shutil.copy(builtin_suite_dir() / "test_caption_fuzz.py", pytester.path / "test_caption_fuzz.py")
     args = ["--memerobust-model=memeblip2-tda", "--memerobust-fuzz-examples=30", "-p", "no:cacheprovider",

@@ -8,7 +8,7 @@ from hypothesis import settings
 
 from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.fuzz import CaptionFuzzer
-from pytest_memerobust.suite import builtin_suite_dir
+from pytest_memerobust.run.suite import builtin_suite_dir
 
 # memeblip2-tda flips on a swap in the demo memes; demo passes with this budget. -v: the failure in full.
 ARGS = ["-v", "--memerobust-limit=40", "--memerobust-fuzz-examples=30", "-p", "no:cacheprovider",

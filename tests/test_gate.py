@@ -389,7 +389,7 @@ def test_a_checkpoint_for_another_model_or_a_missing_file_is_refused_at_the_star
                                                                                  message):
     """A typo in `MODEL=PATH` used to leave the shipped weights in place and the gate passing."""
     from pytest_memerobust.errors import ConfigError
-    from pytest_memerobust.session import Options, RobustnessSession
+    from pytest_memerobust.run.session import Options, RobustnessSession
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "w.safetensors").write_bytes(b"")

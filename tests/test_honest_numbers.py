@@ -188,7 +188,7 @@ class _Ocr:
 @pytest.fixture(scope="module")
 def ocr_session():
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.session import Options, RobustnessSession
+    from pytest_memerobust.run.session import Options, RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=12, stats=StatsConfig(n_resamples=50)))
     session._ocr = _Ocr()
@@ -200,7 +200,7 @@ def test_captions_read_by_ocr_are_called_ocr_captions_in_the_reports(ocr_session
     from pytest_memerobust.report import worst_examples
     from pytest_memerobust.report.html import _worst as html_worst
     from pytest_memerobust.report.markdown import _worst as markdown_worst
-    from pytest_memerobust.session import CAPTIONS_BY_OCR
+    from pytest_memerobust.run.session import CAPTIONS_BY_OCR
 
     examples = worst_examples(ocr_session, "demo", "demo" + CAPTIONS_BY_OCR)
     assert examples and all(e["caption_source"] == e["perturbed_caption_source"] == "fake-ocr" for e in examples)
@@ -218,7 +218,7 @@ def test_captions_read_by_ocr_are_called_ocr_captions_in_the_reports(ocr_session
 
 
 def test_an_export_row_says_where_its_captions_came_from(ocr_session):
-    from pytest_memerobust.session import CAPTIONS_BY_OCR
+    from pytest_memerobust.run.session import CAPTIONS_BY_OCR
     from pytest_memerobust.track.export import COLUMNS, Part, rows
 
     spec = "demo" + CAPTIONS_BY_OCR

@@ -287,7 +287,7 @@ def test_a_bad_transfer_from_is_the_suite_s_error():
     import tomllib
 
     from pytest_memerobust.errors import SuiteError
-    from pytest_memerobust.suite import parse_suite
+    from pytest_memerobust.run.suite import parse_suite
 
     with pytest.raises(SuiteError, match="transfer_from must be a model name"):
         parse_suite(tomllib.loads(TRANSFER_SUITE.replace('"memeclip"', '["memeclip", 3]')), Path("bad.toml"))

@@ -173,7 +173,7 @@ def test_a_suites_picture_defence_runs_the_image_cases_behind_it():
     import tomllib
     from pathlib import Path
 
-    from pytest_memerobust.suite import parse_suite
+    from pytest_memerobust.run.suite import parse_suite
 
     data = tomllib.loads('[suite]\nname = "s"\n[text]\ntypos = [3]\n[image]\nimage_scaling = [3]\n'
                          '[defence]\ntext = ["nfkc"]\nimage = ["area_resize"]\n')

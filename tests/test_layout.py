@@ -24,7 +24,6 @@ LAYERS = ("ground floor", "data", "perturb", "detectors", "engine", "judge", "re
 # The modules at the package's top, each with its layer; any other module lives in a folder.
 TOP_MODULES = {
     "errors": "ground floor", "atomic": "ground floor", "tomlfile": "ground floor", "determinism": "ground floor",
-    "session": "run", "suite": "run", "replay": "run",
     "plugin": "pytest face / cli", "items": "pytest face / cli", "options": "pytest face / cli",
     "option_table": "pytest face / cli", "collect": "pytest face / cli", "terminal": "pytest face / cli",
     "stash": "pytest face / cli", "probe": "pytest face / cli", "cli": "pytest face / cli",
@@ -35,7 +34,8 @@ TOP_MODULES = {
 }
 # The folders, each one layer (track/ is the run's: what a finished run leaves, trackers, exports).
 FOLDERS = {"data": "data", "perturb": "perturb", "detectors": "detectors", "engine": "engine", "judge": "judge",
-           "report": "report", "track": "run"}
+           "report": "report", "track": "run",
+           "run": "run"}
 # The package's __init__.py is the public API (re-exports from every layer): the top. The one name it defines itself,
 # before its imports, is its version, which the run's manifests and exports record: reading it is ground floor.
 ROOT_OWN_NAMES = {"__version__"}

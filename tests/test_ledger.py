@@ -214,7 +214,7 @@ def test_a_damaged_memes_entry_is_named(tmp_path, damage):
 
 def test_a_real_run_saves_the_ids_of_the_memes_it_scored(tmp_path):
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.session import Options, RobustnessSession
+    from pytest_memerobust.run.session import Options, RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=12, device="cpu", cache_dir=tmp_path,
                                         stats=StatsConfig(n_resamples=20)))

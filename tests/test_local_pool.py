@@ -14,7 +14,7 @@ from pytest_memerobust.engine import Condition
 from pytest_memerobust.engine import executors, pool_worker, shards
 from pytest_memerobust.engine.executors import LocalPool, make_executor, usable_cores
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.session import Options, RobustnessSession
+from pytest_memerobust.run.session import Options, RobustnessSession
 
 MODEL = "memeblip2-tda"
 MEMES, BATCH = 24, 8  # on a CPU: shards of one batch, three of them

@@ -14,7 +14,7 @@ from pytest_memerobust.data.fit_memes import FitMemes
 from pytest_memerobust.data.meme import Meme
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import DataError
-from pytest_memerobust.session import Options, RobustnessSession, training_spec
+from pytest_memerobust.run.session import Options, RobustnessSession, training_spec
 
 from test_engine import CountingSplit
 from test_ocr import FakeOcr, _dataset
@@ -269,7 +269,7 @@ def test_the_report_names_the_memes_a_universal_attack_was_fitted_on(monkeypatch
 
 
 def test_a_counterexample_says_its_caption_was_read_by_ocr(monkeypatch):
-    from pytest_memerobust import replay
+    from pytest_memerobust.run import replay
 
     session = RobustnessSession(_options(limit=4, captions="ocr"))
     session._ocr = FakeOcr()

@@ -8,7 +8,7 @@ import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 
 from pytest_memerobust.stash import DISABLED_HINT
-from pytest_memerobust.suite import builtin_suite_paths
+from pytest_memerobust.run.suite import builtin_suite_paths
 
 QUICK = ["--memerobust-limit=40", "--memerobust-bootstrap=100", "-p", "no:cacheprovider"]
 

@@ -5,7 +5,7 @@ import re
 import pytest
 import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
 
-from pytest_memerobust.suite import builtin_suite_model_hint
+from pytest_memerobust.run.suite import builtin_suite_model_hint
 
 
 def test_a_printed_builtin_case_id_without_a_model_says_it_needs_one(pytester):

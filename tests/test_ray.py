@@ -158,7 +158,7 @@ def _noted(hold: Path, index: int, deadline_s: float = 300, running: subprocess.
 def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_changing_nothing(hold):
     from pytest_memerobust.engine import Condition
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.session import Options, RobustnessSession
+    from pytest_memerobust.run.session import Options, RobustnessSession
 
     # 16 memes in shards of 8 on one actor (two would share 2 cores): shard 0, then shard 1, held and killed; the
     # attacks are fitted before the shards and shipped to the actor (hotflip's captions, the UAP's pattern)

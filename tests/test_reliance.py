@@ -108,7 +108,7 @@ def test_black_box_and_split_detectors_give_the_same_reliance():
 def test_the_session_reports_reliance_with_unimodal_predictions_per_meme():
     from pytest_memerobust.report import build_report
     from pytest_memerobust.report.tables import render
-    from pytest_memerobust.session import Options, RobustnessSession
+    from pytest_memerobust.run.session import Options, RobustnessSession
 
     session = RobustnessSession(Options(models=("memeblip2-tda",), limit=60))
     reliance = session.reliance("memeblip2-tda")
@@ -133,7 +133,7 @@ def test_a_swap_on_caption_only_data_names_the_meme_without_a_picture():
 def _suite_case():
     import importlib.util
 
-    from pytest_memerobust.suite import builtin_suite_dir
+    from pytest_memerobust.run.suite import builtin_suite_dir
 
     spec = importlib.util.spec_from_file_location("modality_suite", builtin_suite_dir() / "test_modality_reliance.py")
     module = importlib.util.module_from_spec(spec)

@@ -16,7 +16,7 @@ from pytest_memerobust.perturb import get, typography
 from pytest_memerobust.perturb.typography import (PILLOW_DEFAULT, _stem, block_face, box_colours, caption_faces,
                                                   caption_font, caption_font_name, erase_text, measure_blocks,
                                                   render_caption)
-from pytest_memerobust.suite import builtin_suite_paths, load_suite
+from pytest_memerobust.run.suite import builtin_suite_paths, load_suite
 
 CAPTION = "nobody wants drag queens near our children"
 DEJAVU_BOLD = str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans-Bold.ttf")

@@ -12,10 +12,10 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
+from pytest_memerobust.run.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
                                       perturbation_code, picture_digest, picture_store, read_manifest, replay_entry,
                                       worst_flips, write_manifest)
-from pytest_memerobust.session import Options, RobustnessSession
+from pytest_memerobust.run.session import Options, RobustnessSession
 
 LIMIT = 60
 RUN = [f"--memerobust-limit={LIMIT}", "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly"]

@@ -284,7 +284,7 @@ def test_a_suites_export_stays_inside_its_folder_or_the_project(tmp_path, out, a
     """`[export] out` could name any folder on disk (an absolute path, `..` past the project, a link out of it),
     and the run would write there, replacing an earlier export."""
     from pytest_memerobust.errors import SuiteError
-    from pytest_memerobust.suite import load_suite
+    from pytest_memerobust.run.suite import load_suite
 
     project, outside = tmp_path / "project", tmp_path / "outside"
     (project / "suites").mkdir(parents=True)

@@ -12,7 +12,7 @@ from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.engine import executors, shards as shard_module
 from pytest_memerobust.engine.shards import ShardRunner, shard_memes
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.session import Options, RobustnessSession
+from pytest_memerobust.run.session import Options, RobustnessSession
 
 MODEL = "memeblip2-tda"
 MEMES, BATCH = 40, 16  # shards of 16, 16 and 8 memes

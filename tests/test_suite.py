@@ -10,7 +10,7 @@ import pytest
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.perturb import names
-from pytest_memerobust.suite import builtin_suite_paths, load_suite
+from pytest_memerobust.run.suite import builtin_suite_paths, load_suite
 from pytest_memerobust.judge.thresholds import Thresholds
 
 if sys.version_info >= (3, 11):

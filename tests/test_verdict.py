@@ -14,7 +14,7 @@ from pytest_memerobust.judge.metrics import mcnemar_p_value
 from pytest_memerobust.report import build_report, render
 from pytest_memerobust.report.html import to_html
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.suite import builtin_suite_arg, builtin_suite_paths, load_suite
+from pytest_memerobust.run.suite import builtin_suite_arg, builtin_suite_paths, load_suite
 from pytest_memerobust.judge.thresholds import Thresholds, Violation, assess, check, verdict
 from pytest_memerobust.judge.verdict import CaseOutcome, failure_lines, run_verdict
 from pytest_memerobust.report.tables import verdict_lines

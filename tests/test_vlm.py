@@ -327,7 +327,7 @@ prompt = ["paraphrase@2"]
 
 
 def test_prompt_edits_are_conditions_alone_and_with_text_or_image_sides(pytester, tmp_path):
-    from pytest_memerobust.suite import load_suite
+    from pytest_memerobust.run.suite import load_suite
 
     pytester.makefile(".toml", **{"memerobust-prompts": PROMPT_SUITE})
     suite = load_suite(pytester.path / "memerobust-prompts.toml")

@@ -10,7 +10,7 @@ import torch
 
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.session import Options, RobustnessSession, worker_device
+from pytest_memerobust.run.session import Options, RobustnessSession, worker_device
 
 pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra")
 

@@ -123,7 +123,7 @@ class Part:
     @property
     def data(self) -> tuple[str, str | None]:
         """(spec, captions) as session.evaluate takes them."""
-        from ..session import CAPTIONS_BY_OCR
+        from ..run.session import CAPTIONS_BY_OCR
 
         ocr = self.dataset.endswith(CAPTIONS_BY_OCR)
         return self.dataset.removesuffix(CAPTIONS_BY_OCR), "ocr" if ocr else None
@@ -186,7 +186,7 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
     the run's). `cache_dir`: a run's cache (encoded features, fitted attacks, a hosted model's answers, all keyed by
     what they depend on), else everything is computed again and held in memory."""
     from ..judge.results import StatsConfig
-    from ..session import Options, RobustnessSession, split_model
+    from ..run.session import Options, RobustnessSession, split_model
 
     from ..errors import UnknownNameError
 
@@ -291,7 +291,7 @@ def evaluate(session, parts: list[Part], path="the report") -> list:
 def outcomes(result) -> dict[str, np.ndarray]:
     """Per meme of a result: right clean, right under the condition, declined (clean or here), and flipped (right
     clean, wrong here, answered both times: what replay.worst_flips ranks)."""
-    from ..replay import truth_codes
+    from ..run.replay import truth_codes
     from ..judge.results import predicted_labels
 
     y = np.asarray(result.y_true)
@@ -310,7 +310,7 @@ def rows(session, part: Part, result, counterexamples: bool = False):
     """The part's rows, in the dataset's order (only the flipped memes with `counterexamples`): each a dict of the
     columns but `image`, and the picture fed (H x W x 3 uint8, None for a meme without one)."""
     from ..engine import Condition
-    from ..replay import picture_digest
+    from ..run.replay import picture_digest
 
     condition = Condition.parse(part.condition)
     engine = session.engine(part.model, part.dataset, part.task, condition.defence, condition.source)
@@ -414,7 +414,7 @@ class ImageFolderRows:
         self.metadata = (folder / "metadata.jsonl").open("w", encoding="utf-8")
 
     def add(self, row: dict, picture) -> None:
-        from ..replay import store_picture
+        from ..run.replay import store_picture
 
         name = store_picture(self.folder / PICTURES, picture, row["picture_digest"])
         self.metadata.write(json.dumps({"file_name": name, **row}, ensure_ascii=False) + "\n")
@@ -463,7 +463,7 @@ def perturbation_info(name: str) -> dict:
     """What a perturbation is, as AugLy and TextAttack record their transforms: its kind, description, severities
     and a digest of its code (replay.perturbation_code), which changes when its parameters do."""
     from ..perturb import get
-    from ..replay import perturbation_code
+    from ..run.replay import perturbation_code
 
     p = get(name)
     return {"modality": p.modality, "family": p.family, "description": p.doc, "severities": list(p.severities),

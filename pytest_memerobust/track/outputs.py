@@ -25,7 +25,7 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     if history is not None:
         lines += _append_history(history, entry, report)
     lines += _baseline_and_ledger(rs, write)
-    from ..replay import manifest_path, write_manifest
+    from ..run.replay import manifest_path, write_manifest
 
     if counterexample_cases is not None:  # the failing cases' counterexamples, gathered from their reports
         lines += write_manifest(manifest_path(rs.options), counterexample_cases,
@@ -148,7 +148,7 @@ def _trackers(rs, report, entry: dict | None, root) -> list[str]:
     o = rs.options
     if o.mlflow is None and o.wandb is None:
         return []
-    from ..replay import manifest_path, picture_store
+    from ..run.replay import manifest_path, picture_store
     from .trackers import log_run
 
     if entry is None and rs.results:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import folder_locked
-from .determinism import device_type
-from .errors import MemeRobustError
+from ..atomic import folder_locked
+from ..determinism import device_type
+from ..errors import MemeRobustError
 
 FORMAT = "pytest-memerobust-counterexamples/1"
 MANIFEST_MEMES = 5  # counterexamples a failing case records at most
@@ -66,7 +66,7 @@ def truth_probability(y: np.ndarray, proba: np.ndarray) -> np.ndarray:
 def worst_flips(result, limit: int = MANIFEST_MEMES) -> list[int]:
     """Rows of the memes `result`'s condition flipped from right to wrong (among those answered both times), the
     largest fall of the true label's probability first, at most `limit`."""
-    from .judge.results import predicted_labels
+    from ..judge.results import predicted_labels
 
     truth = truth_codes(result.y_true)
     flipped = ((predicted_labels(result.y_true, result.proba_clean) == truth)
@@ -85,7 +85,7 @@ def _reads(detector, modality: str) -> bool:
 def needs_batch(condition) -> bool:
     """Whether the condition's picture is regenerated only by the whole batch: an attack on the picture, or a picture
     that shows a caption an attack wrote (attacks fit on the batch and on the detector they attack)."""
-    from .perturb import get as get_perturbation
+    from ..perturb import get as get_perturbation
 
     if condition.image is None:
         return False
@@ -96,7 +96,7 @@ def needs_batch(condition) -> bool:
 
 def picture_digest(picture) -> str:
     """The digest the feature cache keys a picture by (`data.digests.input_digests`), the same on every device."""
-    from .data.digests import input_digests
+    from ..data.digests import input_digests
 
     return input_digests([picture])[0]
 
@@ -107,7 +107,7 @@ def perturbation_code(name: str) -> str:
     import hashlib
     import inspect
 
-    from .perturb import get as get_perturbation
+    from ..perturb import get as get_perturbation
 
     p = get_perturbation(name)
     parts = set()
@@ -148,7 +148,7 @@ def store_picture(store: Path, picture, digest: str) -> str:
     manifest's folder, as entries record it."""
     from PIL import Image
 
-    from .atomic import atomic_path
+    from ..atomic import atomic_path
 
     path = Path(store) / f"{digest}.png"
     if not path.is_file():
@@ -185,8 +185,8 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
     captions as fed, the pictures' digests and recipes, and what the pictures depend on. With a `store` folder, each
     picture fed is written there (`store_picture`) and the entry names it. A prompt condition rewords the detector's
     instruction, not its inputs, and records none."""
-    from . import __version__
-    from .engine import Condition
+    from .. import __version__
+    from ..engine import Condition
 
     condition = result.condition
     if condition.kind in ("clean", "prompt"):
@@ -285,8 +285,8 @@ def manifest_path(options) -> Path | None:
 def manifest(cases: list[dict], kept: list[dict] = ()) -> dict:
     """The manifest of the gathered cases (and of the `kept` entries of other cases, from an earlier manifest),
     ordered by case, each case's entries in their order (the same with or without pytest-xdist)."""
-    from . import __version__
-    from .engine.features import FORMAT as FEATURES_FORMAT
+    from .. import __version__
+    from ..engine.features import FORMAT as FEATURES_FORMAT
 
     entries = [*kept, *(entry for c in cases for entry in c.get("entries", []))]
     return {"format": FORMAT, "version": __version__, "picture_digests": f"features/{FEATURES_FORMAT}",
@@ -327,7 +327,7 @@ def write_manifest(path: Path | None, cases: list[dict], explicit: bool = False)
     entries, none if it passes now; the entries of every other case are kept, so a run of a subset (`-k`) does not
     lose the rest. A case whose recording failed keeps its old entries. Written when something changed, or when
     the path was asked for; pictures no entry names any more are removed from its folder."""
-    from .atomic import atomic_write_text
+    from ..atomic import atomic_write_text
 
     cases = sorted(cases, key=lambda c: c["case"] or "")
     lines = [f"memerobust: could not record the counterexamples of {c['case']} ({c['error']})"
@@ -385,7 +385,7 @@ def entry_where(path, index: int, entry: dict | None = None) -> str:
 def read_manifest(path) -> list[dict]:
     """The entries of a counterexamples manifest, checked: a file that is not one, or an entry that lacks a key or
     has a wrong value, is a ReplayError naming the file and the entry."""
-    from .engine import Condition
+    from ..engine import Condition
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -455,8 +455,8 @@ def check_replay(session, cases) -> None:
     """Check once, before anything runs, what the replay of `cases` ((manifest, index, entry, model) each) needs:
     the models, datasets, tasks, perturbations and memes; the first problem is a ReplayError naming its entry. An
     attacked picture that is stored needs neither the model it attacked nor the run's seed: it is not regenerated."""
-    from .engine import Condition
-    from .perturb import get as get_perturbation
+    from ..engine import Condition
+    from ..perturb import get as get_perturbation
 
     checked = set()
     for path, k, entry, model in cases:
@@ -484,8 +484,8 @@ def what_changed(entry: dict, engine, row: int, seed: int) -> str:
     """Why a picture regenerated by `engine` (meme `row`, with `seed`) does not have the entry's digest: each of
     what the picture depends on that differs from the record (the meme's clean picture, the perturbations' code and
     the package's version, the fitted attack and the memes it was fitted over, the seed); else where it was computed."""
-    from . import __version__
-    from .engine import Condition
+    from .. import __version__
+    from ..engine import Condition
 
     recipe = entry.get("picture_recipe") or {}
     changed = []
@@ -529,8 +529,8 @@ def regenerate_picture(session, entry: dict, spec: str, detector, stored: Path |
     """The entry's perturbed picture (a uint8 tensor on `detector`'s device): the stored one when `stored` is there
     (checked against its digest; an attack is not fitted again), else regenerated from its recipe and checked
     against its digest, a difference saying what changed; None for a meme without a picture."""
-    from .engine import Condition, Engine
-    from .data.pictures import as_picture
+    from ..engine import Condition, Engine
+    from ..data.pictures import as_picture
 
     device = str(getattr(detector, "device", "cpu"))
     if stored is not None and stored.is_file() and entry["picture_digest"] is not None:
@@ -560,7 +560,7 @@ def regenerate_picture(session, entry: dict, spec: str, detector, stored: Path |
 def replay_entry(session, entry: dict, model: str | None = None, manifest=None) -> tuple[bool, np.ndarray]:
     """(whether the meme still evades the detector, its class probabilities): the entry's caption verbatim and its
     picture (stored beside `manifest`, else regenerated), shown to `model` (default: the recorded one)."""
-    from .judge.results import predicted_labels
+    from ..judge.results import predicted_labels
 
     model = model or entry["model"]
     spec = replay_spec(session, entry)

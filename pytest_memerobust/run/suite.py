@@ -31,11 +31,11 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .engine import Condition
-from .errors import SuiteError, UnknownNameError
-from .perturb import get as get_perturbation
-from .judge.thresholds import Thresholds
-from .tomlfile import read_toml
+from ..engine import Condition
+from ..errors import SuiteError, UnknownNameError
+from ..perturb import get as get_perturbation
+from ..judge.thresholds import Thresholds
+from ..tomlfile import read_toml
 
 _TOP_KEYS = {"suite", "thresholds", "text", "image", "prompt", "grid", "defence", "budgets", "override", "export"}
 _SUITE_KEYS = {"name", "description", "task", "dataset", "modes", "group", "captions", "transfer_from"}
@@ -53,7 +53,7 @@ class BudgetCheck:
     def searched(self, reads: tuple[str, ...]) -> list[str]:
         """The families to search for a model reading `reads`: the listed ones, else all it reads, plus any with
         a floor."""
-        from .judge.budgets import FAMILIES
+        from ..judge.budgets import FAMILIES
 
         chosen = list(self.families) or [n for n, f in FAMILIES.items() if f.modality in reads]
         return list(dict.fromkeys([*chosen, *(name for name, _ in self.min_median_budget)]))
@@ -108,7 +108,7 @@ def _side(modality: str, spec: str, where: str) -> tuple[str, int | None]:
 
 def _prompt_edits(name: str, severities, where: str) -> list[tuple[str, int | None]]:
     """(name, severity) pairs of a prompt edit after checking perturb/prompts.PROMPT_EDITS."""
-    from .perturb.prompts import PROMPT_EDITS, check_prompt_edit
+    from ..perturb.prompts import PROMPT_EDITS, check_prompt_edit
 
     if severities == "all":
         severities = list(PROMPT_EDITS.get(name, ())) or True
@@ -271,7 +271,7 @@ def _attacks(condition: Condition) -> bool:
 
 def _budgets(data: dict, where: str) -> BudgetCheck | None:
     """The [budgets] table, its families checked against budgets.FAMILIES; None without one."""
-    from .judge.budgets import FAMILIES
+    from ..judge.budgets import FAMILIES
 
     if "budgets" not in data:
         return None
@@ -300,7 +300,7 @@ def _export(data: dict, path: Path, root: Path | None = None) -> dict | None:
     relative to the suite file, new, empty or an earlier export (which it replaces); checked here, before any case,
     with the `datasets` extra it needs. The folder stays inside the suite's folder or the project (`root`): a suite
     file, shared or downloaded, cannot make a run write, or replace an earlier export, anywhere on disk."""
-    from .track.export import LAYOUTS, ExportError, check_out, require_datasets
+    from ..track.export import LAYOUTS, ExportError, check_out, require_datasets
 
     if "export" not in data:
         return None
@@ -334,7 +334,7 @@ def _export(data: dict, path: Path, root: Path | None = None) -> dict | None:
 def _defence(data: dict, where: str) -> tuple[str | None, bool]:
     """(the id of the [defence] table's defence: its text normalisers, then its picture defences, each checked
     against its registry; or None), and whether it guards pictures."""
-    from .detectors.defences import Defence, names as text_names, picture_names
+    from ..detectors.defences import Defence, names as text_names, picture_names
 
     table = _table(data, "defence", where)
     if not table:

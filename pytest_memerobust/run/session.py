@@ -13,21 +13,21 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import Dataset
-from .detectors import find_card, load_detector
-from .detectors.registry import check_device, resolve_device
-from .data.meme import is_multilabel
-from .engine import Condition, Engine
-from .engine.engine import channels_read
-from .perturb import get as get_perturbation
-from .errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
-from .engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detector_feature_store
-from .engine.executors import make_executor
-from .engine.shards import ShardRunner
-from .judge.results import ConditionResult, StatsConfig
-from .data.fit_memes import FitMemes
-from .data.loaders import check_task
-from .data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
+from ..data import Dataset
+from ..detectors import find_card, load_detector
+from ..detectors.registry import check_device, resolve_device
+from ..data.meme import is_multilabel
+from ..engine import Condition, Engine
+from ..engine.engine import channels_read
+from ..perturb import get as get_perturbation
+from ..errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
+from ..engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detector_feature_store
+from ..engine.executors import make_executor
+from ..engine.shards import ShardRunner
+from ..judge.results import ConditionResult, StatsConfig
+from ..data.fit_memes import FitMemes
+from ..data.loaders import check_task
+from ..data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
 
 DEFAULT_DATA = "demo"
 
@@ -35,7 +35,7 @@ DEFAULT_DATA = "demo"
 def training_spec(spec: str) -> str | None:
     """`pridemm:/data:test` -> `pridemm:/data:train`, `csv:/x.csv:test` -> `csv:/x.csv:train` (a generic file's
     split column may hold one); None when the loader knows no training split, or `spec` is that split itself."""
-    from .data.loaders import LOADER_SPLITS, parse_spec
+    from ..data.loaders import LOADER_SPLITS, parse_spec
 
     name, path, split = parse_spec(spec)
     if name == "demo":  # `demo:train` names its split where other loaders have a path
@@ -50,7 +50,7 @@ def _defence(defence_id: str | None):
     """The defences.Defence of an id ("nfkc+confusables"), or None."""
     if not defence_id:
         return None
-    from .detectors.defences import Defence
+    from ..detectors.defences import Defence
 
     return Defence.parse(defence_id)
 
@@ -210,10 +210,10 @@ class RobustnessSession:
         self._check_checkpoints()
         self.baseline = None
         if options.baseline is not None:
-            from .judge.gate import load_baseline
+            from ..judge.gate import load_baseline
 
             self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
-        from .judge.gate import DEFAULT_CONTROL, check_resamples, gate_mode, gates_regressions
+        from ..judge.gate import DEFAULT_CONTROL, check_resamples, gate_mode, gates_regressions
 
         self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
         if self.baseline is not None and gates_regressions(self.gate):  # a gate that could never fail is refused
@@ -302,7 +302,7 @@ class RobustnessSession:
     def ocr_view(self, model: str, spec: str) -> list[dict]:
         """The OCR-robustness view of one (model, dataset) group (ocr_view.py): its image conditions' pictures read
         by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off."""
-        from .judge.ocr_view import ocr_view_rows
+        from ..judge.ocr_view import ocr_view_rows
 
         if not self.options.ocr_view:
             return []
@@ -345,7 +345,7 @@ class RobustnessSession:
                     lines.append(note)
         if any(r.condition.image and get_perturbation(r.condition.image).caption_source
                for r in self.results.values()):  # their pixels depend on the fonts this machine has
-            from .perturb.typography import caption_font_name
+            from ..perturb.typography import caption_font_name
 
             lines.append(f"re-rendered captions: {caption_font_name()}")
         for (model, spec, task, *_defence), engine in self._engines.items():
@@ -423,7 +423,7 @@ class RobustnessSession:
     def hosted_notes(self) -> list[str]:
         """One note per hosted model: requests, cached answers, tokens and cost, over this process and, on a
         pytest-xdist controller, every worker."""
-        from .detectors.hosted import sum_usage, usage_note
+        from ..detectors.hosted import sum_usage, usage_note
 
         return [usage_note(record) for record in sum_usage(self.hosted_usage() + self._worker_hosted)]
 
@@ -431,7 +431,7 @@ class RobustnessSession:
         """Before the first request: per hosted model of the run, a note of the requests its planned cases will
         send at most (detectors/hosted_cost.py: attacks' queries, samples, fits); a ConfigError naming the largest
         cases where that is more than its card's `max_requests`."""
-        from .detectors.hosted_cost import estimate
+        from ..detectors.hosted_cost import estimate
 
         by_model: dict[str, list] = {}
         texts: dict[tuple[str, str], list[str]] = {}  # (spec, task) -> the captions of its scored memes
@@ -555,7 +555,7 @@ class RobustnessSession:
         if name is None:
             return None
         if self._ocr is None:
-            from .data.ocr import ocr_backend
+            from ..data.ocr import ocr_backend
 
             self._ocr = ocr_backend(name, self.options.cache_dir, resolve_device(self.options.device))
         return self._ocr
@@ -692,7 +692,7 @@ class RobustnessSession:
         """Load what a case of `model` on `data` needs and check that it fits (card, checkpoint, mode, dataset
         rows, task, classes, group field), raising the one error that names the culprit: the plugin calls this
         once per (model, dataset) before any case runs, so a wrong option is one message, not one per case."""
-        from .errors import ModeNotRead
+        from ..errors import ModeNotRead
 
         spec = self.data_spec(data, captions)
         try:
@@ -726,7 +726,7 @@ class RobustnessSession:
     def reliance(self, model: str, data: str | None = None) -> dict:
         """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (see reliance.py),
         computed once and kept for the report."""
-        from .judge.reliance import evaluate_reliance
+        from ..judge.reliance import evaluate_reliance
 
         spec = self.data_spec(data)
         if (model, spec) not in self.reliance_results:
@@ -746,8 +746,8 @@ class RobustnessSession:
     def prompt_invariance(self, model: str, data: str | None = None) -> dict | None:
         """How `model`'s verdicts on the clean memes change with the wording of its prompt (see
         prompt_invariance.py), computed once and kept for the report; None for a detector without a prompt."""
-        from .judge.prompt_invariance import evaluate_prompt_invariance
-        from .perturb.prompts import supports_prompts
+        from ..judge.prompt_invariance import evaluate_prompt_invariance
+        from ..perturb.prompts import supports_prompts
 
         spec = self.data_spec(data)
         if (model, spec) not in self.prompt_results:
@@ -767,7 +767,7 @@ class RobustnessSession:
                 captions: str | None = None) -> list[dict]:
         """The evasion budgets of `model` for these edit families (budgets.evaluate_budgets), each family searched
         once per run and kept for the report."""
-        from .judge.budgets import evaluate_budgets
+        from ..judge.budgets import evaluate_budgets
 
         spec = self.data_spec(data, captions)
         task = self.task(model, task)
@@ -785,7 +785,7 @@ class RobustnessSession:
     def report(self) -> dict:
         """The report of everything evaluated so far, built once per set of results (the JSON/Markdown writers
         and the terminal summary all read the same one)."""
-        from .report import build_report
+        from ..report import build_report
 
         state = (len(self.results), len(self.reliance_results), sum(map(len, self.budget_results.values())),
                  len(self.case_records), id(getattr(self, "verdict", None)))
@@ -800,7 +800,7 @@ class RobustnessSession:
         are judged as one family (gate.judge_family), so the first call evaluates every case the baseline holds."""
         if self.baseline is None:
             return []
-        from .judge.gate import baseline_cell, baseline_entry, compare_condition
+        from ..judge.gate import baseline_cell, baseline_entry, compare_condition
 
         spec = self.data_spec(data, captions)
         then = baseline_entry(self.baseline, model, spec, condition.id)
@@ -819,7 +819,7 @@ class RobustnessSession:
         baseline, None. The run's verdict names the cases it holds not (new) and what it holds that did not run."""
         if self.baseline is None:
             return None
-        from .judge.gate import baseline_entry, condition_name
+        from ..judge.gate import baseline_entry, condition_name
 
         spec = self.data_spec(data, captions)
         held = baseline_entry(self.baseline, model, spec, condition.id) is not None
@@ -827,12 +827,12 @@ class RobustnessSession:
 
     def baseline_conditions(self) -> list[str]:
         """Every `model on spec: condition` the baseline holds (none without one)."""
-        from .judge.gate import baseline_condition_names
+        from ..judge.gate import baseline_condition_names
 
         return baseline_condition_names(self.baseline) if self.baseline is not None else []
 
     def _gate_options(self) -> dict:
-        from .judge.gate import DEFAULT_CHECKS, DEFAULT_CONTROL, comparison_mode
+        from ..judge.gate import DEFAULT_CHECKS, DEFAULT_CONTROL, comparison_mode
 
         stats = self.options.stats
         return {"checks": self.options.regression_checks or DEFAULT_CHECKS,
@@ -850,8 +850,8 @@ class RobustnessSession:
         condition id): comparisons}. A case that cannot be evaluated (it raises, or its model does not read the
         channel) is left out here and reports its own error when it runs."""
         if self._family is None:
-            from .errors import MemeRobustError
-            from .judge.gate import PairedCell, baseline_cell, baseline_entry, judge_family
+            from ..errors import MemeRobustError
+            from ..judge.gate import PairedCell, baseline_cell, baseline_entry, judge_family
 
             cells, here = {}, self.position
             for nodeid, model, data, task, group, captions, condition in self._cases:
@@ -883,8 +883,8 @@ class RobustnessSession:
         run's cases, given as (model, data, task, captions) tuples; a ConfigError naming the field otherwise."""
         if self.baseline is None:
             return
-        from .judge.gate import card_digest, check_run
-        from .report import versions
+        from ..judge.gate import card_digest, check_run
+        from ..report import versions
 
         facts = []
         for model, data, task, captions in cases:
@@ -919,7 +919,7 @@ class RobustnessSession:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`). With
         captions read by OCR (`captions`, or the option) a caption-only detector reads the picture through the OCR:
         every picture edit reaches it, except an attack that needs the detector's own view of the picture."""
-        from .perturb.prompts import supports_prompts
+        from ..perturb.prompts import supports_prompts
 
         detector = self.detector(model)
         by_ocr = "ocr" in (captions, self.options.captions)
