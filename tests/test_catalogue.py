@@ -20,7 +20,7 @@ from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb.catalogue import (
     ADVERBS, BACKEND_REASONS, IRRELEVANT_PHRASES, NEGATIONS, OCR_CONFUSIONS, PUNCTUATION_MARKS, SPELLING_RULES,
     STOP_WORDS, BackendMissing)
-from pytest_memerobust.perturb.text import QWERTY_NEIGHBOURS, _split_core
+from pytest_memerobust.perturb.text import QWERTY_NEIGHBOURS, split_core
 
 CHAR = ["ocr", "punctuation", "keyboard", "spelling_error", "char_random_insert", "char_random_replace",
         "char_random_swap", "char_random_delete"]
@@ -202,7 +202,7 @@ def _punctuation(before, after):
 
 
 def _spelling(before, after):
-    eligible = sum(bool(_misspellings(_split_core(w)[1])) for w in before.split())
+    eligible = sum(bool(_misspellings(split_core(w)[1])) for w in before.split())
     return sum(a != b for a, b in zip(_words(before), _words(after))), eligible
 
 

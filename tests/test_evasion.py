@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import pytest_memerobust.perturb.evasion as evasion  # registers the module until registry._ensure_loaded does
 from pytest_memerobust.perturb import get, names
-from pytest_memerobust.perturb.text import _split_core
+from pytest_memerobust.perturb.text import split_core
 
 NAMES = [
     "homoglyphs", "leetspeak", "zero_width", "spaced_letters", "dotted_letters", "intra_word_punctuation",
@@ -59,7 +59,7 @@ def _unsplit(before: str, after: str, seps: str) -> list[bool]:
     pos, split = 0, []
     for k, token in enumerate(SEP.split(before)):
         if k % 2 == 0:
-            lead, core, trail = _split_core(token)
+            lead, core, trail = split_core(token)
             forms = [lead + s.join(core) + trail for s in seps] if len(core) >= 2 else []
             hit = next((f for f in forms if after.startswith(f, pos)), None)
             split.append(hit is not None)
@@ -79,7 +79,7 @@ def _strip_emoji(text: str) -> str:
 def _hits(name: str, before: str, after: str) -> tuple[int, int]:
     """(units changed, units eligible) of one caption; captions are VOCAB words, so every word/gap is eligible."""
     if name in CHAR_LEVEL:
-        table = evasion._homoglyph_table() if name == "homoglyphs" else evasion._LEET_OPTIONS
+        table = evasion.homoglyph_table() if name == "homoglyphs" else evasion._LEET_OPTIONS
         assert len(after) == len(before)
         return sum(a != b for a, b in zip(before, after)), sum(ch in table for ch in before)
     if name == "emoji_insertion":
@@ -208,7 +208,7 @@ def _package_class(ch: str) -> set:
 def test_homoglyph_table_is_single_letters_of_other_scripts():
     from confusable_homoglyphs import categories
 
-    table = evasion._homoglyph_table()
+    table = evasion.homoglyph_table()
     assert set("aceijopsxyABEHIKMOPTX") <= set(table)
     assert "а" in table["a"] and "о" in table["o"] and "Α" in table["A"]  # Cyrillic a, o; Greek Alpha
     assert "І" in table["I"]  # Cyrillic I, reached through the prototype "l"
@@ -233,7 +233,7 @@ def test_homoglyphs_are_confusable_with_the_letter_they_replace():
             if old != new:
                 changed += 1
                 assert old.isascii() and old.isalpha()
-                assert new in evasion._homoglyph_table()[old]
+                assert new in evasion.homoglyph_table()[old]
                 assert old in _package_class(new)
                 assert confusables.is_confusable(new, preferred_aliases=["latin"])
                 assert confusables.is_dangerous(after)  # mixed script with a Latin look-alike
@@ -241,7 +241,7 @@ def test_homoglyphs_are_confusable_with_the_letter_they_replace():
 
 
 def test_homoglyphs_without_the_package_name_it(monkeypatch):
-    evasion._homoglyph_table.cache_clear()
+    evasion.homoglyph_table.cache_clear()
     monkeypatch.setitem(sys.modules, "confusable_homoglyphs", None)
     try:
         with pytest.raises(ImportError, match="confusable-homoglyphs"):
@@ -250,8 +250,8 @@ def test_homoglyphs_without_the_package_name_it(monkeypatch):
             get("homoglyphs")(" ", 1, np.random.default_rng(0))
     finally:
         monkeypatch.undo()
-        evasion._homoglyph_table.cache_clear()
-    assert evasion._homoglyph_table()["a"]
+        evasion.homoglyph_table.cache_clear()
+    assert evasion.homoglyph_table()["a"]
 
 
 # --- leetspeak ----------------------------------------------------------------------------------------------
@@ -281,7 +281,7 @@ def test_removing_zero_width_characters_gives_the_original():
                 inserted = [i for i, ch in enumerate(word) if ch in ZW]
                 assert len(inserted) <= 1  # one per hit word
                 if inserted:
-                    lead, core, trail = _split_core(word.translate({ord(z): None for z in ZW}))
+                    lead, core, trail = split_core(word.translate({ord(z): None for z in ZW}))
                     assert len(lead) < inserted[0] < len(lead) + len(core)  # inside the core, not at an edge
 
 

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Mapping
 
 from ..errors import BackendMissing, UnknownNameError
 from ..perturb import evasion, scaling
-from ..perturb.text import _WHITESPACE, _split_core
+from ..perturb.text import WHITESPACE, split_core
 
 __all__ = [
     "ENTRY_POINT_GROUP", "DefendedDetector", "Defence", "Normaliser", "PictureDefence", "UnknownDefenceError",
@@ -151,7 +151,7 @@ def _latin_of() -> tuple[Mapping[str, str], Mapping[str, str]]:
     both "I" and "l"): one reads as the letter of its own case, and as the
     lowercase letter after a lowercase letter ("heΙΙo" is "hello", "Ιt" is "It")."""
     letters: dict[str, list] = {}
-    for letter, glyphs in evasion._homoglyph_table().items():
+    for letter, glyphs in evasion.homoglyph_table().items():
         for glyph in glyphs:
             letters.setdefault(glyph, []).append(letter)
     single, after_lower = {}, {}
@@ -188,7 +188,7 @@ def confusables(text: str) -> str:
     """Map Cyrillic, Greek, Armenian and Cherokee look-alikes to the Latin letters they imitate (homoglyphs), in
     the words made of Latin letters and look-alikes only; a word with another letter of those scripts is kept."""
     single, after_lower = _latin_of()
-    tokens = _WHITESPACE.split(text)  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(text)  # words at even indices, separators at odd ones
     return "".join(tok if k % 2 else _latin_word(tok, single, after_lower) for k, tok in enumerate(tokens))
 
 
@@ -235,7 +235,7 @@ def _unleet_word(word: str) -> str:
 def leetspeak(text: str) -> str:
     """Read digits and symbols inside words as the letters they stand for (h4t3 -> hate); "2024", "5 cats", "3rd"
     and a trailing "!" stay. Folded letters come out lowercase; a word with no letter left is kept as written."""
-    tokens = _WHITESPACE.split(text)  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(text)  # words at even indices, separators at odd ones
     return "".join(tok if k % 2 else _unleet_word(tok) for k, tok in enumerate(tokens))
 
 
@@ -244,7 +244,7 @@ MIN_SPACED_LETTERS = 3  # "h a t e" joins, "i s" does not: two single letters ar
 
 
 def _joined_letters(word: str) -> str:
-    lead, core, trail = _split_core(word)
+    lead, core, trail = split_core(word)
     if _SPLIT_WORD.fullmatch(core):
         core = re.sub(r"[.\-_]", "", core)
     return lead + core + trail
@@ -254,7 +254,7 @@ def whitespace(text: str) -> str:
     """Collapse whitespace runs to one space (trimming the ends) and join spaced, dotted, hyphenated or underscored
     letters back into words: "h a t e them" -> "hate them", "h.a.t.e" -> "hate"."""
     words = [_joined_letters(w) for w in text.split()]
-    parts = [_split_core(w) for w in words]  # (lead, core, trail)
+    parts = [split_core(w) for w in words]  # (lead, core, trail)
 
     def letter(k: int) -> bool:
         return len(parts[k][1]) == 1 and parts[k][1].isalpha()
@@ -302,14 +302,14 @@ def _corrected(core: str) -> str:
 
 
 def _spell_word(word: str) -> str:
-    lead, core, trail = _split_core(word)
+    lead, core, trail = split_core(word)
     return lead + _corrected(core) + trail if core.isalpha() else word
 
 
 def spelling(text: str) -> str:
     """Correct each all-letter word with pyspellchecker's English dictionary, keeping punctuation and whitespace."""
     _spell_checker()  # the missing extra is said even for a caption with nothing to correct
-    tokens = _WHITESPACE.split(text)
+    tokens = WHITESPACE.split(text)
     return "".join(tok if k % 2 else _spell_word(tok) for k, tok in enumerate(tokens))
 
 
@@ -487,7 +487,7 @@ def adaptive_perturb(perturbation_name: str, text: str, severity: int | None, ke
         return p(x, severity, p.rng(seed, sub, severity))
 
     first = draw(text)
-    clean_tokens, edited_tokens = _WHITESPACE.split(text), _WHITESPACE.split(first)
+    clean_tokens, edited_tokens = WHITESPACE.split(text), WHITESPACE.split(first)
     if len(clean_tokens) == len(edited_tokens):
         for k in range(0, len(clean_tokens), 2):  # words at even indices
             word = clean_tokens[k]

@@ -11,7 +11,7 @@ Families (levels in the family's `unit`):
 - `char_edits` (1..10): b typing slips from `perturb/text.py` (`ALL_OPS`: swap, middle shuffle, keyboard slip,
   insertion, deletion), one per word at b distinct words in plan order; past the number of eligible words the plan
   wraps and hits words a second time. A repeat edit is redrawn (a few tries) when it would give back the clean word.
-- `lookalikes` (1..10): b letters become a Unicode look-alike (`perturb/evasion.py` `_homoglyph_table`).
+- `lookalikes` (1..10): b letters become a Unicode look-alike (`perturb/evasion.py` `homoglyph_table`).
 - `word_substitutions` (1..5): b words (alphabetic, two letters or more) replaced. The package ships no thesaurus
   offline (`synonym_replace` needs nltk's WordNet, the textattack recipes need their downloads), so the substitute
   is a neutral function word from `catalogue.STOP_WORDS` (no negation), in the case of the word it replaces. That
@@ -40,10 +40,10 @@ import numpy as np
 
 from ..errors import UnknownNameError
 from .metrics import paired_bootstrap_ci
-from ..perturb.catalogue import STOP_WORDS, _rebuild, _words
-from ..perturb.evasion import _homoglyph_table
+from ..perturb.catalogue import STOP_WORDS, rebuild_words, split_words
+from ..perturb.evasion import homoglyph_table
 from ..perturb.natural import with_case_of
-from ..perturb.text import _WHITESPACE, ALL_OPS, _perturb_word, _split_core, _usable_ops
+from ..perturb.text import WHITESPACE, ALL_OPS, perturb_word, split_core, usable_ops
 
 __all__ = [
     "FAMILIES",
@@ -152,12 +152,12 @@ def family_names(modality: str | None = None) -> list[str]:
 @_family("char_edits", levels=range(1, 11), modality="text", unit="character edits")
 def char_edits(caption: str, budget: int, key: int) -> str:
     """`budget` typing slips, one per eligible word in plan order, wrapping to second slips past the last word."""
-    tokens = _WHITESPACE.split(_check_text(caption))  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(_check_text(caption))  # words at even indices, separators at odd ones
     budget = _check_budget(budget)
-    sites = [k for k in range(0, len(tokens), 2) if _usable_ops(_split_core(tokens[k])[1], ALL_OPS)]
+    sites = [k for k in range(0, len(tokens), 2) if usable_ops(split_core(tokens[k])[1], ALL_OPS)]
     if not sites:
         return caption
-    parts = {k: list(_split_core(tokens[k])) for k in sites}
+    parts = {k: list(split_core(tokens[k])) for k in sites}
     clean = {k: parts[k][1] for k in sites}
     order = _plan(key, "char_edits", len(sites))
     for j in range(budget):
@@ -172,10 +172,10 @@ def _slip(core: str, clean: str, rng: np.random.Generator) -> str:
     """One slip that changes `core` and does not give back `clean` (a swap undone by a second swap); when a few
     draws all would, the word is left as it is, so the edits stay nested."""
     for _ in range(_REPEAT_TRIES):
-        ops = _usable_ops(core, ALL_OPS)
+        ops = usable_ops(core, ALL_OPS)
         if not ops:
             break
-        new = _perturb_word(core, ops, rng)
+        new = perturb_word(core, ops, rng)
         if new != clean:
             return new
     return core
@@ -186,7 +186,7 @@ def lookalikes(caption: str, budget: int, key: int) -> str:
     """`budget` letters, in plan order, replaced by a look-alike from another script; fewer when fewer have one."""
     chars = list(_check_text(caption))
     budget = _check_budget(budget)
-    table = _homoglyph_table()
+    table = homoglyph_table()
     sites = [i for i, ch in enumerate(chars) if ch in table]
     for j, s in enumerate(_plan(key, "lookalikes", len(sites))[:budget]):
         options = table[chars[sites[s]]]
@@ -197,11 +197,11 @@ def lookalikes(caption: str, budget: int, key: int) -> str:
 @_family("word_substitutions", levels=range(1, 6), modality="text", unit="words")
 def word_substitutions(caption: str, budget: int, key: int) -> str:
     """`budget` words, in plan order, replaced by a neutral function word (the offline fallback for a synonym)."""
-    tokens = _WHITESPACE.split(_check_text(caption))
+    tokens = WHITESPACE.split(_check_text(caption))
     budget = _check_budget(budget)
-    sites = [k for k in range(0, len(tokens), 2) if _substitutable(_split_core(tokens[k])[1])]
+    sites = [k for k in range(0, len(tokens), 2) if _substitutable(split_core(tokens[k])[1])]
     for j, s in enumerate(_plan(key, "word_substitutions", len(sites))[:budget]):
-        lead, core, trail = _split_core(tokens[sites[s]])
+        lead, core, trail = split_core(tokens[sites[s]])
         fillers = [w for w in STOP_WORDS if w != core.casefold()]
         new = fillers[int(_edit_rng(key, "word_substitutions", j).integers(len(fillers)))]
         tokens[sites[s]] = lead + with_case_of(core, new) + trail
@@ -218,11 +218,11 @@ def covered_caption(caption: str, budget: int, key: int) -> str:
     budget = _check_budget(budget)
     if budget == 0 or not _check_text(caption).strip():
         return caption
-    lead, pairs = _words(caption)
+    lead, pairs = split_words(caption)
     k = min(len(pairs), max(1, round(budget / 10 * len(pairs))))
     if k == len(pairs):
         return ""
-    return _rebuild(lead, pairs, drop=set(_plan(key, "covered_caption", len(pairs))[:k]))
+    return rebuild_words(lead, pairs, drop=set(_plan(key, "covered_caption", len(pairs))[:k]))
 
 
 @_family("image_linf", levels=(1, 2, 4, 8, 16, 32), modality="image", unit="/255 (L-infinity)")

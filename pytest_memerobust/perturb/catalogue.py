@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import errors
 from .registry import register
-from .text import _check_caption, _is_key, _neighbour, _split_core
+from .text import _check_caption, _is_key, _neighbour, split_core
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _PAIR = re.compile(r"(\S+)(\s*)")
@@ -73,13 +73,13 @@ def _letter(rng: np.random.Generator, other_than: str = "") -> str:
     return options[int(rng.integers(len(options)))]
 
 
-def _words(text: str) -> tuple[str, list[tuple[str, str]]]:
+def split_words(text: str) -> tuple[str, list[tuple[str, str]]]:
     """(leading whitespace, [(word, whitespace after it), ...]); the last word's whitespace is the trailing one."""
     text = _check_caption(text)
     return re.match(r"\s*", text).group(), [(m.group(1), m.group(2)) for m in _PAIR.finditer(text)]
 
 
-def _rebuild(lead: str, pairs: list, drop=(), insert=()) -> str:
+def rebuild_words(lead: str, pairs: list, drop=(), insert=()) -> str:
     """The caption without the words at indices `drop` and with each (index, word) of `insert` placed before that
     word (index len(pairs): at the end). A new word is followed by one space, surviving words keep their spacing
     and the caption's trailing whitespace stays at its end."""
@@ -221,11 +221,11 @@ def char_random_delete(text: str, severity: int, rng: np.random.Generator) -> st
 def punctuation(text: str, severity: int, rng: np.random.Generator) -> str:
     """Attach a random mark (. , ! ? ; :) after a share of the words, so between words or at the end (AEDA)."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # the paper has one level; AEDA inserts up to a third of n
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     for i in _pick(rng, range(len(pairs)), _count(c, len(pairs))):
         mark = PUNCTUATION_MARKS[int(rng.integers(len(PUNCTUATION_MARKS)))]
         pairs[i] = (pairs[i][0] + mark, pairs[i][1])
-    return _rebuild(lead, pairs)
+    return rebuild_words(lead, pairs)
 
 
 def _misspellings(core: str) -> list[str]:
@@ -242,13 +242,13 @@ def spelling_error(text: str, severity: int, rng: np.random.Generator) -> str:
     A misspelling can land on another real word (hate -> hat by the silent-e rule); readers still read the
     intended one, so the label is taken to survive, as for typos."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # the paper's code: SpellingError(trans_p=0.1 .. 0.5) over words
-    lead, pairs = _words(text)
-    eligible = [i for i, (word, _) in enumerate(pairs) if _misspellings(_split_core(word)[1])]
+    lead, pairs = split_words(text)
+    eligible = [i for i, (word, _) in enumerate(pairs) if _misspellings(split_core(word)[1])]
     for i in _pick(rng, eligible, _count(c, len(eligible))):
-        before, core, after = _split_core(pairs[i][0])
+        before, core, after = split_core(pairs[i][0])
         options = _misspellings(core)
         pairs[i] = (before + options[int(rng.integers(len(options)))] + after, pairs[i][1])
-    return _rebuild(lead, pairs)
+    return rebuild_words(lead, pairs)
 
 
 # --- word level ---------------------------------------------------------------------------------------------
@@ -276,9 +276,9 @@ def insert_adverb(text: str, severity: int, rng: np.random.Generator) -> str:
     The paper (textflint InsertAdv) puts one before each verb; without a POS tagger the word is a random one
     (`pos_aware_insert` is the tagged variant). Intensifiers add emphasis, not meaning."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # share of the words that get an adverb (paper: one level)
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     where = _pick(rng, range(len(pairs)), _count(c, len(pairs)))
-    return _rebuild(lead, pairs, insert=[(i, ADVERBS[int(rng.integers(len(ADVERBS)))]) for i in where])
+    return rebuild_words(lead, pairs, insert=[(i, ADVERBS[int(rng.integers(len(ADVERBS)))]) for i in where])
 
 
 @register("append_irrelevant_phrase", modality="text", family="text_addition", label_preserving=True,
@@ -286,9 +286,9 @@ def insert_adverb(text: str, severity: int, rng: np.random.Generator) -> str:
 def append_irrelevant_phrase(text: str, severity: int, rng: np.random.Generator) -> str:
     """Append distinct neutral phrases (a shipped list) after the caption, one per severity level."""
     k = [1, 2, 3, 4, 5][severity - 1]  # number of phrases (paper: AppendIrr, one level)
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     phrases = [IRRELEVANT_PHRASES[i] for i in _pick(rng, range(len(IRRELEVANT_PHRASES)), k)]
-    return _rebuild(lead, pairs, insert=[(len(pairs), " ".join(phrases))])
+    return rebuild_words(lead, pairs, insert=[(len(pairs), " ".join(phrases))])
 
 
 @register("random_word_insert", modality="text", family="text_addition", label_preserving=True,
@@ -298,21 +298,21 @@ def random_word_insert(text: str, severity: int, rng: np.random.Generator) -> st
 
     Negations are never drawn, so a statement cannot be flipped; a repeated word adds emphasis at most."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # the paper's code: int(n * 0.1 .. 0.5) insertions
-    lead, pairs = _words(text)
-    own = [core.lower() for core in (_split_core(w)[1] for w, _ in pairs) if core and core.lower() not in NEGATIONS]
+    lead, pairs = split_words(text)
+    own = [core.lower() for core in (split_core(w)[1] for w, _ in pairs) if core and core.lower() not in NEGATIONS]
     pool = own + list(STOP_WORDS)
     where = _pick(rng, range(len(pairs) + 1), _count(c, len(pairs)))
-    return _rebuild(lead, pairs, insert=[(i, pool[int(rng.integers(len(pool)))]) for i in where])
+    return rebuild_words(lead, pairs, insert=[(i, pool[int(rng.integers(len(pool)))]) for i in where])
 
 
 def _drop_ends(text: str, k: int, first: bool, last: bool) -> str:
     """Drop k words from the start and/or the end, keeping at least one word (with both ends, the start gives
     up its word first when only an odd number may go)."""
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     n = len(pairs)
     front = min(k, n - 1 if not last else -(-(n - 1) // 2)) if first else 0
     back = min(k, n - 1 - front) if last else 0
-    return _rebuild(lead, pairs, drop=set(range(front)) | set(range(n - back, n)))
+    return rebuild_words(lead, pairs, drop=set(range(front)) | set(range(n - back, n)))
 
 
 @register("drop_first", modality="text", family="positional_drop", label_preserving=False,
@@ -346,10 +346,10 @@ def shuffle_order(text: str, severity: int, rng: np.random.Generator) -> str:
 
     Word order carries roles ("X hates Y" -> "Y hates X"), so the label may change."""
     c = [0.2, 0.4, 0.6, 0.8, 1.0][severity - 1]  # share of the words that move (paper: 1.0 only)
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     where = _pick(rng, range(len(pairs)), min(len(pairs), max(2, round(c * len(pairs)))))
     if len(where) < 2:
-        return _rebuild(lead, pairs)
+        return rebuild_words(lead, pairs)
     cycle = list(where)
     for i in range(len(cycle) - 1, 0, -1):  # Sattolo: a uniformly random single cycle, so no word stays put
         j = int(rng.integers(i))
@@ -357,7 +357,7 @@ def shuffle_order(text: str, severity: int, rng: np.random.Generator) -> str:
     words = [w for w, _ in pairs]
     for src, dst in zip(where, cycle):
         pairs[dst] = (words[src], pairs[dst][1])
-    return _rebuild(lead, pairs)
+    return rebuild_words(lead, pairs)
 
 
 @register("random_delete", modality="text", family="positional_drop", label_preserving=False,
@@ -365,8 +365,9 @@ def shuffle_order(text: str, severity: int, rng: np.random.Generator) -> str:
 def random_delete(text: str, severity: int, rng: np.random.Generator) -> str:
     """Delete a share of the words, at least one stays; a deleted negation or target changes the meaning."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # the paper's code: int(n * 0.1 .. 0.5) deletions
-    lead, pairs = _words(text)
-    return _rebuild(lead, pairs, drop=set(_pick(rng, range(len(pairs)), min(_count(c, len(pairs)), len(pairs) - 1))))
+    lead, pairs = split_words(text)
+    n = len(pairs)
+    return rebuild_words(lead, pairs, drop=set(_pick(rng, range(n), min(_count(c, n), n - 1))))
 
 
 @register("random_swap", modality="text", family="text_swap", label_preserving=False,
@@ -374,12 +375,12 @@ def random_delete(text: str, severity: int, rng: np.random.Generator) -> str:
 def random_swap(text: str, severity: int, rng: np.random.Generator) -> str:
     """Swap disjoint random pairs of words so that a share of the words move; roles can swap, so can the label."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # share of the words moved: max(1, round(c * n / 2)) pairs
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     drawn = _pick(rng, range(len(pairs)), 2 * min(_count(c / 2, len(pairs)), len(pairs) // 2))
     words = [w for w, _ in pairs]
     for a, b in zip(drawn[0::2], drawn[1::2]):
         pairs[a], pairs[b] = (words[b], pairs[a][1]), (words[a], pairs[b][1])
-    return _rebuild(lead, pairs)
+    return rebuild_words(lead, pairs)
 
 
 # --- needing a backend --------------------------------------------------------------------------------------
@@ -435,21 +436,21 @@ def _wordnet():
 def synonym_replace(text: str, severity: int, rng: np.random.Generator) -> str:
     """Replace a share of the words by a one-word WordNet synonym; without sense disambiguation, meaning can shift."""
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]  # the paper's code: SwapSynWordNet(trans_p=0.1 .. 0.5)
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     wordnet = _wordnet()
     options = {}
     for i, (word, _) in enumerate(pairs):
-        core = _split_core(word)[1]
+        core = split_core(word)[1]
         if core.isalpha() and len(core) >= 3:
             found = {lemma.name() for s in wordnet.synsets(core.lower()) for lemma in s.lemmas()}
             found = sorted(x for x in found if x.isalpha() and x.lower() != core.lower())
             if found:
                 options[i] = found
     for i in _pick(rng, sorted(options), _count(c, len(options))):
-        before, core, after = _split_core(pairs[i][0])
+        before, core, after = split_core(pairs[i][0])
         new = options[i][int(rng.integers(len(options[i])))]
         pairs[i] = (before + (new.capitalize() if core[0].isupper() else new) + after, pairs[i][1])
-    return _rebuild(lead, pairs)
+    return rebuild_words(lead, pairs)
 
 
 def _needs_backend(name: str, level: str, family: str, severities=(1, 2, 3, 4, 5), label_preserving=False):

@@ -32,7 +32,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from .registry import register
-from .text import _WHITESPACE, _check_caption, _split_core
+from .text import WHITESPACE, _check_caption, split_core
 
 # --- shared helpers -----------------------------------------------------------------------------------------
 
@@ -63,7 +63,7 @@ def _edit_words(
     edit: Callable[[str, np.random.Generator], str],
 ) -> str:
     """Apply `edit` to a share of the whitespace-separated words for which `eligible` holds; `edit` must change them."""
-    tokens = _WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
     candidates = [k for k in range(0, len(tokens), 2) if tokens[k] and eligible(tokens[k])]
     if not candidates:
         return text
@@ -75,7 +75,7 @@ def _edit_words(
 
 def _has_inner_gap(word: str) -> bool:
     """The word's core (punctuation stripped) has two or more characters, at least one of them a letter."""
-    core = _split_core(word)[1]
+    core = split_core(word)[1]
     return len(core) >= 2 and any(ch.isalpha() for ch in core)
 
 
@@ -104,7 +104,7 @@ def _confusable_class(letter: str, data: Mapping[str, list]) -> set:
 
 
 @lru_cache(maxsize=None)
-def _homoglyph_table() -> Mapping[str, tuple]:
+def homoglyph_table() -> Mapping[str, tuple]:
     """ASCII letter -> its look-alikes from other scripts, sorted by code point (built once, on first use).
 
     A look-alike is one code point of the Basic Multilingual Plane, a letter (Lu, Ll, Lo) of one of
@@ -137,11 +137,11 @@ def _homoglyph_table() -> Mapping[str, tuple]:
 def homoglyphs(text: str, severity: int, rng: np.random.Generator) -> str:
     """Swap a share of the letters for look-alikes from Cyrillic, Greek, Armenian or Cherokee (Unicode confusables).
 
-    Eligible: the ASCII letters that have a look-alike (see `_homoglyph_table`); needs `confusable-homoglyphs`.
+    Eligible: the ASCII letters that have a look-alike (see `homoglyph_table`); needs `confusable-homoglyphs`.
     """
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
     _check_caption(text)
-    return _edit_chars(text, c, rng, _homoglyph_table())
+    return _edit_chars(text, c, rng, homoglyph_table())
 
 
 # --- leetspeak ----------------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
 
 
 def _insert_zero_width(word: str, rng: np.random.Generator) -> str:
-    lead, core, trail = _split_core(word)
+    lead, core, trail = split_core(word)
     at = 1 + int(rng.integers(len(core) - 1))  # a gap strictly inside the core
     zw = ZERO_WIDTH[int(rng.integers(len(ZERO_WIDTH)))]
     return lead + core[:at] + zw + core[at:] + trail
@@ -199,7 +199,7 @@ def _split_letters(text: str, share: float, rng: np.random.Generator, separators
     """Put a separator between every two characters of the core of a share of the words; one drawn per word."""
 
     def edit(word: str, rng: np.random.Generator) -> str:
-        lead, core, trail = _split_core(word)
+        lead, core, trail = split_core(word)
         sep = separators[int(rng.integers(len(separators)))] if len(separators) > 1 else separators[0]
         return lead + sep.join(core) + trail
 
@@ -374,7 +374,7 @@ def emoji_insertion(text: str, severity: int, rng: np.random.Generator) -> str:
     runs with a word on both sides; a one-word caption comes back as it is.
     """
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
-    tokens = _WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
     gaps = [k for k in range(1, len(tokens) - 1, 2) if tokens[k - 1] and tokens[k + 1]]
     if not gaps:
         return text

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from .evasion import LEET, ZERO_WIDTH, _homoglyph_table
+from .evasion import LEET, ZERO_WIDTH, homoglyph_table
 from .text import QWERTY_NEIGHBOURS
 
 _WORD = re.compile(r"[A-Za-z]{2,}")
@@ -58,7 +58,7 @@ def _edit_word(word: str, edit: Edit) -> str:
     if op == "case":
         return word[:i] + ch.swapcase() + word[i + 1 :]
     if op == "homoglyph":
-        options = _homoglyph_table().get(ch, ())
+        options = homoglyph_table().get(ch, ())
         return word[:i] + options[edit.choice % len(options)] + word[i + 1 :] if options else word
     if op == "leet":
         options = LEET.get(ch.lower(), "")

@@ -30,11 +30,11 @@ from typing import Mapping
 
 import numpy as np
 
-from .catalogue import _count, _rebuild, _words
+from .catalogue import _count, rebuild_words, split_words
 from .catalogue import _pick as _draw
 from .evasion import _LEET_OPTIONS, INTRA_WORD_SEPARATORS, LEET, _edit_words, _flippable, _has_inner_gap, _pick
 from .registry import register
-from .text import _WHITESPACE, _check_caption, _noise, _Op, _split_core
+from .text import WHITESPACE, _check_caption, _noise, _Op, split_core
 
 # --- emoji for words ----------------------------------------------------------------------------------------
 
@@ -105,13 +105,13 @@ EMOJI_WORDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 
 def _emoji_for(word: str, rng: np.random.Generator) -> str:
-    lead, core, trail = _split_core(word)
+    lead, core, trail = split_core(word)
     options = EMOJI_WORDS[core.lower()]
     return lead + options[int(rng.integers(len(options)))] + trail
 
 
 def _in_emoji_table(word: str) -> bool:
-    return _split_core(word)[1].lower() in EMOJI_WORDS
+    return split_core(word)[1].lower() in EMOJI_WORDS
 
 
 @register("emoji_substitution", modality="text", family="human_edits", label_preserving=True,
@@ -182,14 +182,14 @@ def _mix_sites(core: str) -> tuple[list[int], list[int]]:
 
 def _mixable(word: str) -> bool:
     """Three characters or more, a LEET letter and another letter whose case can flip: both kinds fit."""
-    core = _split_core(word)[1]
+    core = split_core(word)[1]
     leet, case = _mix_sites(core)
     return len(core) >= 3 and bool(leet) and any(i != j for i in leet for j in case)
 
 
 def _leet_mix(word: str, rng: np.random.Generator) -> str:
     """One LEET substitution, one case flip elsewhere, then more of either until 40% of the core has changed."""
-    lead, core, trail = _split_core(word)
+    lead, core, trail = split_core(word)
     leet, case = _mix_sites(core)
     pairs = [(i, j) for i in leet for j in case if i != j]
     first, second = pairs[int(rng.integers(len(pairs)))]
@@ -232,7 +232,7 @@ def word_merge(text: str, severity: int, rng: np.random.Generator) -> str:
     Adjacent merged gaps join three words or more; a one-word caption comes back as it is.
     """
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
-    tokens = _WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
     gaps = [k for k in range(1, len(tokens) - 1, 2) if tokens[k - 1] and tokens[k + 1]]
     if not gaps:
         return text
@@ -278,9 +278,9 @@ def filler_words(text: str, severity: int, rng: np.random.Generator) -> str:
     each filler drawn from FILLERS and followed by one space (`insert_adverb` inserts formal intensifiers).
     """
     c = [0.1, 0.2, 0.3, 0.4, 0.5][severity - 1]
-    lead, pairs = _words(text)
+    lead, pairs = split_words(text)
     where = _draw(rng, range(len(pairs) + 1), _count(c, len(pairs)))
-    return _rebuild(lead, pairs, insert=[(i, FILLERS[int(rng.integers(len(FILLERS)))]) for i in where])
+    return rebuild_words(lead, pairs, insert=[(i, FILLERS[int(rng.integers(len(FILLERS)))]) for i in where])
 
 
 def _repeat_sites(core: str) -> list[int]:
@@ -326,7 +326,7 @@ def human_candidates(word: str, rng: np.random.Generator, limit: int) -> list[st
         raise ValueError(f"human_candidates rewrites one word: a non-empty str without whitespace, got {word!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be a whole number >= 0, got {limit!r}")
-    lead, core, trail = _split_core(word)
+    lead, core, trail = split_core(word)
     cores = set()
     for i in range(len(core)):
         cores |= {core[:i] + sub + core[i + 1:] for sub in _leet_options(core, i)}

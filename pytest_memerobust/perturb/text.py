@@ -33,7 +33,7 @@ QWERTY_NEIGHBOURS: dict[str, str] = {
     "n": "hjbm", "m": "jkn",
 }
 
-_WHITESPACE = re.compile(r"(\s+)")
+WHITESPACE = re.compile(r"(\s+)")
 _EDGE_PUNCT = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)
 
 
@@ -144,19 +144,19 @@ def _natural_op(table: dict[str, tuple[str, ...]]) -> _Op:
 # --- the shared helper --------------------------------------------------------------------------------------
 
 
-def _split_core(word: str) -> tuple[str, str, str]:
+def split_core(word: str) -> tuple[str, str, str]:
     """(leading punctuation, core, trailing punctuation) of one whitespace-free word."""
     lead, core, trail = _EDGE_PUNCT.match(word).groups()
     return lead, core, trail
 
 
-def _usable_ops(core: str, ops: Sequence[_Op]) -> list:
+def usable_ops(core: str, ops: Sequence[_Op]) -> list:
     if len(core) < 2 or not any(ch.isalpha() for ch in core):
         return []
     return [op for op in ops if op.sites(core)]
 
 
-def _perturb_word(core: str, ops: list, rng: np.random.Generator, prefer: _Op | None = None) -> str:
+def perturb_word(core: str, ops: list, rng: np.random.Generator, prefer: _Op | None = None) -> str:
     """Apply one operation drawn from `ops` (`prefer` first, when it is usable); if it left the word unchanged,
     draw another one."""
     ops = list(ops)
@@ -178,11 +178,11 @@ def _perturb_word(core: str, ops: list, rng: np.random.Generator, prefer: _Op | 
 
 def _noise(text: str, share: float, rng: np.random.Generator, ops: Sequence[_Op], prefer: _Op | None = None) -> str:
     """Hit max(1, round(share * eligible words)) eligible words, drawn without replacement, one op each."""
-    tokens = _WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
+    tokens = WHITESPACE.split(_check_caption(text))  # words at even indices, separators at odd ones
     eligible = []
     for k in range(0, len(tokens), 2):
-        lead, core, trail = _split_core(tokens[k])
-        usable = _usable_ops(core, ops)
+        lead, core, trail = split_core(tokens[k])
+        usable = usable_ops(core, ops)
         if usable:
             eligible.append((k, lead, core, trail, usable))
     if not eligible:
@@ -190,7 +190,7 @@ def _noise(text: str, share: float, rng: np.random.Generator, ops: Sequence[_Op]
     n_hit = max(1, round(share * len(eligible)))
     for j in sorted(rng.choice(len(eligible), size=n_hit, replace=False).tolist()):
         k, lead, core, trail, usable = eligible[j]
-        tokens[k] = lead + _perturb_word(core, usable, rng, prefer) + trail
+        tokens[k] = lead + perturb_word(core, usable, rng, prefer) + trail
     return "".join(tokens)
 
 
