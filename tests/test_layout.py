@@ -13,10 +13,12 @@ offender as file:line.
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 PACKAGE = "pytest_memerobust"
-ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+CHECKOUT = Path(__file__).resolve().parents[1]
+ROOT = CHECKOUT / PACKAGE
 
 # Layers, low to high: a module imports its own layer and those below, never one above.
 LAYERS = ("ground floor", "data", "perturb", "detectors", "engine", "judge", "report", "run", "pytest face / cli")
@@ -32,10 +34,14 @@ TOP_MODULES = {
     # STYLE.md 8: the public API is re-exports): it only re-exports perturb/fuzz.py and judge/caption_fuzz.py.
     "fuzz": "pytest face / cli",
 }
-# The folders, each one layer (track/ is the run's: what a finished run leaves, trackers, exports).
+# The folders, each one layer, its package __init__ included (track/ is the run's: what a finished run leaves,
+# trackers, exports, the baseline file format).
 FOLDERS = {"data": "data", "perturb": "perturb", "detectors": "detectors", "engine": "engine", "judge": "judge",
-           "report": "report", "track": "run",
-           "run": "run"}
+           "report": "report", "run": "run", "track": "run", "cli": "pytest face / cli"}
+# Folders of the checkout installed inside the package (pyproject's package-dir): the built-in model cards (data
+# files and an empty package) and the built-in suites, Python test modules a run collects like a user's: they sit
+# at the top, beside the face they are collected by.
+SHIPPED = {"models": "ground floor", "suites": "pytest face / cli"}
 # The package's __init__.py is the public API (re-exports from every layer): the top. The one name it defines itself,
 # before its imports, is its version, which the run's manifests and exports record: reading it is ground floor.
 ROOT_OWN_NAMES = {"__version__"}
@@ -59,12 +65,25 @@ REGISTRIES = {
 CYCLES_ALLOWED: dict = {}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def shipped_folders(checkout: Path) -> dict[str, Path]:
+    """pyproject's package-dir: the package's sub-packages that live elsewhere in the checkout (models/, suites/)."""
+    config = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))
+    mapped = config["tool"]["setuptools"].get("package-dir", {})
+    return {name.rpartition(".")[2]: checkout / folder for name, folder in mapped.items()
+            if name.startswith(PACKAGE + ".")}
 
 
-MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+def find_modules(root: Path, shipped: dict[str, Path]) -> dict[str, Path]:
+    """Every module of the package, by dotted name (a package by its own name, for its __init__.py), the shipped
+    folders' modules under the names they are installed as."""
+    def name(path: Path, base: Path, prefix: list[str]) -> str:
+        parts = prefix + list(path.relative_to(base).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name(p, root.parent, []): p for p in sorted(root.rglob("*.py"))}
+    for folder, where in shipped.items():
+        modules.update({name(p, where, [PACKAGE, folder]): p for p in sorted(where.rglob("*.py"))})
+    return modules
 
 
 def _imports(tree: ast.Module):
@@ -78,17 +97,16 @@ def _imports(tree: ast.Module):
     yield from walk(tree, True)
 
 
-def _known(name: str) -> str:
-    """The package's module that `name` is or lies in (`pkg.judge.results.ConditionResult` -> `pkg.judge.results`)."""
-    while name not in MODULES:
-        name = name.rpartition(".")[0]
-    return name
+def find_edges(modules: dict[str, Path]) -> list[tuple[str, str, int, bool, tuple[str, ...]]]:
+    """(importer, imported module, line, at module level, names imported) for every import of the package: absolute,
+    relative (`from .. import report` names the package report/) and of a package's own `__init__`."""
+    def known(target: str) -> str:
+        while target not in modules:  # `pkg.judge.results.ConditionResult` -> `pkg.judge.results`
+            target = target.rpartition(".")[0]
+        return target
 
-
-def _edges() -> list[tuple[str, str, int, bool, tuple[str, ...]]]:
-    """(importer, imported module, line, at module level, names imported) for every import of the package."""
     out = []
-    for module, path in MODULES.items():
+    for module, path in modules.items():
         package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
         for node, top in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
@@ -97,30 +115,53 @@ def _edges() -> list[tuple[str, str, int, bool, tuple[str, ...]]]:
                 base = node.module or ""
                 if node.level:
                     base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
-                targets = [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, (a.name,))
+                targets = [(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base, (a.name,))
                            for a in node.names]
             for target, names in targets:
                 if target == PACKAGE or target.startswith(PACKAGE + "."):
-                    out.append((module, _known(target), node.lineno, top, names))
+                    out.append((module, known(target), node.lineno, top, names))
     return out
 
 
-EDGES = _edges()
-
-
-def _layer(module: str, names: tuple[str, ...] = ()) -> str | None:
-    """The module's layer; None for a module the layout does not place (test (a) names it)."""
+def layer_of(module: str, names: tuple[str, ...] = ()) -> str | None:
+    """The module's layer (a package's __init__ is its folder's); None for a module the layout does not place."""
     parts = module.split(".")
     if len(parts) == 1:
         return "ground floor" if names and set(names) <= ROOT_OWN_NAMES else "pytest face / cli"
-    return TOP_MODULES.get(parts[1]) if len(parts) == 2 else FOLDERS.get(parts[1])
+    if parts[1] in FOLDERS:
+        return FOLDERS[parts[1]]
+    if parts[1] in SHIPPED:
+        return SHIPPED[parts[1]]
+    return TOP_MODULES.get(parts[1]) if len(parts) == 2 else None
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(CHECKOUT)) if path.is_relative_to(CHECKOUT) else str(path)
+
+
+def upward_imports(modules: dict[str, Path], edges) -> dict[tuple, str]:
+    """Every import from a lower layer to a higher one that the allow-list does not hold, as file:line messages."""
+    offenders = {}
+    for importer, imported, line, top, names in edges:
+        mine, theirs = layer_of(importer), layer_of(imported, names)
+        if mine is None or theirs is None:
+            continue  # a module in no layer: test_every_module_has_a_layer names it
+        if LAYERS.index(theirs) > LAYERS.index(mine) and (importer, imported) not in UPWARD_ALLOWED:
+            where = f"{_shown(modules[importer])}:{line}"
+            offenders[importer, imported, line] = (f"{where}: {importer} ({mine}) imports {imported} ({theirs})"
+                                                   + ("" if top else " inside a function"))
+    return offenders
+
+
+MODULES = find_modules(ROOT, shipped_folders(CHECKOUT))
+EDGES = find_edges(MODULES)
 
 
 def _where(module: str, line: int) -> str:
-    return f"{MODULES[module].relative_to(ROOT.parent)}:{line}"
+    return f"{_shown(MODULES[module])}:{line}"
 
 
-def test_the_package_top_holds_only_the_face_the_command_the_run_and_the_ground_floor():
+def test_the_package_top_holds_only_the_face_the_command_the_public_api_and_the_ground_floor():
     modules = {p.stem for p in ROOT.glob("*.py")} - {"__init__"}
     folders = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert not modules - set(TOP_MODULES), (
@@ -129,16 +170,43 @@ def test_the_package_top_holds_only_the_face_the_command_the_run_and_the_ground_
     assert not folders - set(FOLDERS), f"folders the layers do not name: {sorted(folders - set(FOLDERS))}"
 
 
+def test_every_module_has_a_layer():
+    unplaced = [str(path.relative_to(CHECKOUT)) for module, path in MODULES.items() if layer_of(module) is None]
+    assert not unplaced, f"modules no layer places (TOP_MODULES, FOLDERS, SHIPPED): {unplaced}"
+
+
+def test_the_shipped_folders_and_every_package_are_installed():
+    config = tomllib.loads((CHECKOUT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    packages = {module for module, path in MODULES.items() if path.name == "__init__.py"}
+    assert not packages - listed, f"packages a wheel would leave out (pyproject's packages): {sorted(packages - listed)}"
+    assert set(shipped_folders(CHECKOUT)) == set(SHIPPED)
+
+
 def test_no_import_goes_up_the_layers():
-    offenders = {}
-    for importer, imported, line, top, names in EDGES:
-        mine, theirs = _layer(importer), _layer(imported, names)
-        if mine is None or theirs is None:
-            continue  # a module in no layer: test (a) names it
-        if LAYERS.index(theirs) > LAYERS.index(mine) and (importer, imported) not in UPWARD_ALLOWED:
-            offenders[importer, imported, line] = (f"{_where(importer, line)}: {importer} ({mine}) imports {imported} "
-                                                   f"({theirs})" + ("" if top else " inside a function"))
+    offenders = upward_imports(MODULES, EDGES)
     assert not offenders, "imports from a lower layer to a higher one:\n" + "\n".join(offenders.values())
+
+
+def test_the_layout_check_catches_an_upward_import_from_a_package_init_and_from_inside_a_function(tmp_path):
+    """The check bites: a copy of the package with two throwaway upward imports (the data layer's package __init__
+    importing the reports, and a perturbation importing them inside a function) is caught on both lines."""
+    copy = tmp_path / PACKAGE
+    for path in ROOT.rglob("*.py"):
+        (copy / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path.relative_to(ROOT)).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    init = copy / "data" / "__init__.py"
+    init.write_text(init.read_text(encoding="utf-8") + "\nfrom ..report import tables\n", encoding="utf-8")
+    distance = copy / "perturb" / "distance.py"
+    distance.write_text(distance.read_text(encoding="utf-8")
+                        + "\n\ndef _throwaway():\n    from .. import report\n    return report\n", encoding="utf-8")
+    modules = find_modules(copy, {})
+    found = upward_imports(modules, find_edges(modules))
+    assert upward_imports(MODULES, EDGES) == {}  # the same check on the real package finds nothing
+    assert {(importer, imported) for importer, imported, _ in found} == {
+        ("pytest_memerobust.data", "pytest_memerobust.report.tables"),
+        ("pytest_memerobust.perturb.distance", "pytest_memerobust.report")}
+    assert any(message.endswith("inside a function") for message in found.values())
 
 
 def test_the_upward_allow_list_is_still_needed():
