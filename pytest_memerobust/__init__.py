@@ -1,29 +1,49 @@
 """pytest-memerobust: robustness of multimodal harmful-meme detectors, checked like unit tests.
 
 The library works without pytest: load a detector and a dataset, evaluate conditions, read metrics and tables.
+
+pytest imports this package in every run of an environment it is installed in (the plugin is its module), so the
+public names are imported when first read (PEP 562 `__getattr__`), not here: a run that does not use memerobust
+imports no numpy, torch or PIL. Reading one is library use: idle OpenMP threads are set to sleep first (openmp.py).
 """
-import os
+from __future__ import annotations
 
-# Idle OpenMP threads sleep instead of spinning. The engine perturbs on a background thread while the main thread
-# encodes; spinning pools of the two (and of pytest-xdist's workers) steal each other's cores: the test suite with
-# `-n 2` on 2 cores took 105 s spinning and 40 s passive. It only takes effect when set before torch loads OpenMP;
-# a value the user set is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import importlib
 
-# Set before the imports below: the one name of this module that the layers below read (replay and export record it).
+# The one name of this module that the layers below read (replay and export record it).
 __version__ = "0.1.0"
 
-from .data import Dataset, Meme, load_dataset
-from .detectors import load_detector
-from .engine import Condition, Engine
-from .errors import CheckpointError, ConfigError, DataError, MemeRobustError, SuiteError, UnknownNameError
-from .judge.results import ConditionResult, StatsConfig
-from .run.session import Options, RobustnessSession
-from .run.suite import Suite, load_suite
-from .judge.thresholds import Thresholds, Violation, check
+# Each public name and the module it is imported from.
+_SOURCES = {
+    "Dataset": "data", "Meme": "data", "load_dataset": "data",
+    "load_detector": "detectors",
+    "Condition": "engine", "Engine": "engine",
+    "CheckpointError": "errors", "ConfigError": "errors", "DataError": "errors", "MemeRobustError": "errors",
+    "SuiteError": "errors", "UnknownNameError": "errors",
+    "ConditionResult": "judge.results", "StatsConfig": "judge.results",
+    "Options": "run.options", "RobustnessSession": "run.session",
+    "Suite": "run.suite", "load_suite": "run.suite",
+    "Thresholds": "judge.thresholds", "Violation": "judge.thresholds", "check": "judge.thresholds",
+}
 
 __all__ = [
     "CheckpointError", "Condition", "ConditionResult", "ConfigError", "DataError", "Dataset", "Engine", "Meme",
     "MemeRobustError", "Options", "RobustnessSession", "StatsConfig", "Suite", "SuiteError", "Thresholds",
     "UnknownNameError", "Violation", "check", "load_dataset", "load_detector", "load_suite", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .openmp import sleep_idle_threads
+
+    sleep_idle_threads()
+    value = getattr(importlib.import_module(f"{__name__}.{source}"), name)
+    globals()[name] = value  # read once: later reads find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

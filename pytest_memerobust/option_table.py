@@ -124,14 +124,24 @@ def add_options(parser) -> None:
         if name in _BARE:
             kwargs.update(nargs="?", const=_BARE[name])
         # argparse %-formats option help (a bare "%" made `pytest --help` crash); ini help is printed as it is
-        group.addoption(f"--memerobust-{name}", dest=f"memerobust_{name.replace('-', '_')}", action=action,
+        group.addoption(f"--memerobust-{name}", dest=_key(name), action=action,
                         default=None, help=help_text.replace("%", "%%"), **kwargs)
-        parser.addini(f"memerobust_{name.replace('-', '_')}", help_text, type="args" if repeatable else "string")
+        parser.addini(_key(name), help_text, type="args" if repeatable else "string")
+
+
+def _key(name: str) -> str:
+    """An option's destination and ini key: `batch-size` -> `memerobust_batch_size`."""
+    return f"memerobust_{name.replace('-', '_')}"
+
+
+def any_given(config) -> bool:
+    """Whether the run names a --memerobust-* option, on its command line or in its ini file."""
+    return any(config.getoption(_key(name)) is not None or config.getini(_key(name)) for name, *_ in _OPTIONS)
 
 
 def _value(config, name: str, convert, repeatable: bool):
     """The command line wins over the ini file; ini values go through the same converter."""
-    key = f"memerobust_{name.replace('-', '_')}"
+    key = _key(name)
     value = config.getoption(key)
     if value is not None:
         return value
@@ -150,7 +160,7 @@ def build_options(config):
     from .engine.features import FEATURE_MEMORY_MIB
     from .judge.gate import ErrorControl
     from .judge.results import StatsConfig
-    from .run.session import Options
+    from .run.options import Options
 
     v = {name.replace("-", "_"): _value(config, name, convert, rep) for name, convert, rep, _ in _OPTIONS}
     stats = StatsConfig(n_resamples=v["bootstrap"] or 1000, confidence=v["confidence"] or 0.95,
@@ -194,7 +204,8 @@ def run_options(config):
     folder, on the controller that folder's name (kept in config.stash for pytest_unconfigure to remove); a baseline
     the run would overwrite, Ray with pytest-xdist, a tracker or a history the run could not write are refused
     (MemeRobustError)."""
-    from .run.session import shard_folder, share_cpu_threads, worker_device
+    from .run.options import shard_folder
+    from .run.workers import share_cpu_threads, worker_device
 
     options = build_options(config)
     worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: its own GPU when there are several

@@ -1,11 +1,11 @@
-"""Command-line/ini values turned into typed options; a bad value is a usage error that says what was expected."""
+"""Command-line/ini values turned into typed options; a bad value is a usage error that says what was expected.
+
+pytest imports this module in every run (plugin.py registers the options): the library is imported inside the
+converters that need it, only when a --memerobust-* value is given."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from .judge.metrics import ROBUSTNESS_SCALES
-from .report import REPORT_SUFFIXES
 
 
 def _integer(text: str, minimum: int, expected: str) -> int:
@@ -56,6 +56,8 @@ def confidence(text: str) -> float:
 
 
 def report_path(text: str) -> Path:
+    from .report import REPORT_SUFFIXES
+
     path = Path(text)
     if path.suffix not in REPORT_SUFFIXES:
         raise argparse.ArgumentTypeError(f"report {text!r}: expected a file ending in {' or '.join(REPORT_SUFFIXES)}")
@@ -79,6 +81,8 @@ def writable_file(path: Path, what: str) -> Path:
 
 
 def robustness_scale(text: str) -> str:
+    from .judge.metrics import ROBUSTNESS_SCALES
+
     if text not in ROBUSTNESS_SCALES:
         raise argparse.ArgumentTypeError(f"expected one of {ROBUSTNESS_SCALES}, got {text!r}")
     return text

@@ -10,18 +10,43 @@ from pytest_memerobust.cli import main as cli_main
 
 
 def test_all_lists_exactly_the_public_names():
+    """The public names are imported when first read (PEP 562): every name of __all__ reads, and once read they are
+    exactly the package's public attributes that are not its modules."""
+    for name in pytest_memerobust.__all__:
+        assert hasattr(pytest_memerobust, name)
     public = {n for n in vars(pytest_memerobust) if not n.startswith("_") and n[0].isupper() or n in (
         "check", "load_dataset", "load_detector", "load_suite")}
     public -= {m for m in vars(pytest_memerobust) if type(vars(pytest_memerobust)[m]).__name__ == "module"}
     assert set(pytest_memerobust.__all__) - {"__version__"} == public
-    for name in pytest_memerobust.__all__:
-        assert hasattr(pytest_memerobust, name)
+    assert set(pytest_memerobust.__all__) <= set(dir(pytest_memerobust))
+    with pytest.raises(AttributeError, match="no attribute 'Engin'"):
+        pytest_memerobust.Engin
 
 
-def test_the_plugin_imports_without_torch():
-    code = "import sys, pytest_memerobust.plugin, pytest_memerobust.run.session; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+def _env_without_omp() -> dict:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+
+
+def test_the_plugin_imports_nothing_heavy_and_leaves_the_environment_alone():
+    """pytest imports the plugin in every run of an environment it is installed in: no numpy, torch, PIL or
+    transformers, and no OMP_WAIT_POLICY, until the run uses memerobust; the run's session imports no torch either."""
+    code = ("import os, sys, pytest_memerobust.plugin; "
+            "print(sorted(m for m in ('numpy', 'torch', 'PIL', 'transformers') if m in sys.modules), "
+            "os.environ.get('OMP_WAIT_POLICY')); "
+            "import pytest_memerobust.run.session; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=_env_without_omp()).stdout
+    assert out.splitlines() == ["[] None", "False"]
+
+
+def test_the_public_names_set_idle_openmp_threads_to_sleep_before_torch():
+    code = ("import os, sys; from pytest_memerobust import Engine; "
+            "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=_env_without_omp()).stdout
+    assert out.split() == ["PASSIVE", "False"]
 
 
 def test_memerobust_list_names_the_registered_pieces(capsys):

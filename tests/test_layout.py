@@ -30,8 +30,12 @@ TOP_MODULES = {
     "option_table": "pytest face / cli", "collect": "pytest face / cli", "terminal": "pytest face / cli",
     "stash": "pytest face / cli", "probe": "pytest face / cli", "cli": "pytest face / cli",
     "signals": "pytest face / cli",  # how a run stops on SIGINT and SIGTERM (the first, and a second one)
+    "hookspecs": "pytest face / cli",  # the pytest_memerobust_* hooks third-party plugins implement (pytest_addhooks)
+    # Idle OpenMP threads sleep: set where a run starts (plugin, command, public names), before torch loads.
+    "openmp": "ground floor",
     # The public module of Hypothesis strategies users import for their own properties (README, docs/attacks.md;
-    # STYLE.md 8: the public API is re-exports): it only re-exports perturb/fuzz.py and judge/caption_fuzz.py.
+    # STYLE.md 8: the public API is re-exports): it only re-exports perturb/fuzz.py, judge/caption_fuzz.py and
+    # run/analyses.py's CaptionFuzzer.
     "fuzz": "pytest face / cli",
 }
 # The folders, each one layer, its package __init__ included (track/ is the run's: what a finished run leaves,
