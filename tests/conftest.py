@@ -4,7 +4,12 @@ import os
 import socket
 
 import pytest
-import torch
+
+# Idle OpenMP threads sleep, as in a memerobust run (pytest_memerobust/openmp.py), set before torch loads OpenMP:
+# these tests import torch before the plugin knows whether a run uses it. With `-n 2` on 2 cores the tests took 105 s
+# with spinning threads and 40 s with sleeping ones (docs/benchmarks.md).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
 # pytester's in-process runs drop the modules they imported when they end; torch._dynamo (imported lazily, e.g. by
 # an optimizer step) registers C++ operator libraries that cannot be registered twice, so a second in-process run
 # that imports it again fails. Imported once here, it stays for the whole session.
