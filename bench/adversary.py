@@ -24,8 +24,9 @@ from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.engine import Condition, Engine  # noqa: E402
 from pytest_memerobust.judge.instructions import wilson_interval  # noqa: E402
-from pytest_memerobust.judge.transfer import transfer_cells, transfer_matrix  # noqa: E402
+from pytest_memerobust.judge.transfer import transfer_matrix  # noqa: E402
 from pytest_memerobust.report.tables import transfer_table  # noqa: E402
+from pytest_memerobust.run.analyses import transfer_cells  # noqa: E402
 
 
 def share(count: int, n: int) -> str:

@@ -216,7 +216,7 @@ def _list(args) -> int:
     from .perturb import get, names
     from .perturb.textattack_recipes import (INSTALL_HINT, PREFIX, RECIPES, WORD_BUDGET, installed, recipe_status,
                                              textattack_home)
-    from .judge.budgets import family_names, get_family
+    from .perturb.budget_edits import family_names, get_family
     from .run.suite import builtin_suite_paths
 
     print("models:")
@@ -380,7 +380,8 @@ def _budgets(args) -> int:
     import json
 
     from .atomic import atomic_write_text
-    from .judge.budgets import evaluate_budgets, get_family
+    from .perturb.budget_edits import get_family
+    from .run.analyses import evaluate_budgets
     from .data.reading import read_memes
     from .detectors import load_detector
     from .engine import Engine

@@ -232,12 +232,13 @@ class BudgetItem(pytest.Item):
         from .stash import session_of
         from .judge.gate import gates_thresholds
         from .judge.thresholds import failing, verdict
+        from .run.analyses import budgets
 
         session = session_of(self.config)
         suite = self.suite
         reads = getattr(session.detector(self.model), "modalities", ("image", "text"))
-        entries = session.budgets(self.model, suite.budgets.searched(reads), data=suite.dataset, task=suite.task,
-                                  captions=suite.captions)
+        entries = budgets(session, self.model, suite.budgets.searched(reads), data=suite.dataset, task=suite.task,
+                          captions=suite.captions)
         violations = budget_violations(entries, suite.budgets.min_median_budget, session.options.stats.confidence)
         self.user_properties += [
             ("memerobust.verdict", verdict(violations)),

@@ -11,6 +11,7 @@ MAX_ONE_CHANNEL_SHARE = 0.95  # following one channel in more informative swaps 
 
 
 def test_both_channels_decide(memerobust):
+    from pytest_memerobust.run.analyses import reliance
     from pytest_memerobust.run.session import split_model
 
     if split_model(memerobust.model)[1]:
@@ -21,8 +22,7 @@ def test_both_channels_decide(memerobust):
     if not any(meme.has_picture for meme in memerobust.dataset.memes):
         pytest.skip(f"{memerobust.session.data_spec(memerobust.data)} has no pictures (caption-only data): a modality "
                     f"swap needs both channels")
-    reliance = memerobust.session.reliance(memerobust.model)
-    swap = reliance["swap"]
+    swap = reliance(memerobust.session, memerobust.model)["swap"]
     if swap["n_informative"] == 0:
         pytest.skip(f"{memerobust.model} predicts every swapped pair's two memes alike: nothing to tell")
     for channel, share in (("caption", swap["follows_text"]), ("picture", swap["follows_image"])):

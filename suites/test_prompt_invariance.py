@@ -1,6 +1,6 @@
 """Does the verdict depend on the wording of the instruction? For a prompted detector (a vision-language model or a
 hosted endpoint), the clean memes are asked again under paraphrases of the card's prompt, with the answer options in
-the other order and with the system message changed (prompt_invariance.py). The share of variants that change a
+the other order and with the system message changed (run/analyses.py). The share of variants that change a
 meme's verdict, averaged over the memes, goes into the report's "prompt invariance" table with its interval, next to
 the memes most sensitive to wording. Detectors with a trained head have no prompt: the test skips for them.
 """
@@ -10,7 +10,9 @@ MAX_MEAN_FLIP_SHARE = 0.25  # a verdict that changes with a quarter of harmless 
 
 
 def test_verdicts_do_not_depend_on_the_wording_of_the_prompt(memerobust):
-    result = memerobust.session.prompt_invariance(memerobust.model)
+    from pytest_memerobust.run.analyses import prompt_invariance
+
+    result = prompt_invariance(memerobust.session, memerobust.model)
     if result is None:
         pytest.skip(f"{memerobust.model} is not prompted: it has no instruction to reword")
     lo, hi = result["mean_flip_share_ci"]
@@ -21,23 +23,19 @@ def test_verdicts_do_not_depend_on_the_wording_of_the_prompt(memerobust):
 
 
 def test_rewordings_of_the_prompt_keep_confident_verdicts(memerobust):
-    """Hypothesis draws instructions from a small grammar (prompt_invariance.rewordings) and asks the memes the model
+    """Hypothesis draws instructions from a small grammar (fuzz.rewordings) and asks the memes the model
     classifies correctly and confidently with its own prompt; a rewording that changes one of their verdicts fails,
     shrunk to the plainest wording that still does. Budget: --memerobust-fuzz-examples; confidence:
     --memerobust-fuzz-confidence; seeded by --memerobust-seed."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
-    from pytest_memerobust.judge.prompt_invariance import PromptFuzzer, rewordings
-    from pytest_memerobust.perturb.prompts import supports_prompts
+    from pytest_memerobust.fuzz import rewordings
+    from pytest_memerobust.run.analyses import prompt_fuzzer
 
-    detector = memerobust.detector
-    if not supports_prompts(detector):
+    fuzzer = prompt_fuzzer(memerobust.session, memerobust.model, memerobust.data)
+    if fuzzer is None:
         pytest.skip(f"{memerobust.model} is not prompted: it has no instruction to reword")
-    options, session = memerobust.session.options, memerobust.session
-    engine = session.engine(memerobust.model, session.data_spec(memerobust.data), memerobust.task)
-    fuzzer = PromptFuzzer(detector, engine.inputs("image", None, None), engine.inputs("text", None, None),
-                          memerobust.dataset.labelled(memerobust.task).labels(memerobust.task), engine.ids,
-                          options.fuzz_confidence, options.batch_size)
+    options = memerobust.session.options
     if not fuzzer.confident:
         pytest.skip(f"{memerobust.model} classifies no meme correctly with probability >= {options.fuzz_confidence}")
 

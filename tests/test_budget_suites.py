@@ -9,7 +9,6 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.items import budget_violations
-from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.suite import BudgetCheck, parse_suite
 from pytest_memerobust.judge.thresholds import failing
 
@@ -89,10 +88,12 @@ def test_a_suite_with_budgets_runs_one_budget_case_and_reports_it(pytester):
 
 
 def test_a_budget_below_its_floor_fails_the_budget_case(pytester, monkeypatch):
-    def low_budgets(self, model, families, **kwargs):
+    from pytest_memerobust.run import analyses
+
+    def low_budgets(session, model, families, **kwargs):
         return [_entry(f, 1, 1, 1) for f in families]
 
-    monkeypatch.setattr(RobustnessSession, "budgets", low_budgets)
+    monkeypatch.setattr(analyses, "budgets", low_budgets)
     pytester.makefile(".toml", **{"memerobust-budgets": BUDGET_SUITE.replace("char_edits = 1", "char_edits = 3")})
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, ".")
     result.assert_outcomes(passed=2, failed=1)

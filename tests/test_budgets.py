@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from pytest_memerobust.judge import budgets as B
+from pytest_memerobust.perturb import budget_edits as E
 
 TEXT_FAMILIES = ["char_edits", "lookalikes", "word_substitutions", "covered_caption"]
 LONG = "when you finally understand the meme but everyone already moved on to another format"
@@ -39,7 +40,7 @@ class Counting:
 
 def budgets_of(family, captions, detector=hate_detector, labels=None, **kw):
     labels = [1] * len(captions) if labels is None else labels
-    return B.minimal_budgets(detector, captions, None, labels, family, **kw).budgets.tolist()
+    return E.minimal_budgets(detector, captions, None, labels, family, **kw).budgets.tolist()
 
 
 # --- exact budgets --------------------------------------------------------------------------------------------
@@ -52,14 +53,14 @@ def test_char_edits_flip_exactly_when_every_hate_was_hit():
 
 
 def test_char_edits_wrap_to_second_slips_that_never_restore_the_word():
-    edited = [B.char_edits("hatred", b, key=3) for b in range(0, 11)]
+    edited = [E.char_edits("hatred", b, key=3) for b in range(0, 11)]
     assert edited[0] == "hatred"
     assert all(e != "hatred" for e in edited[1:])
     assert len(set(edited[1:])) > 5  # the budget keeps editing the one word past its first slip
 
 
 def test_lookalikes_flip_at_the_number_of_letters_that_must_change():
-    result = B.minimal_budgets(hate_detector, ["hate"], None, [1], "lookalikes")
+    result = E.minimal_budgets(hate_detector, ["hate"], None, [1], "lookalikes")
     assert result.budgets.tolist() == [1]
     assert result.evasions[0] != "hate" and len(result.evasions[0]) == 4
 
@@ -73,26 +74,26 @@ def test_lookalikes_flip_at_the_number_of_letters_that_must_change():
 
 def test_word_substitutions_and_covered_caption_exact_budgets():
     assert budgets_of("word_substitutions", ["hate", "hate hate", "I hate", "HATE, hate"]) == [1, 2, 1, 2]
-    assert B.word_substitutions("HATE", 1, key=0).isupper()
+    assert E.word_substitutions("HATE", 1, key=0).isupper()
     # covered: max(1, round(b/10 * n)) words go; "hate hate" loses its second word at b = 8 (round(1.6) = 2)
     assert budgets_of("covered_caption", ["hate", "hate hate", " ".join(["hate"] * 10)]) == [1, 8, 10]
-    assert B.covered_caption("hate love", 10, key=0) == ""
+    assert E.covered_caption("hate love", 10, key=0) == ""
 
 
 @pytest.mark.parametrize("name", TEXT_FAMILIES)
 def test_a_detector_that_ignores_text_is_censored_at_the_max(name):
     predict = Counting(blind_detector)
-    result = B.minimal_budgets(predict, ["hate", LONG, "x"], None, [1, 1, 1], name)
+    result = E.minimal_budgets(predict, ["hate", LONG, "x"], None, [1, 1, 1], name)
     assert np.isinf(result.budgets).all() and result.evasions == (None, None, None)
-    levels = B.get_family(name).levels
+    levels = E.get_family(name).levels
     assert predict.calls == [3] + [3] * len(levels)  # clean, then once per level on every meme
-    summary = result.summary(n_resamples=50)
+    summary = B.budget_summary(result, n_resamples=50)
     assert summary["median"] == "inf" and summary["median_text"] == f"> {levels[-1]}"
     assert summary["n_censored"] == 3 and summary["curve"] == [0.0] * len(levels) and summary["area"] == 0.0
 
 
 def test_misclassified_memes_are_left_out_and_counted():
-    result = B.minimal_budgets(hate_detector, ["hate", "love", "hate", "fine"], None, [1, 1, 0, 0], "char_edits")
+    result = E.minimal_budgets(hate_detector, ["hate", "love", "hate", "fine"], None, [1, 1, 0, 0], "char_edits")
     assert result.searched.tolist() == [0, 3] and result.n_misclassified_clean == 2
     assert result.budgets.tolist() == [1, INF]
 
@@ -100,11 +101,11 @@ def test_misclassified_memes_are_left_out_and_counted():
 def test_predict_is_called_once_per_level_on_the_memes_still_standing():
     predict = Counting(hate_detector)
     captions = ["hate", "hate hate", "hate hate hate", "love"]
-    B.minimal_budgets(predict, captions, None, [1, 1, 1, 0], "char_edits")
+    E.minimal_budgets(predict, captions, None, [1, 1, 1, 0], "char_edits")
     # clean (4); level 1: all four, "hate" flips; level 2: three, "hate hate" flips; then two for levels 3..10
     assert predict.calls == [4, 4, 3, 2] + [1] * 7
     everyone = Counting(hate_detector)
-    B.minimal_budgets(everyone, ["hate", "I hate"], None, [1, 1], "char_edits")
+    E.minimal_budgets(everyone, ["hate", "I hate"], None, [1, 1], "char_edits")
     assert everyone.calls == [2, 2]  # nothing left after the first level: no more calls
 
 
@@ -116,7 +117,7 @@ def test_pictures_travel_with_their_memes_for_text_families():
         seen.append(pics[:, 0, 0, 0].tolist())
         return hate_detector(captions, pics)
 
-    B.minimal_budgets(detector, ["hate", "love", "hate hate", "hate"], pictures, [1, 1, 1, 1], "char_edits")
+    E.minimal_budgets(detector, ["hate", "love", "hate hate", "hate"], pictures, [1, 1, 1, 1], "char_edits")
     assert seen == [[0, 1, 2, 3], [0, 2, 3], [2]]  # "love" misclassified; "hate" x2 fall at 1, "hate hate" at 2
 
 
@@ -129,7 +130,7 @@ def _words(text):
 
 @pytest.mark.parametrize("name", ["char_edits", "word_substitutions"])
 def test_word_edits_are_nested(name):
-    edit = B.get_family(name).edit
+    edit = E.get_family(name).edit
     clean = _words(LONG)
     previous = set()
     for b in range(1, 11):
@@ -143,7 +144,7 @@ def test_word_edits_are_nested(name):
 def test_lookalikes_are_nested_letter_by_letter():
     previous = set()
     for b in range(0, 11):
-        edited = B.lookalikes(LONG, b, key=5)
+        edited = E.lookalikes(LONG, b, key=5)
         assert len(edited) == len(LONG)
         changed = {i for i, (e, c) in enumerate(zip(edited, LONG)) if e != c}
         assert previous <= changed and len(changed) == b
@@ -151,31 +152,31 @@ def test_lookalikes_are_nested_letter_by_letter():
 
 
 def test_covered_caption_is_nested():
-    kept = [set(_words(B.covered_caption(LONG, b, key=2))) - {""} for b in range(0, 11)]
+    kept = [set(_words(E.covered_caption(LONG, b, key=2))) - {""} for b in range(0, 11)]
     assert all(later <= earlier for earlier, later in zip(kept, kept[1:]))
     assert [len(k) for k in kept] == [14, 13, 11, 10, 8, 7, 6, 4, 3, 1, 0]  # 14 distinct words, round(b/10 * 14)
 
 
 @pytest.mark.parametrize("name", TEXT_FAMILIES)
 def test_text_edits_are_deterministic_and_keyed(name):
-    edit = B.get_family(name).edit
+    edit = E.get_family(name).edit
     assert edit(LONG, 3, 42) == edit(LONG, 3, 42)
     assert len({edit(LONG, 1, key) for key in range(8)}) > 1  # the key moves the edit
-    first = B.minimal_budgets(hate_detector, ["hate " + LONG] * 3, None, [1] * 3, name, key=9)
-    again = B.minimal_budgets(hate_detector, ["hate " + LONG] * 3, None, [1] * 3, name, key=9)
+    first = E.minimal_budgets(hate_detector, ["hate " + LONG] * 3, None, [1] * 3, name, key=9)
+    again = E.minimal_budgets(hate_detector, ["hate " + LONG] * 3, None, [1] * 3, name, key=9)
     assert first.budgets.tolist() == again.budgets.tolist() and first.evasions == again.evasions
 
 
 def test_memes_get_their_own_keys():
-    assert B.meme_key(0, 1) != B.meme_key(0, 2) != B.meme_key(1, 2)
-    many = B.minimal_budgets(hate_detector, [LONG + " hate"] * 30, None, [1] * 30, "word_substitutions")
+    assert E.meme_key(0, 1) != E.meme_key(0, 2) != E.meme_key(1, 2)
+    many = E.minimal_budgets(hate_detector, [LONG + " hate"] * 30, None, [1] * 30, "word_substitutions")
     assert len(set(many.budgets.tolist())) > 1  # same caption, different plans
 
 
 def test_unknown_family_names_the_valid_ones():
     with pytest.raises(ValueError, match="unknown edit family 'typo'.*char_edits, covered_caption, image_linf"):
-        B.get_family("typo")
-    assert B.family_names("image") == ["image_linf"]
+        E.get_family("typo")
+    assert E.family_names("image") == ["image_linf"]
 
 
 # --- image_linf -----------------------------------------------------------------------------------------------
@@ -192,10 +193,10 @@ def drift_detector(captions, pictures):
 def test_image_linf_flips_at_the_first_level_past_the_tolerance():
     pictures = torch.full((4, 3, 8, 8), REFERENCE)
     predict = Counting(drift_detector)
-    result = B.minimal_budgets(predict, ["3", "8", "10", "40"], pictures, [1] * 4, "image_linf")
+    result = E.minimal_budgets(predict, ["3", "8", "10", "40"], pictures, [1] * 4, "image_linf")
     assert result.budgets.tolist() == [4, 8, 16, INF]
     assert result.evasions == (None,) * 4 and predict.calls == [4, 4, 4, 4, 3, 2, 1]
-    as_list = B.minimal_budgets(drift_detector_list, ["3", "8"], list(pictures[:2]), [1, 1], "image_linf")
+    as_list = E.minimal_budgets(drift_detector_list, ["3", "8"], list(pictures[:2]), [1, 1], "image_linf")
     assert as_list.budgets.tolist() == [4, 8]
 
 
@@ -205,35 +206,35 @@ def drift_detector_list(captions, pictures):
 
 def test_image_linf_is_a_fixed_sign_pattern_times_epsilon():
     grey = torch.full((3, 16, 16), REFERENCE)
-    deltas = [B.image_linf(grey, b, key=7) - grey for b in (1, 2, 4, 8, 16, 32)]
+    deltas = [E.image_linf(grey, b, key=7) - grey for b in (1, 2, 4, 8, 16, 32)]
     sign = torch.sign(deltas[0])
     assert set(sign.unique().tolist()) == {-1.0, 1.0}
     for b, delta in zip((1, 2, 4, 8, 16, 32), deltas):
         assert torch.allclose(delta, sign * b / 255, atol=1e-6)  # nested: same direction, growing step
-    assert torch.equal(B.image_linf(grey, 4, key=7), B.image_linf(grey, 4, key=7))
-    assert not torch.equal(B.image_linf(grey, 4, key=7), B.image_linf(grey, 4, key=8))
-    batch = B.image_linf(torch.stack([grey, grey]), 4, key=[7, 8])  # one key per picture, batch-independent
-    assert torch.equal(batch[0], B.image_linf(grey, 4, key=7)) and torch.equal(batch[1], B.image_linf(grey, 4, 8))
+    assert torch.equal(E.image_linf(grey, 4, key=7), E.image_linf(grey, 4, key=7))
+    assert not torch.equal(E.image_linf(grey, 4, key=7), E.image_linf(grey, 4, key=8))
+    batch = E.image_linf(torch.stack([grey, grey]), 4, key=[7, 8])  # one key per picture, batch-independent
+    assert torch.equal(batch[0], E.image_linf(grey, 4, key=7)) and torch.equal(batch[1], E.image_linf(grey, 4, 8))
 
 
 def test_image_linf_clamps_and_keeps_dtype_and_device():
     black = torch.zeros(3, 4, 4)
-    out = B.image_linf(black, 32, key=1)
+    out = E.image_linf(black, 32, key=1)
     assert out.device == black.device and out.dtype == torch.float32
     assert torch.allclose(out, (out > 0) * (32 / 255)) and 0 < (out > 0).sum() < out.numel()  # -eps clamped to 0
     grey8 = torch.full((2, 3, 4, 4), 128, dtype=torch.uint8)
-    out8 = B.image_linf(grey8, 16, key=[1, 2])
+    out8 = E.image_linf(grey8, 16, key=[1, 2])
     assert out8.dtype == torch.uint8 and set(out8.unique().tolist()) == {112, 144}
-    assert torch.equal(B.image_linf(torch.full((3, 4, 4), 250, dtype=torch.uint8), 32, 1).max(), torch.tensor(255))
+    assert torch.equal(E.image_linf(torch.full((3, 4, 4), 250, dtype=torch.uint8), 32, 1).max(), torch.tensor(255))
     with pytest.raises(ValueError, match="pictures is None"):
-        B.minimal_budgets(blind_detector, ["x"], None, [1], "image_linf")
+        E.minimal_budgets(blind_detector, ["x"], None, [1], "image_linf")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_image_linf_stays_on_the_gpu_and_draws_what_the_cpu_draws():
     grey = torch.full((2, 3, 8, 8), REFERENCE)
-    out = B.image_linf(grey.cuda(), 8, key=[3, 4])
-    assert out.is_cuda and torch.equal(out.cpu(), B.image_linf(grey, 8, key=[3, 4]))
+    out = E.image_linf(grey.cuda(), 8, key=[3, 4])
+    assert out.is_cuda and torch.equal(out.cpu(), E.image_linf(grey, 8, key=[3, 4]))
 
 
 # --- statistics -----------------------------------------------------------------------------------------------
@@ -272,15 +273,15 @@ def test_bootstrap_intervals_contain_the_estimates_and_repeat_with_the_seed():
 
 def test_summary_is_json_and_worst_lists_the_cheapest_evasions():
     captions = ["hate hate hate", "hate", "love", "hate hate", "I hate"]
-    result = B.minimal_budgets(hate_detector, captions, None, [1, 1, 1, 1, 1], "char_edits")
-    summary = json.loads(json.dumps(result.summary(n_resamples=100), allow_nan=False))
+    result = E.minimal_budgets(hate_detector, captions, None, [1, 1, 1, 1, 1], "char_edits")
+    summary = json.loads(json.dumps(B.budget_summary(result, n_resamples=100), allow_nan=False))
     assert summary["n"] == 4 and summary["n_misclassified_clean"] == 1 and summary["n_censored"] == 0
     assert summary["median"] == 1.0 and summary["curve"][:3] == [0.5, 0.75, 1.0]
     assert summary["median_ci"][0] == 1 and len(summary["curve_ci"]) == 10
     top = B.worst(result, k=3)
     assert [(w["index"], w["budget"]) for w in top] == [(1, 1.0), (4, 1.0), (3, 2.0)]
     assert all(not re.search(r"\bhate\b", w["evasion"]) for w in top)
-    empty = B.minimal_budgets(hate_detector, ["love"], None, [1], "char_edits").summary()
+    empty = B.budget_summary(E.minimal_budgets(hate_detector, ["love"], None, [1], "char_edits"))
     assert empty["n"] == 0 and empty["median"] is None and empty["median_ci"] == [None, None]
 
 
@@ -321,7 +322,7 @@ def test_an_unknown_family_is_refused_before_anything_loads(capsys):
 
 
 def test_a_caption_only_detector_is_searched_on_caption_families_only():
-    from pytest_memerobust.judge.budgets import evaluate_budgets
+    from pytest_memerobust.run.analyses import evaluate_budgets
     from pytest_memerobust.data.demo import demo_dataset
     from pytest_memerobust.engine import Engine
 

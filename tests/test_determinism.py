@@ -233,7 +233,7 @@ class Prompted:
 
 
 def test_prompt_invariance_asks_every_wording_on_fixed_threads():
-    from pytest_memerobust.judge.prompt_invariance import evaluate_prompt_invariance
+    from pytest_memerobust.run.analyses import evaluate_prompt_invariance
 
     detector, before = Prompted(), torch.get_num_threads()
     torch.set_num_threads(3)

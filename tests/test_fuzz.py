@@ -15,7 +15,7 @@ from pytest_memerobust.perturb.evasion import ZERO_WIDTH
 
 
 def test_all_is_honest():
-    # the public module is re-exports only (of perturb/fuzz.py and judge/caption_fuzz.py): each one is in __all__
+    # the public module is re-exports only (perturb/fuzz.py, judge/caption_fuzz.py, run/analyses.py): all in __all__
     public = {n for n in vars(fuzz) if not n.startswith("_") and callable(getattr(fuzz, n))
               and getattr(getattr(fuzz, n), "__module__", "").startswith("pytest_memerobust.")}
     public |= {"EDIT_OPERATIONS"}

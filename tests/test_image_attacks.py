@@ -194,7 +194,8 @@ def test_every_image_backbone_kind_is_attacked_white_box(kind):
 
 
 def test_an_attack_crafted_on_one_detector_reaches_another_with_the_same_pictures(world):
-    from pytest_memerobust.judge.transfer import transfer_cells, transfer_matrix
+    from pytest_memerobust.judge.transfer import transfer_matrix
+    from pytest_memerobust.run.analyses import transfer_cells
 
     detector, test, _ = world
     demo = load_detector("demo")

@@ -90,11 +90,12 @@ rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend i
 
 
 def test_rapidocr_reads_through_light_edits_and_not_through_a_covered_caption(tmp_path):
+    from pytest_memerobust.run.analyses import ocr_view
     from pytest_memerobust.run.session import Options, RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=8, ocr_view=3, ocr="rapidocr", cache_dir=tmp_path))
     for condition in ("image=sticker@1", "image=caption_cover@5"):
         session.evaluate("demo", condition)
-    rows = {r["condition"]: r for r in session.ocr_view("demo", "demo")}
+    rows = {r["condition"]: r for r in ocr_view(session, "demo", "demo")}
     assert rows["image=sticker@1"]["cer"] < 0.2 and rows["image=sticker@1"]["words_kept"] > 0.7
     assert rows["image=caption_cover@5"]["words_kept"] < 0.2

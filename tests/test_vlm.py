@@ -268,7 +268,7 @@ def test_prompt_variants_reword_the_instruction_reorder_the_options_and_change_t
 
 
 def test_prompt_invariance_on_a_tiny_model_counts_the_verdicts_each_wording_changes(tiny_vlm):
-    from pytest_memerobust.judge.prompt_invariance import evaluate_prompt_invariance
+    from pytest_memerobust.run.analyses import evaluate_prompt_invariance
 
     detector = load_detector(vlm_card(tiny_vlm[1]))
     result = evaluate_prompt_invariance(detector, pictures(4, 64), CAPTIONS, [1, 0, 0, 1], ["a", "b", "c", "d"],
@@ -295,7 +295,8 @@ def prompt_variants_of(detector):
 def test_the_grammar_gives_whole_instructions_and_the_fuzzer_finds_no_flip_under_the_cards_own_prompt(tiny_vlm):
     from hypothesis import given, settings
 
-    from pytest_memerobust.judge.prompt_invariance import PromptFuzzer, rewordings
+    from pytest_memerobust.fuzz import rewordings
+    from pytest_memerobust.run.analyses import PromptFuzzer
 
     @settings(max_examples=20, database=None)
     @given(rewordings())

@@ -1,45 +1,30 @@
 """Prompt invariance: does a prompted detector's verdict depend on the wording of its instruction?
 
-The clean memes are asked again under variants of the card's prompt (perturb/prompts.py): paraphrases of the
-instruction (a shipped list), the answer options listed in the other order, and the system message left out (or, for
-a card without one, added). A meme's prompt flip share is the share of variants whose verdict (a class, or "declined") differs from the
-card's own prompt. The mean share and the share of memes that flip under at least one variant come with paired
+The clean memes are asked again (run/analyses.py asks the detector) under variants of the card's prompt
+(perturb/prompts.py): paraphrases of the instruction (a shipped list), the answer options listed in the other order,
+and the system message left out (or, for a card without one, added). A meme's prompt flip share is the share of
+variants whose verdict (a class, or "declined") differs from the card's own prompt. The mean share and the share of memes that flip under at least one variant come with paired
 bootstrap intervals; the memes most sensitive to wording are listed for the report.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
 from . import metrics
-from ..determinism import fixed_threads
-from ..perturb.prompts import prompt_variants
 
 MOST_SENSITIVE = 5
+MAX_FUZZED_MEMES = 16  # each drawn wording asks the model about this many memes at most
 
 
-@fixed_threads()  # every variant's verdicts at every thread count, as the engine's steps (determinism.py)
-def _verdicts(detector, pictures, captions, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(predicted class, or -1 where declined; probabilities) of every meme, in batches."""
-    probas, declined = [], []
-    for start in range(0, len(captions), batch_size):
-        p, d = detector.predict_with_abstentions(pictures[start : start + batch_size],
-                                                 captions[start : start + batch_size])
-        probas.append(np.asarray(p))
-        declined.append(np.asarray(d, bool))
-    proba, declined = np.concatenate(probas), np.concatenate(declined)
-    return np.where(declined, -1, proba.argmax(axis=1)), proba
-
-
-def evaluate_prompt_invariance(detector, pictures, captions, labels, ids, batch_size: int = 16,
-                               n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
-    """The prompt-invariance figures of `detector` on clean memes (see the module's docstring)."""
+def prompt_invariance_figures(base, variants: Sequence[tuple], labels, ids, captions, n_resamples: int = 1000,
+                              confidence: float = 0.95, seed: int = 0) -> dict:
+    """The prompt-invariance figures (see the module's docstring) from each meme's verdict (a class, or -1 where
+    declined) under the card's own prompt (`base`) and under each variant: (name, PromptSpec, verdicts) in order."""
     labels = np.asarray(labels)
-    base, _ = _verdicts(detector, pictures, captions, batch_size)
     rows, flips = [], []
-    for name, variant in prompt_variants(detector.prompt).items():
-        verdicts, _ = _verdicts(detector.with_prompt(variant), pictures, captions, batch_size)
+    for name, variant, verdicts in variants:
         flipped = verdicts != base
         flips.append(flipped)
         answered = verdicts >= 0
@@ -60,41 +45,10 @@ def evaluate_prompt_invariance(detector, pictures, captions, labels, ids, batch_
                                for i in order if per_meme[i] > 0]}
 
 
-# A small grammar of instructions: an opening, where the caption goes, the question, how to answer (4 x 3 x 4 x 3 =
-# 144 wordings); Hypothesis draws from it, and shrinks a failure towards the first choice of each part.
-OPENINGS = ("", "Here is a meme. ", "Look at this meme. ", "You are shown a meme. ")
-CAPTION_FRAMES = ('Its caption reads "{caption}". ', 'The text on it says "{caption}". ', 'Caption: "{caption}". ')
-QUESTIONS = ("Is it hateful?", "Is this meme hateful?", "Does this meme express hate?",
-             "Would a content moderator remove it as hateful?")
-ANSWERS = (" Answer {options}.", " Reply with {options}.", " Answer with one word: {options}.")
-MAX_FUZZED_MEMES = 16  # each drawn wording asks the model about this many memes at most
-
-
-def rewordings():
-    """A Hypothesis strategy of instructions from the grammar above."""
-    from hypothesis import strategies as st
-
-    return st.builds(lambda *parts: "".join(parts), st.sampled_from(OPENINGS), st.sampled_from(CAPTION_FRAMES),
-                     st.sampled_from(QUESTIONS), st.sampled_from(ANSWERS))
-
-
-class PromptFuzzer:
-    """The memes a prompted detector classifies correctly and confidently with its own prompt (at most
-    MAX_FUZZED_MEMES), and which of them a reworded instruction flips."""
-
-    def __init__(self, detector, pictures, captions, labels, ids, confidence: float, batch_size: int = 16):
-        self.detector, self.batch_size = detector, batch_size
-        verdicts, proba = _verdicts(detector, pictures, captions, batch_size)
-        labels = np.asarray(labels)
-        chosen = [i for i in range(len(captions))
-                  if verdicts[i] >= 0 and verdicts[i] == labels[i] and proba[i].max() >= confidence]
-        chosen = chosen[:MAX_FUZZED_MEMES]
-        self.confident = chosen
-        self.pictures, self.captions = [pictures[i] for i in chosen], [captions[i] for i in chosen]
-        self.ids, self.verdicts = [ids[i] for i in chosen], verdicts[chosen]
-
-    def flipped(self, instruction: str) -> list[str]:
-        """The ids of the confident memes whose verdict `instruction` changes (a class, or declining)."""
-        variant = self.detector.with_prompt(replace(self.detector.prompt, instruction=instruction))
-        verdicts, _ = _verdicts(variant, self.pictures, self.captions, self.batch_size)
-        return [meme for meme, before, now in zip(self.ids, self.verdicts, verdicts) if before != now]
+def confident_memes(verdicts, proba, labels, confidence: float) -> list[int]:
+    """The memes (indices, at most MAX_FUZZED_MEMES) whose verdict is their label with probability >= `confidence`:
+    those a prompt fuzzer asks about."""
+    labels = np.asarray(labels)
+    chosen = [i for i in range(len(verdicts))
+              if verdicts[i] >= 0 and verdicts[i] == labels[i] and proba[i].max() >= confidence]
+    return chosen[:MAX_FUZZED_MEMES]

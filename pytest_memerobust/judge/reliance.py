@@ -10,15 +10,13 @@ confounders and Rainbow Noise's channel ablation.
 - Unimodal predictions: per meme, the text-only and image-only predictions (the channel-ablation views) next to
   the multimodal one.
 
-Plain functions of predictions and partner indices; `evaluate_reliance` runs them through an engine.
+Plain functions of predictions and partner indices; run/analyses.py's `evaluate_reliance` asks the detector.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..data.digests import input_digest
 
 
 def swap_partners(n: int, seed: int = 0) -> np.ndarray:
@@ -83,30 +81,3 @@ def confounder_scores(pairs: np.ndarray, labels: np.ndarray, pred: np.ndarray) -
     a, b = pairs[:, 0], pairs[:, 1]
     return {"pairs": int(len(pairs)), "told_apart": float((pred[a] != pred[b]).mean()),
             "both_correct": float(((pred[a] == labels[a]) & (pred[b] == labels[b])).mean())}
-
-
-def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None, image_only=None) -> dict:
-    """Modality swap, confounder pairs and per-meme unimodal predictions for one detector (`engine`); `text_only`
-    and `image_only` are the engines of its channel-ablation views, when it has them."""
-    from ..engine import Condition
-    from ..errors import DataError
-
-    memes = engine.dataset.memes
-    pictureless = next((m.id for m in memes if not m.has_picture), None)
-    if pictureless is not None:
-        raise DataError(f"a modality swap pairs each meme's picture with another's caption: meme {pictureless!r} has "
-                        f"no picture (caption-only data)")
-    own, partners = np.arange(len(memes)), swap_partners(len(memes), seed)
-    pred_clean = engine.predict(Condition()).argmax(1)
-    # both directions: each meme's picture with its partner's caption, and its caption with its partner's picture
-    image_from, text_from = np.concatenate([own, partners]), np.concatenate([partners, own])
-    pred_swapped = engine.predict_pairs(image_from, text_from).argmax(1)
-    labels = np.asarray(labels)
-    pairs = confounder_pairs([m.text for m in memes], [input_digest(m.image) for m in memes], labels)
-    per_meme = {"id": [m.id for m in memes], "label": labels.tolist(), "multimodal": pred_clean.tolist()}
-    for name, view in (("text_only", text_only), ("image_only", image_only)):
-        if view is not None:
-            per_meme[name] = view.predict(Condition()).argmax(1).tolist()
-    return {"n": len(memes), "swap": swap_reliance(pred_clean, pred_swapped, text_from, image_from).as_dict(),
-            "confounders": {kind: confounder_scores(p, labels, pred_clean) for kind, p in pairs.items()},
-            "per_meme": per_meme}

@@ -4,12 +4,11 @@ team asks of an open model's attacks against its production one.
 A cell (source, target) counts, of the memes the target classifies correctly clean, those it misclassifies once the
 attack crafted on the source is applied (the transfer attack success rate of the literature: Co-Attack, SGA), with a
 Wilson interval. The diagonal (source = target) is the white-box success rate, the ceiling the off-diagonal cells are
-read against.
+read against. run/analyses.py's `transfer_cells` runs the detectors; these are functions of their probabilities.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -39,24 +38,6 @@ def transfer_cell(source: str, target: str, condition: str, labels, clean_proba,
     out_of = int(correct.sum())
     share = fooled / out_of if out_of else float("nan")
     return TransferCell(source, target, condition, fooled, out_of, share, wilson_interval(fooled, out_of))
-
-
-def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, training=None,
-                   seed: int = 0) -> list[TransferCell]:
-    """Every (source, target) cell of `condition`'s attack: crafted on the source (its gradients or queries, its
-    fitted patterns), evaluated by the target on the same memes (the engine runs both)."""
-    from ..engine import Condition, Engine
-
-    clean = {name: Engine(det, dataset, seed=seed, labels=labels).predict(Condition()) for name, det in
-             detectors.items()}
-    cells = []
-    for source, crafted_on in detectors.items():
-        for target, detector in detectors.items():
-            engine = Engine(detector, dataset, seed=seed, labels=labels, training=training,
-                            attack_source=None if source == target else crafted_on)
-            cells.append(transfer_cell(source, target, condition.id, labels, clean[target],
-                                       engine.predict(condition)))
-    return cells
 
 
 def transfer_matrix(cells: list[TransferCell]) -> dict:

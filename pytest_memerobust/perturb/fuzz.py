@@ -1,5 +1,6 @@
-"""Hypothesis strategies for caption edits (the check behind the shipped caption-fuzzing suite, which runs a
-detector on them, is judge/caption_fuzz.py; users import both from `pytest_memerobust.fuzz`).
+"""Hypothesis strategies for caption edits and for rewordings of a prompted detector's instruction (the checks behind
+the shipped fuzzing suites, which run a detector on them, are in run/analyses.py; users import the strategies and the
+caption check from `pytest_memerobust.fuzz`).
 
 An edit is a small value (`Edit`): which word, which character, which operation, which replacement. Lists of
 edits shrink the way Hypothesis shrinks lists and integers, so a failure is reported as the smallest edit that
@@ -106,3 +107,19 @@ def meme_images(min_side: int = 8, max_side: int = 64):
 
     shapes = st.tuples(st.integers(min_side, max_side), st.integers(min_side, max_side), st.just(3))
     return shapes.flatmap(lambda shape: arrays(np.uint8, shape))
+
+
+# A small grammar of instructions for a prompted detector: an opening, where the caption goes, the question, how to
+# answer (4 x 3 x 4 x 3 = 144 wordings); `rewordings` draws from it, and shrinks a failure towards the first choice of
+# each part.
+OPENINGS = ("", "Here is a meme. ", "Look at this meme. ", "You are shown a meme. ")
+CAPTION_FRAMES = ('Its caption reads "{caption}". ', 'The text on it says "{caption}". ', 'Caption: "{caption}". ')
+QUESTIONS = ("Is it hateful?", "Is this meme hateful?", "Does this meme express hate?",
+             "Would a content moderator remove it as hateful?")
+ANSWERS = (" Answer {options}.", " Reply with {options}.", " Answer with one word: {options}.")
+
+
+def rewordings():
+    """Instructions from the grammar above (the `instruction` of a prompted detector's prompt)."""
+    return st.builds(lambda *parts: "".join(parts), st.sampled_from(OPENINGS), st.sampled_from(CAPTION_FRAMES),
+                     st.sampled_from(QUESTIONS), st.sampled_from(ANSWERS))

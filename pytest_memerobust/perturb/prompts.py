@@ -1,7 +1,7 @@
 """Prompt edits: the `prompt` side of a condition (`prompt=paraphrase@2`), which rewords a prompted detector's
 instruction instead of perturbing its inputs. A shipped list of paraphrases of the instruction, the answer options in
-the other order, and the system message left out (or, for a card without one, added). judge/prompt_invariance.py
-asks a detector under every variant; the engine applies one as a condition."""
+the other order, and the system message left out (or, for a card without one, added). run/analyses.py asks a
+detector under every variant; the engine applies one as a condition."""
 from __future__ import annotations
 
 from dataclasses import replace

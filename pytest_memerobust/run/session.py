@@ -180,7 +180,7 @@ class RobustnessSession:
         self._feature_stores: dict[str, FeatureStore] = {}
         self._precisions: dict[str, str] = {}
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
-        self._ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
+        self.ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
         self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
         self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
@@ -300,34 +300,10 @@ class RobustnessSession:
         return self.options.feature_memory_mib * 2**20 // 2
 
     def ocr_view(self, model: str, spec: str) -> list[dict]:
-        """The OCR-robustness view of one (model, dataset) group (ocr_view.py): its image conditions' pictures read
-        by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off."""
-        from ..judge.ocr_view import ocr_view_rows
+        """The OCR-robustness view of one (model, dataset) group (run/analyses.py), for the report that reads it."""
+        from .analyses import ocr_view
 
-        if not self.options.ocr_view:
-            return []
-        engine = self.engine(model, spec)
-        memes = engine.dataset.memes
-        indices = [i for i, m in enumerate(memes) if m.has_picture]
-        indices = indices[: self.options.ocr_view]
-        results = [r for (m, s, _), r in self.results.items() if m == model and s == spec
-                   and r.condition.kind == "image"]
-        if not indices or not results:
-            return []
-        reader = self.ocr(required=True)
-
-        def read(condition: Condition) -> list[str]:
-            attack = condition.image is not None and get_perturbation(condition.image).needs_model
-            key = ("ocr-view", spec.removesuffix(CAPTIONS_BY_OCR), condition.image, condition.image_severity,
-                   model if attack else None)
-            if key not in self._ocr_readings:
-                self._ocr_readings[key] = [reader.read(engine.picture(condition, i)) for i in indices]
-            return self._ocr_readings[key]
-
-        readings = {r.condition.id: read(r.condition) for r in results}
-        stats = self.options.stats
-        return ocr_view_rows(readings, read(Condition()), [r.as_dict() for r in results],
-                             stats.n_resamples, stats.confidence, stats.seed)
+        return ocr_view(self, model, spec)
 
     def run_notes(self, hosted: bool = True) -> list[str]:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
@@ -722,65 +698,6 @@ class RobustnessSession:
             raise ConfigError(f"model {model!r} predicts {len(detector.classes)} classes but task {task!r} of "
                               f"{spec!r} has {n_classes}: {list(dataset.classes[task])}")
         return self.dataset(spec).labelled(task)
-
-    def reliance(self, model: str, data: str | None = None) -> dict:
-        """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (see reliance.py),
-        computed once and kept for the report."""
-        from ..judge.reliance import evaluate_reliance
-
-        spec = self.data_spec(data)
-        if (model, spec) not in self.reliance_results:
-            task = self.task(model)
-            views = {}
-            for mode in ("text", "image"):
-                try:
-                    views[mode] = self.engine(f"{model}:{mode}", spec, task)
-                except ConfigError:  # a detector without channel-ablation modes
-                    views[mode] = None
-            engine = self.engine(model, spec, task)
-            self.reliance_results[(model, spec)] = evaluate_reliance(
-                engine, self.dataset(spec).labelled(task).labels(task), self.options.seed, views["text"],
-                views["image"])
-        return self.reliance_results[(model, spec)]
-
-    def prompt_invariance(self, model: str, data: str | None = None) -> dict | None:
-        """How `model`'s verdicts on the clean memes change with the wording of its prompt (see
-        prompt_invariance.py), computed once and kept for the report; None for a detector without a prompt."""
-        from ..judge.prompt_invariance import evaluate_prompt_invariance
-        from ..perturb.prompts import supports_prompts
-
-        spec = self.data_spec(data)
-        if (model, spec) not in self.prompt_results:
-            detector = self.detector(model)
-            if not supports_prompts(detector):
-                return None
-            task = self.task(model)
-            engine = self.engine(model, spec, task)
-            stats = self.options.stats
-            self.prompt_results[(model, spec)] = evaluate_prompt_invariance(
-                detector, engine.inputs("image", None, None), engine.inputs("text", None, None),
-                self.dataset(spec).labelled(task).labels(task), engine.ids, self.options.batch_size,
-                stats.n_resamples, stats.confidence, stats.seed)
-        return self.prompt_results[(model, spec)]
-
-    def budgets(self, model: str, families, data: str | None = None, task: str | None = None,
-                captions: str | None = None) -> list[dict]:
-        """The evasion budgets of `model` for these edit families (budgets.evaluate_budgets), each family searched
-        once per run and kept for the report."""
-        from ..judge.budgets import evaluate_budgets
-
-        spec = self.data_spec(data, captions)
-        task = self.task(model, task)
-        known = self.budget_results.setdefault((model, spec), {})
-        missing = [f for f in families if f not in known]
-        if missing:
-            engine = self.engine(model, spec, task)
-            stats = self.options.stats
-            for entry in evaluate_budgets(engine, self._scored_dataset(model, spec, task).labels(task), missing,
-                                          seed=self.options.seed, n_resamples=stats.n_resamples,
-                                          confidence=stats.confidence):
-                known[entry["family"]] = entry
-        return [known[f] for f in families]
 
     def report(self) -> dict:
         """The report of everything evaluated so far, built once per set of results (the JSON/Markdown writers

@@ -53,7 +53,7 @@ class BudgetCheck:
     def searched(self, reads: tuple[str, ...]) -> list[str]:
         """The families to search for a model reading `reads`: the listed ones, else all it reads, plus any with
         a floor."""
-        from ..judge.budgets import FAMILIES
+        from ..perturb.budget_edits import FAMILIES
 
         chosen = list(self.families) or [n for n, f in FAMILIES.items() if f.modality in reads]
         return list(dict.fromkeys([*chosen, *(name for name, _ in self.min_median_budget)]))
@@ -271,7 +271,7 @@ def _attacks(condition: Condition) -> bool:
 
 def _budgets(data: dict, where: str) -> BudgetCheck | None:
     """The [budgets] table, its families checked against budgets.FAMILIES; None without one."""
-    from ..judge.budgets import FAMILIES
+    from ..perturb.budget_edits import FAMILIES
 
     if "budgets" not in data:
         return None

@@ -1,0 +1,313 @@
+"""The analyses that run a detector and hand the judge plain records: modality reliance, prompt invariance, evasion
+budgets, the OCR view, transfer cells, and the fuzzers of the shipped Python suites.
+
+Each asks a detector (through an engine where it can) and passes what came back (predictions, verdicts, budgets,
+readings) to the statistics of judge/ (reliance.py, prompt_invariance.py, budgets.py, ocr_view.py, transfer.py),
+which never see a detector. The functions of a session (`reliance`, `prompt_invariance`, `budgets`, `ocr_view`)
+compute once per run and keep what they found on the session, for the report.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from ..data.digests import input_digest
+from ..determinism import fixed_threads
+from ..judge.budgets import budget_summary, worst
+from ..judge.ocr_view import ocr_view_rows
+from ..judge.prompt_invariance import confident_memes, prompt_invariance_figures
+from ..judge.reliance import confounder_pairs, confounder_scores, swap_partners, swap_reliance
+from ..judge.transfer import TransferCell, transfer_cell
+from ..perturb.budget_edits import FAMILIES, get_family, minimal_budgets
+from ..perturb.prompts import prompt_variants, supports_prompts
+
+if TYPE_CHECKING:
+    from ..judge.caption_fuzz import FlipCheck
+    from ..perturb.fuzz import Edit
+
+
+# --- modality reliance ----------------------------------------------------------------------------------------
+
+
+def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None, image_only=None) -> dict:
+    """Modality swap, confounder pairs and per-meme unimodal predictions for one detector (`engine`); `text_only`
+    and `image_only` are the engines of its channel-ablation views, when it has them."""
+    from ..engine import Condition
+    from ..errors import DataError
+
+    memes = engine.dataset.memes
+    pictureless = next((m.id for m in memes if not m.has_picture), None)
+    if pictureless is not None:
+        raise DataError(f"a modality swap pairs each meme's picture with another's caption: meme {pictureless!r} has "
+                        f"no picture (caption-only data)")
+    own, partners = np.arange(len(memes)), swap_partners(len(memes), seed)
+    pred_clean = engine.predict(Condition()).argmax(1)
+    # both directions: each meme's picture with its partner's caption, and its caption with its partner's picture
+    image_from, text_from = np.concatenate([own, partners]), np.concatenate([partners, own])
+    pred_swapped = engine.predict_pairs(image_from, text_from).argmax(1)
+    labels = np.asarray(labels)
+    pairs = confounder_pairs([m.text for m in memes], [input_digest(m.image) for m in memes], labels)
+    per_meme = {"id": [m.id for m in memes], "label": labels.tolist(), "multimodal": pred_clean.tolist()}
+    for name, view in (("text_only", text_only), ("image_only", image_only)):
+        if view is not None:
+            per_meme[name] = view.predict(Condition()).argmax(1).tolist()
+    return {"n": len(memes), "swap": swap_reliance(pred_clean, pred_swapped, text_from, image_from).as_dict(),
+            "confounders": {kind: confounder_scores(p, labels, pred_clean) for kind, p in pairs.items()},
+            "per_meme": per_meme}
+
+
+def reliance(session, model: str, data: str | None = None) -> dict:
+    """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (evaluate_reliance), computed
+    once per run and kept on the session for the report."""
+    from ..errors import ConfigError
+
+    spec = session.data_spec(data)
+    if (model, spec) not in session.reliance_results:
+        task = session.task(model)
+        views = {}
+        for mode in ("text", "image"):
+            try:
+                views[mode] = session.engine(f"{model}:{mode}", spec, task)
+            except ConfigError:  # a detector without channel-ablation modes
+                views[mode] = None
+        engine = session.engine(model, spec, task)
+        session.reliance_results[(model, spec)] = evaluate_reliance(
+            engine, session.dataset(spec).labelled(task).labels(task), session.options.seed, views["text"],
+            views["image"])
+    return session.reliance_results[(model, spec)]
+
+
+# --- prompt invariance ------------------------------------------------------------------------------------------
+
+
+@fixed_threads()  # every variant's verdicts at every thread count, as the engine's steps (determinism.py)
+def prompted_verdicts(detector, pictures, captions, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted class, or -1 where declined; probabilities) of every meme, in batches."""
+    probas, declined = [], []
+    for start in range(0, len(captions), batch_size):
+        p, d = detector.predict_with_abstentions(pictures[start : start + batch_size],
+                                                 captions[start : start + batch_size])
+        probas.append(np.asarray(p))
+        declined.append(np.asarray(d, bool))
+    proba, declined = np.concatenate(probas), np.concatenate(declined)
+    return np.where(declined, -1, proba.argmax(axis=1)), proba
+
+
+def evaluate_prompt_invariance(detector, pictures, captions, labels, ids, batch_size: int = 16,
+                               n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> dict:
+    """The prompt-invariance figures of `detector` on clean memes (judge/prompt_invariance.py): its verdicts under
+    its own prompt and under every variant of it (perturb/prompts.py)."""
+    base, _ = prompted_verdicts(detector, pictures, captions, batch_size)
+    variants = [(name, variant, prompted_verdicts(detector.with_prompt(variant), pictures, captions, batch_size)[0])
+                for name, variant in prompt_variants(detector.prompt).items()]
+    return prompt_invariance_figures(base, variants, labels, ids, captions, n_resamples, confidence, seed)
+
+
+def _prompted_inputs(session, model: str, data: str | None):
+    """(detector, engine, labels) of a prompted `model` on the clean memes of `data`; None for a detector without a
+    prompt."""
+    detector = session.detector(model)
+    if not supports_prompts(detector):
+        return None
+    spec, task = session.data_spec(data), session.task(model)
+    return detector, session.engine(model, spec, task), session.dataset(spec).labelled(task).labels(task)
+
+
+def prompt_invariance(session, model: str, data: str | None = None) -> dict | None:
+    """How `model`'s verdicts on the clean memes change with the wording of its prompt (evaluate_prompt_invariance),
+    computed once per run and kept on the session for the report; None for a detector without a prompt."""
+    spec = session.data_spec(data)
+    if (model, spec) not in session.prompt_results:
+        prompted = _prompted_inputs(session, model, data)
+        if prompted is None:
+            return None
+        detector, engine, labels = prompted
+        stats = session.options.stats
+        session.prompt_results[(model, spec)] = evaluate_prompt_invariance(
+            detector, engine.inputs("image", None, None), engine.inputs("text", None, None), labels, engine.ids,
+            session.options.batch_size, stats.n_resamples, stats.confidence, stats.seed)
+    return session.prompt_results[(model, spec)]
+
+
+class PromptFuzzer:
+    """The memes a prompted detector classifies correctly and confidently with its own prompt (at most
+    judge.prompt_invariance.MAX_FUZZED_MEMES), and which of them a reworded instruction flips."""
+
+    def __init__(self, detector, pictures, captions, labels, ids, confidence: float, batch_size: int = 16):
+        self.detector, self.batch_size = detector, batch_size
+        verdicts, proba = prompted_verdicts(detector, pictures, captions, batch_size)
+        chosen = confident_memes(verdicts, proba, labels, confidence)
+        self.confident = chosen
+        self.pictures, self.captions = [pictures[i] for i in chosen], [captions[i] for i in chosen]
+        self.ids, self.verdicts = [ids[i] for i in chosen], verdicts[chosen]
+
+    def flipped(self, instruction: str) -> list[str]:
+        """The ids of the confident memes whose verdict `instruction` changes (a class, or declining)."""
+        variant = self.detector.with_prompt(replace(self.detector.prompt, instruction=instruction))
+        verdicts, _ = prompted_verdicts(variant, self.pictures, self.captions, self.batch_size)
+        return [meme for meme, before, now in zip(self.ids, self.verdicts, verdicts) if before != now]
+
+
+def prompt_fuzzer(session, model: str, data: str | None = None) -> PromptFuzzer | None:
+    """The PromptFuzzer of `model` on the clean memes of `data`, at the run's --memerobust-fuzz-confidence and batch
+    size; None for a detector without a prompt."""
+    prompted = _prompted_inputs(session, model, data)
+    if prompted is None:
+        return None
+    detector, engine, labels = prompted
+    options = session.options
+    return PromptFuzzer(detector, engine.inputs("image", None, None), engine.inputs("text", None, None), labels,
+                        engine.ids, options.fuzz_confidence, options.batch_size)
+
+
+# --- evasion budgets --------------------------------------------------------------------------------------------
+
+
+def evaluate_budgets(engine, labels, families: Sequence[str] | None = None, *, seed: int = 0,
+                     n_resamples: int = 1000, confidence: float = 0.95, threshold: float = 0.5,
+                     worst_k: int = 5) -> list[dict]:
+    """Per family, how little an evader must change to get a harmful meme (label 1) past the detector: the searched
+    memes are the harmful ones it flags when clean. `engine` (engine.Engine) holds the detector and the memes;
+    families default to every one whose modality the detector reads. Each entry is `judge.budgets.budget_summary`
+    plus the `worst` memes (smallest budgets) with their ids and evading captions."""
+    detector = engine.detector
+    reads = getattr(detector, "modalities", ("image", "text"))
+    names = list(families) if families else [n for n in FAMILIES if FAMILIES[n].modality in reads]
+    for name in names:
+        fam = get_family(name)
+        if fam.modality not in reads:
+            raise ValueError(f"family {name!r} edits the {fam.modality}, which this detector does not read "
+                             f"(it reads: {', '.join(reads)})")
+    labels = np.asarray(labels)
+    harmful = np.flatnonzero(labels == 1)
+    captions = [engine.inputs("text", None, None)[i] for i in harmful]
+    pictures = ([engine.inputs("image", None, None)[i] for i in harmful] if "image" in reads else None)
+
+    def predict(texts, images):
+        return engine.probabilities(images if images is not None else [None] * len(texts), list(texts))[:, 1]
+
+    entries = []
+    for name in names:
+        result = minimal_budgets(predict, captions, pictures, np.ones(len(harmful), dtype=int), name, key=seed,
+                                 threshold=threshold)
+        summary = budget_summary(result, n_resamples=n_resamples, confidence=confidence, seed=seed)
+        summary["worst"] = [{**w, "id": engine.ids[int(harmful[w["index"]])],
+                             "caption": captions[w["index"]]} for w in worst(result, worst_k)]
+        entries.append(summary)
+    return entries
+
+
+def budgets(session, model: str, families, data: str | None = None, task: str | None = None,
+            captions: str | None = None) -> list[dict]:
+    """The evasion budgets of `model` for these edit families (evaluate_budgets), each family searched once per run
+    and kept on the session for the report."""
+    spec = session.data_spec(data, captions)
+    task = session.task(model, task)
+    known = session.budget_results.setdefault((model, spec), {})
+    missing = [f for f in families if f not in known]
+    if missing:
+        engine = session.engine(model, spec, task)
+        stats = session.options.stats
+        for entry in evaluate_budgets(engine, session._scored_dataset(model, spec, task).labels(task), missing,
+                                      seed=session.options.seed, n_resamples=stats.n_resamples,
+                                      confidence=stats.confidence):
+            known[entry["family"]] = entry
+    return [known[f] for f in families]
+
+
+# --- the OCR view -----------------------------------------------------------------------------------------------
+
+
+def ocr_view(session, model: str, spec: str) -> list[dict]:
+    """The OCR-robustness view of one (model, dataset) group (judge/ocr_view.py): its image conditions' pictures read
+    by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off. Readings are kept on
+    the session (`ocr_readings`), by picture condition."""
+    from ..data.reading import CAPTIONS_BY_OCR
+    from ..engine import Condition
+    from ..perturb import get as get_perturbation
+
+    if not session.options.ocr_view:
+        return []
+    engine = session.engine(model, spec)
+    memes = engine.dataset.memes
+    indices = [i for i, m in enumerate(memes) if m.has_picture]
+    indices = indices[: session.options.ocr_view]
+    results = [r for (m, s, _), r in session.results.items() if m == model and s == spec
+               and r.condition.kind == "image"]
+    if not indices or not results:
+        return []
+    reader = session.ocr(required=True)
+
+    def read(condition: Condition) -> list[str]:
+        attack = condition.image is not None and get_perturbation(condition.image).needs_model
+        key = ("ocr-view", spec.removesuffix(CAPTIONS_BY_OCR), condition.image, condition.image_severity,
+               model if attack else None)
+        if key not in session.ocr_readings:
+            session.ocr_readings[key] = [reader.read(engine.picture(condition, i)) for i in indices]
+        return session.ocr_readings[key]
+
+    readings = {r.condition.id: read(r.condition) for r in results}
+    stats = session.options.stats
+    return ocr_view_rows(readings, read(Condition()), [r.as_dict() for r in results],
+                         stats.n_resamples, stats.confidence, stats.seed)
+
+
+# --- transfer ---------------------------------------------------------------------------------------------------
+
+
+def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, training=None,
+                   seed: int = 0) -> list[TransferCell]:
+    """Every (source, target) cell of `condition`'s attack: crafted on the source (its gradients or queries, its
+    fitted patterns), evaluated by the target on the same memes (the engine runs both)."""
+    from ..engine import Condition, Engine
+
+    clean = {name: Engine(det, dataset, seed=seed, labels=labels).predict(Condition()) for name, det in
+             detectors.items()}
+    cells = []
+    for source, crafted_on in detectors.items():
+        for target, detector in detectors.items():
+            engine = Engine(detector, dataset, seed=seed, labels=labels, training=training,
+                            attack_source=None if source == target else crafted_on)
+            cells.append(transfer_cell(source, target, condition.id, labels, clean[target],
+                                       engine.predict(condition)))
+    return cells
+
+
+# --- caption fuzzing --------------------------------------------------------------------------------------------
+
+
+class CaptionFuzzer:
+    """A detector and dataset prepared for fuzzing (the check behind suites/test_caption_fuzz.py; users import it
+    from `pytest_memerobust.fuzz`): pictures encoded once (split detectors), the confidently and correctly
+    classified memes found, each check one small batch."""
+
+    @fixed_threads()  # the same confident memes and flips at every thread count (determinism.py)
+    def __init__(self, detector, dataset, task: str, threshold: float = 0.9):
+        self.detector, self.dataset = detector, dataset
+        memes = dataset.memes
+        reads_images = "image" in getattr(detector, "modalities", ("image", "text"))
+        self.split = callable(getattr(detector, "head", None))
+        if self.split:
+            self.image_features = (detector.encode_images([m.image for m in memes]) if reads_images
+                                   else np.zeros((len(memes), 0), dtype=np.float32))
+            proba = detector.head(self.image_features, detector.encode_texts([m.text for m in memes]))
+        else:
+            proba = detector.predict_proba([m.image for m in memes], [m.text for m in memes])
+        keep = (proba.max(axis=1) >= threshold) & (proba.argmax(axis=1) == dataset.labels(task))
+        self.confident = [int(i) for i in np.flatnonzero(keep)]
+
+    @fixed_threads()
+    def check(self, index: int, edits: Sequence[Edit]) -> FlipCheck:
+        from ..judge.caption_fuzz import FlipCheck
+        from ..perturb.fuzz import apply_edits
+
+        meme = self.dataset.memes[index]
+        edited = apply_edits(meme.text, edits)
+        if self.split:
+            proba = self.detector.head(self.image_features[[index, index]],
+                                       self.detector.encode_texts([meme.text, edited]))
+        else:
+            proba = self.detector.predict_proba([meme.image, meme.image], [meme.text, edited])
+        return FlipCheck(meme.text, edited, list(edits), proba[0], proba[1], self.detector.classes)
