@@ -6,6 +6,7 @@ report and the judge, never from here."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Callable
 
 import pytest
 
@@ -40,6 +41,22 @@ def register_logs(config) -> None:
     config.pluginmanager.register(CaseLog(), CASE_LOG)  # every case's verdict record, for the reports
 
 
+def terminal_line(config) -> Callable[[str], None]:
+    """A writer of whole lines on pytest's terminal, for what pytest_sessionfinish writes (the saved baseline's
+    line, the reports'): after -q's progress dots it starts a new line first; without the terminal plugin it
+    prints."""
+    if config.pluginmanager.get_plugin("terminalreporter") is None:
+        return print
+    writer = config.get_terminal_writer()
+
+    def write(line: str) -> None:
+        if writer.width_of_current_line:
+            writer.line()
+        writer.line(line)
+
+    return write
+
+
 class PastCapture:
     """A stream to the user's terminal through pytest's capture, for the engine's progress bars: each write turns
     the capture off for its duration (as pytest's own live logging does) and starts on a line of its own, after the
@@ -72,7 +89,7 @@ class PastCapture:
 def show_progress(config) -> None:
     """The engine's progress bars (the shard pass, attacks, encodes) on the terminal, past pytest's capture; silent
     where standard error is not a terminal (CI logs, pytest-xdist workers)."""
-    from .engine.engine import show_progress_on
+    from .engine.progress import show_progress_on
 
     capture = config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
@@ -80,7 +97,7 @@ def show_progress(config) -> None:
 
 
 def hide_progress() -> None:
-    from .engine.engine import show_progress_on
+    from .engine.progress import show_progress_on
 
     show_progress_on(None)
 
@@ -249,7 +266,7 @@ def _write_tables(tr, session, family_rollup) -> None:
     if session.options.tables == "none":
         return
     from .report import render
-    from .run.session import split_model
+    from .run.options import split_model
 
     full = session.options.tables == "full"
     tr.write_sep("=", "memerobust tables" + ("" if full else " per family (--memerobust-tables=full: all)"))

@@ -16,7 +16,8 @@ from pytest_memerobust.perturb import attacks, get, translation
 from pytest_memerobust.perturb.attacks import AttackContext, find_trigger, trigger_for
 from pytest_memerobust.perturb.distance import levenshtein
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession, training_spec
+from pytest_memerobust.run.options import Options, training_spec
+from pytest_memerobust.run.session import RobustnessSession
 
 BUDGET = {1: 1, 2: 2, 3: 4, 4: 6, 5: 8}  # HotFlip steps per severity
 SEVERITIES = (1, 2, 3)
@@ -388,7 +389,7 @@ def test_hotflip_through_the_session_lowers_accuracy():
     assert result.values["accuracy"] < result.clean_values["accuracy"]
     engine = session.engine("memeblip2-tda", session.data_spec())
     assert engine.attack_context().white_box
-    texts, labels, _ = engine.training()
+    texts, labels, _ = engine.attacks.training()
     assert len(texts) == len(labels) > 0
 
 
@@ -519,8 +520,8 @@ def test_ablation_views_share_clean_features_but_not_attacked_captions():
     session.evaluate("memeblip2-tda", "text=hotflip@1")
     session.evaluate("memeblip2-tda:text", "text=hotflip@1")
     base, view = session.engine("memeblip2-tda", "demo"), session.engine("memeblip2-tda:text", "demo")
-    assert base._features is view._features  # one cache for both
-    attacked = [k for k in base._inputs if k[1] == "hotflip"]
+    assert base.sides is view.sides  # one cache for both
+    attacked = [k for k in base.sides.inputs if k[1] == "hotflip"]
     assert len(attacked) == 2 and {k[-1] for k in attacked} == {id(base), id(view)}  # attacked once per view
     assert base.inputs("text", "hotflip", 1) is not view.inputs("text", "hotflip", 1)
 

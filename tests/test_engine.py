@@ -306,10 +306,10 @@ def test_background_perturbations_use_one_cpu_thread_and_leave_the_others_theirs
 
     import torch
 
-    from pytest_memerobust.engine import engine
+    from pytest_memerobust.engine import sides
 
     before = torch.get_num_threads()
-    background = engine._background()
+    background = sides._background()
     assert background.submit(torch.get_num_threads).result() == 1
     assert torch.get_num_threads() == before
     started_later = []

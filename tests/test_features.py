@@ -173,7 +173,8 @@ def test_precision_must_be_named():
 # --- precision ---------------------------------------------------------------------------------------------------
 
 from pytest_memerobust.run import session as session_module  # noqa: E402
-from pytest_memerobust.run.session import Options, RobustnessSession, bf16_check  # noqa: E402
+from pytest_memerobust.run.options import Options  # noqa: E402
+from pytest_memerobust.run.session import RobustnessSession, bf16_check
 
 
 def test_bf16_is_checked_against_fp32_and_the_check_reports_its_numbers():
@@ -220,10 +221,10 @@ def test_planned_sides_are_perturbed_in_the_background_with_the_same_result():
     plain = Engine(CountingSplit(), data, seed=4)
     planned.predict(conditions[0])
     planned.predict(conditions[1])  # encoding contrast@2 starts typos@2 and gaussian_noise@3 in the background
-    assert set(planned._pending) == {("text", "typos", 2), ("image", "gaussian_noise", 3)}
+    assert set(planned.sides.pending) == {("text", "typos", 2), ("image", "gaussian_noise", 3)}
     for condition in conditions:
         np.testing.assert_array_equal(planned.predict(condition), plain.predict(condition))
-    assert planned._pending == {} and planned.encoder_calls == plain.encoder_calls
+    assert planned.sides.pending == {} and planned.encoder_calls == plain.encoder_calls
 
 
 def test_attacks_are_never_perturbed_in_the_background():
@@ -263,7 +264,7 @@ def test_a_bounded_run_gives_the_unbounded_predictions(tmp_path, on_disk):
     bounded = Engine(CountingSplit(), data, features=store, side_memory_limit=64)
     for condition, want in zip(conditions, expected):
         np.testing.assert_array_equal(bounded.predict(condition), want)
-    assert len(bounded._features) <= 2 and store._memory.nbytes <= 64 + 16 and store.stats.dropped > 0
+    assert len(bounded.sides.held) <= 2 and store._memory.nbytes <= 64 + 16 and store.stats.dropped > 0
     if on_disk:  # every side found again on disk: nothing encoded twice
         assert bounded.encoder_calls == free.encoder_calls and store.stats.disk_hits["image"] > 0
     else:

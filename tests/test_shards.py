@@ -12,7 +12,8 @@ from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.engine import executors, shards as shard_module
 from pytest_memerobust.engine.shards import ShardRunner, shard_memes
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 
 MODEL = "memeblip2-tda"
 MEMES, BATCH = 40, 16  # shards of 16, 16 and 8 memes
@@ -54,7 +55,7 @@ def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_m
     def spy(engine, task, conditions, attack_memo=None, tick=None):
         result = evaluate_shard(engine, task, conditions, attack_memo, tick)
         shards.append((task.start, task.stop))
-        assert not engine._clean_pictures  # the parent never holds the dataset's pictures
+        assert not engine.sides.clean_pictures  # the parent never holds the dataset's pictures
         return result
 
     monkeypatch.setattr(shard_module, "evaluate_shard", spy)  # the in-process executor's
@@ -107,7 +108,7 @@ def test_an_engine_built_by_hand_evaluates_case_by_case(tmp_path):
     engine = Engine(detector, dataset)
     assert engine.shards is None
     proba = engine.predict(Condition(image="gaussian_noise", image_severity=3))
-    assert proba.shape == (20, 2) and len(engine._clean_pictures) == 20
+    assert proba.shape == (20, 2) and len(engine.sides.clean_pictures) == 20
 
 
 def test_pytest_xdist_workers_split_a_pass_through_their_shared_folder(tmp_path, monkeypatch):
@@ -245,8 +246,8 @@ def test_the_driver_keeps_the_shards_attacked_captions(tmp_path, monkeypatch):
     session.plan(MODEL, None, condition)
     session.evaluate(MODEL, condition)
     engine = session.engine(MODEL, session.data_spec())
-    whole = Engine(engine.detector, engine.dataset, seed=engine.seed, batch_size=8, labels=engine.labels).inputs(
-        "text", "hotflip", 1)
+    whole = Engine(engine.detector, engine.dataset, seed=engine.seed, batch_size=8,
+                   labels=engine.attacks.labels).inputs("text", "hotflip", 1)
     monkeypatch.setattr(Engine, "_apply", lambda *args, **keywords: pytest.fail("the driver ran the attack again"))
     captions = [engine.caption(condition, i) for i in range(16)]
     assert captions == whole  # the whole-dataset pass's, meme by meme

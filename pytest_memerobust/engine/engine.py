@@ -3,91 +3,28 @@
 For a split detector, image features are keyed by the image side of a condition (clean, or one perturbation at one
 severity) and text features by the text side, so a text-only condition reuses the clean image features and a
 combined condition reuses both sides computed for the single-channel ones.
+
+The engine is a façade over three parts, each in its own module: the sides' inputs and held features (sides.py,
+shared by engines of the same encoders), asking the detector in batches (encoding.py) and what the attacks need and
+leave (attack_state.py). It decides which side a condition asks for and how it is computed.
 """
 from __future__ import annotations
 
-import contextlib
-import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
 from ..data.meme import Dataset
-from ..data.text_boxes import TEXT_BOXES
 from ..detectors.base import is_split
-from ..determinism import device_type, fixed_threads
-from ..data.digests import input_digests
-from .features import FeatureStore, HeldArrays, pack_digests, unpack_digests
+from ..determinism import fixed_threads
 from ..perturb import get as get_perturbation
+from .attack_state import AttackState
 from .conditions import Condition
-
-PREFETCH_SIDES = 2  # sides perturbed ahead: enough to keep the encoder fed, few enough to bound memory
-PROGRESS_MIN_INPUTS = 2048  # encodes this long show a progress bar on a terminal
-_executor: ThreadPoolExecutor | None = None
-
-
-def _background() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        import torch
-
-        # The background thread's CPU torch ops run on one core: two OpenMP pools busy-waiting on the same cores
-        # cost more than they overlap (main job on 2 cores: 45 s -> 37 s), and its perturbations must compute what
-        # the main thread's would (determinism.RESULT_THREADS). OpenMP's thread count is per thread, but torch also
-        # keeps a global default that threads not yet started read: it is put back once the background thread has
-        # its own setting.
-        threads = torch.get_num_threads()
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memerobust-perturb",
-                                      initializer=_one_cpu_thread)
-        executor.submit(int).result()
-        torch.set_num_threads(threads)
-        _executor = executor
-    return _executor
-
-
-def _one_cpu_thread() -> None:
-    """This thread's torch ops on one core; torch's lazy per-thread start-up runs first, or it would later reset
-    the count to the global default."""
-    import torch
-
-    torch.get_num_threads()
-    torch.set_num_threads(1)
-
-
-@contextlib.contextmanager
-def _side_stream():
-    """A CUDA stream of its own for background perturbations, so the GPU corruptions overlap with encoding; yields
-    the stream (None without a GPU)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        yield None
-        return
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        yield stream
-
-
-_progress_stream = None  # where bars go (None: standard error); see `show_progress_on`
-
-
-def show_progress_on(stream) -> None:
-    """Send progress bars to `stream` (a file-like with write, flush and isatty): the pytest face passes one that
-    writes to the user's terminal past pytest's capture, which otherwise swallows them (a bar drawn to a captured
-    stderr is not a terminal, so tqdm stays silent). None: standard error again."""
-    global _progress_stream
-    _progress_stream = stream
-
-
-def progress_bar(total: int, description: str, unit: str = "input"):
-    """A transient bar on the terminal, silent when its stream is not one (a CI log, a pytest-xdist worker)."""
-    from tqdm import tqdm
-
-    stream = _progress_stream if _progress_stream is not None else sys.__stderr__
-    return tqdm(total=total, desc=description, unit=unit, leave=False, disable=None, file=stream,
-                mininterval=0.5)
+from .encoding import Encoding
+from .features import FeatureStore
+from .shards import Evaluated
+from .sides import PREFETCH_SIDES, Sides, side_stream
 
 
 def channels_read(detector, by_ocr: bool) -> tuple[str, ...]:
@@ -107,73 +44,71 @@ class Engine:
                  precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
                  defence=None, shards=None, attack_memo: dict | None = None,
                  recipe=None, label: str = "", attack_source=None):
-        """`shares`: an engine of the same encoders, seed and data (e.g. the base of a channel-ablation view),
-        whose perturbed inputs and features this one reuses instead of computing them again. `labels`, `training`
-        (a callable giving the training memes) and `cache_dir` serve the attacks that query the detector.
-        `features`: the store of encoded inputs, shared by every engine of these encoders (default: in memory,
-        for this engine only). `precision`: "bf16" runs the encoders under bfloat16 autocast. `ocr`: an OCR backend
-        (data/ocr.py) that reads every condition's captions off its pictures, end to end. `text_reader`: an OCR
-        backend that finds where a clean picture shows its text, for the typographic edits, when the dataset does not
-        say (meta[TEXT_BOXES]). `side_memory_limit`: bytes of condition sides' features held at most (None: no
-        bound); a side dropped is found again in `features` by its inputs' digests. `defence`: a text defence
-        (defences.Defence) that normalises every caption on its way to the detector; the caption edits are then
-        chosen adaptively (`defences.adaptive_perturb`) and the attacks query the defended detector, so what gets
-        past is what an attacker who knows the defence gets. `shards`: how the planned conditions are evaluated
-        (shards.ShardRunner: the memes a shard at a time, by an executor); None evaluates each condition over the
-        whole dataset when asked (case-major). `attack_memo`: what attacks fitted (a UAP's pattern, a trigger),
-        shared with the engine that fitted them. `recipe`: a picklable callable that builds this engine
-        again in another process (a Ray actor), from the run's options. `label`: what the engine evaluates (model,
-        data, task, defence), the same in every process of a run. `attack_source`: another detector the attacks are
-        crafted on (their pictures and captions then reach this one: transfer between detectors)."""
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
-        self.precision = precision
-        self.detector, self.dataset, self.seed, self.batch_size = detector, dataset, seed, batch_size
-        self.labels, self.training, self.cache_dir, self.ocr = labels, training, cache_dir, ocr
-        self.text_reader = text_reader
-        self.defence = defence
-        self._attack_context = None
-        self.attack_source = attack_source
-        self._attack_memo = {} if attack_memo is None else attack_memo
+        """Each argument goes to the part it belongs to. The sides (`sides`): `shares`, an engine of the same
+        encoders, seed and data (e.g. the base of a channel-ablation view), whose perturbed inputs and features this
+        one reuses instead of computing them again; `features`, the store of encoded inputs, shared by every engine
+        of these encoders (default: in memory, for this engine only); `side_memory_limit`, bytes of condition sides'
+        features held at most (None: no bound; a side dropped is found again in `features` by its inputs' digests).
+        Asking the detector (`encoding`): `batch_size`; `precision` ("bf16" runs the encoders under bfloat16
+        autocast); `defence`, a text defence (defences.Defence) that normalises every caption on its way to the
+        detector (the caption edits are then chosen adaptively, `defences.adaptive_perturb`, and the attacks query
+        the defended detector, so what gets past is what an attacker who knows the defence gets). The attacks
+        (`attacks`): `labels`, `training` (a callable giving the training memes), `cache_dir`, `attack_memo` (what
+        attacks fitted, a UAP's pattern or a trigger, shared with the engine that fitted them) and `attack_source`
+        (another detector the attacks are crafted on: transfer between detectors). Readers: `ocr`, an OCR backend
+        (data/ocr.py) that reads every condition's captions off its pictures, end to end; `text_reader`, an OCR
+        backend that finds where a clean picture shows its text, for the typographic edits, when the dataset does
+        not say (meta[TEXT_BOXES]). The run: `seed`; `shards`, how the planned conditions are evaluated
+        (shards.ShardRunner: the memes a shard at a time, by an executor; None evaluates each condition over the
+        whole dataset when asked, case-major); `recipe`, a picklable callable that builds this engine again in
+        another process (a Ray actor), from the run's options; `label`, what the engine evaluates (model, data,
+        task, defence), the same in every process of a run."""
+        self.detector, self.dataset, self.seed = detector, dataset, seed
+        self.ocr, self.text_reader, self.defence = ocr, text_reader, defence
         self.shards, self.recipe, self.label = shards, recipe, label
-        self._sharded: dict[str, tuple] = {}  # condition id -> (probabilities, abstained) from the shard-major pass
-        self._sharded_errors: dict[str, Exception] = {}  # condition id -> why the pass could not evaluate it
-        self._sharded_words: dict[tuple, np.ndarray] = {}  # (text edit, severity) -> words changed, per meme
-        self._sharded_attacks: dict[tuple, dict[int, dict]] = {}  # image attack side -> per-meme records
+        self.ids = [m.id for m in dataset.memes]
+        # pictures live where the detector computes, from decode to encoder
+        self.device = str(getattr(detector, "device", "cpu"))
+        self.sides = shares.sides if shares is not None else Sides(
+            dataset.memes, self.device, features or FeatureStore(namespace=f"memory:{id(detector)}"),
+            side_memory_limit)
+        self.encoding = Encoding(detector, self.sides, batch_size, precision, defence)
+        self.attacks = AttackState(labels, training, cache_dir, attack_memo, attack_source)
+        self._sharded = Evaluated()  # what the shard-major passes gave, per condition id
         self._example_shards: dict[int, "Engine"] = {}  # meme -> its one-meme shard (reports' attacked examples)
+        self._plan: list[tuple] = []  # the model-free sides planned, in order: what is perturbed ahead
         self._conditions: list[Condition] = []  # the planned conditions, clean first
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
         # condition id -> [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
         self.samples: dict[str, np.ndarray] = {}
-        self._sharded_samples: dict[str, np.ndarray] = {}
-        self.ids = [m.id for m in dataset.memes]
-        self._plan: list[tuple] = []
-        # pictures live where the detector computes, from decode to encoder
-        self.device = str(getattr(detector, "device", "cpu"))
-        if shares is not None:
-            self._inputs, self._features, self.encoder_calls = shares._inputs, shares._features, shares.encoder_calls
-            self._side_digests = shares._side_digests
-            self.features, self._pending = shares.features, shares._pending
-            self._clean_pictures = shares._clean_pictures
-            self._text_boxes, self.boxless = shares._text_boxes, shares.boxless
-        else:
-            self._text_boxes = [m.meta.get(TEXT_BOXES) for m in dataset.memes]
-            self.boxless: dict[str, set[int]] = {}  # typographic edit -> the pictures it met without text boxes
-            self._clean_pictures: list = []  # decoded once, on the detector's device
-            self._pending: dict[tuple, Future] = {}  # sides being perturbed in the background
-            self._inputs: dict[tuple, list] = {}
-            self._features = HeldArrays(side_memory_limit)  # per condition side, so a side is digested once
-            self._side_digests: dict[tuple, np.ndarray] = {}  # per side encoded: its inputs' digests, packed
-            self.encoder_calls = {"image": 0, "text": 0}  # inputs this engine actually encoded
-            self.features = features or FeatureStore(namespace=f"memory:{id(detector)}")
+
+    @property
+    def batch_size(self) -> int:
+        """Inputs asked at a time (halved for good once a GPU runs out of memory)."""
+        return self.encoding.batch_size
+
+    @property
+    def encoder_calls(self) -> dict[str, int]:
+        """Inputs actually encoded, by modality (shared with the engines that share these sides)."""
+        return self.sides.encoder_calls
+
+    @property
+    def features(self) -> FeatureStore:
+        """The store of encoded inputs."""
+        return self.sides.features
+
+    @property
+    def boxless(self) -> dict[str, set[int]]:
+        """Typographic edit -> the pictures it met without text boxes."""
+        return self.sides.boxless
 
     def share_pictures(self, other: "Engine") -> None:
         """Use `other`'s decoded clean pictures (an engine of the same memes on the same device, e.g. the
         undefended one beside a defended one): they are decoded once for both."""
         if other.ids != self.ids or other.device != self.device:
             raise ValueError("share_pictures: the engines differ in memes or device")
-        self._clean_pictures = other._clean_pictures
+        self.sides.clean_pictures = other.sides.clean_pictures
 
     def _key(self, modality: str, name: str | None, severity: int | None, *caption_side) -> tuple:
         """Cache key of one condition side. An attack's output depends on the detector it attacked, so engines that
@@ -216,19 +151,19 @@ class Engine:
         """The dataset's captions or pictures under one perturbation (or clean), computed once. `caption_side`
         (text name, severity) names the captions a caption-drawing image edit draws."""
         key = self._key(modality, name, severity, *caption_side)
-        if key in self._pending and key not in self._inputs:
-            self._inputs[key] = self._pending.pop(key).result()
-        if key not in self._inputs and caption_side[:1] == ("joint",):  # the captions a joint attack chose
-            self._inputs[key] = self._joint_captions(*caption_side[1:])
-        if key not in self._inputs:
+        computed = self.sides.inputs
+        self.sides.take_pending(key)
+        if key not in computed and caption_side[:1] == ("joint",):  # the captions a joint attack chose
+            computed[key] = self._joint_captions(*caption_side[1:])
+        if key not in computed:
             read = caption_side[:1] == ("ocr",)
             if read:  # captions read off this condition's pictures
                 clean = [self.ocr.read(picture) for picture in self.inputs("image", *caption_side[1:])]
                 caption_side = ()
             else:
-                clean = self._clean(modality)
+                clean = self.sides.clean(modality)
             if name is None:
-                self._inputs[key] = clean
+                computed[key] = clean
             else:
                 perturbation = get_perturbation(name)
                 if perturbation.modality != modality:
@@ -241,8 +176,8 @@ class Engine:
                 for i, value in zip(rows, self._apply(perturbation, [clean[i] for i in rows], rows, severity,
                                                       caption_side)):
                     out[i] = value
-                self._inputs[key] = out
-        return self._inputs[key]
+                computed[key] = out
+        return computed[key]
 
     def _joint_captions(self, name: str, severity: int) -> list:
         """The captions joint attack `name` chose with its pictures: kept by the attack when it ran (running it
@@ -262,18 +197,7 @@ class Engine:
 
     def clean_picture(self, i: int):
         """Meme `i`'s clean picture on the detector's device: the held one, else decoded alone (nothing kept)."""
-        if self._clean_pictures:
-            return self._clean_pictures[i]
-        return self.dataset.memes[i].picture(self.device)
-
-    def _clean(self, modality: str) -> list:
-        """The dataset's captions, or its pictures as uint8 tensors on the detector's device (decoded once)."""
-        if modality == "text":
-            return [m.text for m in self.dataset.memes]
-        if not self._clean_pictures:
-            pictures = [m.picture(self.device) for m in self.dataset.memes]  # all or none: a picture that fails
-            self._clean_pictures.extend(pictures)  # to decode must not leave a half-built list for the next case
-        return self._clean_pictures
+        return self.sides.clean_picture(i)
 
     def plan(self, conditions: Sequence[Condition]) -> None:
         """The conditions this engine will be asked for, in order. While the detector encodes one side, the next
@@ -297,14 +221,12 @@ class Engine:
         if key not in self._plan:
             return
         at = self._plan.index(key)
-        for ahead in self._plan[at + 1 : at + 1 + PREFETCH_SIDES]:
-            if ahead not in self._inputs and ahead not in self._features and ahead not in self._pending:
-                self._pending[ahead] = _background().submit(self._perturb_in_background, ahead)
+        self.sides.prefetch(self._plan[at + 1 : at + 1 + PREFETCH_SIDES], self._perturb_in_background)
 
     def _perturb_in_background(self, key: tuple) -> list:
         modality, name, severity = key
-        clean = self._clean(modality)
-        with _side_stream() as stream:
+        clean = self.sides.clean(modality)
+        with side_stream() as stream:
             out = self._apply(get_perturbation(name), clean, range(len(clean)), severity, ())
             if stream is not None:
                 stream.synchronize()  # the encoder's stream reads these pictures: they must be finished
@@ -330,31 +252,10 @@ class Engine:
         return perturbation.apply(items, [self.ids[i] for i in indices], severity, self.seed, context, captions, boxes,
                                   block=block)
 
-    def defended(self, captions: list) -> list:
-        """Captions as the detector reads them: through the engine's defence, if it has one."""
-        if self.defence is None:
-            return captions
-        return [None if text is None else self.defence(text) for text in captions]
-
-    def defended_pictures(self, pictures: list) -> list:
-        """Pictures as the detector reads them: through the engine's picture defences (area_resize...), if any."""
-        if self.defence is None or not self.defence.guards_pictures:
-            return pictures
-        return self.defence.pictures(pictures, self.detector)
-
     def text_boxes(self, indices, edit: str | None = None) -> list:
         """Where each clean picture shows its text: the dataset's boxes, else the text reader's (read once), else
         None; the pictures `edit` meets without boxes go into `boxless`, for the run's notes."""
-        read = getattr(self.text_reader, "read_boxes", None)
-        out = []
-        for i in indices:
-            if self._text_boxes[i] is None and read is not None:
-                self._text_boxes[i] = read(self.clean_picture(i))
-            out.append(self._text_boxes[i])
-        missing = {i for i, boxes in zip(indices, out) if not boxes}
-        if edit is not None and missing:
-            self.boxless.setdefault(edit, set()).update(missing)
-        return out
+        return self.sides.boxes(indices, edit, getattr(self.text_reader, "read_boxes", None))
 
     def picture(self, condition: Condition, i: int) -> np.ndarray:
         """Meme `i`'s picture under the condition's image side as an array, for the report's thumbnails (an edge),
@@ -393,13 +294,14 @@ class Engine:
         outputs are those it gets in the whole dataset: perturbations are keyed by meme, the encoders see batches
         of one shape, and a shard that starts at a multiple of the batch size batches its heads as the whole does."""
         memes = list(self.dataset.memes[rows.start : rows.stop])
+        attacks = self.attacks
         sub = Engine(self.detector, replace(self.dataset, memes=memes), seed=self.seed, batch_size=self.batch_size,
-                     labels=None if self.labels is None else np.asarray(self.labels)[rows.start : rows.stop],
-                     training=self.training, cache_dir=self.cache_dir, features=self.features,
-                     precision=self.precision, ocr=self.ocr, text_reader=self.text_reader, defence=self.defence,
-                     attack_memo=self._attack_memo if attack_memo is None else attack_memo,
-                     attack_source=self.attack_source)
-        sub._text_boxes = self._text_boxes[rows.start : rows.stop]
+                     labels=None if attacks.labels is None else np.asarray(attacks.labels)[rows.start : rows.stop],
+                     training=attacks.training, cache_dir=attacks.cache_dir, features=self.features,
+                     precision=self.encoding.precision, ocr=self.ocr, text_reader=self.text_reader,
+                     defence=self.defence, attack_memo=attacks.memo if attack_memo is None else attack_memo,
+                     attack_source=attacks.source)
+        sub.sides.text_boxes = self.sides.text_boxes[rows.start : rows.stop]
         return sub
 
     def caption_edit(self, condition: Condition) -> dict | None:
@@ -410,11 +312,11 @@ class Engine:
             return None
         side = (condition.text, condition.text_severity)
         if side not in self._caption_edits:  # a grid pairs one text side with many image sides
-            rows = self._sharded_words.get(side)
+            rows = self._sharded.words_changed.get(side)
             if rows is None:
                 rows = self.words_changed(condition)
             out = {"words_changed": float(np.mean(rows))}
-            records = self._sharded_attacks.get(("text", *side)) or self.attack_records().get(("text", *side))
+            records = self.attacks.records_of(("text", *side))
             if records:  # an attack that measures itself (TextAttack's recipes), one record per meme
                 from ..perturb.textattack_recipes import textattack_summary
 
@@ -425,10 +327,7 @@ class Engine:
     def attack_records(self) -> dict[tuple, dict[int, dict]]:
         """Per-meme records of the attacks this engine ran that keep them (("image" or "text", name, severity) ->
         {meme row: record})."""
-        if self._attack_context is None:
-            return {}
-        return {side: dict(table) for side, table in self._attack_context.outcomes.items()
-                if isinstance(side, tuple) and side[:1] in (("image",), ("text",))}
+        return self.attacks.records()
 
     def picture_attack(self, condition: Condition) -> dict | None:
         """What a per-meme image attack measured of itself under `condition` (success, queries, sanity flags:
@@ -437,34 +336,32 @@ class Engine:
             return None
         from ..perturb.image_attacks import summary
 
-        side = ("image", condition.image, condition.image_severity)
-        table = self._sharded_attacks.get(side) or self.attack_records().get(side)
+        table = self.attacks.records_of(("image", condition.image, condition.image_severity))
         if not table:
             return None
         out = summary(table)
-        if self.attack_source is not None:  # its records judge the detector it attacked, not this one
+        if self.attacks.source is not None:  # its records judge the detector it attacked, not this one
             out["on_source"] = True
         return out
 
     def attack_memo(self) -> dict:
         """What this engine's attacks fitted (a UAP's pattern, a universal trigger), by the attacks' own keys."""
-        return self._attack_memo
+        return self.attacks.memo
 
     def attacked_captions(self) -> dict[tuple, list[str]]:
         """(caption attack, severity) -> the captions each model-aware caption attack this engine ran (or its shards
         ran) gave its memes: what a process that reports without having run them (a pytest-xdist controller) needs
         for the worst examples and the counterexamples."""
-        return {(key[1], key[2]): list(captions) for key, captions in self._inputs.items()
+        return {(key[1], key[2]): list(captions) for key, captions in self.sides.inputs.items()
                 if key[0] == "text" and key[1] is not None and get_perturbation(key[1]).needs_model
                 and key == self._key("text", key[1], key[2])}
 
     def adopt_attacks(self, memo: dict, captions: dict[tuple, list[str]]) -> None:
         """What an engine over the same memes fitted (`attack_memo`) and attacked (`attacked_captions`) in another
         process, kept as if this one had computed it; what this one computed itself stays."""
-        for key, fitted in memo.items():
-            self._attack_memo.setdefault(key, fitted)
+        self.attacks.adopt_memo(memo)
         for side, texts in captions.items():
-            self._inputs.setdefault(self._key("text", *side), texts)
+            self.sides.inputs.setdefault(self._key("text", *side), texts)
 
     def words_changed(self, condition: Condition) -> np.ndarray | None:
         """Each meme's share of caption words the condition's caption edit changed (distance.py); None without a
@@ -473,17 +370,18 @@ class Engine:
             return None
         from ..perturb.distance import words_changed
 
-        clean, edited = self._clean("text"), self.inputs("text", condition.text, condition.text_severity)
+        clean, edited = self.sides.clean("text"), self.inputs("text", condition.text, condition.text_severity)
         return np.array([words_changed(a, b) for a, b in zip(clean, edited)], dtype=np.float64)
 
     def attack_context(self):
-        """Detector, true labels and clean image features for the attacks that query the detector."""
+        """Detector, true labels and clean image features for the attacks that query the detector (built once)."""
         from ..perturb.attacks import AttackContext
 
-        if self._attack_context is None:
-            if self.labels is None:
+        attacks = self.attacks
+        if attacks.context is None:
+            if attacks.labels is None:
                 raise ValueError("this engine was built without labels, which attacks need")
-            detector = self.detector if self.attack_source is None else self.attack_source
+            detector = self.detector if attacks.source is None else attacks.source
             modalities = getattr(detector, "modalities", ("image", "text"))
             split = is_split(detector)
             image_features = None
@@ -497,61 +395,34 @@ class Engine:
                 from ..detectors.defences import DefendedDetector
 
                 detector = DefendedDetector(self.detector, self.defence)
-            self._attack_context = AttackContext(detector, np.asarray(self.labels), image_features, images,
-                                                 training=self.training, cache_dir=self.cache_dir,
-                                                 memo=self._attack_memo, captions=self._clean("text"),
-                                                 ids=list(self.ids), seed=self.seed)
-        return self._attack_context
+            attacks.context = AttackContext(detector, np.asarray(attacks.labels), image_features, images,
+                                            training=attacks.training, cache_dir=attacks.cache_dir,
+                                            memo=attacks.memo, captions=self.sides.clean("text"),
+                                            ids=list(self.ids), seed=self.seed)
+        return attacks.context
 
     @fixed_threads()
     def _encode(self, modality: str, name: str | None, severity: int | None, *caption_side) -> np.ndarray:
+        """The features of one condition side: held, else in the store by its inputs' digests, else encoded."""
         key = self._key(modality, name, severity, *caption_side)
-        held = self._features.get(key)
-        if held is None and key in self._side_digests:  # encoded before, dropped from memory since
-            held = self.features.cached(modality, unpack_digests(self._side_digests[key]))
-        if held is None and self.shards is not None and key == ("image", None, None) and not self._clean_pictures:
+        sides = self.sides
+        held = sides.held_features(key, modality)
+        if held is None and self.shards is not None and key == ("image", None, None) and not sides.clean_pictures:
             # the clean pictures a shard at a time, none held: what attacks and modality swaps read
-            chunks = [self._encode_items("image", [self.clean_picture(i) for i in rows])
+            chunks = [self.encoding.encode("image", [self.clean_picture(i) for i in rows])
                       for rows in self.shards.row_ranges(self)]
             held = np.concatenate([features for features, _ in chunks])
-            self._side_digests[key] = np.concatenate([digests for _, digests in chunks])
+            sides.digests[key] = np.concatenate([digests for _, digests in chunks])
         if held is None:
             items = self.inputs(modality, name, severity, *caption_side)
             if modality == "text":
-                items = self.defended(items)
+                items = self.encoding.defended(items)
             self._prefetch_after(key)  # the next sides are perturbed while the detector encodes this one
-            held, self._side_digests[key] = self._encode_items(modality, items)
+            held, sides.digests[key] = self.encoding.encode(modality, items)
             if modality == "image" and name is not None:
-                del self._inputs[key]  # perturbed pictures are large and no longer needed once encoded
-        self._features.put(key, held)
+                del sides.inputs[key]  # perturbed pictures are large and no longer needed once encoded
+        sides.held.put(key, held)
         return held
-
-    def _encode_items(self, modality: str, items: list) -> tuple[np.ndarray, np.ndarray]:
-        """(features, packed digests) of `items` through the store of encoded inputs (pictures behind the engine's
-        picture defences, if any)."""
-        if modality == "image":
-            items = self.defended_pictures(items)
-        digests = input_digests(items)
-        encode = self._fitting(self.detector.encode_texts if modality == "text"
-                               else self._as_the_detector_takes(self.detector.encode_images))
-
-        bar = None
-
-        def encoded(n: int, total: int) -> None:
-            nonlocal bar
-            self.encoder_calls[modality] += n
-            if bar is None and total >= PROGRESS_MIN_INPUTS:
-                bar = progress_bar(total, f"encoding {'pictures' if modality == 'image' else 'captions'}")
-            if bar is not None:
-                bar.update(n)
-
-        try:
-            with self._precision():
-                held = self.features.features(modality, items, encode, self.batch_size, encoded, digests)
-        finally:
-            if bar is not None:
-                bar.close()
-        return held, pack_digests(digests)
 
     def predict_pairs(self, image_of: Sequence[int], text_of: Sequence[int]) -> np.ndarray:
         """Class probabilities of clean pictures and captions re-paired: row k shows meme `image_of[k]`'s picture
@@ -563,21 +434,14 @@ class Engine:
             image, text = (self._encode(modality, None, None)[rows] if modality in modalities
                            else np.zeros((len(rows), 0), dtype=np.float32)
                            for modality, rows in (("image", image_of), ("text", text_of)))
-            return self._heads(image, text)
+            return self.encoding.heads(image, text)
         images, texts = self.inputs("image", None, None), self.inputs("text", None, None)
         return self.probabilities([images[j] for j in image_of], [texts[j] for j in text_of])
-
-    @fixed_threads()
-    def _heads(self, image_features: np.ndarray, text_features: np.ndarray) -> np.ndarray:
-        """The split detector's head over paired feature rows, in batches."""
-        return np.concatenate([self.detector.head(image_features[i : i + self.batch_size],
-                                                  text_features[i : i + self.batch_size])
-                               for i in range(0, len(image_features), self.batch_size)])
 
     def probabilities(self, images: list, texts: list) -> np.ndarray:
         """Class probabilities of any pictures and captions (not only a condition's), in batches, as the detector
         takes them (through the engine's defence): what a search over edits (budgets.py) asks."""
-        return self._answers(images, self.defended(texts))[0]
+        return self.encoding.answers(images, self.encoding.defended(texts))[0]
 
     def _asked(self, condition: Condition):
         """The detector as `condition` asks it: itself, or, under a prompt edit, a view with the reworded prompt."""
@@ -589,78 +453,16 @@ class Engine:
             raise ValueError(f"condition {condition.id!r} rewords the prompt of a detector that has none")
         return self.detector.with_prompt(prompt_edit(self.detector.prompt, condition.prompt, condition.prompt_severity))
 
-    @fixed_threads()
-    def _answers(self, images: list, texts: list, detector=None) -> tuple[np.ndarray, np.ndarray | None]:
-        """(class probabilities, abstained or None) of a black-box detector (default: this engine's), in batches; a
-        detector that can decline to answer (a prompted vision-language model) says which memes it declined through
-        `predict_with_abstentions`."""
-        detector = self.detector if detector is None else detector
-        images = self.defended_pictures(images)
-        abstains = callable(getattr(detector, "predict_with_abstentions", None))
-        predict = self._as_the_detector_takes(detector.predict_with_abstentions if abstains
-                                              else detector.predict_proba)
-        with self._precision():
-            batches = [predict(images[i : i + self.batch_size], texts[i : i + self.batch_size])
-                       for i in range(0, len(images), self.batch_size)]
-        if not abstains:
-            return np.concatenate(batches), None
-        return np.concatenate([b[0] for b in batches]), np.concatenate([np.asarray(b[1], bool) for b in batches])
-
-    def _as_the_detector_takes(self, method):
-        """`method` fed pictures as the detector takes them: tensors on its device (the contract), or H x W x 3
-        arrays for a detector that says `takes_pictures = "array"` (converted at this edge, batch by batch)."""
-        if getattr(self.detector, "takes_pictures", "tensor") != "array":
-            return method
-        from ..data.pictures import to_array
-
-        def with_arrays(images, *rest):
-            return method([None if x is None else to_array(x) for x in images], *rest)
-
-        return with_arrays
-
-    def _fitting(self, encode):
-        """`encode` that halves its batch, and the engine's batch size from then on, when the GPU runs out of memory:
-        the batch size adapts to the memory there is."""
-        import torch
-
-        def run(items: list) -> np.ndarray:
-            try:
-                return encode(items)
-            except torch.cuda.OutOfMemoryError:
-                if len(items) == 1:
-                    raise
-                torch.cuda.empty_cache()
-                half = len(items) // 2
-                self.batch_size = min(self.batch_size, half)
-                return np.concatenate([run(items[:half]), run(items[half:])])
-
-        return run
-
-    def _precision(self):
-        """bfloat16 autocast around the encoders (the head stays in fp32: it is cheap and decides the class)."""
-        if self.precision != "bf16":
-            return contextlib.nullcontext()
-        import torch
-
-        return torch.autocast(device_type=device_type(self.detector), dtype=torch.bfloat16)
-
     def planned(self) -> list[Condition]:
         """The conditions this engine was told it will be asked for (`plan`), clean first."""
         return list(self._conditions)
 
-    def _take_shards(self, evaluated) -> None:
+    def _take_shards(self, evaluated: Evaluated) -> None:
         """Keep what a shard-major pass (shards.ShardRunner.run) put together, in meme order."""
-        self._sharded.update(evaluated.outputs)
-        self._sharded_samples.update(evaluated.samples)
-        self._sharded_errors.update(evaluated.errors)
-        self._sharded_words.update(evaluated.words_changed)
-        for side, table in evaluated.attack_records.items():
-            self._sharded_attacks.setdefault(side, {}).update(table)
+        self._sharded.add_conditions(evaluated)
+        self.attacks.take_records(evaluated.attack_records)
         self.adopt_attacks({}, evaluated.attacked_captions)  # as this engine's own pass would give them
-        for edit, rows in evaluated.boxless.items():
-            self.boxless.setdefault(edit, set()).update(rows)
-        for modality, count in evaluated.encoder_calls.items():
-            self.encoder_calls[modality] += count
+        self.sides.count(evaluated.boxless, evaluated.encoder_calls)
 
     def predict(self, condition: Condition) -> np.ndarray:
         """Class probabilities [N, C] under `condition`."""
@@ -668,15 +470,16 @@ class Engine:
             raise ValueError(f"condition {condition.id!r} asks for another defence than this engine's "
                              f"({'none' if self.defence is None else self.defence.id})")
         if self.shards is not None and self.shards.takes(self, condition):
-            if condition.id not in self._sharded and condition.id not in self._sharded_errors:
+            sharded = self._sharded
+            if condition.id not in sharded.outputs and condition.id not in sharded.errors:
                 self._take_shards(self.shards.run(self))
-            if condition.id in self._sharded_errors:
-                raise self._sharded_errors[condition.id]
-            proba, abstained = self._sharded[condition.id]
+            if condition.id in sharded.errors:
+                raise sharded.errors[condition.id]
+            proba, abstained = sharded.outputs[condition.id]
             if abstained is not None:
                 self.abstentions[condition.id] = abstained
-            if condition.id in self._sharded_samples:
-                self.samples[condition.id] = self._sharded_samples[condition.id]
+            if condition.id in sharded.samples:
+                self.samples[condition.id] = sharded.samples[condition.id]
             return proba
         asked = self._asked(condition)
         image_side = self.image_side(condition)
@@ -691,18 +494,22 @@ class Engine:
             features = {side[0]: self._encode(*side) if side[0] in modalities
                         else np.zeros((len(self.ids), 0), dtype=np.float32)
                         for side in ((text_side, image_side) if self.ocr else (image_side, text_side))}
-            return self._sampled(condition, self._heads(features["image"], features["text"]), None)
+            return self._sampled(condition, self.encoding.heads(features["image"], features["text"]), None)
         for side in (image_side, text_side):
             self._prefetch_after(self._key(*side))
         images, texts = (self.inputs(*side) if side[0] in modalities else [None] * len(self.ids)
                          for side in (image_side, text_side))
-        texts = self.defended(texts)
+        texts = self.encoding.defended(texts)
         for modality in modalities:
             self.encoder_calls[modality] += len(self.ids)
         sampling = getattr(self.detector, "sampling", None)
         if sampling is not None and callable(getattr(asked, "sample_answers", None)):  # a hosted model: k requests
-            return self._voted(condition, self._sampled_answers(images, texts, asked, condition, sampling), True)
-        proba, abstained = self._answers(images, texts, asked)
+            from ..detectors.sampling import sample_keys
+
+            keys = sample_keys(self.seed, self.ids, condition.id)
+            answers = self.encoding.sampled_answers(images, texts, asked, keys, sampling)
+            return self._voted(condition, answers, True)
+        proba, abstained = self.encoding.answers(images, texts, asked)
         if abstained is not None:
             self.abstentions[condition.id] = abstained
         return self._sampled(condition, proba, abstained)
@@ -728,16 +535,3 @@ class Engine:
         if abstains:
             self.abstentions[condition.id] = declined
         return proba
-
-    @fixed_threads()
-    def _sampled_answers(self, images: list, texts: list, detector, condition: Condition, sampling) -> np.ndarray:
-        """[memes, k] answers of a detector that samples by itself (a hosted model), in batches, keyed by meme and
-        condition."""
-        from ..detectors.sampling import sample_keys
-
-        images = self.defended_pictures(images)
-        keys = sample_keys(self.seed, self.ids, condition.id)
-        ask = self._as_the_detector_takes(detector.sample_answers)
-        return np.concatenate([ask(images[i : i + self.batch_size], texts[i : i + self.batch_size],
-                                   keys[i : i + self.batch_size], sampling)
-                               for i in range(0, len(images), self.batch_size)])

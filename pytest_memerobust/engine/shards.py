@@ -25,8 +25,8 @@ from ..detectors.hosted import usage_delta
 from ..determinism import device_type
 from ..perturb import get as get_perturbation
 from .conditions import Condition
-from .engine import PROGRESS_MIN_INPUTS, progress_bar
 from .features import CacheStats
+from .progress import PROGRESS_MIN_INPUTS, progress_bar
 
 PICTURE_BUDGET_MIB = 16  # decoded clean pictures of one shard, at most; a side being perturbed takes 10-30x
 # that (float copies, keyed noise drawn with int64 hashes, the next side prefetched)
@@ -77,14 +77,23 @@ class ShardResult:
 class Evaluated:
     """A whole shard-major pass, in meme order."""
 
-    outputs: dict[str, tuple[np.ndarray, np.ndarray | None]]
-    errors: dict[str, Exception]  # raised by the condition's own case, not by the whole pass
-    words_changed: dict[tuple, np.ndarray]
-    boxless: dict[str, set[int]]
-    encoder_calls: dict[str, int]
+    outputs: dict[str, tuple[np.ndarray, np.ndarray | None]] = field(default_factory=dict)
+    errors: dict[str, Exception] = field(default_factory=dict)  # raised by the condition's own case, not the pass
+    words_changed: dict[tuple, np.ndarray] = field(default_factory=dict)
+    boxless: dict[str, set[int]] = field(default_factory=dict)
+    encoder_calls: dict[str, int] = field(default_factory=dict)
     attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
     samples: dict[str, np.ndarray] = field(default_factory=dict)
     attacked_captions: dict[tuple, list[str]] = field(default_factory=dict)
+
+    def add_conditions(self, other: "Evaluated") -> None:
+        """Keep the per-condition results of `other` too (a later pass of the same engine): outputs, errors, words
+        changed, samples. What a pass met on the way (pictures without text boxes, inputs encoded, attacks' records
+        and captions) is the engine's sides' and attack state's to keep."""
+        self.outputs.update(other.outputs)
+        self.errors.update(other.errors)
+        self.words_changed.update(other.words_changed)
+        self.samples.update(other.samples)
 
 
 def picture_bytes(engine) -> int:
