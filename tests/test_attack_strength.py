@@ -117,11 +117,11 @@ def test_hotflip_flips_more_than_random_character_edits(kind):
 TRIGGER_NO_BETTER = pytest.mark.xfail(strict=True, reason="issue 13: on the tiny BLIP-2 the trigger is no better "
                                                           "than random words (0.394 vs 0.394 flipped)")
 # ... and on the tiny random CLIPs the image channel classifies at chance (0.50): the fitted pattern raises its
-# fitting loss (open_clip +0.0019, hf-clip +0.0070 against noise -0.0001) but not surely (intervals include 0).
-# Not strict: the rise sits at the edge of significance, and the verdict depends on the CPU's floating point (hf-clip's
-# interval excluded 0 on the 2026-11-23 session machine, for this tree and the one before it, and not on CI's).
-UAP_AT_CHANCE = pytest.mark.xfail(strict=False, reason="issue 13: a tiny random CLIP's image channel is at chance; "
-                                                       "the pattern's loss rise is borderline, not surely significant")
+# fitting loss (open_clip +0.0019, hf-clip +0.0070 against noise -0.0001) but, on open_clip, not surely: its interval
+# includes 0, so the test fails there, and an xfail that passed would fail the run. On hf-clip the interval excludes 0
+# and the test passes, with no mark.
+UAP_AT_CHANCE = pytest.mark.xfail(strict=True, reason="issue 13: the tiny random open_clip's image channel is at "
+                                                      "chance; the pattern's loss rise is not surely significant")
 
 
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=TRIGGER_NO_BETTER) if k == "hf-blip2" else k for k in KINDS])
@@ -142,7 +142,7 @@ def _losses(detector, pictures, texts, labels) -> np.ndarray:
     return -np.log(proba[np.arange(len(proba)), labels] + 1e-12)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=UAP_AT_CHANCE) if k in ("open_clip", "hf-clip") else k
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=UAP_AT_CHANCE) if k == "open_clip" else k
                                   for k, (_, _, backbone) in KINDS.items() if backbone["kind"] != "minilm"])
 def test_the_uap_beats_random_noise_of_the_same_norm_on_the_image_channel(kind):
     """On a head trained on the image channel alone. Where that channel classifies the held-out memes above chance,
