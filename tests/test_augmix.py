@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from augmix_reference import OPERATIONS, augment_and_mix, posterize, solarize  # the PIL reference
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.perturb import get
-from pytest_memerobust.perturb.augmix import OPERATIONS, augment_and_mix, posterize, solarize
 
 
 @pytest.fixture(scope="module")

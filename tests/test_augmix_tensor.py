@@ -5,7 +5,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_memerobust.perturb import augmix as pil
+import augmix_reference as pil  # the PIL reference
 from pytest_memerobust.perturb.augmix_tensor import (
     OPERATION_NAMES, affine, apply_operation, augment_and_mix_tensor, augmix_batch, draw_step)
 
@@ -40,14 +40,14 @@ def _op_pairs(name: str):
         for h, w in ((64, 80), (45, 71)):
             arr = _picture(h, w, seed)
             for aug_severity in AUG_SEVERITIES:
-                level = pil._level(np.random.default_rng(seed), aug_severity)
+                level = pil.draw_level(np.random.default_rng(seed), aug_severity)
                 a, b = np.random.default_rng(seed + 100), np.random.default_rng(seed + 100)
                 yield np.asarray(pil_op(Image.fromarray(arr), level, a)), _array(apply_operation(_tensor(arr), name,
                                                                                                   level, b))
                 assert a.random() == b.random()  # the same draws were taken
 
 
-def test_operations_are_augmix_py_s_in_its_order():
+def test_operations_are_the_references_in_its_order():
     assert OPERATION_NAMES == tuple(op.__name__ for op in pil.OPERATIONS)
 
 

@@ -11,10 +11,11 @@ import os
 import pytest
 
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.engine import executors, pool_worker, shards
+from pytest_memerobust.engine import executors, pool_worker
 from pytest_memerobust.engine.executors import LocalPool, make_executor, usable_cores
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 
 MODEL = "memeblip2-tda"
 MEMES, BATCH = 24, 8  # on a CPU: shards of one batch, three of them
@@ -88,19 +89,34 @@ def test_a_pass_too_small_for_the_pool_runs_in_this_process_and_starts_no_worker
     session.close()
 
 
-def test_the_workers_progress_reaches_the_bar_as_memes_times_conditions(monkeypatch):
-    ticks = []
-    pool = LocalPool(2, start_s=0)
+def test_the_workers_progress_reaches_the_bar_as_memes_times_conditions(tmp_path, monkeypatch):
+    """Every shard of the pass runs in a worker process (a real engine recipe, real workers); each reports its
+    memes per condition on the progress queue, and the driver moves them onto the bar: the bar's ticks add up to
+    memes x conditions, though this process evaluated nothing."""
+    monkeypatch.setattr(executors, "POOL_START_S", 0)  # every shard to the pool
+    passes, ticks, who = [], [], []
+    run = executors.LocalPool.run
 
-    class Engine:
-        recipe, ids = None, list(range(24))  # no recipe: the pass runs here, through the same ticks
+    def spy(self, engine, tasks, conditions, tick=None):
+        passes.append((sum(t.stop - t.start for t in tasks), len(conditions)))
+        for result in run(self, engine, tasks, conditions, ticks.append):
+            who.append(result.pid)
+            yield result
 
-    tasks = [executors.ShardTask(k, 8 * k, 8 * k + 8) for k in range(3)]
-    monkeypatch.setattr(shards, "evaluate_shard",  # the in-process executor's, which a pool falls back to
-                        lambda engine, task, conditions, memo=None, tick=None:
-                        [tick(task.stop - task.start) for _ in conditions] and executors.ShardResult(task.index, {}))
-    results = list(pool.run(Engine(), tasks, ["a", "b"], ticks.append))
-    assert [r.index for r in results] == [0, 1, 2] and sum(ticks) == 24 * 2
+    monkeypatch.setattr(executors.LocalPool, "run", spy)
+    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False,
+                                        cache_dir=tmp_path, stats=StatsConfig(n_resamples=20), workers=2,
+                                        device="cpu"))
+    try:
+        for condition in ("clean", "text=typos@3", "image=gaussian_noise@3"):
+            session.plan(MODEL, None, Condition.parse(condition))
+        session.evaluate(MODEL, "text=typos@3")
+        workers = session.executor.worker_pids()
+    finally:
+        session.close()
+    assert passes == [(MEMES, 3)]  # one pass: the 24 memes under the 3 planned conditions
+    assert len(who) == 3 and os.getpid() not in who and set(who) <= set(workers)
+    assert sum(ticks) == MEMES * 3 and len(ticks) > 1, ticks
 
 
 def test_auto_is_the_usable_cores_and_one_inside_a_pytest_xdist_worker(monkeypatch):

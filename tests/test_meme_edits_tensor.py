@@ -5,7 +5,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_memerobust.perturb import meme_edits as numpy_edits
+import meme_edits_reference as numpy_edits  # the numpy reference
 from pytest_memerobust.perturb.meme_edits_tensor import EDITS, resize_bilinear
 
 from test_augmix_tensor import _array, _picture, _tensor  # the same test pictures and conversions

@@ -1,11 +1,16 @@
-"""AugMix on picture tensors (3 x H x W uint8) on their own device: the same operations, magnitudes and draws as
-`augmix.py`, without sending pixels through PIL.
+"""AugMix (Hendrycks et al., ICLR 2020), Rainbow Noise's image noise 3, on picture tensors (3 x H x W uint8) on
+their own device: `width` chains of 1-3 random operations, mixed with Dirichlet weights, then mixed with the original
+with a Beta weight.
 
-Why a second implementation: pictures stay on the detector's device from decode to encoder, and AugMix's PIL ops
-would pull every picture to the CPU and back. To keep results comparable with the PIL version (and with results
-computed before the move), every random number is drawn from `rng` with the same calls in the same order as
-`augment_and_mix`, so a generator state gives the same chain of operations; each operation reproduces its Pillow
-counterpart:
+The operation set is the paper's (autocontrast, equalize, posterize, rotate, solarize, shear and translate along
+x and y); it leaves out the colour, contrast, brightness and sharpness operations on purpose, since those overlap
+the ImageNet-C corruptions AugMix is evaluated against. Magnitudes follow the paper's code: an operation's level is
+drawn uniformly in [0.1, aug_severity] on a 0-10 scale. All randomness comes from the explicit `rng`.
+
+Pictures stay on the detector's device from decode to encoder, so the paper's PIL operations are reproduced on
+tensors; tests/augmix_reference.py keeps the paper's PIL code as the reference. Every random number is drawn from
+`rng` with the same calls in the same order as its `augment_and_mix`, so a generator state gives the same chain of
+operations; each operation reproduces its Pillow counterpart:
 
 - autocontrast, equalize, posterize and solarize are per-channel lookup tables built exactly as `ImageOps` builds
   them (from the channel's histogram where needed); the tables are 256 entries, built in float64 / int64 as
@@ -15,8 +20,8 @@ counterpart:
   four nearest pixel centres (edge pixels repeated) and is truncated to uint8, as Pillow stores it between ops.
   Translations (whole pixels) are exact; for rotate and shear the float32 coordinates and weights leave about 0.2%
   of the pixels one level apart from Pillow's doubles (`affine(..., dtype=torch.float64)` is bit-exact);
-- the final mix is float32 and rounded half to even like `np.rint`: measured, the whole AugMix is within 0.002
-  levels of the PIL version on average, and equal to it for most pictures.
+- the final mix is float32 and rounded half to even like `np.rint`: the whole AugMix is within 0.002 levels of the
+  PIL version on average, and equal to it for most pictures (tests/test_augmix_tensor.py).
 
 Pictures are processed as batches: the chains of all pictures of one size advance together, one lookup-table pass
 and one affine pass per chain step, so a batch costs a few dozen kernels on a GPU whatever its size (see
@@ -31,10 +36,11 @@ import numpy as np
 import torch
 
 from ..data.pictures import as_picture, check_picture, groups_by_size, is_tensor_batch, to_array
-from .augmix import OPERATIONS, _float, _int, _level, _signed
 from .registry import register
 
-OPERATION_NAMES = tuple(op.__name__ for op in OPERATIONS)  # the order `rng.integers` picks from
+# The paper's operations, in the order `rng.integers` picks from.
+OPERATION_NAMES = ("autocontrast", "equalize", "posterize", "rotate", "solarize", "shear_x", "shear_y", "translate_x",
+                   "translate_y")
 LUT_OPERATIONS = frozenset({"autocontrast", "equalize", "posterize", "solarize"})
 AFFINE_OPERATIONS = frozenset({"rotate", "shear_x", "shear_y", "translate_x", "translate_y"})
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
@@ -42,6 +48,24 @@ SEVERITY_TO_AUG_SEVERITY = (1, 3, 5, 7, 10)  # augmix(): aug_severity on the pap
 # Pixels of the pictures batched together: a GPU wants many pictures per kernel (64 at 224 x 224: at most about
 # 2.5 GB of temporaries); a CPU measured fastest one picture at a time (its temporaries stay in cache).
 PIXELS_PER_CHUNK = {"cuda": 64 * 224 * 224, "cpu": 0}
+
+
+def draw_level(rng: np.random.Generator, severity: float) -> float:
+    """An operation's level, uniform in [0.1, severity] on the paper's 0-10 scale."""
+    return float(rng.uniform(0.1, severity))
+
+
+def scaled_int(level: float, maxval: int) -> int:
+    return int(level * maxval / 10)
+
+
+def scaled_float(level: float, maxval: float) -> float:
+    return level * maxval / 10
+
+
+def signed(value: float, rng: np.random.Generator) -> float:
+    """`value` with a random sign (one draw)."""
+    return -value if rng.random() > 0.5 else value
 
 
 class Step(NamedTuple):
@@ -61,7 +85,7 @@ class Plan(NamedTuple):
     chains: tuple[tuple[Step, ...], ...]
 
 
-# --- drawing: the same calls, in the same order, as augmix.py ---------------------------------------------------
+# --- drawing: the same calls, in the same order, as the paper's augment_and_mix -----------------------------
 
 
 def rotation_matrix(angle: float, size: tuple[int, int]) -> tuple[float, ...]:
@@ -75,24 +99,24 @@ def rotation_matrix(angle: float, size: tuple[int, int]) -> tuple[float, ...]:
 
 
 def draw_step(name: str, level: float, rng: np.random.Generator, size: tuple[int, int]) -> Step:
-    """The parameters operation `name` of augmix.py draws at `level` for a picture of `size` (W, H)."""
+    """The parameters operation `name` draws at `level` for a picture of `size` (W, H)."""
     w, h = size
     if name in ("autocontrast", "equalize"):
         return Step(name)
     if name == "posterize":
-        return Step(name, bits=4 - _int(level, 4))
+        return Step(name, bits=4 - scaled_int(level, 4))
     if name == "solarize":
-        return Step(name, threshold=256 - _int(level, 256))
+        return Step(name, threshold=256 - scaled_int(level, 256))
     if name == "rotate":
-        return Step(name, matrix=rotation_matrix(_signed(_int(level, 30), rng), size))
+        return Step(name, matrix=rotation_matrix(signed(scaled_int(level, 30), rng), size))
     if name == "shear_x":
-        return Step(name, matrix=(1.0, _signed(_float(level, 0.3), rng), 0.0, 0.0, 1.0, 0.0))
+        return Step(name, matrix=(1.0, signed(scaled_float(level, 0.3), rng), 0.0, 0.0, 1.0, 0.0))
     if name == "shear_y":
-        return Step(name, matrix=(1.0, 0.0, 0.0, _signed(_float(level, 0.3), rng), 1.0, 0.0))
+        return Step(name, matrix=(1.0, 0.0, 0.0, signed(scaled_float(level, 0.3), rng), 1.0, 0.0))
     if name == "translate_x":
-        return Step(name, matrix=(1.0, 0.0, float(_signed(_int(level, w // 3), rng)), 0.0, 1.0, 0.0))
+        return Step(name, matrix=(1.0, 0.0, float(signed(scaled_int(level, w // 3), rng)), 0.0, 1.0, 0.0))
     if name == "translate_y":
-        return Step(name, matrix=(1.0, 0.0, 0.0, 0.0, 1.0, float(_signed(_int(level, h // 3), rng))))
+        return Step(name, matrix=(1.0, 0.0, 0.0, 0.0, 1.0, float(signed(scaled_int(level, h // 3), rng))))
     raise ValueError(f"unknown AugMix operation {name!r}; known: {OPERATION_NAMES}")
 
 
@@ -107,7 +131,7 @@ def draw_plan(rng: np.random.Generator, size: tuple[int, int], aug_severity: flo
         steps = []
         for _ in range(depth if depth > 0 else int(rng.integers(1, 4))):
             name = OPERATION_NAMES[int(rng.integers(len(OPERATION_NAMES)))]
-            steps.append(draw_step(name, _level(rng, aug_severity), rng, size))
+            steps.append(draw_step(name, draw_level(rng, aug_severity), rng, size))
         chains.append(tuple(steps))
     return Plan(tuple(float(v) for v in weights), float(m), tuple(chains))
 
@@ -303,11 +327,11 @@ def augmix_batch(pictures: Sequence[torch.Tensor], severity: int,
     return out  # type: ignore[return-value]
 
 
-# --- one operation at a time (single pictures, as augmix.OPERATIONS) ---------------------------------------------
+# --- one operation at a time (single pictures) ---------------------------------------------------------------
 
 
 def apply_operation(x: torch.Tensor, name: str, level: float, rng: np.random.Generator) -> torch.Tensor:
-    """AugMix operation `name` at `level` on one picture tensor, drawing what augmix.py's `name` draws."""
+    """AugMix operation `name` at `level` on one picture tensor, drawing what the paper's `name` draws."""
     x = check_picture(x)
     return apply_steps(x[None], [draw_step(name, level, rng, (x.shape[2], x.shape[1]))])[0]
 

@@ -1,8 +1,9 @@
-"""The meme edits of `meme_edits.py` on picture tensors (3 x H x W uint8) on their own device.
+"""The meme edits registered in `meme_edits.py` (scribble, occlusion, caption_cover, sticker, recompression,
+screenshot) on picture tensors (3 x H x W uint8) on their own device.
 
-Why: pictures stay on the detector's device from decode to encoder, and the numpy edits would pull each picture to
-the CPU and back. Each edit here draws from `rng` with the same calls in the same order as its numpy version, so a
-generator state gives the same edit:
+Why tensors: pictures stay on the detector's device from decode to encoder; numpy edits would pull each picture to
+the CPU and back. Each edit draws from `rng` with the same calls in the same order as its numpy version
+(tests/meme_edits_reference.py, the reference the tests compare with), so a generator state gives the same edit:
 
 - occlusion and caption_cover are tensor fills, equal to the numpy versions;
 - scribble and sticker let PIL draw only their shapes, on the CPU, into a canvas of paint indices the picture's
