@@ -1,5 +1,5 @@
 """Caption edits people really make to slip hate past a filter while every reader still gets it (HateProof's
-"human-induced" perturbations, issue 38 item 6), where `evasion.py`, `catalogue.py` and `text.py` had none:
+"human-induced" perturbations), which the other caption edits (`evasion.py`, `catalogue.py`, `text.py`) do not make:
 
 - `emoji_substitution`: a word written as the emoji of its meaning ("kill all women" -> "🔪 all 👩"), from
   EMOJI_WORDS, a small curated table after HatemojiCheck's identity, verb and descriptor swaps (Kirk et al., NAACL

@@ -2,11 +2,13 @@
 
 `co_attack` (after Co-Attack, Zhang et al., ACM MM 2022, which perturbs the caption first and then the picture against
 the perturbed caption) alternates the two on the detector's own fused score, in two rounds: HotFlip edits of the
-caption, then L-infinity PGD on the picture against that caption (10 steps of 2.5 eps / 10, random start in round one,
-continued from the round-one picture in round two), then the caption chosen again against the attacked picture (from
-the clean caption, within the same edits), then the picture again (`co_attack_one` says how each round is kept). The budgets are those of the
-single-channel attacks at the same severity: HotFlip's edits (perturb/attacks.py) and image_attacks.py's L-infinity
-eps, so `co_attack@s` compares with `hotflip@s` and `pgd_linf@s` at equal budgets.
+caption, drawn with HotFlip's own generator for the meme (so round one's caption is `hotflip@s`'s), then L-infinity PGD
+on the picture against that caption (10 steps of 2.5 eps / 10; round one starts from a uniform random point of the eps
+ball drawn from the meme's own co_attack generator, not from PGD's draws, and round two continues from the round-one
+picture), then the caption chosen again against the attacked picture (from the clean caption, within the same edits,
+with the co_attack generator), then the picture again (`co_attack_one` says how each round is kept). The budgets are
+those of the single-channel attacks at the same severity: HotFlip's edits (perturb/attacks.py) and image_attacks.py's
+L-infinity eps, so `co_attack@s` compares with `hotflip@s` and `pgd_linf@s` at equal budgets.
 
 A detector without gradients (a hosted or prompted model) gets the black-box fallback: HotFlip by queries, then Square
 (image_attacks.py) against the attacked caption, with the queries counted in the meme's record.

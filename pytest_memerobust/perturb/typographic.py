@@ -1,4 +1,4 @@
-"""Typographic instructions (issue 38 item 5): words written into the picture to steer the detector that reads it.
+"""Typographic instructions: words written into the picture to steer the detector that reads it.
 
 Why: text drawn on a picture pulls CLIP-like encoders towards the words' meaning (Goh et al. 2021, "Multimodal
 neurons"; Materzynska et al., CVPR 2022: drops of up to about 40%), and a prompted vision-language model reads an
