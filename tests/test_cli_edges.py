@@ -27,11 +27,12 @@ def test_an_unknown_device_is_one_usage_error(tmp_path, monkeypatch, capsys, arg
 SLEEPER = """
 import sys, time
 from pytest_memerobust import cli
+from pytest_memerobust.cli import listing
 def slow(args):
     print("started", flush=True)
     time.sleep(60)
     return 0
-cli._list = slow
+listing.run = slow
 sys.exit(cli.main(["list"]))
 """
 

@@ -8,9 +8,10 @@ from safetensors import safe_open
 
 import pytest_memerobust
 from pytest_memerobust.detectors import defences
-from pytest_memerobust.cli import hyperparameters, main as cli_main
+from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.detectors.cards import available_cards, builtin_card_dir, file_sha256, find_card, load_card
-from pytest_memerobust.judge.budgets import family_names
+from pytest_memerobust.perturb.budget_edits import family_names
+from pytest_memerobust.run.training import hyperparameters
 
 
 def test_version_prints_the_package_version(capsys):
@@ -131,7 +132,7 @@ def test_train_quiet_shows_no_progress(tmp_path, capsys):
 def test_progress_on_a_terminal_is_a_bar_per_stage():
     import io
 
-    from pytest_memerobust.cli import Progress
+    from pytest_memerobust.cli.common import Progress
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -28,7 +28,7 @@ TOP_MODULES = {
     "errors": "ground floor", "atomic": "ground floor", "tomlfile": "ground floor", "determinism": "ground floor",
     "plugin": "pytest face / cli", "items": "pytest face / cli", "options": "pytest face / cli",
     "option_table": "pytest face / cli", "collect": "pytest face / cli", "terminal": "pytest face / cli",
-    "stash": "pytest face / cli", "probe": "pytest face / cli", "cli": "pytest face / cli",
+    "stash": "pytest face / cli", "probe": "pytest face / cli",
     "signals": "pytest face / cli",  # how a run stops on SIGINT and SIGTERM (the first, and a second one)
     "hookspecs": "pytest face / cli",  # the pytest_memerobust_* hooks third-party plugins implement (pytest_addhooks)
     # Idle OpenMP threads sleep: set where a run starts (plugin, command, public names), before torch loads.

@@ -14,7 +14,8 @@ from pytest_memerobust.data.fit_memes import FitMemes
 from pytest_memerobust.data.meme import Meme
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import DataError
-from pytest_memerobust.run.session import Options, RobustnessSession, training_spec
+from pytest_memerobust.run.options import Options, training_spec
+from pytest_memerobust.run.session import RobustnessSession
 
 from test_engine import CountingSplit
 from test_ocr import FakeOcr, _dataset
@@ -194,6 +195,7 @@ def test_train_reads_the_captions_memes_lack_with_ocr_as_the_run_does(tmp_path, 
     from PIL import Image
 
     from pytest_memerobust import cli
+    from pytest_memerobust.cli import train as train_command
     from test_caption_only import write_card
 
     with (tmp_path / "memes.csv").open("w", newline="", encoding="utf-8") as f:
@@ -210,7 +212,8 @@ def test_train_reads_the_captions_memes_lack_with_ocr_as_the_run_does(tmp_path, 
     err = capsys.readouterr().err
     assert "4 memes of" in err and "--ocr rapidocr" in err  # the train split's 4 without a caption, and the fix
     readers = []
-    monkeypatch.setattr(cli, "_ocr_reader", lambda args: readers.append(FakeOcr()) or readers[-1] if args.ocr else None)
+    monkeypatch.setattr(train_command, "ocr_reader",
+                        lambda args: readers.append(FakeOcr()) or readers[-1] if args.ocr else None)
     assert cli.main(argv + ["--ocr", "rapidocr"]) == 0 and out.is_file()
     assert readers[0].calls == 6  # the 6 memes without a caption, train and val
 

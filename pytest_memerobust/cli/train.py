@@ -1,0 +1,96 @@
+"""`memerobust train`: fit a card's trainable head and write its checkpoint (the run itself: run/training.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .common import CACHE_DIR, OCR_OPTION, OUTSIDE_PATHS, Progress, ocr_reader
+
+
+def add_parser(sub) -> None:
+    from ..data.ocr import OCR_BACKENDS
+    from ..options import device
+
+    train = sub.add_parser("train", help="fit a card's trainable head and write its checkpoint")
+    train.add_argument("card", help="model card name or .toml path")
+    train.add_argument("--data", help="'demo' or NAME:PATH: use its train and val splits")
+    train.add_argument("--train", help="dataset spec of the training split, e.g. pridemm:/data/PrideMM:train")
+    train.add_argument("--val", help="dataset spec of the validation split")
+    train.add_argument("--demo", action="store_true",
+                       help="use the card's small [demo] configuration and recipe, on the demo memes unless --data "
+                            "says otherwise; without --out, write the card's own checkpoint file (refused for a "
+                            "card shipped inside a package: pass --out)")
+    train.add_argument("--out", help="checkpoint path (.safetensors); metrics and a card are written beside it; never "
+                                     "inside the installed package")
+    train.add_argument("--name", help="the name of the card written beside the checkpoint (default: the --out "
+                       "file's name without .safetensors; a registered card's name gets -trained)")
+    train.add_argument("--init", help="start from the weights of this checkpoint")
+    train.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    train.add_argument("--task")
+    train.add_argument("--epochs", type=int, help="default: the card's [training] (with --demo, updated by its [demo] "
+                       "training), else 10")
+    train.add_argument("--lr", type=float, help="default: the card's [training] (with --demo, updated by its [demo] "
+                       "training), else 1e-4")
+    train.add_argument("--weight-decay", dest="weight_decay", type=float, help="default: card, else 1e-4")
+    train.add_argument("--batch-size", dest="batch_size", type=int, help="default: card, else 16")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", type=device, default="cpu", help="cpu (default), auto, cuda, cuda:N or mps")
+    train.add_argument("--cache-dir", dest="cache_dir", default=CACHE_DIR,
+                       help="where encoded features are kept, by backbone, for later heads and pytest runs (default: "
+                            "the plugin's, .pytest_cache/d/memerobust)")
+    train.add_argument("--no-cache", dest="no_cache", action="store_true", help="keep features in memory only")
+    train.add_argument("--quiet", action="store_true", help="no progress (by default a bar on a terminal while it "
+                       "encodes and trains, else a line every 10%%, on standard error)")
+    train.add_argument("--ocr", choices=OCR_BACKENDS, help="read the captions memes lack off their pictures with "
+                       "this OCR backend, as a pytest run with --memerobust-ocr does")
+    train.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
+                       help="let the data's image paths lead outside its folder")
+    train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
+                       "machine download (into the Hugging Face cache); without it such a backbone is an error")
+
+
+def run(args) -> int:
+    from ..detectors.cards import allow_downloads
+
+    with allow_downloads(args.download):
+        return _run_allowed(args)
+
+
+def _run_allowed(args) -> int:
+    from ..run.training import TRAINING_DEFAULTS, TrainingRequest, fit_head, load_training, plan_training, save_head
+
+    request = TrainingRequest(
+        card=args.card, out=args.out, demo=args.demo, name=args.name, data=args.data, train=args.train,
+        val=args.val, init=args.init, resume=args.resume, task=args.task, seed=args.seed, device=args.device,
+        cache_dir=None if args.no_cache else Path(args.cache_dir), allow_outside_paths=args.allow_outside_paths,
+        flags={k: getattr(args, k) for k in TRAINING_DEFAULTS}, ocr_option=OCR_OPTION)
+    plan = plan_training(request)
+    data = load_training(plan, request, ocr=lambda: ocr_reader(args))
+    card, hyper = data.card, plan.hyper
+    if not args.quiet:
+        print(f"encoding {len(data.train)} + {len(data.val)} memes once (the backbone is frozen), then "
+              f"{hyper['epochs']} epochs", file=sys.stderr)
+    shown = Progress(disabled=args.quiet)
+
+    def encoding(what, n, total):
+        shown.advance(f"encoding {what}", n, total, unit="input")
+
+    def progress(row):
+        shown.advance(f"training {card.name}", 1, hyper["epochs"], unit="epoch", at=row["epoch"],
+                      loss=f"{row['loss']:.4f}", val_auroc=f"{row['val_auroc']:.4f}",
+                      val_acc=f"{row['val_accuracy']:.4f}", val_f1=f"{row['val_macro_f1']:.4f}")
+
+    try:
+        result = fit_head(plan, request, data, encoding=encoding, progress=progress)
+    finally:
+        shown.close()
+    cached = result.feature_cache
+    if cached:
+        read, encoded = sum(cached["disk_hits"].values()), sum(cached["encoded"].values())
+        where = f"the feature cache in {request.cache_dir}" if request.cache_dir else "no feature cache (--no-cache)"
+        print(f"encoded {encoded} inputs and read {read} from {where}: features are kept by backbone, so every "
+              f"head on this backbone reuses them")
+    written = save_head(plan, request, data, result)
+    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); wrote {', '.join(written)} in "
+          f"{plan.out.parent}")
+    return 0

@@ -1,0 +1,210 @@
+"""A training run of a card's trainable head (`memerobust train`): what it is asked checked before anything loads
+(the checkpoint's path and name, the data, the weights on this machine), the detector loaded and the memes read as a
+pytest run reads them, then the head fitted on the frozen backbone's features (detectors/training.py) and written
+with its metrics and, for a new checkpoint, a card of its own."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from ..data.reading import OCR_OPTION
+from ..errors import ConfigError, MemeRobustError
+
+# The paper's recipe (AdamW lr 1e-4, weight decay 1e-4, 10 epochs, batch 16): what a card's [training] table (and,
+# with --demo, its [demo] training) overrides, and the flags override in turn.
+TRAINING_DEFAULTS = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16}
+
+
+def hyperparameters(card, flags: dict | None = None) -> dict:
+    """The hyperparameters a training run uses for `card` (already `with_demo()` for --demo): the defaults, the
+    card's [training], then the `flags` given (None: not given). For a card with shipped demo weights this is the
+    recipe they were trained with, so `train CARD --demo` reproduces them."""
+    hyper = {**TRAINING_DEFAULTS, **card.training}
+    if flags is not None:
+        hyper.update({k: flags[k] for k in hyper if flags.get(k) is not None})
+    return hyper
+
+
+def trained_card_name(out: Path, source: str, given: str | None = None) -> str:
+    """The name of the card `train --out` writes: `--name`, else the checkpoint's file name without its suffix
+    (`minilm.safetensors` -> `minilm`). A name a registered card has (the one trained from, say) gets `-trained`:
+    test ids name a card given by path by its card's name, so it must not pass for the shipped card."""
+    from ..detectors import available_cards
+
+    taken = {*available_cards(), source}
+    if given is not None:
+        if given in taken or not given.strip():
+            raise MemeRobustError(f"--name {given!r}: " + ("a name is needed" if not given.strip() else
+                                  "a registered card has that name; the card train writes needs a name of its own"))
+        return given
+    name = out.stem
+    return f"{name}-trained" if name in taken else name
+
+
+def shipped_folders() -> list[Path]:
+    """Folders whose files ship inside an installed package: this package (its built-in cards and suites included,
+    wherever an editable install keeps them) and the card folders third parties publish."""
+    from importlib.metadata import entry_points
+
+    from ..detectors.cards import CARD_ENTRY_POINT_GROUP, builtin_card_dir
+    from .suite import builtin_suite_dir
+
+    folders = [Path(__file__).parent.parent, builtin_card_dir(), builtin_suite_dir()]
+    for ep in entry_points(group=CARD_ENTRY_POINT_GROUP):
+        try:
+            folders.append(Path(str(ep.load())))
+        except Exception:  # a broken third-party entry point is `list`'s to report, not a reason to write into it
+            continue
+    return [f.resolve() for f in folders]
+
+
+def refuse_shipped(out: Path, given: bool) -> None:
+    """Training never writes inside an installed package: a checkpoint shipped there (the demo weights) would be
+    replaced for every later run, and the metrics, card and resume state written beside it would join the package."""
+    target = Path(out).expanduser().resolve()
+    folder = next((f for f in shipped_folders() if target.is_relative_to(f)), None)
+    if folder is None:
+        return
+    what = (f"{out} ships inside the installed package: training never overwrites it" if target.exists() else
+            f"{out} is inside the installed package ({folder}): training never writes there")
+    how = "--out names it" if given else "--demo without --out writes the card's own checkpoint, which ships there"
+    raise MemeRobustError(f"{what} ({how}); pass --out PATH outside the package, e.g. --out {target.name}, then "
+                          f"test it with --memerobust-checkpoint={target.name}")
+
+
+@dataclass(frozen=True)
+class TrainingRequest:
+    """What a training run is asked: the card (name or .toml path), the checkpoint `out` (None: the card's own, with
+    `demo`), the data (`data`'s train and val splits, or `train` and `val`), where to start (`init`, `resume`), the
+    hyperparameter `flags` given (epochs, lr, weight_decay, batch_size), and how the memes are read."""
+
+    card: str
+    out: str | None = None  # as given (--out)
+    demo: bool = False
+    name: str | None = None
+    data: str | None = None
+    train: str | None = None
+    val: str | None = None
+    init: str | None = None
+    resume: bool = False
+    task: str | None = None
+    seed: int = 0
+    device: str = "cpu"
+    cache_dir: Path | None = None  # where encoded features are kept (None: in memory only)
+    allow_outside_paths: bool = False
+    flags: dict = field(default_factory=dict)
+    ocr_option: str = OCR_OPTION  # how the caller asks for captions read off the pictures (named when missing)
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A request checked: the card (its demo configuration with `demo`), the checkpoint path and the name of the
+    card written beside it, the splits and the hyperparameters."""
+
+    card: object
+    out: Path
+    name: str
+    train_spec: str
+    val_spec: str
+    hyper: dict
+
+
+@dataclass
+class TrainingData:
+    """The detector with a fresh head and the memes it is trained and validated on, for `task`."""
+
+    card: object
+    detector: object
+    train: object
+    val: object
+    task: str
+
+
+def plan_training(request: TrainingRequest) -> TrainingPlan:
+    """The checks said before torch loads: the checkpoint path (a .safetensors outside the installed package), the
+    data named, the card's weights on this machine (unless `init` gives them); a MemeRobustError names the fix."""
+    from ..detectors import find_card
+    from ..detectors.cards import WeightsNotHere, check_local_weights
+
+    card = find_card(request.card)
+    if request.demo:
+        card = card.with_demo()
+    out = Path(request.out) if request.out else (card.checkpoint_path() if request.demo else None)
+    if out is None:
+        raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's demo weights with "
+                              "its [demo] configuration and recipe (on the demo memes unless --data says otherwise; "
+                              "into the card's own checkpoint file only for a card outside the installed package, "
+                              "else with --out)")
+    if out.suffix != ".safetensors":  # said before the encoding and training, not after
+        raise MemeRobustError(f"--out {out}: checkpoints are written as safetensors; name it "
+                              f"{out.with_suffix('.safetensors').name}")
+    refuse_shipped(out, given=request.out is not None)
+    name = trained_card_name(out, card.name, request.name) if request.out is not None else card.name
+    train_spec, val_spec = request.train, request.val
+    data = (request.data if request.data is not None or train_spec or val_spec or not request.demo else "demo")
+    if data is not None:  # --demo rebuilds the shipped weights, which are trained on the demo memes
+        train_spec, val_spec = f"{data}:train", f"{data}:val"
+    if not (train_spec and val_spec):
+        raise MemeRobustError("name the data: --data demo|NAME:PATH (its train/val splits), or --train and --val")
+    if request.init is None:  # before torch loads: weights missing here are said at once, nothing waits on the hub
+        try:
+            check_local_weights(card)
+        except WeightsNotHere as exc:
+            demo = "; or --demo to train on the card's small demo backbone" if card.demo and not request.demo else ""
+            raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
+    return TrainingPlan(card, out, name, train_spec, val_spec, hyperparameters(card, request.flags))
+
+
+def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[], object] = lambda: None,
+                  say: Callable[[str], None] = print) -> TrainingData:
+    """The detector with a fresh head (seeded: a retrain reproduces the checkpoint) and the train and val memes,
+    read as a pytest run reads them (`ocr()` gives the OCR backend for captions memes lack, or None); `say` tells a
+    task other than the card's. Checked before any encoding: the task's labels in both splits."""
+    import torch
+
+    from ..data.reading import read_memes
+    from ..detectors import load_detector
+    from ..detectors.training import check_training_data, training_task
+
+    card = plan.card
+    torch.manual_seed(request.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
+    fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
+    detector = load_detector(fresh, checkpoint=request.init, device=request.device)
+    reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))
+    reader = ocr()
+    train, val = (read_memes(spec, ocr=reader, require_images=reads_pictures or reader is not None,
+                             allow_outside_paths=request.allow_outside_paths, ocr_option=request.ocr_option)
+                  for spec in (plan.train_spec, plan.val_spec))
+    task = training_task(request.task or card.task, train, val, explicit=request.task is not None)
+    if task != card.task:
+        say(f"training task {task!r} (the card's is {card.task!r}); the card written says {task!r}")
+    check_training_data(train, val, task, card.classes)
+    # the card written beside the checkpoint names the task it was trained on
+    return TrainingData(replace(card, task=task), detector, train, val, task)
+
+
+def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
+    """The head fitted (detectors/training.train_head: each input encoded once, then the epochs), resuming from the
+    state an interrupted run of the same request left when `request.resume`, else from scratch. `encoding(what, n,
+    total)` and `progress(row)` follow it (row: an epoch's loss and validation figures)."""
+    from ..detectors.training import train_head
+
+    state_path = plan.out.with_suffix(".train-state.pt")
+    if not request.resume:
+        state_path.unlink(missing_ok=True)
+    return train_head(data.detector, data.train, data.val, task=data.task, seed=request.seed, progress=progress,
+                      state_path=state_path, encoding=encoding, cache_dir=request.cache_dir, **plan.hyper)
+
+
+def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, result) -> list[str]:
+    """The checkpoint and its metrics written (and, for a checkpoint given by `out`, a card of its own beside it);
+    the resume state is removed. Returns what was written, as the names to show."""
+    from ..detectors.training import save_trained
+
+    out = plan.out
+    save_trained(data.detector, out, data.card, result, plan.hyper, write_card=request.out is not None,
+                 name=plan.name)
+    out.with_suffix(".train-state.pt").unlink(missing_ok=True)
+    return [out.name, out.with_suffix(".metrics.json").name] + (
+        [f"{out.with_suffix('.card.toml').name} (card {plan.name!r})"] if request.out else [])
