@@ -62,7 +62,7 @@ import numpy as np
 
 from ..atomic import atomic_path
 from ..errors import ConfigError, EndpointDown, EndpointError
-from .redaction import redact, redact_json_text, secret_query_parameters  # noqa: F401  (redact: cli.py)
+from .redaction import redact, redact_json_text, secret_query_parameters  # noqa: F401  (redact: cli/listing.py)
 from .cards import ModelCard
 from .endpoint_guard import BREAKER_FAILURES, BREAKER_MIN_S, Breaker, Deadline, Pacer, retry_after
 from .registry import register_architecture
