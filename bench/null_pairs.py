@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_memerobust.judge.gate import (ErrorControl, compare_baselines, load_baseline, power_line, summarize)
+from pytest_memerobust.judge.gate import ErrorControl, compare_baselines, summarize
+from pytest_memerobust.report.gate_tables import power_line
+from pytest_memerobust.track.baseline import load_baseline, paired_cells
 
 
 def null_pair(a: dict, b: dict, seed: int) -> tuple[dict, dict]:
@@ -76,7 +78,7 @@ def main() -> None:
             left, right = null_pair(a, b, args.seed + i)
             for control in controls:
                 start = time.perf_counter()
-                comparisons = compare_baselines(left, right, control=ErrorControl.parse(control),
+                comparisons = compare_baselines(paired_cells(left, right), control=ErrorControl.parse(control),
                                                 seed=right["seed"])
                 summary = summarize(comparisons)
                 if control == "fwer":

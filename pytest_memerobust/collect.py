@@ -153,7 +153,9 @@ def modify_items(config, items) -> None:
     except MemeRobustError as exc:
         raise pytest.UsageError(f"memerobust: {exc}") from None
     try:  # a baseline that does not match the run: one usage error naming the field
-        rs.check_baseline([(model, data, task, captions) for model, data, task, captions, _ in cases])
+        from .run.gate import check_baseline
+
+        check_baseline(rs, [(model, data, task, captions) for model, data, task, captions, _ in cases])
     except MemeRobustError as exc:
         raise pytest.UsageError(f"memerobust: {exc}") from None
     try:  # a hosted model's requests, said before the first is sent, and refused beyond its card's max_requests
@@ -182,7 +184,7 @@ def check_transfer_sources(items) -> None:
     from .detectors import find_card
     from .errors import ConfigError
     from .items import CaseItem
-    from .run.session import split_model
+    from .run.options import split_model
 
     sources = {(i.condition.source, Path(str(i.path)).name) for i in items
                if isinstance(i, CaseItem) and i.condition.source}

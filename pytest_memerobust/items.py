@@ -134,15 +134,17 @@ class CaseItem(pytest.Item):
         self.user_properties += junit_properties(result)  # CI systems that read JUnit XML show these
         thresholds = suite.thresholds_for(self.condition)
         violations = assess(result, thresholds)
-        comparisons = session.regressions(self.model, self.condition, result, data=suite.dataset,
-                                          captions=suite.captions)
+        from .run.gate import baseline_key, regressions
+
+        comparisons = regressions(session, self.model, self.condition, result, data=suite.dataset,
+                                  captions=suite.captions)
         regressed = sorted((c for c in comparisons if c.regressed), key=lambda c: c.room)  # the clearest first
         record = case_record(nodeid=self.nodeid, model=session.model_label(self.model),
                              dataset=session.data_spec(suite.dataset, suite.captions), suite=suite.name,
                              condition=self.condition, thresholds=thresholds, violations=violations,
                              decision=thresholds.decision, p_value=case_p_value(result, thresholds),
                              comparisons=comparisons, gate=session.gate)
-        record["baseline_key"] = session.baseline_key(self.model, self.condition, suite.dataset, suite.captions)
+        record["baseline_key"] = baseline_key(session, self.model, self.condition, suite.dataset, suite.captions)
         failed = failing(violations, thresholds.decision)
         # What the run's verdict reads back from the test reports (also on a pytest-xdist controller).
         self.user_properties += [

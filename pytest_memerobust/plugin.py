@@ -2,18 +2,29 @@
 
 What each hook delegates to: option_table.py (the options and the run's Options), collect.py (what is collected and
 checked before any case), items.py (suite files, cases and replayed counterexamples as pytest nodes), terminal.py
-(what the run prints at its end), run/session.py (the run itself) and track/outputs.py (what it leaves behind).
+(what the run prints at its end), run/session.py (the run itself) and track/outputs.py (what it leaves behind);
+hookspecs.py declares the pytest_memerobust_* hooks other plugins implement.
+
+pytest loads this module in every run of an environment it is installed in. A run that names no --memerobust-*
+option imports none of the library (no numpy, torch or PIL) and leaves the process environment alone: its hooks
+return early, and its session is built only if a test asks for it (stash.session_of).
 """
 from __future__ import annotations
 
 import pytest
 
-from . import collect, option_table, signals, terminal
+from . import collect, hookspecs, option_table, signals, terminal
 from .errors import MemeRobustError
 from .signals import Terminated  # noqa: F401  (SIGTERM's interruption, named in tracebacks and docs)
-from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session  # the run's session, read below the plugin too
+from .stash import DISABLED_HINT, SESSION_KEY, session_of as _session, start_session  # the run's session
+
+SUITE_FOLDER = "suites"  # the built-in suites' folder (run/suite.builtin_suite_dir), in a checkout and installed
 
 REFUSED_KEY = pytest.StashKey[str]()  # why the run was refused (its report paths say so already)
+
+
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -35,7 +46,7 @@ def _refuse(config, why: str, options=None) -> None:
         reports = option_table.reports_named(config)
         if not reports:
             return
-        from .run.session import Options
+        from .run.options import Options
 
         options = Options(models=("?",), reports=reports)  # only the reports and the header are read
     if not options.reports or not (options.models or options.replay):  # a run that tests nothing writes none
@@ -62,18 +73,22 @@ def _refused_before_configure(config) -> None:
             pass
 
 
-def pytest_configure(config):
-    from .options import uncached_note
-    from .run.session import RobustnessSession
+def _unused(config) -> bool:
+    """The run names no --memerobust-* option (command line or ini file) and no argument that may be a built-in
+    suite's node id (one that is no path, which collect.choose_tests refuses naming the model it needs)."""
+    return not option_table.any_given(config) and all(
+        (config.invocation_params.dir / str(arg).partition("::")[0]).exists() for arg in config.args)
 
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
+    if _unused(config):
+        return
     try:
-        session = RobustnessSession(option_table.run_options(config))
+        session = start_session(config)
     except MemeRobustError as exc:
         _refuse(config, str(exc))
         raise pytest.UsageError(str(exc)) from None
-    config.stash[SESSION_KEY] = session
-    session.notes.extend(filter(None, [uncached_note(session.options)]))  # -p no:cacheprovider: what that turns off
-    config.addinivalue_line("markers", "memerobust: a robustness case collected from a memerobust suite file")
     if collect.choose_tests(config, session):
         signals.stop_on_signals(config)
         terminal.register_logs(config)
@@ -94,7 +109,9 @@ def pytest_unconfigure(config):
 
 
 def pytest_report_header(config):
-    session = _session(config)
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return [DISABLED_HINT]
     if session.options.replay is not None:
         return [f"memerobust: replaying the counterexamples of {session.options.replay}"]
     if not session.options.models:
@@ -105,11 +122,17 @@ def pytest_report_header(config):
 
 
 def pytest_collect_file(file_path, parent):
-    return collect.collect_file(file_path, parent)
+    if SESSION_KEY in parent.config.stash or (  # a run without a session: only what may be a suite file is looked at
+            file_path.suffix == ".toml" and (file_path.name.startswith("memerobust-")
+                                             or file_path.parent.name == SUITE_FOLDER)):
+        return collect.collect_file(file_path, parent)
+    return None
 
 
 def pytest_pycollect_makemodule(module_path, parent):
-    return collect.make_module(module_path, parent)
+    if SESSION_KEY in parent.config.stash or module_path.parent.name == SUITE_FOLDER:
+        return collect.make_module(module_path, parent)
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -140,6 +163,8 @@ def memerobust_dataset(memerobust):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
+    if SESSION_KEY not in config.stash:  # no session, so no robustness test was collected
+        return
     try:
         collect.modify_items(config, items)
     except pytest.UsageError as exc:  # refused before any case: the report paths say why
@@ -157,9 +182,10 @@ def pytest_runtest_setup(item):
 def pytest_runtest_makereport(item, call):
     report = yield
     terminal.annotate_report(item, call, report)
-    from .items import stop_when_endpoint_down  # (lazily: items imports numpy)
+    if SESSION_KEY in item.config.stash:
+        from .items import stop_when_endpoint_down  # (lazily: items imports numpy)
 
-    stop_when_endpoint_down(item, call)
+        stop_when_endpoint_down(item, call)
     return report
 
 
@@ -183,7 +209,9 @@ def pytest_testnodedown(node, error):
         raise pytest.UsageError(refused)
     wire = getattr(node, "workeroutput", {}).get("memerobust")
     if wire is not None:
-        _session(node.config).merge_wire(wire)
+        from .run.workers import merge_wire
+
+        merge_wire(_session(node.config), wire)
 
 
 @pytest.hookimpl(specname="pytest_sessionfinish", wrapper=True, tryfirst=True)
@@ -205,7 +233,9 @@ def pytest_sessionfinish(session, exitstatus):
     if rs is None:
         return
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller reports
-        session.config.workeroutput["memerobust"] = rs.to_wire()
+        from .run.workers import to_wire
+
+        session.config.workeroutput["memerobust"] = to_wire(rs)
         session.config.workeroutput["memerobust_refused"] = session.config.stash.get(REFUSED_KEY, None)
         return
     if session.config.option.collectonly:  # nothing ran: no verdict, no report that claims one
@@ -217,20 +247,27 @@ def pytest_sessionfinish(session, exitstatus):
         return _refuse(session.config, str(error) if error is not None else "a usage error", rs.options)
     if rs.options.models and rs.options.replay is None:
         from .judge.verdict import run_verdict
+        from .run.gate import baseline_conditions
 
         rs.case_records = terminal.case_records(session.config)
         rs.verdict = run_verdict(rs.case_records, gate=rs.gate, baseline=rs.options.baseline,
-                                 baseline_conditions=rs.baseline_conditions(),
+                                 baseline_conditions=baseline_conditions(rs),
                                  interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                                  collected=collect.collected_count(session))
+        if rs.options.baseline is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+            import copy
+
+            session.config.hook.pytest_memerobust_gate(
+                comparisons=copy.deepcopy([c for r in rs.case_records for c in r["regressions"]]),
+                config=session.config)
     if not (rs.results or rs.reliance_results or rs.prompt_results or rs.case_records) \
             and exitstatus != pytest.ExitCode.INTERRUPTED:
         return  # nothing ran (no case selected): no report claims anything
-    from .judge.gate import terminal_line
     from .track.outputs import write_outputs
     from .run.replay import LOG_PLUGIN
 
     log = session.config.pluginmanager.get_plugin(LOG_PLUGIN)  # the failing cases' counterexamples
     session.config.stash[terminal.REPORT_LINES_KEY] = write_outputs(
         rs, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, root=session.config.rootpath,
-        counterexample_cases=log.cases if log is not None else None, write=terminal_line(session.config))
+        counterexample_cases=log.cases if log is not None else None, write=terminal.terminal_line(session.config),
+        amend_report=lambda report: session.config.hook.pytest_memerobust_report(report=report, config=session.config))

@@ -178,11 +178,12 @@ def _verdict(config, rs) -> tuple[list[dict], dict]:
     """(the cases' records, the verdict) of a run interrupted now: the cases that ran, of those collected."""
     from .collect import COLLECTED_KEY
     from .judge.verdict import run_verdict
+    from .run.gate import baseline_conditions
     from .terminal import case_records
 
     records = case_records(config)
     return records, run_verdict(records, gate=rs.gate, baseline=rs.options.baseline,
-                                baseline_conditions=rs.baseline_conditions(), interrupted=True,
+                                baseline_conditions=baseline_conditions(rs), interrupted=True,
                                 collected=config.stash.get(COLLECTED_KEY, None))
 
 

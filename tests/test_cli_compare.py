@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.cli import main as cli_main
-from pytest_memerobust.judge.gate import DEFAULT_CHECKS, FORMAT, RegressionCheck, compare_baselines, correct
+from pytest_memerobust.judge.gate import DEFAULT_CHECKS, RegressionCheck, compare_baselines
+from pytest_memerobust.judge.metrics import correct
+from pytest_memerobust.track.baseline import FORMAT, paired_cells
 
 N = 400
 VERSIONS = {"pytest-memerobust": "0.1.0", "imagecorruptions": "1.1.2", "textattack": None}
@@ -82,7 +84,7 @@ def test_compare_shows_the_bound_and_the_adjusted_one_sided_p(tmp_path, monkeypa
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("verdict"))
     assert header.split() == ["verdict", "condition", "rule", "base", "→", "now", "Δ", "bound", "adj.", "p"]
-    expected = {c.condition: c for c in compare_baselines(a, b, (DEFAULT_CHECKS[0],), n_resamples=300,
+    expected = {c.condition: c for c in compare_baselines(paired_cells(a, b), (DEFAULT_CHECKS[0],), n_resamples=300,
                                                           seed=b["seed"])}["text=typos@5"]
     assert expected.regressed and expected.high < 0 and expected.bound < 0
     # accuracy under the condition (the default rule, not relative robustness): 380/400 before, 340/400 after
@@ -107,9 +109,9 @@ def test_compare_of_a_baseline_with_itself_has_a_zero_bound_and_p_one(tmp_path, 
 def test_compare_takes_the_gates_rules():
     """Relative robustness is a rule to ask for; the clean condition is compared on the metrics only."""
     a, b = _baseline(range(20)), _baseline(range(60))
-    rel = compare_baselines(a, b, (RegressionCheck.parse("rel_auroc"),), n_resamples=100)
+    rel = compare_baselines(paired_cells(a, b), (RegressionCheck.parse("rel_auroc"),), n_resamples=100)
     assert [(c.condition, c.rule) for c in rel] == [("text=typos@5", "rel_auroc")]
-    default = compare_baselines(a, b, n_resamples=100)
+    default = compare_baselines(paired_cells(a, b), n_resamples=100)
     assert [(c.condition, c.rule) for c in default] == [
         ("clean", "acc"), ("clean", "auroc"), ("clean", "f1"),
         ("text=typos@5", "acc"), ("text=typos@5", "auroc"), ("text=typos@5", "f1"), ("text=typos@5", "flip")]

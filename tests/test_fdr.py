@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.judge import metrics
-from pytest_memerobust.judge.metrics import benjamini_hochberg, bootstrap_one_sided_p
+from pytest_memerobust.judge.metrics import bootstrap_one_sided_p
+from pytest_memerobust.judge.multiplicity import benjamini_hochberg
 
 TEXTBOOK = [0.01, 0.04, 0.03, 0.005, 0.5]
 

@@ -8,9 +8,11 @@ import torch  # noqa: F401  (imported once, before pytester runs: see tests/test
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, baseline_saved_line,
-                                         check_resamples, check_run, comparable, compare_condition, gate_mode,
-                                         load_baseline, save_baseline, summarize)
+from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, check_resamples,
+                                         compare_condition, gate_mode, summarize)
+from pytest_memerobust.report.gate_tables import baseline_saved_line
+from pytest_memerobust.run.gate import save_baseline
+from pytest_memerobust.track.baseline import load_baseline, refuse_mismatch
 
 QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
 SUITE = """
@@ -161,25 +163,26 @@ def test_a_baseline_that_does_not_match_the_run_is_refused_naming_the_field(fiel
     baseline = {"seed": 0, "datasets": {"demo": "a" * 64}, "versions": {"pytest-memerobust": "0.1.0"},
                 "run": {"limit": 80, "tasks": {"demo": {"demo": "hate"}}, "cards": {"demo": "c" * 16}},
                 "results": {"demo": {"demo": {"clean": {}}}}}
-    facts = {"path": "base.json", "seed": 0, "limit": 80, "cases": _facts(),
+    facts = {"names": ("baseline base.json", "this run"), "seed": 0, "limit": 80, "cases": _facts(),
              "versions": {"pytest-memerobust": "0.1.0", "imagecorruptions": None, "textattack": None}}
     baseline["versions"].update(imagecorruptions=None, textattack=None)
-    check_run(baseline, **facts)  # the same facts: fine
+    refuse_mismatch(baseline, **facts)  # the same facts: fine
     with pytest.raises(ConfigError, match=re.escape(says)):
-        check_run(baseline, **{**facts, **change})
+        refuse_mismatch(baseline, **{**facts, **change})
 
 
-def test_comparisons_that_would_be_meaningless_are_refused():
+def test_comparisons_of_two_baselines_that_would_be_meaningless_are_refused():
+    """The same refusals as the run's, in the words for two files."""
     baseline = {"seed": 0, "datasets": {"demo": "a" * 64}, "versions": {"pytest-memerobust": "0.1.0"}}
-    facts = {"seed": 0, "dataset_spec": "demo", "dataset_fingerprint": "a" * 64,
-             "versions": {"pytest-memerobust": "0.1.0"}}
-    comparable(baseline, **facts)  # same facts: fine
-    with pytest.raises(ConfigError, match="seed 0, this run uses 1"):
-        comparable(baseline, **{**facts, "seed": 1})
-    with pytest.raises(ConfigError, match="other data"):
-        comparable(baseline, **{**facts, "dataset_fingerprint": "b" * 64})
-    with pytest.raises(ConfigError, match="pytest-memerobust 0.1.0, this run has 0.2.0"):
-        comparable(baseline, **{**facts, "versions": {"pytest-memerobust": "0.2.0"}})
+    facts = {"seed": 0, "fingerprints": {"demo": "a" * 64}, "versions": {"pytest-memerobust": "0.1.0"},
+             "names": ("a.json", "b.json"), "run": False}
+    refuse_mismatch(baseline, **facts)  # same facts: fine
+    with pytest.raises(ConfigError, match="a.json was made with seed 0, b.json uses 1: perturbations differ"):
+        refuse_mismatch(baseline, **{**facts, "seed": 1})
+    with pytest.raises(ConfigError, match="a.json was made on other data for 'demo'"):
+        refuse_mismatch(baseline, **{**facts, "fingerprints": {"demo": "b" * 64}})
+    with pytest.raises(ConfigError, match="pytest-memerobust 0.1.0, b.json has 0.2.0"):
+        refuse_mismatch(baseline, **{**facts, "versions": {"pytest-memerobust": "0.2.0"}})
 
 
 def test_saving_a_baseline_says_where_and_what(tmp_path):
@@ -220,7 +223,7 @@ def test_the_saved_line_starts_a_line_of_its_own_on_the_terminal():
 
     from _pytest._io import TerminalWriter
 
-    from pytest_memerobust.judge.gate import terminal_line
+    from pytest_memerobust.terminal import terminal_line
 
     out = io.StringIO()
     writer = TerminalWriter(out)
@@ -389,7 +392,8 @@ def test_a_checkpoint_for_another_model_or_a_missing_file_is_refused_at_the_star
                                                                                  message):
     """A typo in `MODEL=PATH` used to leave the shipped weights in place and the gate passing."""
     from pytest_memerobust.errors import ConfigError
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "w.safetensors").write_bytes(b"")

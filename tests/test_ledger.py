@@ -8,8 +8,9 @@ import pytest
 
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.judge.gate import FORMAT, baseline_data, load_baseline
-from pytest_memerobust.judge.ledger import FORMAT as LEDGER_FORMAT, flip_ledger
+from pytest_memerobust.judge.ledger import FORMAT as LEDGER_FORMAT
+from pytest_memerobust.run.gate import baseline_data
+from pytest_memerobust.track.baseline import FORMAT, flip_ledger_of, load_baseline
 from pytest_memerobust.report.ledger import ledger_markdown, write_ledger
 
 N = 20
@@ -55,7 +56,7 @@ def _by_condition(ledger):
 
 
 def test_the_ledger_lists_exactly_the_memes_that_flipped_largest_change_first():
-    ledger = flip_ledger(_baseline(**BEFORE), _baseline(**AFTER))
+    ledger = flip_ledger_of(_baseline(**BEFORE), _baseline(**AFTER))
     assert ledger["format"] == LEDGER_FORMAT == "pytest-memerobust-ledger/1"
     assert json.loads(json.dumps(ledger)) == ledger  # plain JSON values
     c = _by_condition(ledger)
@@ -78,18 +79,18 @@ def test_the_ledger_lists_exactly_the_memes_that_flipped_largest_change_first():
 
 
 def test_baselines_saved_without_ids_name_memes_by_row_index():
-    ledger = flip_ledger(_baseline(**BEFORE, named=False), _baseline(**AFTER, named=False))
+    ledger = flip_ledger_of(_baseline(**BEFORE, named=False), _baseline(**AFTER, named=False))
     typos = _by_condition(ledger)["text=typos@5"]
     assert [e["id"] for e in typos["newly_wrong"]] == ["4", "6", "5", "8", "7", "3"]
     assert all(e["caption"] is None for e in typos["newly_wrong"])
     assert "| newly wrong | 4 | - | 0.800 | 0.100 | -0.700 |" in ledger_markdown(ledger)
     # one of the two with ids is enough
-    mixed = flip_ledger(_baseline(**BEFORE), _baseline(**AFTER, named=False))
+    mixed = flip_ledger_of(_baseline(**BEFORE), _baseline(**AFTER, named=False))
     assert _by_condition(mixed)["text=typos@5"]["newly_wrong"][0]["id"] == "m04"
 
 
 def test_the_markdown_has_counts_p_value_and_the_memes():
-    ledger = flip_ledger(_baseline(**BEFORE), _baseline(**AFTER), names=("old.json", "new.json"))
+    ledger = flip_ledger_of(_baseline(**BEFORE), _baseline(**AFTER), names=("old.json", "new.json"))
     md = ledger_markdown(ledger)
     assert md.startswith("# Flip ledger: old.json (before) -> new.json (after)")
     assert "## demo on demo: text=typos@5" in md
@@ -106,7 +107,7 @@ def test_the_markdown_has_counts_p_value_and_the_memes():
 
 
 def test_write_ledger_writes_json_and_markdown(tmp_path):
-    ledger = flip_ledger(_baseline(**BEFORE), _baseline(**AFTER))
+    ledger = flip_ledger_of(_baseline(**BEFORE), _baseline(**AFTER))
     paths = write_ledger(ledger, tmp_path / "new" / "folder")
     assert paths == [tmp_path / "new" / "folder" / "flip-ledger.json", tmp_path / "new" / "folder" / "flip-ledger.md"]
     assert json.loads(paths[0].read_text()) == ledger
@@ -129,7 +130,7 @@ def test_incomparable_baselines_are_refused_naming_the_difference(change, says):
     after = _baseline(**AFTER)
     change(after)
     with pytest.raises(ConfigError, match="refused") as refused:
-        flip_ledger(_baseline(**BEFORE), after, names=("old.json", "new.json"))
+        flip_ledger_of(_baseline(**BEFORE), after, names=("old.json", "new.json"))
     assert says in str(refused.value)
 
 
@@ -137,7 +138,7 @@ def test_baselines_sharing_no_condition_are_refused():
     other = _baseline(**AFTER)
     other["results"] = {"memeclip": other["results"]["demo"]}
     with pytest.raises(ConfigError, match="share no model, dataset and condition"):
-        flip_ledger(_baseline(**BEFORE), other)
+        flip_ledger_of(_baseline(**BEFORE), other)
 
 
 def test_compare_ledger_writes_both_files_and_keeps_the_exit_code(tmp_path, monkeypatch, capsys):
@@ -152,7 +153,7 @@ def test_compare_ledger_writes_both_files_and_keeps_the_exit_code(tmp_path, monk
     assert ("flip ledger: 8 memes newly wrong and 2 newly right in B over 3 conditions; wrote "
             f"{Path('out', 'flip-ledger.json')} and {Path('out', 'flip-ledger.md')}") in out
     ledger = json.loads((tmp_path / "out" / "flip-ledger.json").read_text())
-    assert ledger == flip_ledger(load_baseline(tmp_path / "a.json"), load_baseline(tmp_path / "b.json"),
+    assert ledger == flip_ledger_of(load_baseline(tmp_path / "a.json"), load_baseline(tmp_path / "b.json"),
                                  names=("a.json", "b.json"))
     assert "| m04 |" in (tmp_path / "out" / "flip-ledger.md").read_text()
     assert cli_main(["compare", "a.json", "a.json", "--bootstrap", "100", "--ledger", "same"]) == 0
@@ -214,7 +215,8 @@ def test_a_damaged_memes_entry_is_named(tmp_path, damage):
 
 def test_a_real_run_saves_the_ids_of_the_memes_it_scored(tmp_path):
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=12, device="cpu", cache_dir=tmp_path,
                                         stats=StatsConfig(n_resamples=20)))

@@ -346,7 +346,7 @@ def test_mcnemar_matches_scipy_binomtest(only_a, only_b):
 
 # --- the metrics over blocks of resamples equal the one-resample versions -----------------------------------------
 
-from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_RESAMPLES  # noqa: E402
+from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_COUNTS, resample_counts  # noqa: E402
 
 
 @pytest.mark.parametrize("n_classes", [2, 3, 4])
@@ -354,15 +354,16 @@ from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_RESAMPLES  # noq
 def test_metrics_of_resamples_equal_one_resample_at_a_time(name, n_classes):
     rng = np.random.default_rng(n_classes)
     n = 23
-    labels = rng.integers(0, n_classes, size=(200, n))
-    labels[:5] = 0  # one class only: undefined AUROC
-    labels[5:10, : n // 2] = 1 % n_classes
-    scores = rng.dirichlet(np.ones(n_classes), size=(200, n))
-    scores[10:40] = np.round(scores[10:40], 1)  # many ties
-    scores[40:45] = 1.0 / n_classes  # all tied: argmax picks class 0
-    got = METRICS_OF_RESAMPLES[name](labels, scores)
-    want = np.array([METRICS[name](y, p) for y, p in zip(labels, scores)])
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+    labels = rng.integers(0, n_classes, size=n)
+    labels[:3] = 1 % n_classes
+    scores = rng.dirichlet(np.ones(n_classes), size=n)
+    scores[:10] = np.round(scores[:10], 1)  # many ties
+    scores[10:12] = 1.0 / n_classes  # all tied: argmax picks class 0
+    index = rng.integers(0, n, size=(200, n))
+    index[:5] = 4  # one meme drawn n times: one class only, undefined AUROC
+    got = METRICS_OF_COUNTS[name](labels, scores, resample_counts(index, n))
+    want = np.array([METRICS[name](labels[i], scores[i]) for i in index])
+    np.testing.assert_array_equal(got, want)  # the same bits, NaN where undefined
     assert np.isnan(want).any() == (name == "auroc")
 
 
@@ -384,15 +385,17 @@ def test_multilabel_metrics_match_scikit_learn():
 
 
 def test_multilabel_resamples_equal_one_at_a_time_and_labels_without_both_classes_are_left_out():
-    from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_RESAMPLES
+    from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_COUNTS, resample_counts
 
     rng = np.random.default_rng(3)
-    y = rng.integers(0, 2, size=(50, 12, 4))
-    y[:5, :, 0] = 1  # label 0 always present in these resamples: its AUROC is undefined there
-    proba = rng.random((50, 12, 4))
+    y = rng.integers(0, 2, size=(12, 4))
+    y[:3, 0] = 1
+    proba = rng.random((12, 4))
+    index = rng.integers(0, 12, size=(50, 12))
+    index[:5] = rng.integers(0, 3, size=(5, 12))  # label 0 always present in these resamples: its AUROC undefined
     for name in ("accuracy", "auroc", "macro_f1"):
-        got = METRICS_OF_RESAMPLES[name](y, proba)
-        want = [METRICS[name](a, b) for a, b in zip(y, proba)]
+        got = METRICS_OF_COUNTS[name](y, proba, resample_counts(index, 12))
+        want = [METRICS[name](y[i], proba[i]) for i in index]
         np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
 
 
@@ -416,13 +419,13 @@ def test_multilabel_robustness_interval_and_flips():
 
 def test_intervals_from_shared_resamples_equal_the_direct_paired_bootstrap():
     """The memoised per-resample metrics (clean side once per run) give exactly the paired bootstrap's interval."""
-    from pytest_memerobust.judge.metrics import METRICS_OF_RESAMPLES, metric_ci
+    from pytest_memerobust.judge.metrics import METRICS, metric_ci
 
     y, clean, perturbed = _noisy_classifier(1, noise=1.0)
-    for metric, of_resamples in METRICS_OF_RESAMPLES.items():
-        direct = paired_bootstrap_ci(lambda a, c, p: of_resamples(a, p) / of_resamples(a, c), y, clean, perturbed,
-                                     n_resamples=300, seed=5, vectorized=True)
+    for metric, of_one in METRICS.items():
+        direct = paired_bootstrap_ci(lambda a, c, p: of_one(a, p) / of_one(a, c), y, clean, perturbed,
+                                     n_resamples=300, seed=5)
         assert robustness_ci(metric, y, clean, perturbed, n_resamples=300, seed=5) == direct
         assert robustness_ci(metric, y, clean, perturbed, n_resamples=300, seed=5) == direct  # from the memo
         assert metric_ci(metric, y, perturbed, n_resamples=300, seed=5) == paired_bootstrap_ci(
-            of_resamples, y, perturbed, n_resamples=300, seed=5, vectorized=True)
+            of_one, y, perturbed, n_resamples=300, seed=5)

@@ -1,14 +1,15 @@
 """Error control over a run's family of comparisons: known answers worked out by hand (Holm, Benjamini-Hochberg,
 step-down max-T on a toy small enough to enumerate), and the family-wise error on simulated null families."""
+import math
 import re
 
 import numpy as np
 import pytest
 
 from pytest_memerobust.judge.gate import ErrorControl, PairedCell, RegressionCheck, judge_family, summarize
-from pytest_memerobust.judge.metrics import benjamini_hochberg
-from pytest_memerobust.judge.multiplicity import (bh_adjusted_p, binomial_upper_tail, holm_adjusted_p, marginal_p,
-                                                  maxt_adjusted_p, maxt_critical_value, studentized)
+from pytest_memerobust.judge.metrics import binomial_upper_tail
+from pytest_memerobust.judge.multiplicity import (bh_adjusted_p, holm_adjusted_p, marginal_p, maxt_adjusted_p,
+                                                  maxt_critical_value, studentized, upper_critical_value)
 
 P = np.array([0.01, 0.04, 0.03, 0.005])
 
@@ -20,11 +21,9 @@ def test_holm_by_hand():
     assert np.isnan(with_nan[0]) and with_nan[1] == 0.01
 
 
-def test_benjamini_hochberg_by_hand_and_as_the_verdicts_rejections():
+def test_benjamini_hochberg_adjusted_p_by_hand():
     # sorted 0.005 x 4/1, 0.01 x 4/2, 0.03 x 4/3, 0.04 x 4/4 = 0.02, 0.02, 0.04, 0.04 (already monotone)
     assert bh_adjusted_p(P) == pytest.approx([0.02, 0.04, 0.04, 0.02])
-    for q in (0.01, 0.02, 0.035, 0.05):
-        assert ((bh_adjusted_p(P) <= q) == benjamini_hochberg(P, q)).all()
 
 
 def test_step_down_max_t_on_a_toy_enumerated_by_hand():
@@ -45,8 +44,46 @@ def test_studentized_handles_no_spread_and_undefined_resamples():
     samples = np.array([[0.2, 0.2, 0.2], [0.0, 0.0, 0.0], [0.1, np.nan, 0.3]])
     se, z, draws = studentized(np.array([0.2, 0.0, 0.2]), samples, np.zeros(3))
     assert se[0] == 0 and z[0] == np.inf and z[1] == -np.inf  # every resample past the null / at it
-    assert se[2] == pytest.approx(np.std([0.1, 0.3], ddof=1)) and draws[2, 1] == -np.inf
+    assert se[2] == pytest.approx(np.std([0.1, 0.3], ddof=1)) and np.isnan(draws[2, 1])  # undefined: dropped
     assert binomial_upper_tail(40, 40) == 2.0 ** -40 and binomial_upper_tail(0, 10) == 1.0
+
+
+def test_an_undefined_draw_is_dropped_not_counted_as_never_exceeding():
+    """A resample that leaves the statistic undefined (AUROC on one class) is no evidence either way: the p-value
+    and the critical value are read over the defined draws. Counted as a draw that never exceeds, it would stay in
+    the denominator and make p smaller (issue 52: 40% undefined draws turned p = 0.150 into 0.088)."""
+    nan = np.nan
+    draws = np.array([[0.0, 2.0, nan, 0.0, 2.0, nan, 0.0, nan, 0.0, nan]])  # 6 defined, 2 of them reach z = 1
+    assert marginal_p(np.array([1.0]), draws) == pytest.approx([3 / 7])  # not 3 / 11
+    assert maxt_adjusted_p(np.array([1.0]), draws) == pytest.approx([3 / 7])
+    # two tests: a resample is dropped from a step only when every test from it down is undefined there
+    two = np.array([[0.0, 2.0, nan, nan], [nan, 0.5, 3.0, nan]])
+    # step 1: maxima (0, 2, 3, -): 1 of 3 reach 2.5; step 2: the second test's (-, 0.5, 3, -): 1 of 2 reach 1
+    assert maxt_adjusted_p(np.array([2.5, 1.0]), two) == pytest.approx([2 / 4, 2 / 3])
+    assert maxt_critical_value(two, 0.5) == upper_critical_value(np.array([0.0, 2.0, 3.0]), 0.5) == 2.0
+
+
+def test_a_gate_rule_with_many_one_class_resamples_reads_its_p_over_the_defined_ones():
+    """Eight memes, one of them hateful: about a third of the resamples draw no hateful meme, where AUROC (and its
+    change) is undefined. The rule's one-sided p counts only the resamples where it is defined."""
+    y = np.array([1, 0, 0, 0, 0, 0, 0, 0])
+    before = np.array([[0.1, 0.9]] + [[0.9, 0.1]] * 7)  # the hateful meme ranked first
+    now = before.copy()
+    now[0], now[1] = [0.6, 0.4], [0.5, 0.5]  # ranked below one harmless meme now
+    cell = {"y": y.tolist(), "clean": before.tolist(), "perturbed": now.tolist()}
+    then = {"y": y.tolist(), "clean": before.tolist(), "perturbed": before.tolist()}
+    (auroc,) = judge_family([PairedCell("m", "d", "c", "perturbed", cell, then)], (RegressionCheck.parse("auroc"),),
+                            control=ErrorControl("none"), n_resamples=300, seed=2)
+    assert auroc.judged and auroc.before == 1.0 and auroc.now == pytest.approx(6 / 7)
+    from pytest_memerobust.judge.gate import _Resampler
+
+    side = _Resampler(y, 300, (2, "d", _Resampler._digest(y)))  # the resamples the family drew for these memes
+    w = auroc.before - auroc.now
+    samples = side.metric("auroc", before) - side.metric("auroc", now)
+    defined = ~np.isnan(samples)
+    reach = int(np.sum(samples[defined] - w >= w))  # centred draws at least the observed worsening (se cancels)
+    assert 150 < defined.sum() < 250  # about a third of the resamples draw no hateful meme
+    assert auroc.p_raw == (1 + reach) / (defined.sum() + 1) > (1 + reach) / 301
 
 
 @pytest.mark.parametrize("text, control", [("fwer", ErrorControl("fwer", 0.05)), ("fdr:10%", ErrorControl("fdr", 0.1)),
@@ -91,17 +128,38 @@ def _null_family(rng, n_memes=80, n_conditions=12):
     return cells
 
 
-def test_null_families_fail_the_fwer_gate_rarely_and_the_uncorrected_one_often():
-    """30 null families of 12 conditions x up to 4 rules: the family-wise gate fails about 5% of them (at most 4 of
-    30 allows for chance: P(Bin(30, 0.05) >= 5) = 0.016), each rule alone fails far more."""
+def _binomial_quantile(n: int, rate: float, level: float) -> int:
+    """The smallest k with P(Binomial(n, rate) <= k) >= level, summed exactly."""
+    total = 0.0
+    for k in range(n + 1):
+        total += math.comb(n, k) * rate ** k * (1 - rate) ** (n - k)
+        if total >= level:
+            return k
+    return n
+
+
+NULL_FAMILIES = 1000
+# A gate at its 5% level fails at most this many of the null families, but for a 1% chance (exactly 0.74%): the
+# 99% quantile of Binomial(1000, 0.05), 67. A gate whose real error rate is 8% fails more than 67 of them with
+# probability 0.93 (at 6%: 0.16, at 7%: 0.62); with the 30 families this test once had, an 8% gate passed three
+# times in four.
+FWER_BOUND = _binomial_quantile(NULL_FAMILIES, 0.05, 0.99)
+
+
+@pytest.mark.slow
+def test_null_families_fail_the_fwer_gate_at_most_at_its_level_and_the_uncorrected_one_often():
+    """1000 null families of 4 conditions x up to 4 rules (small, so the simulation takes about 15 s on one core):
+    the family-wise gate fails at most FWER_BOUND of them; each rule alone (no correction) fails far more than 5%
+    of the first 100."""
+    assert FWER_BOUND == 67
     rng = np.random.default_rng(7)
     failed = {"fwer": 0, "none": 0}
-    for _ in range(30):
-        cells = _null_family(rng)
-        for method in failed:
-            comparisons = judge_family(cells, control=ErrorControl(method), n_resamples=400, seed=1)
+    for family in range(NULL_FAMILIES):
+        cells = _null_family(rng, n_memes=60, n_conditions=4)
+        for method in failed if family < 100 else ("fwer",):
+            comparisons = judge_family(cells, control=ErrorControl(method), n_resamples=200, seed=family)
             failed[method] += summarize(comparisons)["regressed"] > 0
-    assert failed["fwer"] <= 4 and failed["none"] >= 10, failed
+    assert failed["fwer"] <= FWER_BOUND and failed["none"] >= 20, failed
 
 
 def test_non_inferiority_says_how_many_memes_would_show_it():

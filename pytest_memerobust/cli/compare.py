@@ -32,8 +32,9 @@ def run(args) -> int:
     from tabulate import tabulate
 
     from ..judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, check_resamples, compare_baselines,
-                              comparison_headers, comparison_rows, load_baseline, memes_needed_line, power_line,
-                              summarize, unmatched_conditions)
+                              summarize)
+    from ..report.gate_tables import comparison_headers, comparison_rows, memes_needed_line, power_line
+    from ..track.baseline import flip_ledger_of, load_baseline, paired_cells, unmatched_conditions
 
     try:
         checks = tuple(RegressionCheck.parse(s) for s in args.fail_on) if args.fail_on else DEFAULT_CHECKS
@@ -48,7 +49,8 @@ def run(args) -> int:
     check_resamples(control, args.bootstrap, "--bootstrap")  # too few resamples: a gate that cannot fail
     before, after = load_baseline(Path(args.before)), load_baseline(Path(args.after))
     mode = "non-inferiority" if args.non_inferiority else "regressions"
-    comparisons = compare_baselines(before, after, checks, names=(args.before, args.after), control=control,
+    names = (args.before, args.after)
+    comparisons = compare_baselines(paired_cells(before, after, names), checks, names=names, control=control,
                                     mode=mode, confidence=args.confidence, n_resamples=args.bootstrap,
                                     seed=after["seed"])
     new, missing = unmatched_conditions(before, after)
@@ -57,16 +59,15 @@ def run(args) -> int:
           f"{mode}: one-sided paired tests of B against A over the same memes ({args.bootstrap} bootstrap "
           f"resamples shared by every condition), {control.describe()}; per condition its rule nearest to, or "
           f"furthest past, failing")
-    print(tabulate(comparison_rows(summary["rows"]), headers=comparison_headers(args.confidence), tablefmt="simple",
+    print(tabulate(comparison_rows(summary["rows"]), headers=comparison_headers(), tablefmt="simple",
                    disable_numparse=True))
     print(summary["summary"])
     for line in filter(None, [power_line(summary), memes_needed_line(summary)]):
         print(line)
     if args.ledger:
-        from ..judge.ledger import flip_ledger
         from ..report.ledger import write_ledger
 
-        ledger = flip_ledger(before, after, names=(args.before, args.after))
+        ledger = flip_ledger_of(before, after, names=names)
         paths = write_ledger(ledger, Path(args.ledger))
         wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
         print(f"flip ledger: {wrong} memes newly wrong and {right} newly right in B over "

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """Every figure of a saved JSON report (report/plots.py) written as a file; nothing written on bad input."""
-    from ..report import read_report
+    from ..track.baseline import read_report
     from ..report.plots import report_plots, write_plots
 
     path = Path(args.json)

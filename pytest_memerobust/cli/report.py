@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..report import read_report, render, write_report
+    from ..report import render, write_report
+    from ..track.baseline import read_report
     from ..report.outline import verdict_lines
 
     path = Path(args.json)

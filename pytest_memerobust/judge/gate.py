@@ -1,8 +1,8 @@
 """Gating checkpoints against a saved baseline: is the new checkpoint worse on the same memes, beyond noise?
 
-A baseline holds, per model and condition, every meme's probabilities (clean and perturbed) plus what makes a
-comparison meaningful: dataset fingerprint, seed, memes limit, task, model card and perturbation-library versions.
-A baseline that does not match the run is refused before any case runs, naming the field.
+The rules, the paired statistics and the decision, as pure functions of the per-meme outputs of both checkpoints
+(`PairedCell`): the baseline file is track/baseline.py's, the session's side run/gate.py's, the tables
+report/gate_tables.py's.
 
 The default rules judge, per condition (clean included), the metric itself under the perturbation (accuracy, AUROC,
 macro-F1) and the flip rate, each as the paired change "how much worse now" on the same memes. Relative robustness
@@ -22,24 +22,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from . import metrics
-from .multiplicity import (CONTROLS, binomial_upper_tail, bh_adjusted_p, holm_adjusted_p, marginal_p,
-                           maxt_adjusted_p, maxt_critical_value, studentized, upper_critical_value)
-from ..atomic import atomic_write_text
+from .metrics import binomial_upper_tail
+from .multiplicity import (CONTROLS, bh_adjusted_p, holm_adjusted_p, marginal_p, maxt_adjusted_p, maxt_critical_value,
+                           studentized, upper_critical_value)
 from ..errors import ConfigError
 
-FORMAT = "pytest-memerobust-baseline/1"
 GATES = ("thresholds", "regressions", "both", "non-inferiority")
 _METRICS = {"acc": "accuracy", "auroc": "auroc", "f1": "macro_f1", "flip": "flip_rate"}
 _KINDS = {"rel": "relative", "abs": "absolute", "": "metric"}
-_SHORT = {"relative": "rel. ", "absolute": "abs. ", "metric": "", "accuracy": "acc.", "auroc": "AUROC",
-          "macro_f1": "macro-F1", "flip_rate": "flip rate"}
-_VERSIONED = ("pytest-memerobust", "imagecorruptions", "textattack")  # what defines the perturbations
 CLOSEST = 3  # conditions shown beside the regressed ones: those nearest to regressing
 
 
@@ -264,10 +258,6 @@ class RegressionCheck:
         what = {"relative": "relative robustness of ", "absolute": "absolute robustness of ", "metric": ""}[self.kind]
         return f"{what}{self.metric.replace('_', ' ')}"
 
-    def short_label(self) -> str:
-        """For table headers: `rel. acc.`, `abs. AUROC`, `macro-F1`, `flip rate`."""
-        return _SHORT[self.kind] + _SHORT[self.metric]
-
     def _score(self, y, clean, perturbed, scale):
         if self.metric == "flip_rate":
             from .results import predicted_labels
@@ -303,7 +293,7 @@ class RegressionCheck:
         """Per meme, what McNemar pairs: right under the condition (accuracy), or kept its clean prediction (flip
         rate: a meme that flips counts as a failure)."""
         if self.metric == "accuracy":
-            return correct(y, perturbed)
+            return metrics.correct(y, perturbed)
         from .results import predicted_labels
 
         return predicted_labels(y, clean) == predicted_labels(y, perturbed)
@@ -327,22 +317,17 @@ class PairedCell:
 
 
 class _Resampler:
-    """The bootstrap resamples of one dataset's memes, drawn once and shared by every model, condition and rule that
-    scores them: they share their memes, and the max-T procedure needs their statistics on the same resamples (two
-    modes of one detector that give the same outputs then get the same decision). Keyed by the seed, the dataset and
-    the memes' labels, never by model or condition. A resample is held as how often it draws each meme, so a
-    metric over all resamples is a few matrix products of exact integer counts (the same bits on any thread count);
-    metrics of a side are computed once (the clean side is shared by every condition of a run)."""
-
-    BLOCK = 250  # resamples scored at once where a metric has no count form (multi-label)
+    """The bootstrap resamples of one dataset's memes (metrics.Resamples), drawn once and shared by every model,
+    condition and rule that scores them: they share their memes, and the max-T procedure needs their statistics on
+    the same resamples (two modes of one detector that give the same outputs then get the same decision). Keyed by
+    the seed, the dataset and the memes' labels, never by model or condition. Metrics of a side are computed once
+    (the clean side is shared by every condition of a run)."""
 
     def __init__(self, y: np.ndarray, n_resamples: int, key: tuple):
-        self.y, self.n = y, len(y)
+        self.y = y
         digest = hashlib.sha256(json.dumps([str(k) for k in key]).encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
-        self.index = rng.integers(0, self.n, size=(n_resamples, self.n))
-        flat = (self.index + (np.arange(n_resamples) * self.n)[:, None]).ravel()
-        self.counts = np.bincount(flat, minlength=n_resamples * self.n).reshape(n_resamples, self.n).astype(float)
+        self.resamples = metrics.Resamples(len(y), n_resamples,
+                                           np.random.default_rng(int.from_bytes(digest[:8], "little")))
         self._memo: dict[tuple, np.ndarray] = {}
 
     def _remember(self, key: tuple, compute) -> np.ndarray:
@@ -359,58 +344,13 @@ class _Resampler:
 
     def metric(self, name: str, proba: np.ndarray) -> np.ndarray:
         """`name` (accuracy, auroc, macro_f1) on every resample [B], NaN where a resample leaves it undefined."""
-        return self._remember((name, self._digest(proba)), lambda: self._metric(name, proba))
-
-    def _metric(self, name: str, proba: np.ndarray) -> np.ndarray:
-        y, counts = self.y, self.counts
-        if y.ndim == 2:
-            of_resamples = metrics.METRICS_OF_RESAMPLES[name]
-            return np.concatenate([np.asarray(of_resamples(y[block], proba[block]), dtype=np.float64) for block in
-                                   np.array_split(self.index, max(1, len(self.index) // self.BLOCK))])
-        classes = np.arange(proba.shape[1])
-        if name == "accuracy":
-            return counts @ (proba.argmax(axis=1) == y).astype(float) / self.n
-        if name == "macro_f1":
-            predicted = proba.argmax(axis=1)
-            is_true, is_predicted = y[:, None] == classes, predicted[:, None] == classes
-            tp, true, said = np.split(counts @ np.hstack([is_true & is_predicted, is_true, is_predicted]).astype(float),
-                                      3, axis=1)
-            denominator = true + said
-            seen = denominator > 0
-            f1 = np.where(seen, 2.0 * tp / np.maximum(denominator, 1), 0.0)
-            return f1.sum(axis=1) / seen.sum(axis=1)
-        if proba.shape[1] == 2:
-            return self._binary_auc(y == 1, proba[:, 1])
-        per_class = np.stack([self._binary_auc(y == c, proba[:, c]) for c in classes])
-        present = (counts @ (y[:, None] == classes).astype(float)).T > 0
-        n_present = present.sum(axis=0)
-        with np.errstate(invalid="ignore"):
-            mean = np.where(present, per_class, 0.0).sum(axis=0) / n_present
-        return np.where(n_present >= 2, mean, np.nan)
-
-    def _binary_auc(self, positive: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """Mann-Whitney's AUROC on every resample: each (positive, negative) pair of memes counts 1 when the positive
-        scores higher and 1/2 on a tie, weighted by how often the resample draws each, over P x N. Per positive the
-        weight of the negatives below it is a cumulative sum over the negatives sorted by score (exact integers)."""
-        pos, neg = np.flatnonzero(positive), np.flatnonzero(~positive)
-        order = neg[np.argsort(scores[neg], kind="stable")]
-        below = np.zeros((len(self.counts), len(order) + 1))
-        np.cumsum(self.counts[:, order], axis=1, out=below[:, 1:])
-        sorted_scores = scores[order]
-        lower = np.searchsorted(sorted_scores, scores[pos], side="left")
-        upper = np.searchsorted(sorted_scores, scores[pos], side="right")
-        w_pos = self.counts[:, pos]
-        pairs = (w_pos * (below[:, lower] + below[:, upper])).sum(axis=1) / 2  # below + ties / 2, doubled then halved
-        n_pos, n_neg = w_pos.sum(axis=1), below[:, -1]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where((n_pos > 0) & (n_neg > 0), pairs / (n_pos * n_neg), np.nan)
+        return self._remember((name, self._digest(proba)), lambda: self.resamples.metric(name, self.y, proba))
 
     def flip_rate(self, clean: np.ndarray, perturbed: np.ndarray) -> np.ndarray:
         from .results import predicted_labels
 
         def compute():
-            flipped = predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed)
-            return self.counts @ flipped.astype(np.float64) / self.n
+            return self.resamples.mean(predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed))
 
         return self._remember(("flip", self._digest(clean, perturbed)), compute)
 
@@ -622,485 +562,16 @@ def _memes_needed(comparisons: list[Comparison]) -> dict:
             "memes": max((c.memes for c in comparisons), default=0)}
 
 
-def memes_needed_line(summary: dict) -> str | None:
-    """`9 rules not shown non-inferior with 160 memes: about 1,900 memes would show them (median; 12,000 the most);
-    2 cannot be shown at any number (their change is past the margin)`."""
-    needed = summary.get("memes_needed") or {}
-    if not needed.get("rules"):
-        return None
-    parts = []
-    if needed["median"]:
-        parts.append(f"about {needed['median']:,} memes would show them at their observed change (median; "
-                     f"{needed['most']:,} the most)")
-    if needed["never"]:
-        parts.append(f"{needed['never']} cannot be shown with any number of memes (the change is past the margin)")
-    return f"{needed['rules']} rules not shown non-inferior with {needed['memes']} memes: " + "; ".join(parts)
-
-
-def power_line(summary: dict) -> str | None:
-    """`at 80% power this run detects a worsening of about: accuracy 0.061, AUROC 0.083, flip rate 0.050`."""
-    power = summary.get("power") or {}
-    if not power:
-        return None
-    return (f"at {POWER:.0%} power this run detects a worsening of about (median over conditions): "
-            + ", ".join(f"{what} {value:.3f}" for what, value in power.items()))
-
-
-def comparison_headers(confidence: float = 0.95) -> list[str]:
-    """The decision first, so an 80-column CI log that crops a long row still shows it."""
-    return ["verdict", "condition", "rule", "base → now", "Δ", "bound", "adj. p"]
-
-
-VERDICT_CELLS = {"regressed": "REGRESSED", "no regression": "ok", "non-inferior": "ok",
-                 "not shown non-inferior": "NOT SHOWN"}
-
-
-def comparison_state(row: dict) -> str:
-    """A comparison's decision (Comparison.as_dict), also from a report written before states were recorded."""
-    return row.get("state") or ("regressed" if row.get("regressed") else "no regression")
-
-
-def verdict_cell(row: dict) -> str:
-    """A comparison's decision in a few letters: REGRESSED, NOT SHOWN (non-inferiority), ok, or not judged."""
-    return VERDICT_CELLS.get(comparison_state(row), "not judged")
-
-
-def comparison_rows(rows: list[dict], limit: int | None = None) -> list[list[str]]:
-    """`summarize`'s rows (Comparison.as_dict) as table rows for `comparison_headers`, one per condition (its
-    rule nearest to, or furthest past, failing) and at most `limit` of them (`comparison_conditions` counts
-    them). With several models the condition is prefixed by the model (only its mode, `:text`, when every model is
-    one detector's modes), with several datasets by the dataset."""
-    chosen = _by_condition(rows)
-    models = {r["model"] for r in chosen}
-    one_detector = len({m.partition(":")[0] for m in models}) == 1
-    several_data = len({r["dataset"] for r in chosen}) > 1
-
-    def where(r):
-        model = "" if len(models) == 1 else (r["model"].partition(":")[1] + r["model"].partition(":")[2]
-                                             if one_detector else r["model"])
-        return " ".join(filter(None, [model, r["dataset"] if several_data else "", short_condition(r["condition"])]))
-
-    return [[verdict_cell(r), where(r), r["rule"], f"{r['before']:.3f} → {r['now']:.3f}", _signed(r["difference"]),
-             _signed(r.get("bound", NAN)), _p(r["p_value"])] for r in chosen[:limit]]
-
-
-NAN = float("nan")
-
-
-def _p(value) -> str:
-    return "-" if value is None or value != value else f"{value:.2g}"
-
-
-def short_condition(condition_id: str) -> str:
-    """A condition id without its modality prefixes, for narrow tables: `typos@3+uap@3`."""
-    return "+".join(side.partition("=")[2] if side.startswith(("text=", "image=")) else side
-                    for side in condition_id.split("+"))
-
-
-def _signed(value: float, digits: int = 3) -> str:
-    return "nan" if value != value else f"{value:+.{digits}f}".replace("-", "−")
-
-
-def comparison_conditions(rows: list[dict]) -> int:
-    return len(_by_condition(rows))
-
-
-def _by_condition(rows: list[dict]) -> list[dict]:
-    by_condition: dict[tuple, dict] = {}
-    for r in rows:
-        key = (r["model"], r["dataset"], r["condition"])
-        if key not in by_condition or _worse_first(r) < _worse_first(by_condition[key]):
-            by_condition[key] = r
-    return list(by_condition.values())
-
-
-def _worse_first(row: dict) -> tuple:
-    """Failing before not, judged before not, then the nearest to (or furthest past) failing."""
-    p = row.get("p_value")
-    judged = p is not None and p == p
-    toward = (p if row.get("mode") != "non-inferiority" else -p) if judged else float("inf")
-    return (not row["regressed"], not judged, toward)
-
-
-BASELINE_DECIMALS = 6  # probabilities are saved, and compared, at this precision
-
-
-def baseline_cell(result) -> dict:
-    """A condition's entry in a baseline (and the current run's side of a comparison, rounded alike, so an
-    unchanged checkpoint compares equal to its own baseline to the last digit)."""
-    cell = {"y": result.y_true.tolist(), "clean": np.round(result.proba_clean, BASELINE_DECIMALS).tolist(),
-            "perturbed": np.round(result.proba, BASELINE_DECIMALS).tolist()}
-    sides = (getattr(result, "abstained_clean", None), getattr(result, "abstained", None))
-    declined = [np.asarray(a, bool) for a in sides if a is not None]
-    if declined:  # a detector that can decline: the memes it declined clean or under the condition
-        cell["declined"] = np.logical_or.reduce(declined).tolist()
-    return cell
-
-
-def card_digest(card: dict) -> str:
-    """What defines a detector apart from its weights: a changed architecture, backbone or classes makes a
-    comparison meaningless; another checkpoint is what the gate is for."""
-    keep = ("architecture", "classes", "task", "multilabel", "params", "backbone", "text_backbone")
-    text = json.dumps({k: card.get(k) for k in keep}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def baseline_data(session) -> dict:
-    """Everything a later run needs to compare against this one, with the per-meme probabilities, and per model and
-    dataset the memes' ids and captions in the results' order (`memes`), so a flip ledger can name the memes; `run`
-    holds the facts a gated run must share (limit, task per model and dataset, model cards)."""
-    report = session.report()
-    results: dict = {}
-    memes: dict = {}
-    tasks: dict = {}
-    for (model, spec, condition), result in session.results.items():
-        entry = results.setdefault(model, {}).setdefault(spec, {})
-        entry[condition] = baseline_cell(result)
-        tasks.setdefault(model, {})[spec] = result.task
-        if spec not in memes.get(model, {}) and (named := _scored_memes(session, spec, result)) is not None:
-            memes.setdefault(model, {})[spec] = named
-    return {
-        "format": FORMAT, "seed": report["seed"],
-        "versions": {k: report["versions"].get(k) for k in _VERSIONED},
-        "datasets": {spec: info["fingerprint"] for spec, info in report["datasets"].items()},
-        "models": {name: info["checkpoint_sha256"] for name, info in report["models"].items()},
-        "run": {"limit": report.get("options", {}).get("limit"), "tasks": tasks,
-                "cards": {name: card_digest(info.get("card", {})) for name, info in report["models"].items()}},
-        "results": results,
-        "memes": memes,
-    }
-
-
-def check_run(baseline: dict, *, path, seed: int, limit: int | None, cases, versions: dict,
-              labels: dict | None = None) -> None:
-    """Refuse, before any case runs, a baseline that does not match the run, naming the field: seed, memes limit,
-    task, model card, dataset, perturbation versions, and the memes' labels (`labels`: (model, spec) -> the run's
-    labels of the memes it scores, as lists; a baseline whose labels differ, hand-edited or flipped, would fail every
-    case it holds). `cases` are (model, dataset spec, task, card digest, dataset fingerprint) of the run's cases; a
-    baseline that shares no model and dataset with them is refused too (the gate would compare nothing and pass)."""
-    where = f"baseline {path}"
-    if baseline["seed"] != seed:
-        raise ConfigError(f"{where} was made with --memerobust-seed={baseline['seed']}, this run uses {seed}: "
-                          "the perturbations differ; save a new baseline or pass the same seed")
-    run = baseline.get("run", {})
-    if "limit" in run and run["limit"] != limit:
-        made = f"--memerobust-limit={run['limit']}" if run["limit"] else "no --memerobust-limit (every meme)"
-        now = f"--memerobust-limit={limit}" if limit else "no --memerobust-limit (every meme)"
-        raise ConfigError(f"{where} was made with {made}, this run with {now}: the memes differ; pass the same "
-                          "--memerobust-limit")
-    shared = 0
-    for model, spec, task, card, fingerprint in cases:
-        if spec not in baseline["results"].get(model, {}):
-            continue
-        shared += 1
-        made_task = run.get("tasks", {}).get(model, {}).get(spec)
-        if made_task is not None and made_task != task:
-            raise ConfigError(f"{where} scored {model} on {spec!r} for task {made_task!r}, this run for {task!r}: "
-                              "pass the same --memerobust-task")
-        made_card = run.get("cards", {}).get(model)
-        if made_card is not None and made_card != card:
-            raise ConfigError(f"{where} was made with another model card for {model!r} (architecture, backbone, "
-                              "classes or task differ): a baseline compares checkpoints of one detector")
-        made_data = baseline["datasets"].get(spec)
-        if made_data is not None and made_data != fingerprint:
-            raise ConfigError(f"{where} was made on other data for --memerobust-data={spec} (dataset fingerprint "
-                              f"{str(made_data)[:12]}, this run {str(fingerprint)[:12]}): the memes differ")
-        y = (labels or {}).get((model, spec))
-        differ = [c for c, cell in baseline["results"][model][spec].items() if y is not None and cell["y"] != y]
-        if differ:
-            cell = baseline["results"][model][spec][differ[0]]["y"]
-            first = next((i for i, (a, b) in enumerate(zip(cell, y)) if a != b), min(len(cell), len(y)))
-            raise ConfigError(f"{where} holds other labels for {model} on {spec!r} than this run's data "
-                              f"({len(differ)} condition{'s' * (len(differ) != 1)}, first {differ[0]}: "
-                              f"{len(cell)} labels against {len(y)}, the first difference at meme {first}): it was "
-                              "not made on these memes, or was edited; save a new baseline")
-    if cases and not shared:
-        held = sorted({f"{m} on {s}" for m, by_spec in baseline["results"].items() for s in by_spec})
-        tested = sorted({f"{m} on {s}" for m, s, *_ in cases})
-        raise ConfigError(f"{where} holds {', '.join(held) or 'nothing'}; this run tests {', '.join(tested)}: "
-                          "nothing to compare (--memerobust-model or --memerobust-data differ)")
-    for name in _VERSIONED:
-        if baseline["versions"].get(name) != versions.get(name):
-            raise ConfigError(f"{where} was made with {name} {baseline['versions'].get(name)}, this run has "
-                              f"{versions.get(name)}: perturbation definitions may differ; save a new baseline")
-
-
-def _scored_memes(session, spec: str, result) -> dict | None:
-    """{"ids", "captions"} of the memes `result` scored, in its order (the dataset's memes labelled for its task, as
-    the engine reads them); None from a session that cannot name them (one rebuilt from results alone)."""
-    if getattr(session, "dataset", None) is None or result.task is None:
-        return None
-    scored = session.dataset(spec).labelled(result.task).memes
-    if len(scored) != len(result.y_true):
-        return None
-    return {"ids": [m.id for m in scored], "captions": [m.text for m in scored]}
-
-
-def baseline_memes(data: dict, model: str, spec: str) -> tuple[list[str], list[str] | None]:
-    """(ids, captions) of the memes of `model` on `spec` in the results' order: as saved, or for a baseline saved
-    without them (older versions) the row index as id and no captions."""
-    named = data.get("memes", {}).get(model, {}).get(spec)
-    if named is not None:
-        return list(named["ids"]), list(named["captions"])
-    n = len(next(iter(data["results"][model][spec].values()))["y"])
-    return [str(i) for i in range(n)], None
-
-
-def save_baseline(session, path: Path, write: Callable[[str], object] | None = None) -> dict:
-    """Write the baseline and say so through `write` (e.g. `terminal_line(config)`): a baseline saved without a word
-    is easily compared against the wrong file later. Returns what was saved."""
-    data = baseline_data(session)
-    atomic_write_text(Path(path), json.dumps(data) + "\n")
-    if write is not None:
-        write(baseline_saved_line(path, data))
-    return {"path": Path(path), "conditions": _count_conditions(data), "models": list(data["results"]),
-            "datasets": list(data["datasets"]), "seed": data["seed"]}
-
-
-def terminal_line(config) -> Callable[[str], None]:
-    """A writer of whole lines on pytest's terminal, for `save_baseline(..., write=terminal_line(session.config))`
-    in pytest_sessionfinish: after -q's progress dots it starts a new line first; without the terminal plugin it
-    prints."""
-    if config.pluginmanager.get_plugin("terminalreporter") is None:
-        return print
-    writer = config.get_terminal_writer()
-
-    def write(line: str) -> None:
-        if writer.width_of_current_line:
-            writer.line()
-        writer.line(line)
-
-    return write
-
-
-def _count_conditions(data: dict) -> int:
-    return sum(len(by_condition) for by_spec in data["results"].values() for by_condition in by_spec.values())
-
-
-def baseline_saved_line(path, data: dict) -> str:
-    """One line naming the file and what it holds, for the end of the run that saved it."""
-    n = _count_conditions(data)
-    models, specs = list(data["results"]), list(data["datasets"])
-    memes = sorted({len(cell["y"]) for by_spec in data["results"].values() for by_condition in by_spec.values()
-                    for cell in by_condition.values()})
-    return (f"memerobust: baseline saved to {path}: {n} condition{'s' * (n != 1)} of "
-            f"{len(models)} model{'s' * (len(models) != 1)} ({', '.join(models)}) on {', '.join(specs) or '-'} "
-            f"({'/'.join(map(str, memes)) or 0} memes), seed {data['seed']}")
-
-
-def read_json(path: Path, what: str):
-    """The JSON in `path`, or a ConfigError naming the file and what is wrong (missing, unreadable, not JSON)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{what} {path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{what} {path}: is a folder, not a JSON file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {what} {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if not text.strip():
-        raise ConfigError(f"{what} {path} is empty")
-    try:
-        return json.loads(text)
-    except RecursionError:  # arrays nested thousands deep: no file this tool writes
-        raise ConfigError(f"{what} {path} nests its JSON too deeply to be one this tool wrote") from None
-    except ValueError as exc:
-        ends = getattr(exc, "pos", -1) >= len(text.rstrip()) or str(exc).startswith("Unterminated")
-        hint = " (truncated?)" if ends else ""
-        raise ConfigError(f"{what} {path} is not valid JSON{hint}: {exc}") from None
-
-
-def load_baseline(path: Path) -> dict:
-    data = read_json(path, "baseline")
-    if isinstance(data, dict) and data.get("tool") == "pytest-memerobust":
-        raise ConfigError(f"{path} is a pytest-memerobust report, not a baseline: save a baseline with "
-                          f"--memerobust-save-baseline=PATH")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else f"format {data.get('format')!r}"
-        raise ConfigError(f"{path} is not a pytest-memerobust baseline (format {FORMAT!r}); it holds {found}")
-    _check_shape(path, data)
-    return data
-
-
-def _check_shape(path, data: dict) -> None:
-    """Every key the gate and `compare` read, with its type, so a damaged baseline is named rather than a
-    traceback."""
-    for key, kind in (("seed", int), ("versions", dict), ("datasets", dict), ("results", dict)):
-        if not isinstance(data.get(key), kind):
-            raise ConfigError(f"baseline {path}: {key!r} is missing or not a JSON {_JSON_NAMES[kind]}")
-    for model, by_spec in data["results"].items():
-        for spec, by_condition in (by_spec.items() if isinstance(by_spec, dict) else [(None, by_spec)]):
-            for condition, cell in (by_condition.items() if isinstance(by_condition, dict) else [(None, None)]):
-                ok = isinstance(cell, dict) and all(isinstance(cell.get(k), list) for k in ("y", "clean", "perturbed"))
-                where = "/".join(str(k) for k in (model, spec, condition) if k is not None)
-                if not ok or not len(cell["y"]) == len(cell["clean"]) == len(cell["perturbed"]):
-                    raise ConfigError(f"baseline {path}: results/{where} is not a condition entry (lists 'y', "
-                                      f"'clean' and 'perturbed' of one length per meme)")
-                _check_cell_values(path, where, cell)
-    _check_memes(path, data)
-
-
-PROBABILITY_SUM_TOLERANCE = 1e-3  # a single-label row's probabilities sum to 1 within this (saved at 6 decimals)
-
-
-def _numbers(value) -> bool:
-    """A JSON number, or a list (of lists) of them: not a string ("0.5" would be read as 0.5), not true/false."""
-    if isinstance(value, list):
-        return all(map(_numbers, value))
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_cell_values(path, where: str, cell: dict) -> None:
-    """Probabilities that are numbers in 0..1, one row of the same classes per meme, summing to 1 for a single-label
-    task; labels that are integers, one class index per meme within those classes (or one 0/1 per class,
-    multi-label); a NaN or a string in a baseline is the file's fault, not the model's. `declined`, when present, is
-    one true/false per meme."""
-    for key in ("y", "clean", "perturbed"):
-        if not _numbers(cell[key]):
-            raise ConfigError(f"baseline {path}: results/{where}/{key} holds values that are not JSON numbers (a "
-                              "string or true/false): the file is damaged; save the baseline again")
-    try:
-        proba = np.asarray([cell["clean"], cell["perturbed"]], dtype=np.float64)
-        labels = np.asarray(cell["y"], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ConfigError(f"baseline {path}: results/{where} holds rows of unequal length") from None
-    if proba.ndim != 3 or proba.shape[2] < 2 or labels.ndim not in (1, 2) or (
-            labels.ndim == 2 and labels.shape[1] != proba.shape[2]):
-        raise ConfigError(f"baseline {path}: results/{where} has the wrong shape: 'clean' and 'perturbed' must hold "
-                          f"one row of 2 or more class probabilities per meme and 'y' one label per meme (got "
-                          f"probabilities of shape {proba.shape[1:]}, labels of shape {labels.shape})")
-    bad = np.argwhere(~np.isfinite(proba) | (proba < 0) | (proba > 1))
-    if bad.size:
-        side, meme = ("clean", "perturbed")[bad[0][0]], int(bad[0][1])
-        value = float(proba[tuple(bad[0])])
-        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] holds {value!r}, not a probability in "
-                          "0..1: the file is damaged; save the baseline again")
-    if not np.all(np.isfinite(labels) & (labels == np.round(labels))):
-        raise ConfigError(f"baseline {path}: results/{where}/y holds a label that is not an integer")
-    top = proba.shape[2] if labels.ndim == 1 else 2  # a class index, or multi-label 0/1
-    outside = labels[(labels < 0) | (labels >= top)]
-    if outside.size:
-        raise ConfigError(f"baseline {path}: results/{where}/y holds label {int(outside[0])}, not one of the {top} "
-                          f"{'classes' if labels.ndim == 1 else 'values 0 and 1'} of its rows")
-    sums = proba.sum(axis=2)
-    off = np.argwhere(np.abs(sums - 1) > PROBABILITY_SUM_TOLERANCE) if labels.ndim == 1 else np.empty((0, 2))
-    if off.size:
-        side, meme = ("clean", "perturbed")[off[0][0]], int(off[0][1])
-        raise ConfigError(f"baseline {path}: results/{where}/{side}[{meme}] sums to {float(sums[tuple(off[0])]):g}, "
-                          f"not 1 (within {PROBABILITY_SUM_TOLERANCE:g}): a single-label meme's class probabilities "
-                          "sum to 1; the file is damaged; save the baseline again")
-    declined = cell.get("declined")
-    if declined is not None and not (isinstance(declined, list) and len(declined) == len(cell["y"])
-                                     and all(isinstance(v, bool) for v in declined)):
-        raise ConfigError(f"baseline {path}: results/{where}/declined is not one true/false per meme")
-
-
-def _check_memes(path, data: dict) -> None:
-    """The optional `memes` block (ids and captions per model and dataset): one string each per meme of the
-    results it names."""
-    memes = data.get("memes", {})
-    if not isinstance(memes, dict) or not all(isinstance(v, dict) for v in memes.values()):
-        raise ConfigError(f"baseline {path}: 'memes' is not a JSON object of model -> dataset -> ids and captions")
-    for model, by_spec in memes.items():
-        for spec, named in by_spec.items():
-            sizes = {len(cell["y"]) for cell in data["results"].get(model, {}).get(spec, {}).values()}
-            ok = isinstance(named, dict) and all(
-                isinstance(named.get(k), list) and all(isinstance(v, str) for v in named[k]) and
-                {len(named[k])} == sizes for k in ("ids", "captions"))
-            if not ok:
-                raise ConfigError(f"baseline {path}: memes/{model}/{spec} is not a memes entry (lists 'ids' and "
-                                  f"'captions' of strings, one per meme of results/{model}/{spec})")
-
-
-_JSON_NAMES = {int: "integer", dict: "object"}
-
-
-def comparable(baseline: dict, *, seed: int, dataset_spec: str | None, dataset_fingerprint: str | None,
-               versions: dict, baseline_name: str = "baseline", current_name: str = "this run") -> None:
-    """Refuse a comparison that would be meaningless, saying which fact differs."""
-    if baseline["seed"] != seed:
-        raise ConfigError(f"{baseline_name} was made with seed {baseline['seed']}, {current_name} uses {seed}: "
-                          "perturbations differ, so the comparison is refused")
-    made = baseline["datasets"].get(dataset_spec)
-    if made is not None and made != dataset_fingerprint:
-        raise ConfigError(f"{baseline_name} was made on other data for {dataset_spec!r} (dataset fingerprint "
-                          f"{str(made)[:12]}, {current_name} {str(dataset_fingerprint)[:12]}): "
-                          "the comparison is refused")
-    for name in _VERSIONED:
-        if baseline["versions"].get(name) != versions.get(name):
-            raise ConfigError(f"{baseline_name} was made with {name} {baseline['versions'].get(name)}, "
-                              f"{current_name} has {versions.get(name)}: perturbation definitions may differ, "
-                              "the comparison is refused")
-
-
-def refuse_incomparable(before: dict, after: dict, names=("baseline A", "baseline B")) -> None:
-    """`comparable` between two saved baselines, for every dataset of the later one: the same refusals as the
-    pytest gate."""
-    limits = [data.get("run", {}).get("limit", "?") for data in (before, after)]
-    if "?" not in limits and limits[0] != limits[1]:
-        raise ConfigError(f"{names[0]} was made with --memerobust-limit={limits[0]}, {names[1]} with "
-                          f"--memerobust-limit={limits[1]}: the memes differ, the comparison is refused")
-    for spec in after["datasets"] or [None]:
-        comparable(before, seed=after["seed"], dataset_spec=spec, dataset_fingerprint=after["datasets"].get(spec),
-                   versions=after["versions"], baseline_name=str(names[0]), current_name=str(names[1]))
-
-
-def correct(y, proba) -> np.ndarray:
-    """Per meme, whether the prediction is right: the argmax class; multi-label, every label at the threshold."""
-    y, proba = np.asarray(y), np.asarray(proba, dtype=np.float64)
-    if y.ndim == 2:
-        return ((proba >= metrics.MULTILABEL_THRESHOLD) == (y == 1)).all(axis=1)
-    return proba.argmax(axis=1) == y
-
-
-def paired_cells(before: dict, after: dict, names=("baseline A", "baseline B")):
-    """(model, dataset, condition, before's entry, after's entry) for every condition in both baselines, in the
-    later one's order, after the gate's refusals: incomparable baselines, and other memes or labels in a cell."""
-    refuse_incomparable(before, after, names)
-    for model, by_spec in after["results"].items():
-        for spec, by_condition in by_spec.items():
-            for condition, now in by_condition.items():
-                then = before["results"].get(model, {}).get(spec, {}).get(condition)
-                if then is None:
-                    continue
-                ids = [data.get("memes", {}).get(model, {}).get(spec, {}).get("ids") for data in (before, after)]
-                if then["y"] != now["y"] or (None not in ids and ids[0] != ids[1]):
-                    raise ConfigError(f"{names[0]} and {names[1]} hold other memes or labels for {model} on "
-                                      f"{spec!r} ({condition}): the comparison is refused")
-                yield model, spec, condition, then, now
-
-
-def compare_baselines(before: dict, after: dict, checks=DEFAULT_CHECKS, *, names=("baseline A", "baseline B"),
+def compare_baselines(pairs, checks=DEFAULT_CHECKS, *, names=("baseline A", "baseline B"),
                       **options) -> list[Comparison]:
     """The gate's comparisons of two saved baselines (B = now, A = the baseline), every rule on every condition in
-    both, judged as one family: what `memerobust compare` prints. Baselines the gate would not compare are refused
-    the same way."""
+    both, judged as one family: what `memerobust compare` prints. `pairs` are (model, dataset, condition, A's cell,
+    B's cell) per condition both hold, as track/baseline.paired_cells reads them after the gate's refusals."""
     cells = [PairedCell(model, spec, condition, "clean" if condition == "clean" else "perturbed", now, then)
-             for model, spec, condition, then, now in paired_cells(before, after, names)]
+             for model, spec, condition, then, now in pairs]
     if not cells:
         raise ConfigError(f"{names[0]} and {names[1]} share no model, dataset and condition to compare "
                           f"({', '.join(c.spec for c in checks)})")
     return judge_family(cells, checks, **options)
 
 
-def condition_name(model: str, spec: str, condition: str) -> str:
-    """How the gate names a condition it cannot compare: `model on spec: condition`."""
-    return f"{model} on {spec}: {condition}"
-
-
-def baseline_condition_names(data: dict) -> list[str]:
-    """Every condition a baseline holds, by `condition_name`."""
-    return [condition_name(m, s, c) for m, by_spec in data["results"].items() for s, by_c in by_spec.items()
-            for c in by_c]
-
-
-def baseline_entry(data: dict, model: str, spec: str, condition: str) -> dict | None:
-    """The baseline's cell of `model` on `spec` under `condition`, or None when it holds none."""
-    return data["results"].get(model, {}).get(spec, {}).get(condition)
-
-
-def unmatched_conditions(before: dict, after: dict) -> tuple[list[str], list[str]]:
-    """(conditions in `after` but not in `before`, conditions in `before` but not in `after`), as
-    `model on dataset: condition`: what the gate cannot compare, named rather than silently skipped."""
-    made, run = baseline_condition_names(before), baseline_condition_names(after)
-    return [k for k in run if k not in set(made)], [k for k in made if k not in set(run)]

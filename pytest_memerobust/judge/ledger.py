@@ -3,8 +3,8 @@
 `memerobust compare` says whether a condition regressed; the ledger says on which memes, so a reviewer can look at
 them. Per model, dataset and condition in both baselines: the memes right before and wrong after (and the
 reverse), each with its id, caption and probability of its true label under both checkpoints, largest change
-first, and McNemar's exact test on those discordant memes. Pure reading of two baselines; the gate's refusals
-apply (`gate.paired_cells`).
+first, and McNemar's exact test on those discordant memes. A pure function of the paired cells of two baselines,
+which track/baseline.py reads, pairs and refuses as the gate does (`flip_ledger_of`).
 """
 from __future__ import annotations
 
@@ -12,21 +12,17 @@ import numpy as np
 
 from . import metrics
 from ..errors import ConfigError
-from .gate import baseline_memes, correct, paired_cells
-from .metrics import true_probability
+from .metrics import correct, true_probability
 
 FORMAT = "pytest-memerobust-ledger/1"
 
 
-def flip_ledger(before: dict, after: dict, names=("baseline A", "baseline B")) -> dict:
-    """The ledger of two loaded baselines (`before` = the old checkpoint, `after` = the candidate), as plain
-    JSON-serialisable values. Memes are named by the ids saved with the baseline, or by row index in baselines
-    saved without them (then `caption` is None)."""
+def flip_ledger(pairs, names=("baseline A", "baseline B"), models: dict | None = None) -> dict:
+    """The ledger of two checkpoints' cells (`pairs`: (model, dataset, condition, the old checkpoint's cell, the
+    candidate's, the memes' ids, their captions or None) per condition both hold), as plain JSON-serialisable values;
+    `models` = {"before": ..., "after": ...}, the checkpoints' digests as the baselines record them."""
     conditions = []
-    for model, spec, condition, then, now in paired_cells(before, after, names):
-        ids, captions = baseline_memes(after, model, spec)
-        if captions is None:
-            ids, captions = baseline_memes(before, model, spec)
+    for model, spec, condition, then, now, ids, captions in pairs:
         y = np.asarray(now["y"])
         right_before, right_after = correct(y, then["perturbed"]), correct(y, now["perturbed"])
         p_before, p_after = (true_probability(np.asarray(c["perturbed"], dtype=np.float64), y) for c in (then, now))
@@ -48,5 +44,5 @@ def flip_ledger(before: dict, after: dict, names=("baseline A", "baseline B")) -
     if not conditions:
         raise ConfigError(f"{names[0]} and {names[1]} share no model, dataset and condition: no flip ledger")
     return {"format": FORMAT, "before": str(names[0]), "after": str(names[1]),
-            "models": {"before": before.get("models", {}), "after": after.get("models", {})},
+            "models": models or {"before": {}, "after": {}},
             "conditions": conditions}

@@ -19,15 +19,18 @@ from ..errors import UnknownNameError
 
 __all__ = [
     "METRICS",
+    "METRICS_OF_COUNTS",
     "ROBUSTNESS_KINDS",
     "ROBUSTNESS_SCALES",
+    "Resamples",
     "absolute_robustness",
     "accuracy",
     "auroc",
     "average_drop",
-    "benjamini_hochberg",
+    "binomial_upper_tail",
     "bootstrap_one_sided_p",
     "compute_all",
+    "correct",
     "dropping_rate",
     "flip_rate",
     "flip_rate_ci",
@@ -39,6 +42,7 @@ __all__ = [
     "paired_bootstrap_ci",
     "paired_bootstrap_samples",
     "relative_robustness",
+    "resample_counts",
     "robustness_ci",
     "robustness_samples",
 ]
@@ -130,49 +134,15 @@ def accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> float:
     return float(np.mean(truth == predicted))
 
 
-def _average_ranks(scores: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties sharing their mean rank: tied scores must count half, as in Mann-Whitney U."""
-    order = np.argsort(scores, kind="mergesort")
-    ordered = scores[order]
-    starts_group = np.empty(ordered.size, dtype=bool)
-    starts_group[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=starts_group[1:])
-    group_of_position = np.cumsum(starts_group) - 1
-    group_starts = np.flatnonzero(starts_group)
-    group_ends = np.append(group_starts[1:], ordered.size)
-    mean_rank_of_group = (group_starts + group_ends + 1) / 2.0
-    ranks = np.empty(ordered.size, dtype=float)
-    ranks[order] = mean_rank_of_group[group_of_position]
-    return ranks
-
-
-def _binary_auc(is_positive: np.ndarray, scores: np.ndarray) -> float:
-    n_positive = int(np.count_nonzero(is_positive))
-    n_negative = is_positive.size - n_positive
-    if n_positive == 0 or n_negative == 0:
-        return float("nan")
-    rank_sum = float(_average_ranks(scores)[is_positive].sum())
-    u_statistic = rank_sum - n_positive * (n_positive + 1) / 2.0
-    return u_statistic / (n_positive * n_negative)
-
-
 def auroc(y_true: ArrayLike, proba: ArrayLike) -> float:
-    """AUROC from the rank formula: exact with ties and no scikit-learn needed.
+    """AUROC from the Mann-Whitney rank statistic: exact with ties and no scikit-learn needed.
 
     Two columns score column 1; more columns give the macro one-vs-rest mean over the classes present in
     ``y_true`` (scikit-learn's ``multi_class="ovr", average="macro"``). A single class present makes the
     score undefined, which is NaN rather than an exception because bootstrap resamples hit it routinely.
     """
-    multilabel = _multilabel(y_true, proba)
-    if multilabel is not None:
-        return float(_auroc_rows(multilabel[0][None], multilabel[1][None])[0])
-    labels, scores = _class_indices_and_proba(y_true, proba)
-    present = np.unique(labels)
-    if present.size < 2:
-        return float("nan")
-    if scores.shape[1] == 2:
-        return _binary_auc(labels == 1, scores[:, 1])
-    return float(np.mean([_binary_auc(labels == c, scores[:, c]) for c in present]))
+    labels, scores = _checked(y_true, proba)
+    return float(_auroc_counts(labels, scores, np.ones((1, labels.shape[0])))[0])
 
 
 def macro_f1(y_true: ArrayLike, y_pred: ArrayLike) -> float:
@@ -197,7 +167,7 @@ def _accuracy_of_proba(y_true: ArrayLike, proba: ArrayLike) -> float:
     """Multi-label: exact match, every label right (scikit-learn's subset accuracy, FigMemes' EM)."""
     multilabel = _multilabel(y_true, proba)
     if multilabel is not None:
-        return float(_accuracy_rows(multilabel[0][None], multilabel[1][None])[0])
+        return float(_accuracy_counts(*multilabel, np.ones((1, multilabel[0].shape[0])))[0])
     labels, scores = _class_indices_and_proba(y_true, proba)
     return accuracy(labels, scores.argmax(axis=1))
 
@@ -206,7 +176,7 @@ def _macro_f1_of_proba(y_true: ArrayLike, proba: ArrayLike) -> float:
     """Multi-label: the mean F1 of the K binary tasks, as FigMemes defines it (scikit-learn's macro average)."""
     multilabel = _multilabel(y_true, proba)
     if multilabel is not None:
-        return float(_macro_f1_rows(multilabel[0][None], multilabel[1][None])[0])
+        return float(_macro_f1_counts(*multilabel, np.ones((1, multilabel[0].shape[0])))[0])
     labels, scores = _class_indices_and_proba(y_true, proba)
     return macro_f1(labels, scores.argmax(axis=1))
 
@@ -220,79 +190,91 @@ METRICS: dict[str, MetricFn] = {
 }
 
 
-# --- the same metrics over a block of bootstrap resamples at once ------------------------------------------------
-# Each takes labels [R, N] and probabilities [R, N, C] and returns [R]: one Python call per block instead of one
-# per resample, which is what the intervals of every condition cost.
+# --- the same metrics over many bootstrap resamples at once --------------------------------------------------------
+# A resample is held as how often it draws each item (`resample_counts`: [R, N] exact integer counts), so a metric
+# over a block of resamples is a few matrix products of exact integers (the same bits on any thread count) and AUROC
+# one sort of the items. Each takes labels [N] (or [N, K] multi-label), probabilities [N, C] and counts [R, N], and
+# returns [R]; counts of one row of ones give the metric itself.
 
 
-def _average_ranks_rows(scores: np.ndarray) -> np.ndarray:
-    """`_average_ranks` of every row of a 2-D array."""
-    rows, n = scores.shape
-    order = np.argsort(scores, axis=1, kind="mergesort")
-    ordered = np.take_along_axis(scores, order, axis=1)
-    position = np.broadcast_to(np.arange(n), (rows, n))
-    starts = np.ones((rows, n), dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    ends = np.ones((rows, n), dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
-    last = np.minimum.accumulate(np.where(ends, position, n - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty((rows, n), dtype=float)
-    np.put_along_axis(ranks, order, (first + last + 2) / 2.0, axis=1)
-    return ranks
+def resample_counts(index: np.ndarray, n_items: int) -> np.ndarray:
+    """[R, N]: how often each resample (a row of `index`, item indices) draws each of the `n_items` items."""
+    rows = index.shape[0]
+    flat = (index + (np.arange(rows) * n_items)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n_items).reshape(rows, n_items).astype(float)
 
 
-def _binary_auc_rows(is_positive: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    n_positive = is_positive.sum(axis=1).astype(float)
-    n_negative = is_positive.shape[1] - n_positive
-    rank_sum = np.where(is_positive, _average_ranks_rows(scores), 0.0).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        auc = (rank_sum - n_positive * (n_positive + 1) / 2.0) / (n_positive * n_negative)
-    return np.where((n_positive > 0) & (n_negative > 0), auc, np.nan)
+def _binary_auc(positive: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Mann-Whitney's AUROC on every resample: each (positive, negative) pair of items counts 1 when the positive
+    scores higher and 1/2 on a tie, weighted by how often the resample draws each, over P x N; NaN where a resample
+    holds no positive or no negative. Per positive the weight of the negatives below it is a cumulative sum over the
+    negatives sorted by score (exact integers)."""
+    pos, neg = np.flatnonzero(positive), np.flatnonzero(~positive)
+    order = neg[np.argsort(scores[neg], kind="stable")]
+    below = np.zeros((len(counts), len(order) + 1))
+    np.cumsum(counts[:, order], axis=1, out=below[:, 1:])
+    sorted_scores = scores[order]
+    lower = np.searchsorted(sorted_scores, scores[pos], side="left")
+    upper = np.searchsorted(sorted_scores, scores[pos], side="right")
+    w_pos = counts[:, pos]
+    pairs = (w_pos * (below[:, lower] + below[:, upper])).sum(axis=1) / 2  # below + ties / 2, doubled then halved
+    n_pos, n_neg = w_pos.sum(axis=1), below[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n_pos > 0) & (n_neg > 0), pairs / (n_pos * n_neg), np.nan)
 
 
-def _auroc_rows(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    if labels.ndim == 3:  # multi-label: the mean AUROC of the labels both present and absent in the resample
-        per_label = np.stack([_binary_auc_rows(labels[..., k] == 1, scores[..., k]) for k in range(labels.shape[-1])])
+def _auroc_counts(labels: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    if labels.ndim == 2:  # multi-label: the mean AUROC of the labels both present and absent in the resample
+        per_label = np.stack([_binary_auc(labels[:, k] == 1, scores[:, k], counts) for k in range(labels.shape[1])])
         defined = ~np.isnan(per_label)
         with np.errstate(invalid="ignore"):
             return np.where(defined.any(0), np.where(defined, per_label, 0).sum(0) / defined.sum(0), np.nan)
-    if scores.shape[-1] == 2:
-        return _binary_auc_rows(labels == 1, scores[..., 1])
-    per_class = np.stack([_binary_auc_rows(labels == c, scores[..., c]) for c in range(scores.shape[-1])])
-    present = np.stack([(labels == c).any(axis=1) for c in range(scores.shape[-1])])
-    defined = np.where(present, per_class, 0.0)
+    if scores.shape[1] == 2:
+        return _binary_auc(labels == 1, scores[:, 1], counts)
+    classes = np.arange(scores.shape[1])
+    per_class = np.stack([_binary_auc(labels == c, scores[:, c], counts) for c in classes])
+    present = (counts @ (labels[:, None] == classes).astype(float)).T > 0
     n_present = present.sum(axis=0)
     with np.errstate(invalid="ignore"):
-        mean = defined.sum(axis=0) / n_present
+        mean = np.where(present, per_class, 0.0).sum(axis=0) / n_present
     return np.where(n_present >= 2, mean, np.nan)
 
 
-def _macro_f1_rows(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    if labels.ndim == 3:  # multi-label: F1 of each label's positive class, 0 where it is neither true nor predicted
-        predicted = scores >= MULTILABEL_THRESHOLD
-        true_positive = (predicted & (labels == 1)).sum(axis=1)
-        denominator = predicted.sum(axis=1) + (labels == 1).sum(axis=1)
-        return np.where(denominator > 0, 2.0 * true_positive / np.maximum(denominator, 1), 0.0).mean(axis=-1)
-    predicted = scores.argmax(axis=-1)
-    n_classes = scores.shape[-1]
-    true_positive = np.stack([((labels == c) & (predicted == c)).sum(axis=1) for c in range(n_classes)])
-    denominator = np.stack([(labels == c).sum(axis=1) + (predicted == c).sum(axis=1) for c in range(n_classes)])
+def _macro_f1_counts(labels: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    if labels.ndim == 2:  # multi-label: F1 of each label's positive class, 0 where it is neither true nor predicted
+        is_predicted, is_true = scores >= MULTILABEL_THRESHOLD, labels == 1
+        tp, true, said = np.split(counts @ np.hstack([is_predicted & is_true, is_true, is_predicted]).astype(float),
+                                  3, axis=1)
+        denominator = said + true
+        return np.where(denominator > 0, 2.0 * tp / np.maximum(denominator, 1), 0.0).mean(axis=-1)
+    classes = np.arange(scores.shape[1])
+    predicted = scores.argmax(axis=1)
+    is_true, is_predicted = labels[:, None] == classes, predicted[:, None] == classes
+    tp, true, said = np.split(counts @ np.hstack([is_true & is_predicted, is_true, is_predicted]).astype(float), 3,
+                              axis=1)
+    denominator = true + said
     seen = denominator > 0
-    f1 = np.where(seen, 2.0 * true_positive / np.maximum(denominator, 1), 0.0)
-    return f1.sum(axis=0) / seen.sum(axis=0)
+    f1 = np.where(seen, 2.0 * tp / np.maximum(denominator, 1), 0.0)
+    return f1.sum(axis=1) / seen.sum(axis=1)
 
 
-def _accuracy_rows(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    if labels.ndim == 3:
-        return ((scores >= MULTILABEL_THRESHOLD) == (labels == 1)).all(axis=-1).mean(axis=1)
-    return (scores.argmax(axis=-1) == labels).mean(axis=1)
+def correct(y_true, proba) -> np.ndarray:
+    """Per item, whether the prediction is right: the argmax class; multi-label, every label at the threshold."""
+    y_true, proba = np.asarray(y_true), np.asarray(proba, dtype=np.float64)
+    if y_true.ndim == 2:
+        return ((proba >= MULTILABEL_THRESHOLD) == (y_true == 1)).all(axis=1)
+    return proba.argmax(axis=1) == y_true
 
 
-METRICS_OF_RESAMPLES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "accuracy": _accuracy_rows,
-    "auroc": _auroc_rows,
-    "macro_f1": _macro_f1_rows,
+def _accuracy_counts(labels: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Multi-label: exact match, every label right."""
+    return counts @ correct(labels, scores).astype(float) / labels.shape[0]
+
+
+METRICS_OF_COUNTS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    "accuracy": _accuracy_counts,
+    "auroc": _auroc_counts,
+    "macro_f1": _macro_f1_counts,
 }
 
 
@@ -399,10 +381,6 @@ def attack_success_rate(truth: ArrayLike, pred_clean: ArrayLike, pred_perturbed:
 # paired bootstrap
 
 
-def _rng(seed: SeedLike) -> np.random.Generator:
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-
-
 def _index_blocks(rng: np.random.Generator, n_items: int, n_resamples: int) -> Iterator[np.ndarray]:
     rows_per_block = max(1, _MAX_INDEX_BLOCK // n_items)
     remaining = n_resamples
@@ -410,6 +388,62 @@ def _index_blocks(rng: np.random.Generator, n_items: int, n_resamples: int) -> I
         rows = min(rows_per_block, remaining)
         yield rng.integers(0, n_items, size=(rows, n_items))
         remaining -= rows
+
+
+class Resamples:
+    """`n_resamples` bootstrap resamples of `n_items` items, the judge's one resampler: every interval, one-sided
+    p-value and gate statistic reads its resamples from here. They are drawn from `seed` in blocks of at most
+    `_MAX_INDEX_BLOCK` item indices, so memory stays bounded for large N and the blocks are the same however they are
+    read: an integer seed draws them again on each pass, a Generator is drawn from once and its blocks (and their
+    counts) kept. A statistic undefined on a resample is NaN there; its readers drop it (`_percentile_interval`,
+    `bootstrap_one_sided_p`, multiplicity.studentized)."""
+
+    def __init__(self, n_items: int, n_resamples: int, seed: SeedLike = 0):
+        if n_resamples < 1:
+            raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+        if n_items == 0:
+            raise ValueError("cannot bootstrap zero items")
+        self.n_items, self.n_resamples, self.seed = n_items, n_resamples, seed
+        self._kept = None
+        if isinstance(seed, np.random.Generator):
+            self._kept = [(block, None) for block in _index_blocks(seed, n_items, n_resamples)]
+
+    def _blocks(self) -> Iterator[np.ndarray]:
+        if self._kept is not None:
+            return (block for block, _ in self._kept)
+        return _index_blocks(np.random.default_rng(self.seed), self.n_items, self.n_resamples)
+
+    def values(self, statistic: Callable[[np.ndarray], ArrayLike]) -> np.ndarray:
+        """[n_resamples]: `statistic(block)` of each block of resamples (item indices [rows, n_items]), one value
+        per resample."""
+        out = np.empty(self.n_resamples, dtype=float)
+        filled = 0
+        for block in self._blocks():
+            values = np.asarray(statistic(block), dtype=float).reshape(-1)
+            if values.size != block.shape[0]:
+                raise ValueError(f"vectorized statistic returned {values.size} values for {block.shape[0]} resamples")
+            out[filled : filled + block.shape[0]] = values
+            filled += block.shape[0]
+        return out
+
+    def counts(self) -> Iterator[np.ndarray]:
+        """Each block as `resample_counts` [rows, n_items], computed once where the blocks are kept."""
+        if self._kept is None:
+            return (resample_counts(block, self.n_items) for block in self._blocks())
+        for i, (block, counts) in enumerate(self._kept):
+            if counts is None:
+                self._kept[i] = (block, resample_counts(block, self.n_items))
+        return (counts for _, counts in self._kept)
+
+    def metric(self, name: str, labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """The named metric (METRICS_OF_COUNTS) of (labels [N], scores [N, C]) on every resample [n_resamples]."""
+        of_counts = METRICS_OF_COUNTS[name]
+        return np.concatenate([np.asarray(of_counts(labels, scores, counts), dtype=float) for counts in self.counts()])
+
+    def mean(self, values: np.ndarray) -> np.ndarray:
+        """The mean of per-item `values` [N] on every resample [n_resamples] (a rate of 0/1 values)."""
+        values = np.asarray(values, dtype=np.float64)
+        return np.concatenate([counts @ values / self.n_items for counts in self.counts()])
 
 
 def paired_bootstrap_ci(
@@ -445,30 +479,16 @@ def paired_bootstrap_samples(
     one-sided p-value (`bootstrap_one_sided_p`) reads, from the very resamples the interval was read from."""
     if not arrays:
         raise ValueError("paired_bootstrap_ci needs at least one array to resample")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
     data = [np.asarray(a) for a in arrays]
     if any(a.ndim == 0 for a in data):
         raise ValueError("every array must have a first (item) dimension")
     n_items = data[0].shape[0]
     if any(a.shape[0] != n_items for a in data):
         raise ValueError(f"arrays must share their first dimension, got {[a.shape[0] for a in data]}")
-    if n_items == 0:
-        raise ValueError("cannot bootstrap zero items")
-
-    values = np.empty(n_resamples, dtype=float)
-    filled = 0
-    for block in _index_blocks(_rng(seed), n_items, n_resamples):
-        if vectorized:
-            block_values = np.asarray(statistic(*[a[block] for a in data]), dtype=float).reshape(-1)
-            if block_values.size != block.shape[0]:
-                raise ValueError(f"vectorized statistic returned {block_values.size} values for {block.shape[0]} resamples")
-            values[filled : filled + block.shape[0]] = block_values
-        else:
-            for row, indices in enumerate(block):
-                values[filled + row] = statistic(*[a[indices] for a in data])
-        filled += block.shape[0]
-    return values
+    resamples = Resamples(n_items, n_resamples, seed)
+    if vectorized:
+        return resamples.values(lambda block: statistic(*[a[block] for a in data]))
+    return resamples.values(lambda block: [statistic(*[a[indices] for a in data]) for indices in block])
 
 
 _RESAMPLED_CACHE: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
@@ -476,23 +496,13 @@ _RESAMPLED_CACHE_SIZE = 4096  # entries of n_resamples floats: a few tens of MB 
 
 
 def _resampled(metric: str, labels: np.ndarray, scores: np.ndarray, n_resamples: int, seed: SeedLike,
-               blocks: list[np.ndarray] | None = None) -> np.ndarray:
+               resamples: Resamples | None = None) -> np.ndarray:
     """`metric` on each bootstrap resample of (labels, scores), [n_resamples] with NaN where undefined; memoised
     by content for an integer seed. Every condition of a run shares the clean predictions and the resampled memes
     (same seed, same N), so a robustness interval computes the clean side once per run, and a condition's metric
     interval and robustness interval share its perturbed side: the same numbers, a third of the work."""
-    def compute() -> np.ndarray:
-        values = np.empty(n_resamples, dtype=float)
-        filled = 0
-        of_resamples = METRICS_OF_RESAMPLES[metric]
-        for block in blocks if blocks is not None else _index_blocks(_rng(seed), labels.shape[0], n_resamples):
-            values[filled : filled + block.shape[0]] = np.asarray(of_resamples(labels[block], scores[block]),
-                                                                  dtype=float).reshape(-1)
-            filled += block.shape[0]
-        return values
-
-    if blocks is not None or isinstance(seed, np.random.Generator):
-        return compute()
+    if resamples is not None or isinstance(seed, np.random.Generator):
+        return (resamples or Resamples(labels.shape[0], n_resamples, seed)).metric(metric, labels, scores)
     digest = hashlib.sha256()
     for a in (labels, scores):
         digest.update(f"{a.dtype.str}{a.shape}".encode())
@@ -501,7 +511,7 @@ def _resampled(metric: str, labels: np.ndarray, scores: np.ndarray, n_resamples:
     if key in _RESAMPLED_CACHE:
         _RESAMPLED_CACHE.move_to_end(key)
         return _RESAMPLED_CACHE[key]
-    values = compute()
+    values = Resamples(labels.shape[0], n_resamples, seed).metric(metric, labels, scores)
     values.setflags(write=False)
     _RESAMPLED_CACHE[key] = values
     if len(_RESAMPLED_CACHE) > _RESAMPLED_CACHE_SIZE:
@@ -587,9 +597,9 @@ def robustness_samples(
         raise ValueError(f"proba_clean {clean_scores.shape} and proba_perturbed {perturbed_scores.shape} differ in shape")
     _check_resamples(labels, n_resamples)
     # the same memes for both, resample by resample (a Generator is drawn from once)
-    blocks = list(_index_blocks(seed, labels.shape[0], n_resamples)) if isinstance(seed, np.random.Generator) else None
-    clean = _resampled(metric, labels, clean_scores, n_resamples, seed, blocks)
-    perturbed = _resampled(metric, labels, perturbed_scores, n_resamples, seed, blocks)
+    shared = Resamples(labels.shape[0], n_resamples, seed) if isinstance(seed, np.random.Generator) else None
+    clean = _resampled(metric, labels, clean_scores, n_resamples, seed, shared)
+    perturbed = _resampled(metric, labels, perturbed_scores, n_resamples, seed, shared)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(robustness(clean, perturbed), dtype=float)
 
@@ -634,6 +644,16 @@ def _binomial_half_cdf_numerator(k: int, n: int) -> int:
     return total
 
 
+def binomial_upper_tail(k: int, n: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2), exactly: the one-sided McNemar p of k discordant pairs of n going the
+    worse way (by symmetry, P(X <= n - k))."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return _binomial_half_cdf_numerator(n - k, n) / (1 << n)  # int / int division is correctly rounded in Python
+
+
 def mcnemar_p_value(correct_a: ArrayLike, correct_b: ArrayLike) -> float:
     """Exact two-sided McNemar test: did two systems (or clean vs perturbed) err on different items?
 
@@ -673,7 +693,7 @@ def bootstrap_one_sided_p(samples: ArrayLike, limit: float, direction: str) -> f
 
     Small means the whole bootstrap distribution is past the limit, which is what `decision = "confident"` asks of
     an interval; unlike the interval it is one number per case, so many cases can share an error budget
-    (`benjamini_hochberg`). NaN resamples are dropped, as the intervals drop them; all NaN gives nan.
+    (multiplicity.benjamini_hochberg). NaN resamples are dropped, as the intervals drop them; all NaN gives nan.
     """
     if direction not in THRESHOLD_DIRECTIONS:
         raise ValueError(f"direction must be 'min' (a floor) or 'max' (a ceiling), got {direction!r}")
@@ -687,33 +707,6 @@ def bootstrap_one_sided_p(samples: ArrayLike, limit: float, direction: str) -> f
         return float("nan")
     passing = np.count_nonzero(defined >= limit if direction == "min" else defined <= limit)
     return (passing + 1) / (defined.size + 1)
-
-
-def benjamini_hochberg(p_values: ArrayLike, q: float = 0.05) -> np.ndarray:
-    """Which hypotheses to reject so that the expected share of false rejections among them stays at most `q`
-    (Benjamini & Hochberg 1995, step-up): a suite of hundreds of cases judged at 5% each fails some by chance.
-
-    With the m defined p-values sorted, p(1) <= ... <= p(m), the k smallest are rejected for the largest k with
-    p(k) <= k q / m. A NaN p-value (an undefined test) is never rejected and not counted in m, so it neither
-    hides nor adds a discovery. Returns a boolean array of the input's shape.
-    """
-    if isinstance(q, bool) or not isinstance(q, (int, float, np.number)) or not 0.0 < q < 1.0:
-        raise ValueError(f"q (the false discovery rate) must lie strictly between 0 and 1, got {_plain(q)!r}")
-    p = np.asarray(p_values, dtype=float)
-    flat = p.reshape(-1)
-    defined = ~np.isnan(flat)
-    outside = np.flatnonzero(defined & ~((flat >= 0.0) & (flat <= 1.0)))
-    if outside.size:
-        i = int(outside[0])
-        raise ValueError(f"p-values must lie in [0, 1] (or be NaN); p_values[{i}] is {float(flat[i])!r}"
-                         + (f" and {outside.size - 1} more" if outside.size > 1 else ""))
-    rejected = np.zeros(flat.shape, dtype=bool)
-    ordered = np.sort(flat[defined])
-    m = ordered.size
-    below = np.flatnonzero(ordered <= q * np.arange(1, m + 1) / m)
-    if below.size:
-        rejected[defined] = flat[defined] <= ordered[below[-1]]
-    return rejected.reshape(p.shape)
 
 
 def true_probability(proba: np.ndarray, y_true: np.ndarray) -> np.ndarray:

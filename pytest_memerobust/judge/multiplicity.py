@@ -7,13 +7,19 @@ Pure numpy on arrays of statistics, so every procedure can be checked against an
   the correlation of the statistics (conditions share their memes), so it is sharper than Bonferroni or Holm.
 - `holm_adjusted_p`: Holm's (1979) step-down Bonferroni, on p-values of any valid test: the fallback where no
   resampled statistic exists.
-- `bh_adjusted_p`: Benjamini & Hochberg's (1995) step-up false discovery rate, as adjusted p-values.
+- `bh_adjusted_p`: Benjamini & Hochberg's (1995) step-up false discovery rate, as adjusted p-values
+  (`benjamini_hochberg`: which to reject at a rate q, the run verdict's control over its confident cases).
 - `marginal_p`: each test alone, from the same bootstrap draws.
 Every test here is one-sided: a large statistic is evidence against the null (e.g. "no worse than the baseline").
+A draw where a resample leaves its statistic undefined (NaN: AUROC on a one-class resample) is dropped: every p-value
+and critical value is read over the defined draws only, as metrics.bootstrap_one_sided_p reads its resamples.
 """
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .metrics import _plain
 
 CONTROLS = ("fwer", "holm", "fdr", "none")
 
@@ -23,8 +29,9 @@ def studentized(estimates: np.ndarray, samples: np.ndarray, nulls: np.ndarray) -
     """(se, z, draws) for K one-sided tests of "theta_k <= null_k": `estimates` [K], their bootstrap `samples`
     [K, B] (NaN where a resample leaves the statistic undefined), `nulls` [K]. se is the bootstrap standard error,
     z = (estimate - null) / se, and draws [K, B] = (sample - estimate) / se: the centred statistic, whose law under
-    the null the bootstrap imitates. An undefined draw is -inf (it never exceeds anything). A test whose samples do
-    not vary has se 0: z is +inf when its estimate is past the null (every resample says so) and -inf otherwise."""
+    the null the bootstrap imitates. An undefined draw stays NaN, and the readers of the draws drop it. A test whose
+    samples do not vary has se 0: z is +inf when its estimate is past the null (every resample says so) and -inf
+    otherwise, and its defined draws are -inf (they never exceed anything)."""
     estimates, samples, nulls = (np.asarray(a, dtype=np.float64) for a in (estimates, samples, nulls))
     with np.errstate(invalid="ignore", divide="ignore"):
         defined = ~np.isnan(samples)
@@ -36,24 +43,26 @@ def studentized(estimates: np.ndarray, samples: np.ndarray, nulls: np.ndarray) -
         gap = estimates - nulls
         z = np.where(se > 0, gap / se, np.where(gap > 0, np.inf, -np.inf))
         z = np.where(np.isnan(se) | np.isnan(estimates), np.nan, z)
-        draws = np.where(defined & (se[:, None] > 0), (samples - estimates[:, None]) / se[:, None], -np.inf)
+        draws = np.where(defined, np.where(se[:, None] > 0, (samples - estimates[:, None]) / se[:, None], -np.inf),
+                         np.nan)
     return se, z, draws
 
 
 def maxt_adjusted_p(z: np.ndarray, draws: np.ndarray) -> np.ndarray:
     """Step-down max-T adjusted p-values (Westfall & Young 1993, algorithm 2.8): for the tests ordered from the
-    largest z down, p_(j) = (1 + #{b: max_{i >= j} draws_(i),b >= z_(j)}) / (B + 1), made monotone. Rejecting
-    where p <= alpha controls the family-wise error at alpha. NaN z (a test that cannot be judged) gets NaN and
-    takes no part."""
+    largest z down, p_(j) = (1 + #{b: max_{i >= j} draws_(i),b >= z_(j)}) / (B_j + 1), made monotone, where the max
+    is over the defined draws and B_j counts the resamples with one (a resample undefined for every test from j down
+    is dropped). Rejecting where p <= alpha controls the family-wise error at alpha. NaN z (a test that cannot be
+    judged) gets NaN and takes no part."""
     z, draws = np.asarray(z, dtype=np.float64), np.asarray(draws, dtype=np.float64)
     out = np.full(z.shape, np.nan)
     judged = np.flatnonzero(~np.isnan(z))
     if judged.size == 0:
         return out
     order = judged[np.argsort(-z[judged], kind="stable")]
-    tail_max = np.maximum.accumulate(draws[order][::-1], axis=0)[::-1]  # row j: max over the tests from j down
+    tail_max = np.fmax.accumulate(draws[order][::-1], axis=0)[::-1]  # row j: max over the tests from j down
     exceed = (tail_max >= z[order][:, None]).sum(axis=1)
-    out[order] = np.maximum.accumulate((exceed + 1) / (draws.shape[1] + 1))
+    out[order] = np.maximum.accumulate((exceed + 1) / ((~np.isnan(tail_max)).sum(axis=1) + 1))
     return out
 
 
@@ -61,15 +70,16 @@ def maxt_critical_value(draws: np.ndarray, alpha: float) -> float:
     """The single-step critical value: the largest centred statistic of each draw, and of those the (r + 1)-th
     largest with r = floor(alpha (B + 1)) - 1, so that z > c exactly when the single-step p, (1 + #{max >= z}) /
     (B + 1), is at most alpha. estimate - c * se is then a simultaneous lower bound; inf when B is too small for
-    alpha."""
+    alpha. A resample undefined for every test is dropped."""
     draws = np.asarray(draws, dtype=np.float64)
-    return upper_critical_value(draws.max(axis=0) if draws.size else draws.reshape(-1), alpha)
+    return upper_critical_value(np.fmax.reduce(draws, axis=0) if draws.size else draws.reshape(-1), alpha)
 
 
 def upper_critical_value(values: np.ndarray, alpha: float) -> float:
-    """The (r + 1)-th largest of `values` (B draws), r = floor(alpha (B + 1)) - 1: a statistic z is beyond it
-    exactly when its bootstrap p (1 + #{values >= z}) / (B + 1) is at most alpha."""
-    values = np.sort(np.asarray(values, dtype=np.float64).reshape(-1))[::-1]
+    """The (r + 1)-th largest of `values` (B defined draws, NaN dropped), r = floor(alpha (B + 1)) - 1: a statistic z
+    is beyond it exactly when its bootstrap p (1 + #{values >= z}) / (B + 1) is at most alpha."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    values = np.sort(values[~np.isnan(values)])[::-1]
     if values.size == 0:
         return float("nan")
     r = int(np.floor(alpha * (values.size + 1) + 1e-9)) - 1
@@ -77,10 +87,10 @@ def upper_critical_value(values: np.ndarray, alpha: float) -> float:
 
 
 def marginal_p(z: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """Each test alone: (1 + #{b: draws_k,b >= z_k}) / (B + 1); NaN where z is."""
+    """Each test alone: (1 + #{b: draws_k,b >= z_k}) / (B_k + 1) over its B_k defined draws; NaN where z is."""
     z, draws = np.asarray(z, dtype=np.float64), np.asarray(draws, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        p = ((draws >= z[:, None]).sum(axis=1) + 1) / (draws.shape[1] + 1)
+        p = ((draws >= z[:, None]).sum(axis=1) + 1) / ((~np.isnan(draws)).sum(axis=1) + 1)
     return np.where(np.isnan(z), np.nan, p)
 
 
@@ -108,16 +118,28 @@ def bh_adjusted_p(p: np.ndarray) -> np.ndarray:
     p, out, order = _sorted_judged(p)
     m = order.size
     if m:
-        scaled = p[order] * m / np.arange(1, m + 1)
+        scaled = p[order] * (m / np.arange(1, m + 1))  # scipy's false_discovery_control computes it so
         out[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
     return out
 
 
-def binomial_upper_tail(k: int, n: int) -> float:
-    """P(X >= k) for X ~ Binomial(n, 1/2), exactly: the one-sided McNemar p of k discordant pairs of n going the
-    worse way."""
-    from math import comb
+def benjamini_hochberg(p_values: ArrayLike, q: float = 0.05) -> np.ndarray:
+    """Which hypotheses to reject so that the expected share of false rejections among them stays at most `q`
+    (Benjamini & Hochberg 1995, step-up): a suite of hundreds of cases judged at 5% each fails some by chance.
 
-    if k <= 0:
-        return 1.0
-    return sum(comb(n, i) for i in range(k, n + 1)) / (1 << n)
+    With the m defined p-values sorted, p(1) <= ... <= p(m), the k smallest are rejected for the largest k with
+    p(k) <= k q / m: those whose adjusted p (`bh_adjusted_p`) is at most q. A NaN p-value (an undefined test) is
+    never rejected and not counted in m, so it neither hides nor adds a discovery. Returns a boolean array of the
+    input's shape.
+    """
+    if isinstance(q, bool) or not isinstance(q, (int, float, np.number)) or not 0.0 < q < 1.0:
+        raise ValueError(f"q (the false discovery rate) must lie strictly between 0 and 1, got {_plain(q)!r}")
+    p = np.asarray(p_values, dtype=float)
+    flat = p.reshape(-1)
+    outside = np.flatnonzero(~np.isnan(flat) & ~((flat >= 0.0) & (flat <= 1.0)))
+    if outside.size:
+        i = int(outside[0])
+        raise ValueError(f"p-values must lie in [0, 1] (or be NaN); p_values[{i}] is {float(flat[i])!r}"
+                         + (f" and {outside.size - 1} more" if outside.size > 1 else ""))
+    with np.errstate(invalid="ignore"):
+        return (bh_adjusted_p(flat) <= q).reshape(p.shape)

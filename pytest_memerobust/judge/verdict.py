@@ -130,7 +130,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     import numpy as np
 
     from .gate import Comparison, summarize
-    from .metrics import benjamini_hochberg
+    from .multiplicity import benjamini_hochberg
 
     confident = [r for r in records if r.get("decision") == "confident" and r.get("p_value") is not None
                  and r["outcome"] != "skipped"]

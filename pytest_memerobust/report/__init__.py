@@ -276,27 +276,6 @@ def to_markdown(report: dict) -> str:
     return markdown(report)
 
 
-def read_report(path: Path) -> dict:
-    """The JSON report at `path` (as --memerobust-report=FILE.json writes), or a ConfigError naming the file and
-    what it holds instead (a baseline, another JSON, another format). A partial report (an interrupted run's) is
-    returned as it is: its `partial` says why its numbers are missing."""
-    from ..errors import ConfigError
-    from ..judge.gate import FORMAT as BASELINE_FORMAT, read_json
-
-    report = read_json(path, "report")
-    if isinstance(report, dict) and report.get("format") == BASELINE_FORMAT:
-        raise ConfigError(f"{path} is a baseline, not a report: compare two baselines with `memerobust compare A B`")
-    if not (isinstance(report, dict) and report.get("tool") == "pytest-memerobust"
-            and isinstance(report.get("groups"), list)):
-        found = f"a JSON {type(report).__name__}" if not isinstance(report, dict) else "another JSON object"
-        raise ConfigError(f"{path} is not a pytest-memerobust report (as --memerobust-report=FILE.json writes); "
-                          f"it holds {found}")
-    if report.get("format") != REPORT_FORMAT:
-        raise ConfigError(f"{path} is a pytest-memerobust report of format {report.get('format')!r}; this version "
-                          f"reads format {REPORT_FORMAT}: render it with the version that wrote it")
-    return report
-
-
 def figures_folder(markdown_path: Path) -> Path:
     """Where a Markdown report's figures go: `r.md` -> `r.figures/` beside it."""
     return markdown_path.with_name(markdown_path.stem + ".figures")
@@ -335,5 +314,5 @@ def write_report(path: Path, report: dict) -> None:
         raise ValueError(f"unsupported report format {path.suffix!r} for {path}; use one of {REPORT_SUFFIXES}")
 
 
-__all__ = ["build_report", "read_report", "render", "to_markdown", "verdict_report", "versions", "write_report",
+__all__ = ["build_report", "render", "to_markdown", "verdict_report", "versions", "write_report",
            "atomic_write_text", "REPORT_SUFFIXES"]

@@ -285,7 +285,7 @@ def trend_tables(series: list[dict], runs: list[str], tablefmt: str = "simple",
                  heading=lambda text: f"{text}\n") -> str:
     """Per model and dataset, one line per family: its worst case's relative robustness run by run (R: the gate
     found a regression in that family), the change from the first run to the last, and the trend's state."""
-    from ..judge.gate import short_condition
+    from .gate_tables import short_condition
 
     parts = []
     for key in dict.fromkeys((s["model"], s["dataset"]) for s in series):

@@ -1,6 +1,6 @@
 """The flip ledger as files: `flip-ledger.json` and a Markdown page a reviewer reads (a section per condition, the
 largest changes first), written beside a gated run's reports or by `memerobust compare`. judge/ledger.py computes
-the ledger from two baselines; this only renders and writes it."""
+the ledger from two baselines' cells; this only renders and writes it."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..atomic import atomic_write_text
 from ..errors import ConfigError
-from ..judge.ledger import flip_ledger
 from .outline import p_value
 
 FILES = ("flip-ledger.json", "flip-ledger.md")
@@ -75,16 +74,3 @@ def ledger_folder(reports, cache_dir) -> Path | None:
     if reports:
         return Path(reports[0]).parent
     return None if cache_dir is None else Path(cache_dir)
-
-
-def write_run_ledger(session, directory: Path) -> str:
-    """The flip ledger of this run against the baseline it was gated on (`--memerobust-baseline`), written to
-    `directory`; the summary line saying what flipped and where it went."""
-    from ..judge.gate import baseline_data
-
-    names = (str(session.options.baseline), "this run")
-    ledger = flip_ledger(session.baseline, baseline_data(session), names=names)
-    paths = write_ledger(ledger, directory)
-    wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
-    return (f"memerobust: flip ledger against {names[0]}: {wrong} memes newly wrong and {right} newly right over "
-            f"{len(ledger['conditions'])} conditions; written to {paths[0]} and {paths[1]}")

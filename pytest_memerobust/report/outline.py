@@ -157,12 +157,6 @@ def brief(what: str) -> str:
     return what.replace("relative robustness of ", "rel. ").replace("absolute robustness of ", "abs. ")
 
 
-def violation_text(v: dict) -> str:
-    """`flip rate 0.250, required ≤ 0.100, CI 0.125 .. 0.400`."""
-    what, value, limit, ci = violation_parts(v)
-    return f"{what} {value}, required {limit}, CI {ci}"
-
-
 def regression_text(r: dict) -> str:
     """`accuracy 0.825 → 0.700 (−0.125, bound −0.050, adjusted p 0.004) on text=typos@3`."""
     if r.get("state", "").startswith("not judged"):
@@ -176,7 +170,7 @@ def regression_text(r: dict) -> str:
 
 def regression_line(r: dict) -> str:
     """`regressed against the baseline: accuracy 0.825 → 0.700 (...)`, or `not shown non-inferior against ...`."""
-    from ..judge.gate import comparison_state
+    from .gate_tables import comparison_state
 
     return f"{comparison_state({'regressed': True, **r})} against the baseline: {regression_text(r)}"
 
@@ -194,7 +188,7 @@ BASELINE_NUMERIC = {4, 5, 6, 7, 8, 9}
 
 def baseline_cells(r: dict) -> list[str]:
     """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
-    from ..judge.gate import comparison_state
+    from .gate_tables import comparison_state
     needed = f"; about {r['memes_needed']} memes would show it" if r.get("memes_needed") else ""
     return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
             number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound")),
@@ -205,7 +199,7 @@ def baseline_cells(r: dict) -> list[str]:
 def baseline_notes(baseline: dict) -> list[str]:
     """Sentences under the gate's summary: the error control, the power, what was not judged, which conditions
     only one side has (named, the first few)."""
-    from ..judge.gate import memes_needed_line, power_line
+    from .gate_tables import memes_needed_line, power_line
 
     notes = []
     if baseline.get("control_text"):

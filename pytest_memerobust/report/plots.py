@@ -372,7 +372,7 @@ def _draw_curves(fig, data: dict) -> None:
 
 
 def _draw_abstentions(fig, data: dict) -> None:
-    from ..judge.gate import short_condition
+    from .gate_tables import short_condition
 
     bars = data["bars"]
     ax = fig.subplots()

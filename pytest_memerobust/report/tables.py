@@ -394,7 +394,7 @@ def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = No
     case (judge.verdict.worst_case), how many of its cases fail their thresholds, and that case's verdict as
     recorded; narrow enough for an 80-column CI log. Each headline names the dataset by its file's name and, within
     `width` columns, keeps its figure whole (what gives way is the name before it)."""
-    from ..judge.gate import short_condition
+    from .gate_tables import short_condition
     from .outline import family_summaries
 
     clean = {(g["label"], g["dataset"], g["suite"]): g["clean"] for g in report["groups"]}
@@ -463,7 +463,7 @@ def gate_table(baseline: dict, tablefmt: str = "simple", limit: int | None = 12)
     """The gate's side-by-side view (the verdict's `baseline` block): per condition, the regressed first (clean
     leading) and then the closest to regressing, baseline beside now, the paired difference, its interval and the
     paired test's p (McNemar for accuracy and flips, the paired bootstrap otherwise)."""
-    from ..judge.gate import comparison_conditions, comparison_headers, comparison_rows
+    from .gate_tables import comparison_conditions, comparison_headers, comparison_rows
 
     table = tabulate(comparison_rows(baseline["rows"], limit), headers=comparison_headers(), tablefmt=tablefmt,
                      disable_numparse=True)

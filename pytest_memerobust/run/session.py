@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import pickle
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,123 +20,14 @@ from ..engine import Condition, Engine
 from ..engine.engine import channels_read
 from ..perturb import get as get_perturbation
 from ..errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
-from ..engine.features import FEATURE_MEMORY_MIB, CacheStats, FeatureStore, detector_feature_store
+from ..engine.features import CacheStats, FeatureStore, detector_feature_store
 from ..engine.executors import make_executor
 from ..engine.shards import ShardRunner
-from ..judge.results import ConditionResult, StatsConfig
+from ..judge.results import ConditionResult
 from ..data.fit_memes import FitMemes
 from ..data.loaders import check_task
 from ..data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
-
-DEFAULT_DATA = "demo"
-
-
-def training_spec(spec: str) -> str | None:
-    """`pridemm:/data:test` -> `pridemm:/data:train`, `csv:/x.csv:test` -> `csv:/x.csv:train` (a generic file's
-    split column may hold one); None when the loader knows no training split, or `spec` is that split itself."""
-    from ..data.loaders import LOADER_SPLITS, parse_spec
-
-    name, path, split = parse_spec(spec)
-    if name == "demo":  # `demo:train` names its split where other loaders have a path
-        split = str(path) if str(path) in LOADER_SPLITS["demo"] else split
-    generic = not LOADER_SPLITS.get(name) and split is not None  # csv/jsonl: any word of the split column
-    if split == "train" or ("train" not in LOADER_SPLITS.get(name, ()) and not generic):
-        return None
-    return f"{name}:train" if name == "demo" else f"{name}:{path}:train"
-
-
-def _defence(defence_id: str | None):
-    """The defences.Defence of an id ("nfkc+confusables"), or None."""
-    if not defence_id:
-        return None
-    from ..detectors.defences import Defence
-
-    return Defence.parse(defence_id)
-
-
-def worker_device(device: str, worker_id: str) -> str:
-    """The device of pytest-xdist worker `gwN`: with several GPUs, worker N is pinned to GPU N mod their number."""
-    if device not in ("auto", "cuda"):
-        return device
-    import torch
-
-    count = torch.cuda.device_count()
-    if count < 2:
-        return device
-    return f"cuda:{int(worker_id.removeprefix('gw')) % count}"
-
-
-def share_cpu_threads(worker_count: int) -> None:
-    """Give each of `worker_count` processes its share of the CPU's cores for torch: left at torch's default, every
-    pytest-xdist worker starts one thread per core, and on a small machine they spend their time waiting on each
-    other (a demo run took 8x longer with -n 2 on 2 cores). What the report's numbers depend on runs at
-    determinism.RESULT_THREADS whatever this says, so the workers' report is a single process's."""
-    import os
-
-    import torch
-
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, worker_count)))
-
-
-def shard_folder(options: "Options", run_id: str) -> Path:
-    """Where the pytest-xdist workers of run `run_id` leave the shards each evaluated, for the others to read."""
-    import tempfile
-
-    return Path(options.cache_dir or tempfile.gettempdir()) / "memerobust-shards" / run_id
-
-
-def split_model(model: str) -> tuple[str, str | None]:
-    """`memeclip:text` -> ("memeclip", "text"): a card name (or .toml path) and an optional fusion mode."""
-    if model.endswith(".toml") or ":" not in model:
-        return model, None
-    name, _, mode = model.rpartition(":")
-    return name, mode
-
-
-@dataclass(frozen=True)
-class Options:
-    models: tuple[str, ...] = ()
-    data: str | None = None
-    checkpoints: dict[str, str] = field(default_factory=dict)  # model -> path; key "" applies to every model
-    device: str = "auto"
-    batch_size: int = 64
-    seed: int = 0
-    limit: int | None = None
-    task: str | None = None
-    reports: tuple[Path, ...] = ()
-    cache_dir: Path | None = None  # where features, fitted attacks (universal triggers, UAPs) are kept between runs
-    feature_cache: bool = True  # keep encoded features under cache_dir (False: in memory, this run only)
-    feature_memory_mib: int = FEATURE_MEMORY_MIB  # features held in memory at most; beyond, read again from cache_dir
-    precision: str = "auto"  # encoders in fp32 or bf16; auto: bf16 on a GPU
-    ocr: str | None = None  # OCR backend that reads the captions a dataset lacks (data/ocr.py)
-    captions: str = "dataset"  # or "ocr": every condition's captions read off its (perturbed) pictures
-    ocr_view: int = 0  # memes per image condition whose pictures OCR reads for the OCR-robustness view (0: none)
-    fuzz_examples: int = 50  # Hypothesis examples per caption-fuzzing test
-    fuzz_deadline_ms: int | None = None  # Hypothesis deadline per example (None: no deadline)
-    fuzz_confidence: float = 0.9  # only predictions at least this confident are fuzzed
-    group: str | None = None  # meta field whose values are the groups of per-group robustness (e.g. target)
-    baseline: Path | None = None  # compare against this saved baseline
-    save_baseline: Path | None = None  # write this run's baseline here
-    regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
-    gate: str | None = None  # what fails the run: thresholds, regressions, both or non-inferiority (None: both with a
-    # baseline)
-    gate_error: object = None  # gate.ErrorControl over the run's comparisons (None: the family-wise error at 5%)
-    tables: str = "summary"  # the terminal's tables: summary (per-family roll-ups), full or none
-    allow_outside_paths: bool = False  # a dataset's image paths may lead outside its folder
-    stats: StatsConfig = field(default_factory=StatsConfig)
-    counterexamples: Path | None = None  # failing cases' worst memes go here (None: counterexamples.json in cache_dir)
-    replay: Path | None = None  # a counterexamples manifest whose entries this run replays as tests (replay.py)
-    shard_size: int | None = None  # memes per shard of the shard-major pass (None: from the pictures' size)
-    workers: int | None = None  # on a CPU, worker processes that evaluate the shards (None: the usable cores)
-    ray: str | None = None  # evaluate the shards on a Ray cluster: auto, local:N or ADDRESS (engine/executors.py)
-    shard_folder: Path | None = None  # pytest-xdist workers: the run's folder where they split each pass's shards
-    mlflow: str | None = None  # log the run to MLflow: a tracking URI, or options.DEFAULT (SQLite beside the cache)
-    wandb: str | None = None  # log the run to W&B in this project (WANDB_MODE decides online or offline)
-    history: Path | str | None = None  # append the run to this .jsonl history (options.DEFAULT: in the cache dir)
-    export: Path | None = None  # write the run's perturbed memes as a datasets parquet set here (track/export.py)
-    export_counterexamples: bool = False  # ... only the memes that flipped
-    run_folder: Path | None = None  # a folder every process of the run shares (a hosted endpoint's rate and breaker)
-
+from .options import DEFAULT_DATA, Options, split_model, training_spec
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
 BF16_TOLERANCE = {"mean_abs_diff": 0.01, "agreement": 0.99}
@@ -155,13 +45,13 @@ def bf16_check(detector, dataset: Dataset) -> dict:
             "passed": mean_abs_diff <= BF16_TOLERANCE["mean_abs_diff"] and agreement >= BF16_TOLERANCE["agreement"]}
 
 
-def _engine_key_to_wire(key: tuple) -> list:
-    """A session's engine key (model, spec, task[, defence][, ("from", source)]) as plain lists."""
-    return [list(part) if isinstance(part, tuple) else part for part in key]
+def _defence(defence_id: str | None):
+    """The defences.Defence of an id ("nfkc+confusables"), or None."""
+    if not defence_id:
+        return None
+    from ..detectors.defences import Defence
 
-
-def _engine_key_from_wire(key: list) -> tuple:
-    return tuple(tuple(part) if isinstance(part, list) else part for part in key)
+    return Defence.parse(defence_id)
 
 
 def engine_in_worker(options: Options, model: str, spec: str, task: str | None, defence: str | None,
@@ -194,7 +84,7 @@ class RobustnessSession:
         self.order: dict[tuple[str, str, str], float] = {}
         self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
         self._cases: list[tuple] = []  # (nodeid, model, data, task, group, captions, condition) of the run's cases
-        self._family: dict[tuple, list] | None = None  # the gate's comparisons per (model label, spec, condition)
+        self.gate_comparisons: dict[tuple, list] | None = None  # per (model label, spec, condition): run/gate.py
         self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
         self.prompt_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see prompt_invariance.py
         self.budget_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> family -> budgets.py entry
@@ -210,7 +100,7 @@ class RobustnessSession:
         self._check_checkpoints()
         self.baseline = None
         if options.baseline is not None:
-            from ..judge.gate import load_baseline
+            from ..track.baseline import load_baseline
 
             self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
         from ..judge.gate import DEFAULT_CONTROL, check_resamples, gate_mode, gates_regressions
@@ -332,65 +222,6 @@ class RobustnessSession:
                 if line not in lines:
                     lines.append(line)
         return lines
-
-    def to_wire(self) -> dict:
-        """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts,
-        and the tests' positions (the controller collects none; its report lists cases in that order)."""
-        return {"results": [r.to_wire() for r in self.results.values()], "positions": self.positions,
-                "order": [self.order.get(key, float("inf")) for key in self.results],
-                "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in self.grids.items()],
-                "notes": self.run_notes(hosted=False), "cache": self.cache_stats(), "hosted": self.hosted_usage(),
-                "reliance": [[list(key), value] for key, value in self.reliance_results.items()],
-                "prompts": [[list(key), value] for key, value in self.prompt_results.items()],
-                "budgets": [[list(key), value] for key, value in self.budget_results.items()],
-                "exports": self.exports, "attacks": self._attacks_to_wire()}
-
-    def _attacks_to_wire(self) -> list[list]:
-        """Per engine, what its attacks fitted and the captions its model-aware caption attacks chose, so the
-        controller's report reads them instead of running the attacks again, alone, on one thread. The memo holds
-        arrays (a UAP's pattern): it travels pickled, between processes of one run."""
-        out = []
-        for key, engine in self._engines.items():
-            memo, captions = engine.attack_memo(), engine.attacked_captions()
-            if memo or captions:
-                out.append([_engine_key_to_wire(key), pickle.dumps(memo, protocol=pickle.HIGHEST_PROTOCOL),
-                            [[name, severity, texts] for (name, severity), texts in captions.items()]])
-        return out
-
-    def merge_wire(self, wire: dict) -> None:
-        """Add a worker's `to_wire` to this session: the controller's report then covers the whole grid. A result
-        another worker already sent (each computes the clean condition) is kept once: they are identical."""
-        for nodeid, position in wire.get("positions", {}).items():  # every worker collected every test
-            self.positions.setdefault(nodeid, position)
-        for item, position in zip(wire["results"], wire["order"]):
-            result = ConditionResult.from_wire(item, self.options.stats)
-            key = (result.model, result.dataset, result.condition.id)
-            self.results.setdefault(key, result)
-            self.order[key] = min(self.order.get(key, position), position)
-        keys = sorted(self.results, key=lambda k: self.order.get(k, float("inf")))  # stable: ties keep their order
-        self.results = {k: self.results[k] for k in keys}
-        for (model, spec, suite), (text_sides, image_sides, conditions) in wire["grids"]:
-            self._declare(model, spec, suite, text_sides, image_sides, conditions)
-        self.notes.extend(n for n in wire["notes"] if n not in self.notes)
-        for (model, spec), value in wire.get("reliance", []):
-            self.reliance_results.setdefault((model, spec), value)
-        for (model, spec), value in wire.get("prompts", []):
-            self.prompt_results.setdefault((model, spec), value)
-        for (model, spec), value in wire.get("budgets", []):
-            self.budget_results.setdefault((model, spec), {}).update(value)
-        for suite, spec in wire.get("exports", {}).items():
-            self.exports.setdefault(suite, spec)
-        for key, memo, captions in wire.get("attacks", []):
-            key = _engine_key_from_wire(key)
-            kept = self._worker_attacks.setdefault(key, ({}, {}))
-            for entry, fitted in pickle.loads(memo).items():
-                kept[0].setdefault(entry, fitted)
-            for name, severity, texts in captions:
-                kept[1].setdefault((name, severity), texts)
-            if key in self._engines:
-                self._engines[key].adopt_attacks(*kept)
-        self._worker_cache_stats.append(wire["cache"])
-        self._worker_hosted.extend(wire.get("hosted", []))
 
     def hosted_usage(self) -> list[dict]:
         """What this process's hosted models sent (their shards on pool workers included), one record each."""
@@ -709,123 +540,6 @@ class RobustnessSession:
         if getattr(self, "_report_for", None) != state:
             self._report, self._report_for = build_report(self), state
         return self._report
-
-    def regressions(self, model: str, condition: Condition, result: ConditionResult, data: str | None = None,
-                    captions: str | None = None) -> list:
-        """The gate's comparisons (judge.gate.Comparison) of `result` with the baseline, every rule that applies to
-        the condition, failing or not; none without a baseline or without this condition in it. The run's cases
-        are judged as one family (gate.judge_family), so the first call evaluates every case the baseline holds."""
-        if self.baseline is None:
-            return []
-        from ..judge.gate import baseline_cell, baseline_entry, compare_condition
-
-        spec = self.data_spec(data, captions)
-        then = baseline_entry(self.baseline, model, spec, condition.id)
-        if then is None:
-            return []
-        key = (self.model_label(model), spec, condition.id)
-        family = self.gate_family()
-        if key in family:
-            return family[key]
-        self._check_same_memes(model, spec, condition, then, result)  # a condition outside the planned cases
-        return compare_condition(baseline_cell(result), then, key, condition.kind, **self._gate_options())
-
-    def baseline_key(self, model: str, condition: Condition, data: str | None = None,
-                     captions: str | None = None) -> str | None:
-        """`model on spec: condition` when the baseline holds this case (so it is gated), else None; without a
-        baseline, None. The run's verdict names the cases it holds not (new) and what it holds that did not run."""
-        if self.baseline is None:
-            return None
-        from ..judge.gate import baseline_entry, condition_name
-
-        spec = self.data_spec(data, captions)
-        held = baseline_entry(self.baseline, model, spec, condition.id) is not None
-        return condition_name(model, spec, condition.id) if held else None
-
-    def baseline_conditions(self) -> list[str]:
-        """Every `model on spec: condition` the baseline holds (none without one)."""
-        from ..judge.gate import baseline_condition_names
-
-        return baseline_condition_names(self.baseline) if self.baseline is not None else []
-
-    def _gate_options(self) -> dict:
-        from ..judge.gate import DEFAULT_CHECKS, DEFAULT_CONTROL, comparison_mode
-
-        stats = self.options.stats
-        return {"checks": self.options.regression_checks or DEFAULT_CHECKS,
-                "control": self.options.gate_error or DEFAULT_CONTROL, "mode": comparison_mode(self.gate),
-                "confidence": stats.confidence, "n_resamples": stats.n_resamples, "seed": stats.seed,
-                "scale": stats.scale}
-
-    def _check_same_memes(self, model, spec, condition, then, result) -> None:
-        if then["y"] != result.y_true.tolist():
-            raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels ({condition.id}): the "
-                              "comparison is refused")
-
-    def gate_family(self) -> dict[tuple, list]:
-        """Every planned case the baseline holds, evaluated and compared as one family: {(model label, spec,
-        condition id): comparisons}. A case that cannot be evaluated (it raises, or its model does not read the
-        channel) is left out here and reports its own error when it runs."""
-        if self._family is None:
-            from ..errors import MemeRobustError
-            from ..judge.gate import PairedCell, baseline_cell, baseline_entry, judge_family
-
-            cells, here = {}, self.position
-            for nodeid, model, data, task, group, captions, condition in self._cases:
-                spec = self.data_spec(data, captions)
-                then = baseline_entry(self.baseline, model, spec, condition.id)
-                key = (self.model_label(model), spec, condition.id)
-                if then is None or key in cells:
-                    continue
-                self.position = self.positions.get(nodeid, here)  # the report orders results by their case
-                try:
-                    if self.unread_modalities(model, condition, captions):
-                        continue
-                    result = self.evaluate(model, condition, data=data, task=task, group=group, captions=captions)
-                except (MemeRobustError, RuntimeError, ValueError, OSError):
-                    continue
-                finally:
-                    self.position = here
-                self._check_same_memes(model, spec, condition, then, result)
-                cells[key] = PairedCell(*key, condition.kind, baseline_cell(result), then)
-            options = self._gate_options()
-            family: dict[tuple, list] = {key: [] for key in cells}
-            for c in judge_family(list(cells.values()), options.pop("checks"), **options):
-                family[(c.model, c.dataset, c.condition)].append(c)
-            self._family = family
-        return self._family
-
-    def check_baseline(self, cases) -> None:
-        """Before any case runs: the baseline matches this run (seed, limit, task, card, data, versions) for the
-        run's cases, given as (model, data, task, captions) tuples; a ConfigError naming the field otherwise."""
-        if self.baseline is None:
-            return
-        from ..judge.gate import card_digest, check_run
-        from ..report import versions
-
-        facts = []
-        for model, data, task, captions in cases:
-            spec = self.data_spec(data, captions)
-            card = self.cards.get(split_model(model)[0]) or find_card(split_model(model)[0])
-            try:
-                task = self.task(model, task)
-            except ModeNotRead:  # the channel ablation's `:image` of a caption-only detector: its cases skip
-                continue
-            facts.append((model, spec, task, card_digest(card.as_dict()), self.fingerprint(spec)))
-        labels = {(m, s): self._scored_dataset(m, s, t).labels(t).tolist() for m, s, t, *_ in facts
-                  if s in self.baseline["results"].get(m, {})}  # the labels the run scores, against the baseline's
-        check_run(self.baseline, path=self.options.baseline, seed=self.options.seed, limit=self.options.limit,
-                  cases=facts, versions=versions(), labels=labels)
-        held = [c for _, model, data, _, _, captions, c in self._cases
-                 if self.baseline_key(model, c, data, captions) is not None]
-        if self._cases and not held:  # the gate would compare nothing and pass
-            ours = sorted({c.id for *_, c in self._cases})
-            theirs = sorted({c for by_spec in self.baseline["results"].values() for by_c in by_spec.values()
-                             for c in by_c})
-            raise ConfigError(f"baseline {self.options.baseline} holds none of this run's {len(ours)} conditions "
-                              f"({', '.join(ours[:5])}{', ...' if len(ours) > 5 else ''}); it holds "
-                              f"{', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}: nothing would be gated "
-                              "(another suite or -k selection than the baseline's?)")
 
     def fingerprint(self, spec: str) -> str:
         if spec not in self._fingerprints:

@@ -186,7 +186,8 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
     the run's). `cache_dir`: a run's cache (encoded features, fitted attacks, a hosted model's answers, all keyed by
     what they depend on), else everything is computed again and held in memory."""
     from ..judge.results import StatsConfig
-    from ..run.session import Options, RobustnessSession, split_model
+    from ..run.options import Options, split_model
+    from ..run.session import RobustnessSession
 
     from ..errors import UnknownNameError
 
@@ -573,7 +574,7 @@ def export_report(path: Path, out: Path, *, conditions=None, models=None, counte
                   allow_outside_paths: bool = False) -> dict:
     """`memerobust export`: the report read and checked, the output folder checked and the conditions chosen
     before any detector loads; then its run evaluated again and exported (`export`)."""
-    from ..report import read_report
+    from .baseline import read_report
 
     require_datasets()
     check_out(out)

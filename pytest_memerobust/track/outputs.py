@@ -8,18 +8,19 @@ from pathlib import Path
 
 
 def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexample_cases=None,
-                  write=print) -> list[str]:
+                  write=print, amend_report=None) -> list[str]:
     """Write what the run leaves; the lines that say what was written, and what could not be. A report's path never
     keeps an earlier run's report, which a CI step would read as this run's: an interrupted run writes there its
     verdict alone (INTERRUPTED, how many cases ran, their records; no results, which would pass for the whole run)
     and nothing else; a report that cannot be built is replaced by the verdict alone; a file that cannot be written
     is removed. A failure with one output never loses the others, nor the tables. `counterexample_cases`: the failing
     cases' manifest entries (None: none gathered); `root`: the checkout whose commit the history names; `write`: how
-    the baseline's lines reach the terminal."""
+    the baseline's lines reach the terminal; `amend_report(report)`: called once on the report dict before anything
+    is written from it (the face passes the pytest_memerobust_report hook)."""
     if interrupted:
         return interrupted_outputs(rs)
     lines: list[str] = []
-    report = _built_once(rs, lines)
+    report = _built_once(rs, lines, amend_report)
     history, entry = _history_before_reports(rs, report, root, lines)
     lines += _write_reports(rs.options.reports, report)
     if history is not None:
@@ -73,9 +74,10 @@ def refused_outputs(options, why: str) -> list[str]:
                           lambda path: f"memerobust: refused: {path} holds only the reason, no results")
 
 
-def _built_once(rs, lines: list[str]):
+def _built_once(rs, lines: list[str], amend=None):
     """The run's report dict, built once when first asked for (by the report files, the history, the trackers or
-    the export), so all of them read the same numbers; one that cannot be built is the verdict alone."""
+    the export), so all of them read the same numbers; one that cannot be built is the verdict alone. `amend(report)`
+    may change it in place before any of them reads it; one that raises is said, and the report goes on."""
     built: list[dict] = []
 
     def report() -> dict:
@@ -88,6 +90,11 @@ def _built_once(rs, lines: list[str]):
                 why = f"the report could not be built ({type(exc).__name__}: {exc})"
                 lines.append(f"memerobust: {why}; the reports hold the verdict and the cases' records only")
                 built.append(verdict_report(rs, why))
+            if amend is not None:
+                try:
+                    amend(built[0])
+                except Exception as exc:
+                    lines.append(f"memerobust: a pytest_memerobust_report hook failed ({type(exc).__name__}: {exc})")
         return built[0]
 
     return report
@@ -119,7 +126,7 @@ def _append_history(history: Path, entry: dict, report) -> list[str]:
 
 
 def _baseline_and_ledger(rs, write) -> list[str]:
-    from ..judge.gate import save_baseline
+    from ..run.gate import save_baseline, write_run_ledger
 
     lines, o = [], rs.options
     if o.save_baseline is not None and not rs.results:
@@ -131,7 +138,7 @@ def _baseline_and_ledger(rs, write) -> list[str]:
         except Exception as exc:
             lines.append(f"memerobust: could not save the baseline {o.save_baseline} ({type(exc).__name__}: {exc})")
     if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
-        from ..report.ledger import ledger_folder, write_run_ledger
+        from ..report.ledger import ledger_folder
 
         folder = ledger_folder(o.reports, o.cache_dir)
         try:
