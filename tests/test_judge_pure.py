@@ -34,10 +34,6 @@ KNOWN = {
     ("pytest_memerobust/judge/sampling.py", "imports pytest_memerobust.detectors.sampling (detectors/)"):
         "the code a repeat-sampled detector's answers use for a declined answer (detectors/sampling.DECLINED), "
         "a constant of the answers' format",
-    ("pytest_memerobust/judge/gate.py", "takes a parameter named 'session'"):
-        "baseline_data, _scored_memes and save_baseline move to run/gate.py in the gate split (issue 51, item 1)",
-    ("pytest_memerobust/judge/gate.py", "terminal_line() takes a parameter named 'config'"):
-        "terminal_line moves to the pytest face in the gate split (issue 51, item 1)",
 }
 
 
