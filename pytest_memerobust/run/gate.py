@@ -54,8 +54,8 @@ def scored_memes(session, spec: str, result) -> dict | None:
 
 
 def save_baseline(session, path: Path, write: Callable[[str], object] | None = None) -> dict:
-    """Write the baseline and say so through `write` (e.g. `terminal.terminal_line(config)`): a baseline saved without a word
-    is easily compared against the wrong file later. Returns what was saved."""
+    """Write the baseline and say so through `write` (e.g. `terminal.terminal_line(config)`): a baseline saved
+    without a word is easily compared against the wrong file later. Returns what was saved."""
     from ..report.gate_tables import baseline_saved_line, count_conditions
 
     data = baseline_data(session)

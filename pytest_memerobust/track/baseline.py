@@ -219,7 +219,8 @@ def refuse_mismatch(baseline: dict, *, seed: int, versions: dict, fingerprints: 
         refuse("seed", made=baseline["seed"], now=seed)
     made_limit = baseline.get("run", {}).get("limit", _UNSET)
     if _UNSET not in (made_limit, limit) and made_limit != limit:
-        refuse("limit", made=made_limit, now=limit, made_limit=_limit_option(made_limit), now_limit=_limit_option(limit))
+        refuse("limit", made=made_limit, now=limit, made_limit=_limit_option(made_limit),
+               now_limit=_limit_option(limit))
     if fingerprints is None:
         fingerprints = {spec: fingerprint for model, spec, *_, fingerprint in cases or ()
                         if spec in baseline["results"].get(model, {})}
