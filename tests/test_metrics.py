@@ -346,7 +346,7 @@ def test_mcnemar_matches_scipy_binomtest(only_a, only_b):
 
 # --- the metrics over blocks of resamples equal the one-resample versions -----------------------------------------
 
-from pytest_memerobust.judge.metrics import METRICS, METRICS_OF_COUNTS, resample_counts  # noqa: E402
+from pytest_memerobust.judge.metrics import METRICS_OF_COUNTS, resample_counts  # noqa: E402
 
 
 @pytest.mark.parametrize("n_classes", [2, 3, 4])
