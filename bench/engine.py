@@ -35,7 +35,7 @@ from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.detectors import find_card, load_detector
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.perturb import get
-from pytest_memerobust.run.session import training_spec
+from pytest_memerobust.run.options import training_spec
 from pytest_memerobust.run.suite import builtin_suite_dir, load_suite
 
 

@@ -117,7 +117,8 @@ def main() -> None:
 
     from pytest_memerobust.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="memerobust-load-"))
     phases = []

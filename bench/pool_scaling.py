@@ -39,7 +39,8 @@ def worker_start(model: str, data: str | None) -> float:
     handed to a pool of one worker at once)."""
     from pytest_memerobust.engine import Condition, executors
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     executors.POOL_START_S = 0  # hand the pass over at once
     session = RobustnessSession(Options(models=(model,), data=data, limit=16, batch_size=8, feature_cache=False,

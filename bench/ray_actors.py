@@ -40,7 +40,8 @@ def grid() -> list[Condition]:
 
 def evaluate(csv: Path, args, ray: str | None) -> dict:
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     started = time.perf_counter()
     session = RobustnessSession(Options(models=(args.model,), data=f"csv:{csv}", device=args.device, task="label",

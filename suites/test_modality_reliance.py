@@ -12,7 +12,7 @@ MAX_ONE_CHANNEL_SHARE = 0.95  # following one channel in more informative swaps 
 
 def test_both_channels_decide(memerobust):
     from pytest_memerobust.run.analyses import reliance
-    from pytest_memerobust.run.session import split_model
+    from pytest_memerobust.run.options import split_model
 
     if split_model(memerobust.model)[1]:
         pytest.skip(f"{memerobust.model} is a channel-ablation view: it reads one channel by design")

@@ -16,7 +16,8 @@ from pytest_memerobust.detectors.checkpoints import save_state_dict
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.detectors.meme_models import MemeDetector
 from pytest_memerobust.engine.features import encoder_namespaces
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.detectors.training import save_trained, train_head
 
 from test_engine import CountingSplit

@@ -4,7 +4,7 @@ import dataclasses
 from pathlib import Path
 
 from pytest_memerobust.options import uncached_note
-from pytest_memerobust.run.session import Options
+from pytest_memerobust.run.options import Options
 
 
 def test_a_run_without_a_cache_dir_says_in_one_line_what_is_off_and_why():

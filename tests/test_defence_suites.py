@@ -11,7 +11,8 @@ from pytest_memerobust.detectors.defences import DefendedDetector, Defence, undo
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.report import defence_summary, defence_verdict
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.suite import parse_suite
 
 QUICK = ["--memerobust-limit=40", "--memerobust-bootstrap=100", "-p", "no:cacheprovider"]

@@ -14,7 +14,8 @@ from pytest_memerobust.cli import main
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.run.replay import load_stored_picture, needs_batch, regenerate_picture
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 from test_cli_edges import stopped
 
 datasets = pytest.importorskip("datasets")  # the [export] extra

@@ -188,7 +188,8 @@ class _Ocr:
 @pytest.fixture(scope="module")
 def ocr_session():
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=12, stats=StatsConfig(n_resamples=50)))
     session._ocr = _Ocr()

@@ -10,7 +10,8 @@ from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.detectors import find_card
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.detectors.training import train_head
 
 LABELS = ["allusion", "exaggeration", "irony", "anthropomorphism", "metaphor", "contrast"]

@@ -61,7 +61,8 @@ def test_missing_captions_are_filled_from_the_picture_and_marked():
 
 def test_a_dataset_with_missing_captions_needs_an_ocr_backend(monkeypatch):
     from pytest_memerobust.data import reading
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: _dataset(["a", "", ""], [90, 90, 90]))
     with pytest.raises(ConfigError, match=r"2 memes of 'toy-spec' have no caption \(e.g. m1, m2\).*--memerobust-ocr"):
@@ -129,7 +130,8 @@ def test_readings_are_cached_on_disk_and_damaged_entries_read_again(backend):
 
 def test_a_suite_can_read_its_captions_off_the_pictures(tmp_path):
     from pytest_memerobust.errors import SuiteError
-    from pytest_memerobust.run.session import CAPTIONS_BY_OCR, Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import CAPTIONS_BY_OCR, RobustnessSession
     from pytest_memerobust.run.suite import load_suite
 
     path = tmp_path / "memerobust-ocr.toml"
@@ -178,7 +180,8 @@ def test_every_loader_leaves_missing_captions_to_ocr_when_asked(tmp_path, kind):
 def test_a_meme_with_neither_caption_nor_picture_is_named(monkeypatch):
     from pytest_memerobust.data import reading
     from pytest_memerobust.errors import DataError
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     memes = [Meme("m0", "a", {"hate": 0}, image_array=np.zeros((8, 8, 3), np.uint8)), Meme("m1", "", {"hate": 1})]
     monkeypatch.setattr(reading, "load_dataset",
@@ -190,7 +193,8 @@ def test_a_meme_with_neither_caption_nor_picture_is_named(monkeypatch):
 
 
 def test_attacks_fitted_on_training_memes_find_them_when_captions_are_read_by_ocr():
-    from pytest_memerobust.run.session import CAPTIONS_BY_OCR, Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import CAPTIONS_BY_OCR, RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), captions="ocr"))
     captions, labels, memes = session.training_memes("demo" + CAPTIONS_BY_OCR, "hate")

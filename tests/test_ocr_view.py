@@ -64,7 +64,8 @@ class LevelReader:
 def test_the_view_is_in_the_tables_and_the_html_report(tmp_path):
     from pytest_memerobust.report import write_report
     from pytest_memerobust.report.tables import render
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=16, ocr_view=4))
     session._ocr = reader = LevelReader()
@@ -91,7 +92,8 @@ rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend i
 
 def test_rapidocr_reads_through_light_edits_and_not_through_a_covered_caption(tmp_path):
     from pytest_memerobust.run.analyses import ocr_view
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     session = RobustnessSession(Options(models=("demo",), limit=8, ocr_view=3, ocr="rapidocr", cache_dir=tmp_path))
     for condition in ("image=sticker@1", "image=caption_cover@5"):

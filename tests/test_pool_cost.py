@@ -15,7 +15,8 @@ import pytest
 from pytest_memerobust.engine import Condition, executors
 from pytest_memerobust.engine.executors import LocalPool, ShardTask, affinity_cores, make_executor
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 
 MODEL = "memeblip2-tda"
 RECIPE = functools.partial(int, 0)  # stands for an engine's recipe: the pool's policy only needs its key

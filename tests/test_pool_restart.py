@@ -16,7 +16,8 @@ import pytest
 
 from pytest_memerobust.engine import Condition, executors
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 from report_compare import comparable
 
 MODEL = "memeblip2-tda"

@@ -158,9 +158,10 @@ def _noted(hold: Path, index: int, deadline_s: float = 300, running: subprocess.
 def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_changing_nothing(hold):
     from pytest_memerobust.engine import Condition
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
 
     # 16 memes in shards of 8 on one actor (two would share 2 cores): shard 0, then shard 1, held and killed; the
+    from pytest_memerobust.run.session import RobustnessSession
     # attacks are fitted before the shards and shipped to the actor (hotflip's captions, the UAP's pattern)
     conditions = [Condition(text="typos", text_severity=3), Condition(image="gaussian_noise", image_severity=3),
                   Condition(text="hotflip", text_severity=1), Condition("typos", 3, "uap", 1)]

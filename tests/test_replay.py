@@ -15,7 +15,8 @@ from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 from pytest_memerobust.run.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
                                       perturbation_code, picture_digest, picture_store, read_manifest, replay_entry,
                                       worst_flips, write_manifest)
-from pytest_memerobust.run.session import Options, RobustnessSession
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
 
 LIMIT = 60
 RUN = [f"--memerobust-limit={LIMIT}", "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly"]

@@ -194,7 +194,8 @@ def test_the_engine_asks_its_text_reader_once_per_picture_and_notes_when_it_has_
 
 def test_a_run_notes_the_edits_that_had_no_text_boxes(monkeypatch):
     from pytest_memerobust.data import reading
-    from pytest_memerobust.run.session import Options, RobustnessSession
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
 
     monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: _pictures_without_boxes())
     session = RobustnessSession(Options(models=("demo",)))

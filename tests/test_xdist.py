@@ -10,7 +10,9 @@ import torch
 
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.run.session import Options, RobustnessSession, worker_device
+from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.session import RobustnessSession
+from pytest_memerobust.run.workers import merge_wire, to_wire, worker_device
 
 pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra")
 
@@ -52,7 +54,7 @@ def test_merging_keeps_one_clean_result_and_the_collection_order():
     worker_b.position = 2
     worker_b.evaluate("demo", "text=typos@1")
     for worker in (worker_a, worker_b):
-        session.merge_wire(worker.to_wire())
+        merge_wire(session, to_wire(worker))
     assert [key[2] for key in session.results] == ["clean", "text=typos@1", "image=contrast@2"]
     assert session.results[("demo", "demo", "clean")].as_dict() == worker_a.results[("demo", "demo", "clean")].as_dict()
 
@@ -83,7 +85,7 @@ def test_the_controller_reads_the_workers_attacks_instead_of_running_them_again(
         worker.evaluate("memeblip2-tda", condition)
     done = worker.engine("memeblip2-tda", worker.data_spec())
     controller = RobustnessSession(options)
-    controller.merge_wire(execnet.loads(execnet.dumps(worker.to_wire())))  # the trip pytest-xdist makes
+    merge_wire(controller, execnet.loads(execnet.dumps(to_wire(worker))))  # the trip pytest-xdist makes
     monkeypatch.setattr(attacks.AttackContext, "probabilities",
                         lambda *args, **keywords: pytest.fail("the controller queried the detector (an attack ran)"))
     monkeypatch.setattr(uap, "fit_uap", lambda *args, **keywords: pytest.fail("the controller fitted the UAP"))
