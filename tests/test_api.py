@@ -49,6 +49,21 @@ def test_the_public_names_set_idle_openmp_threads_to_sleep_before_torch():
     assert out.split() == ["PASSIVE", "False"]
 
 
+def test_pytest_help_shows_the_options_without_the_library(tmp_path):
+    """`pytest --help` lists the memerobust options, and an unrelated run imports none of the library."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
+    assert "robustness of harmful-meme detectors:" in out and "--memerobust-model=MEMEROBUST_MODEL" in out
+    (tmp_path / "test_x.py").write_text(
+        "import os, sys\n\n\ndef test_x():\n"
+        "    assert not {'numpy', 'torch', 'PIL', 'pytest_memerobust.run.session'} & set(sys.modules)\n"
+        "    assert 'OMP_WAIT_POLICY' not in os.environ\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          "test_x.py"], capture_output=True, text=True, cwd=tmp_path, env=_env_without_omp())
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
 def test_memerobust_list_names_the_registered_pieces(capsys):
     assert cli_main(["list"]) == 0
     out = capsys.readouterr().out
