@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 _SOURCES = {
     "Dataset": "data", "Meme": "data", "load_dataset": "data",
     "load_detector": "detectors",
-    "Condition": "engine", "Engine": "engine",
+    "Condition": "perturb.conditions", "Engine": "engine",
     "CheckpointError": "errors", "ConfigError": "errors", "DataError": "errors", "MemeRobustError": "errors",
     "SuiteError": "errors", "UnknownNameError": "errors",
     "ConditionResult": "judge.results", "StatsConfig": "judge.results",

@@ -296,7 +296,7 @@ class ManifestFile(pytest.File):
     """A counterexamples manifest: one node per model replayed, one per condition, one item per meme."""
 
     def collect(self):
-        from .engine import Condition
+        from .perturb.conditions import Condition
 
         session = session_of(self.config)
         tree: dict = {}

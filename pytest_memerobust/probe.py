@@ -1,7 +1,7 @@
 """The `memerobust` fixture's object: evaluate a condition by keyword in a hand-written test."""
 from __future__ import annotations
 
-from .engine import Condition
+from .perturb.conditions import Condition
 from .judge.results import ConditionResult
 
 

@@ -10,7 +10,7 @@ import torch
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import ModelCard, load_detector
 from pytest_memerobust.engine import Engine
-from pytest_memerobust.engine.conditions import Condition
+from pytest_memerobust.perturb.conditions import Condition
 from pytest_memerobust.engine.shards import ShardRunner
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb import image_attacks

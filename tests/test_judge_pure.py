@@ -27,14 +27,7 @@ FORBIDDEN_TYPES = {"Engine", "Config"}
 FORBIDDEN_TYPE_ENDINGS = ("Session", "Detector")
 
 # (file, what the offence says) -> why it stays for now. Keep it short; fix the code instead where it can be fixed.
-KNOWN = {
-    ("pytest_memerobust/judge/results.py", "imports pytest_memerobust.engine (engine/)"):
-        "a ConditionResult holds its engine.Condition (a frozen record of a condition's names) and parses it back "
-        "from a report; the record belongs below judge/, its move is a change of its own",
-    ("pytest_memerobust/judge/sampling.py", "imports pytest_memerobust.detectors.sampling (detectors/)"):
-        "the code a repeat-sampled detector's answers use for a declined answer (detectors/sampling.DECLINED), "
-        "a constant of the answers' format",
-}
+KNOWN: dict = {}
 
 
 def _module_name(path: Path) -> str:

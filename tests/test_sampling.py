@@ -22,7 +22,7 @@ from pytest_memerobust.detectors.sampling import (Sampling, draw_answers, reques
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.judge import sampling
-from pytest_memerobust.detectors.sampling import DECLINED
+from pytest_memerobust.data.meme import DECLINED
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 
 from test_hosted import _reply, _serve

@@ -11,6 +11,8 @@ import numpy as np
 from ..errors import DataError
 from .image_files import load_rgb
 
+DECLINED = -1  # the class index of an answer a detector declined to give (scored as no answer, never as a class)
+
 
 @dataclass(frozen=True)
 class Meme:

@@ -345,7 +345,7 @@ class HostedDetector:
     def sampled_answer(self, reply: dict) -> int:
         """The class a sampled reply names: the word the server sampled (its logprobs say what it might have said,
         not what it said); DECLINED where that is no label word."""
-        from .sampling import DECLINED
+        from ..data.meme import DECLINED
 
         try:
             content = (reply["choices"][0].get("message") or {}).get("content") or ""

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.meme import DECLINED
 from ..errors import ConfigError
 
-DECLINED = -1  # a sample's answer when the model declined it (judge/sampling.py scores it as no answer)
 DEFAULT_SAMPLES = 5  # with a temperature > 0 and no `samples`
 DEFAULT_TEMPERATURE = 1.0  # with samples > 1 and no `temperature`: the model's own distribution (the APIs' default)
 MAX_SAMPLES = 100  # samples per meme at most: a vote share to 1%, beyond anything the papers ask (self-consistency

@@ -1,6 +1,6 @@
 """The engine: conditions, the evaluation of a detector under them (case by case, or shard by shard over the memes),
 the store of encoded inputs, and the executors that spread shards over processes and hosts."""
-from .conditions import Condition
+from ..perturb.conditions import Condition
 from .engine import Engine
 
 __all__ = ["Condition", "Engine"]

@@ -20,7 +20,7 @@ from ..detectors.base import is_split
 from ..determinism import fixed_threads
 from ..perturb import get as get_perturbation
 from .attack_state import AttackState
-from .conditions import Condition
+from ..perturb.conditions import Condition
 from .encoding import Encoding
 from .features import FeatureStore
 from .shards import Evaluated

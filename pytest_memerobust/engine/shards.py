@@ -24,7 +24,7 @@ import numpy as np
 from ..detectors.hosted import usage_delta
 from ..determinism import device_type
 from ..perturb import get as get_perturbation
-from .conditions import Condition
+from ..perturb.conditions import Condition
 from .features import CacheStats
 from .progress import PROGRESS_MIN_INPUTS, progress_bar
 

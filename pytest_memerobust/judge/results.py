@@ -9,7 +9,7 @@ import numpy as np
 
 from . import metrics, sampling
 from .instructions import followed_entry
-from ..engine import Condition
+from ..perturb.conditions import Condition
 from ..errors import MemeRobustError
 
 METRIC_NAMES = ("accuracy", "auroc", "macro_f1")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..detectors.sampling import DECLINED
+from ..data.meme import DECLINED
 from .metrics import _percentile_interval, paired_bootstrap_samples
 
 FIGURES = ("expected_accuracy", "consensus_accuracy", "internal_variance", "consistency_rate")

@@ -62,7 +62,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
     these condition ids (one suite's). `caption_source`: where the caption before came from, `dataset` or the OCR
     backend that read it off the clean picture (the meme had none, or the run reads every caption by OCR);
     `perturbed_caption_source`: the OCR backend, where the caption after was read off the perturbed picture."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     candidates = []
     for (m, s, cid), result in session.results.items():
@@ -145,7 +145,7 @@ def defence_summary(clean: dict, results: list[dict], defended: list[dict]) -> l
     ran both ways, the relative robustness of accuracy and the flip rate without and behind it, with
     `defence_verdict`. Behind the defence both are measured against the defended clean predictions: the defended
     detector is the system under test. Pure: reads the report's result dicts."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     by_defence: dict[str, dict] = {}
     for r in defended:

@@ -258,7 +258,7 @@ def _suite_name(suite) -> str | None:
 
 def case_name(condition: str) -> str:
     """The case's pytest name for a condition id (`text=typos@3` -> `typos-3`), as engine.Condition names it."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     try:
         return Condition.parse(condition).test_name

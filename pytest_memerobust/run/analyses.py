@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None, image_only=None) -> dict:
     """Modality swap, confounder pairs and per-meme unimodal predictions for one detector (`engine`); `text_only`
     and `image_only` are the engines of its channel-ablation views, when it has them."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
     from ..errors import DataError
 
     memes = engine.dataset.memes
@@ -225,7 +225,7 @@ def ocr_view(session, model: str, spec: str) -> list[dict]:
     by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off. Readings are kept on
     the session (`ocr_readings`), by picture condition."""
     from ..data.reading import CAPTIONS_BY_OCR
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
     from ..perturb import get as get_perturbation
 
     if not session.options.ocr_view:
@@ -261,7 +261,8 @@ def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, 
                    seed: int = 0) -> list[TransferCell]:
     """Every (source, target) cell of `condition`'s attack: crafted on the source (its gradients or queries, its
     fitted patterns), evaluated by the target on the same memes (the engine runs both)."""
-    from ..engine import Condition, Engine
+    from ..engine import Engine
+    from ..perturb.conditions import Condition
 
     clean = {name: Engine(det, dataset, seed=seed, labels=labels).predict(Condition()) for name, det in
              detectors.items()}

@@ -186,7 +186,7 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
     picture fed is written there (`store_picture`) and the entry names it. A prompt condition rewords the detector's
     instruction, not its inputs, and records none."""
     from .. import __version__
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     condition = result.condition
     if condition.kind in ("clean", "prompt"):
@@ -385,7 +385,7 @@ def entry_where(path, index: int, entry: dict | None = None) -> str:
 def read_manifest(path) -> list[dict]:
     """The entries of a counterexamples manifest, checked: a file that is not one, or an entry that lacks a key or
     has a wrong value, is a ReplayError naming the file and the entry."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -455,7 +455,7 @@ def check_replay(session, cases) -> None:
     """Check once, before anything runs, what the replay of `cases` ((manifest, index, entry, model) each) needs:
     the models, datasets, tasks, perturbations and memes; the first problem is a ReplayError naming its entry. An
     attacked picture that is stored needs neither the model it attacked nor the run's seed: it is not regenerated."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
     from ..perturb import get as get_perturbation
 
     checked = set()
@@ -485,7 +485,7 @@ def what_changed(entry: dict, engine, row: int, seed: int) -> str:
     what the picture depends on that differs from the record (the meme's clean picture, the perturbations' code and
     the package's version, the fitted attack and the memes it was fitted over, the seed); else where it was computed."""
     from .. import __version__
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     recipe = entry.get("picture_recipe") or {}
     changed = []
@@ -529,7 +529,8 @@ def regenerate_picture(session, entry: dict, spec: str, detector, stored: Path |
     """The entry's perturbed picture (a uint8 tensor on `detector`'s device): the stored one when `stored` is there
     (checked against its digest; an attack is not fitted again), else regenerated from its recipe and checked
     against its digest, a difference saying what changed; None for a meme without a picture."""
-    from ..engine import Condition, Engine
+    from ..engine import Engine
+    from ..perturb.conditions import Condition
     from ..data.pictures import as_picture
 
     device = str(getattr(detector, "device", "cpu"))

@@ -16,7 +16,8 @@ from ..data import Dataset
 from ..detectors import find_card, load_detector
 from ..detectors.registry import check_device, resolve_device
 from ..data.meme import is_multilabel
-from ..engine import Condition, Engine
+from ..engine import Engine
+from ..perturb.conditions import Condition
 from ..engine.engine import channels_read
 from ..perturb import get as get_perturbation
 from ..errors import ConfigError, DataError, ModeNotRead, NothingToFitOn

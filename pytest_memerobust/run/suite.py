@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..engine import Condition
+from ..perturb.conditions import Condition
 from ..errors import SuiteError, UnknownNameError
 from ..perturb import get as get_perturbation
 from ..judge.thresholds import Thresholds

@@ -267,7 +267,7 @@ def evaluate(session, parts: list[Part], path="the report") -> list:
     """(part, result) of each part, evaluated through the session as the run evaluated it (planned together, so
     one shard-major pass computes them), with its predictions and the clean ones checked against the report's
     digests: a difference is an ExportError, and nothing is written."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     for p in parts:
         spec, captions = p.data
@@ -310,7 +310,7 @@ def outcomes(result) -> dict[str, np.ndarray]:
 def rows(session, part: Part, result, counterexamples: bool = False):
     """The part's rows, in the dataset's order (only the flipped memes with `counterexamples`): each a dict of the
     columns but `image`, and the picture fed (H x W x 3 uint8, None for a meme without one)."""
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
     from ..run.replay import picture_digest
 
     condition = Condition.parse(part.condition)
@@ -476,7 +476,7 @@ def provenance(report: dict, parts: list[Part], counts: list[dict], layout: str,
                files: list[str], classes: list[str], multilabel: bool) -> dict:
     """export.json: what was exported and from which run, enough to regenerate it."""
     from .. import __version__
-    from ..engine import Condition
+    from ..perturb.conditions import Condition
 
     names = sorted({n for p in parts for n in (Condition.parse(p.condition).text, Condition.parse(p.condition).image)
                     if n is not None})
