@@ -61,8 +61,8 @@ class Engine:
         not say (meta[TEXT_BOXES]). The run: `seed`; `shards`, how the planned conditions are evaluated
         (shards.ShardRunner: the memes a shard at a time, by an executor; None evaluates each condition over the
         whole dataset when asked, case-major); `recipe`, a picklable callable that builds this engine again in
-        another process (a Ray actor), from the run's options; `label`, what the engine evaluates (model, data,
-        task, defence), the same in every process of a run."""
+        another process (a local pool worker or a Ray actor), from the run's options; `label`, what the engine
+        evaluates (model, data, task, defence), the same in every process of a run."""
         self.detector, self.dataset, self.seed = detector, dataset, seed
         self.ocr, self.text_reader, self.defence = ocr, text_reader, defence
         self.shards, self.recipe, self.label = shards, recipe, label

@@ -57,8 +57,8 @@ def _defence(defence_id: str | None):
 
 def engine_in_worker(options: Options, model: str, spec: str, task: str | None, defence: str | None,
                      source: str | None = None) -> Engine:
-    """The engine of `model` on `spec` built from `options` in another process (a Ray actor): the same detector,
-    memes and settings as the run's, for the shards it is handed."""
+    """The engine of `model` on `spec` built from `options` in another process (a local pool worker or a Ray
+    actor): the same detector, memes and settings as the run's, for the shards it is handed."""
     return RobustnessSession(options).engine(model, spec, task, defence, source)
 
 
