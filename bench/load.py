@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
 
-    from pytest_memerobust.report import build_report
+    from pytest_memerobust.run.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
     from pytest_memerobust.run.options import Options
     from pytest_memerobust.run.session import RobustnessSession

@@ -10,7 +10,7 @@ from pytest_memerobust.data import load_dataset
 from pytest_memerobust.detectors.defences import DefendedDetector, Defence, undoes
 from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.errors import SuiteError
-from pytest_memerobust.report import defence_summary, defence_verdict
+from pytest_memerobust.judge.summaries import defence_summary, defence_verdict
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.suite import parse_suite

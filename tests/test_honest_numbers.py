@@ -198,7 +198,7 @@ def ocr_session():
 
 
 def test_captions_read_by_ocr_are_called_ocr_captions_in_the_reports(ocr_session):
-    from pytest_memerobust.report import worst_examples
+    from pytest_memerobust.run.report import worst_examples
     from pytest_memerobust.report.html import _worst as html_worst
     from pytest_memerobust.report.markdown import _worst as markdown_worst
     from pytest_memerobust.run.session import CAPTIONS_BY_OCR

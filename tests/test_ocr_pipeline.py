@@ -252,7 +252,7 @@ def test_a_caption_ocr_read_as_nothing_stays_empty_under_a_caption_attack():
 
 def test_the_report_names_the_memes_a_universal_attack_was_fitted_on(monkeypatch):
     from pytest_memerobust.perturb import attacks
-    from pytest_memerobust.report import build_report
+    from pytest_memerobust.run.report import build_report
     from pytest_memerobust.report.outline import run_details
 
     monkeypatch.setattr(attacks, "find_trigger", lambda context, length, seed: "alpha")

@@ -27,7 +27,7 @@ def report() -> dict:
     from verdict_sample import with_verdict
 
     from pytest_memerobust import Options, RobustnessSession
-    from pytest_memerobust.report import build_report
+    from pytest_memerobust.run.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
 
     session = RobustnessSession(Options(models=("demo",), limit=24, stats=StatsConfig(n_resamples=60)))

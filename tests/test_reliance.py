@@ -106,7 +106,7 @@ def test_black_box_and_split_detectors_give_the_same_reliance():
 
 
 def test_the_session_reports_reliance_with_unimodal_predictions_per_meme():
-    from pytest_memerobust.report import build_report
+    from pytest_memerobust.run.report import build_report
     from pytest_memerobust.report.tables import render
     from pytest_memerobust.run.options import Options
     from pytest_memerobust.run.session import RobustnessSession

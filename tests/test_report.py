@@ -5,7 +5,9 @@ import pytest
 
 from pytest_memerobust import Options, RobustnessSession
 from pytest_memerobust.cli import main as cli_main
-from pytest_memerobust.report import build_report, grid_summary, render, to_markdown, write_report
+from pytest_memerobust.judge.summaries import grid_summary
+from pytest_memerobust.report import render, to_markdown, write_report
+from pytest_memerobust.run.report import build_report
 from pytest_memerobust.judge.results import StatsConfig
 
 

@@ -11,7 +11,8 @@ import torch  # noqa: F401  imported once here: pytester's in-process runs would
 from pytest_memerobust import Options, RobustnessSession
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.metrics import mcnemar_p_value
-from pytest_memerobust.report import build_report, render
+from pytest_memerobust.report import render
+from pytest_memerobust.run.report import build_report
 from pytest_memerobust.report.html import to_html
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 from pytest_memerobust.run.suite import builtin_suite_arg, builtin_suite_paths, load_suite

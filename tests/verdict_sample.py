@@ -15,7 +15,7 @@ def two_suite_report() -> dict:
     detector under a mild suite (brightness, contrast) and a harsh one (typos, HotFlip, contrast and their grid
     cell), with one worst example whose caption holds look-alike letters (as the homoglyphs perturbation writes)."""
     from pytest_memerobust import Options, RobustnessSession
-    from pytest_memerobust.report import build_report
+    from pytest_memerobust.run.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
 
     session = RobustnessSession(Options(models=("demo",), limit=48, stats=StatsConfig(n_resamples=100)))

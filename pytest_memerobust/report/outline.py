@@ -1,6 +1,6 @@
 """What a reviewer reads first, shared by the Markdown and HTML reports: the run's verdict, the suites in order of
 severity, the anchors of the contents and the wording of a violation. Pure functions over the report dict: they
-render the verdict the run recorded (`report["verdict"]`, `report["cases"]`, written by build_report) and never
+render the verdict the run recorded (`report["verdict"]`, `report["cases"]`, written by run/report.py) and never
 decide one; a report written before verdicts were recorded reads as "no verdict recorded"."""
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def gate_shown(verdict: dict) -> str | None:
 
 
 def partial_note(report: dict) -> str | None:
-    """Why a report holds the verdict and the cases' records but no numbers (report.verdict_report), or None."""
+    """Why a report holds the verdict and the cases' records but no numbers (run/report.py, verdict_report), or None."""
     partial = report.get("partial")
     if not partial:
         return None
@@ -133,7 +133,8 @@ def group_title(group: dict) -> str:
 
 
 def read_by_ocr(example: dict) -> bool:
-    """Whether a worst example's caption before the edit was read off its picture by OCR (report.worst_examples)."""
+    """Whether a worst example's caption before the edit was read off its picture by OCR (worst_examples, in
+    run/report.py)."""
     return example.get("caption_source") not in (None, "dataset")
 
 

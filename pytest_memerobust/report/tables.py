@@ -370,7 +370,7 @@ def defence_cost(entry: dict) -> str:
 
 
 def defence_table(entry: dict, tablefmt: str = "simple") -> str | None:
-    """Attack x defence (report.defence_summary): relative robustness of accuracy and flip rate without and
+    """Attack x defence (judge/summaries.py, defence_summary): relative robustness of accuracy and flip rate without and
     behind the defence, and whether the defence neutralises the attack."""
     if not entry["rows"]:
         return None

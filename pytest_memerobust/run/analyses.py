@@ -210,7 +210,7 @@ def budgets(session, model: str, families, data: str | None = None, task: str | 
     if missing:
         engine = session.engine(model, spec, task)
         stats = session.options.stats
-        for entry in evaluate_budgets(engine, session._scored_dataset(model, spec, task).labels(task), missing,
+        for entry in evaluate_budgets(engine, session.scored_dataset(model, spec, task).labels(task), missing,
                                       seed=session.options.seed, n_resamples=stats.n_resamples,
                                       confidence=stats.confidence):
             known[entry["family"]] = entry

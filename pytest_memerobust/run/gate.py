@@ -138,7 +138,7 @@ def gate_family(session) -> dict[tuple, list]:
         from ..errors import MemeRobustError
 
         cells, here = {}, session.position
-        for nodeid, model, data, task, group, captions, condition in session._cases:
+        for nodeid, model, data, task, group, captions, condition in session.cases:
             spec = session.data_spec(data, captions)
             then = baseline_entry(session.baseline, model, spec, condition.id)
             key = (session.model_label(model), spec, condition.id)
@@ -170,7 +170,7 @@ def check_baseline(session, cases) -> None:
         return
     from ..detectors import find_card
     from ..errors import ModeNotRead
-    from ..report import versions
+    from .report import versions
     from .options import split_model
 
     facts = []
@@ -182,11 +182,11 @@ def check_baseline(session, cases) -> None:
         except ModeNotRead:  # the channel ablation's `:image` of a caption-only detector: its cases skip
             continue
         facts.append((model, spec, task, card_digest(card.as_dict()), session.fingerprint(spec)))
-    labels = {(m, s): session._scored_dataset(m, s, t).labels(t).tolist() for m, s, t, *_ in facts
+    labels = {(m, s): session.scored_dataset(m, s, t).labels(t).tolist() for m, s, t, *_ in facts
               if s in session.baseline["results"].get(m, {})}  # the labels the run scores, against the baseline's
     refuse_mismatch(session.baseline, seed=session.options.seed, limit=session.options.limit, cases=facts,
                     versions=versions(), labels=labels, names=(f"baseline {session.options.baseline}", "this run"))
-    planned = session._cases  # (nodeid, model, data, task, group, captions, condition) of the run's cases
+    planned = session.cases  # (nodeid, model, data, task, group, captions, condition) of the run's cases
     held = [c for _, model, data, _, _, captions, c in planned if baseline_key(session, model, c, data, captions)]
     if planned and not held:  # the gate would compare nothing and pass
         ours = sorted({c.id for *_, c in planned})

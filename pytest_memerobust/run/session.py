@@ -67,15 +67,15 @@ class RobustnessSession:
         self.options = options
         self._detectors: dict[str, object] = {}
         self._datasets: dict[str, Dataset] = {}
-        self._engines: dict[tuple, Engine] = {}  # (model, spec, task[, defence id])
+        self.engines: dict[tuple, Engine] = {}  # (model, spec, task[, defence id])
         self._feature_stores: dict[str, FeatureStore] = {}
         self._precisions: dict[str, str] = {}
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
         self.ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
-        self._worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
-        self._worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
-        self._worker_hosted: list[dict] = []  # from pytest-xdist workers: what each sent to hosted endpoints
+        self.worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
+        self.worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
+        self.worker_hosted: list[dict] = []  # from pytest-xdist workers: what each sent to hosted endpoints
         self._run_folder: Path | None = None  # see `run_folder`
         self._owned_run_folder: Path | None = None  # ... the temporary one this session made, which `close` removes
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
@@ -84,7 +84,7 @@ class RobustnessSession:
         self.positions: dict[str, int] = {}
         self.order: dict[tuple[str, str, str], float] = {}
         self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
-        self._cases: list[tuple] = []  # (nodeid, model, data, task, group, captions, condition) of the run's cases
+        self.cases: list[tuple] = []  # (nodeid, model, data, task, group, captions, condition) of the run's cases
         self.gate_comparisons: dict[tuple, list] | None = None  # per (model label, spec, condition): run/gate.py
         self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
         self.prompt_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see prompt_invariance.py
@@ -154,7 +154,7 @@ class RobustnessSession:
         its case's `nodeid`, the case is one of the gate's family (every case a baseline can judge)."""
         self._planned.setdefault((model, self.data_spec(data, captions)), []).append(condition)
         if nodeid is not None:
-            self._cases.append((nodeid, model, data, task, group, captions, condition))
+            self.cases.append((nodeid, model, data, task, group, captions, condition))
 
     def precision(self, model: str) -> str:
         """fp32 or bf16 for a model's encoders. `auto` means bf16 on a GPU (about twice as fast) once it passes
@@ -190,12 +190,6 @@ class RobustnessSession:
         condition sides): half of --memerobust-feature-memory each."""
         return self.options.feature_memory_mib * 2**20 // 2
 
-    def ocr_view(self, model: str, spec: str) -> list[dict]:
-        """The OCR-robustness view of one (model, dataset) group (run/analyses.py), for the report that reads it."""
-        from .analyses import ocr_view
-
-        return ocr_view(self, model, spec)
-
     def run_notes(self, hosted: bool = True) -> list[str]:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
         used the band at the bottom of the picture, where captions usually sit); with `hosted`, one per hosted
@@ -215,7 +209,7 @@ class RobustnessSession:
             from ..perturb.typography import caption_font_name
 
             lines.append(f"re-rendered captions: {caption_font_name()}")
-        for (model, spec, task, *_defence), engine in self._engines.items():
+        for (model, spec, task, *_defence), engine in self.engines.items():
             for edit, pictures in sorted(engine.boxless.items()):
                 hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"
                 line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: {edit} met {len(pictures)} of {len(engine.ids)} "
@@ -233,7 +227,7 @@ class RobustnessSession:
         pytest-xdist controller, every worker."""
         from ..detectors.hosted import sum_usage, usage_note
 
-        return [usage_note(record) for record in sum_usage(self.hosted_usage() + self._worker_hosted)]
+        return [usage_note(record) for record in sum_usage(self.hosted_usage() + self.worker_hosted)]
 
     def hosted_requests(self) -> list[str]:
         """Before the first request: per hosted model of the run, a note of the requests its planned cases will
@@ -243,7 +237,7 @@ class RobustnessSession:
 
         by_model: dict[str, list] = {}
         texts: dict[tuple[str, str], list[str]] = {}  # (spec, task) -> the captions of its scored memes
-        for nodeid, model, data, task, _group, captions, condition in self._cases:
+        for nodeid, model, data, task, _group, captions, condition in self.cases:
             try:
                 detector = self.detector(model)
             except ModeNotRead:
@@ -293,7 +287,7 @@ class RobustnessSession:
         of the worker processes that evaluated shards (--memerobust-workers, Ray actors) and, on a pytest-xdist
         controller, every worker's."""
         total = CacheStats()
-        for counts in [store.stats for store in self._feature_stores.values()] + self._worker_cache_stats + [
+        for counts in [store.stats for store in self._feature_stores.values()] + self.worker_cache_stats + [
                 getattr(self.executor, "worker_stats", CacheStats())]:
             total.add(counts)
         return dataclasses.asdict(total)
@@ -376,9 +370,9 @@ class RobustnessSession:
         task = self.task(model, task)
         source = None if source == model else source
         key = (model, spec, task) + ((defence,) if defence else ()) + ((("from", source),) if source else ())
-        if key not in self._engines:
+        if key not in self.engines:
             name, mode = split_model(model)
-            self._engines[key] = Engine(
+            self.engines[key] = Engine(
                 self.detector(model), self.dataset(spec).labelled(task), seed=self.options.seed,
                 batch_size=self.options.batch_size,
                 shares=self.engine(name, spec, task, defence, source) if mode else None,
@@ -393,12 +387,12 @@ class RobustnessSession:
                 + (f", attacks crafted on {source}" if source else ""),
                 attack_source=self.detector(source) if source else None)
             if (defence or source) and not mode:  # the pictures are the plain engine's: decoded once
-                self._engines[key].share_pictures(self.engine(model, spec, task))
-            self._engines[key].plan([c for c in self._planned.get((model, spec), [])
+                self.engines[key].share_pictures(self.engine(model, spec, task))
+            self.engines[key].plan([c for c in self._planned.get((model, spec), [])
                                      if c.defence == defence and (None if c.source == model else c.source) == source])
-            if key in self._worker_attacks:  # a pytest-xdist controller: what the workers' attacks chose
-                self._engines[key].adopt_attacks(*self._worker_attacks[key])
-        return self._engines[key]
+            if key in self.worker_attacks:  # a pytest-xdist controller: what the workers' attacks chose
+                self.engines[key].adopt_attacks(*self.worker_attacks[key])
+        return self.engines[key]
 
     def worker_options(self) -> Options:
         """These options as a worker that evaluates shards builds its engines from: no cluster of its own, and
@@ -468,7 +462,7 @@ class RobustnessSession:
         if key in self.results:
             return self.results[key]
         task = self.task(model, task)
-        dataset = self._scored_dataset(model, spec, task)
+        dataset = self.scored_dataset(model, spec, task)
         engine = self.engine(model, spec, task, condition.defence, condition.source)
         groups = self.groups(spec, self.options.group or group, task)
         reference = Condition(defence=condition.defence)  # clean, behind the same defence
@@ -508,10 +502,10 @@ class RobustnessSession:
         except ModeNotRead:  # the channel ablation's `:image` of a caption-only detector: its cases skip
             return
         task = self.task(model, task)
-        self._scored_dataset(model, spec, task)
+        self.scored_dataset(model, spec, task)
         self.groups(spec, self.options.group or group, task)
 
-    def _scored_dataset(self, model: str, spec: str, task: str) -> Dataset:
+    def scored_dataset(self, model: str, spec: str, task: str) -> Dataset:
         """The memes of `spec` labelled for `task`, after checking that `model` can be scored on them: on the memes
         as stored, before OCR reads a picture, each refusal naming its fix."""
         explicit = task != self.detector(model).card.task  # asked for (option, suite), not the card's own
@@ -534,7 +528,7 @@ class RobustnessSession:
     def report(self) -> dict:
         """The report of everything evaluated so far, built once per set of results (the JSON/Markdown writers
         and the terminal summary all read the same one)."""
-        from ..report import build_report
+        from .report import build_report
 
         state = (len(self.results), len(self.reliance_results), sum(map(len, self.budget_results.values())),
                  len(self.case_records), id(getattr(self, "verdict", None)))
@@ -597,9 +591,9 @@ class RobustnessSession:
                      suite: str | None = None, conditions=()) -> None:
         """Remember a suite's text x image ordering (so the grid table numbers rows as the suite lists them) and
         its condition ids (so each suite gets its own tables)."""
-        self._declare(model, self.data_spec(data, captions), suite, text_sides, image_sides, conditions)
+        self.declare(model, self.data_spec(data, captions), suite, text_sides, image_sides, conditions)
 
-    def _declare(self, model: str, spec: str, suite: str | None, text_sides, image_sides, conditions) -> None:
+    def declare(self, model: str, spec: str, suite: str | None, text_sides, image_sides, conditions) -> None:
         key = (model, spec, suite)
         old_text, old_image, old_conditions = self.grids.get(key, ((), (), ()))
         self.grids[key] = (tuple(dict.fromkeys(old_text + tuple(text_sides))),

@@ -58,7 +58,7 @@ def _attacks_to_wire(session) -> list[list]:
     controller's report reads them instead of running the attacks again, alone, on one thread. The memo holds
     arrays (a UAP's pattern): it travels pickled, between processes of one run."""
     out = []
-    for key, engine in session._engines.items():
+    for key, engine in session.engines.items():
         memo, captions = engine.attack_memo(), engine.attacked_captions()
         if memo or captions:
             out.append([_engine_key_to_wire(key), pickle.dumps(memo, protocol=pickle.HIGHEST_PROTOCOL),
@@ -78,7 +78,7 @@ def merge_wire(session, wire: dict) -> None:
     keys = sorted(session.results, key=lambda k: session.order.get(k, float("inf")))  # stable: ties keep their order
     session.results = {k: session.results[k] for k in keys}
     for (model, spec, suite), (text_sides, image_sides, conditions) in wire["grids"]:
-        session._declare(model, spec, suite, text_sides, image_sides, conditions)
+        session.declare(model, spec, suite, text_sides, image_sides, conditions)
     session.notes.extend(n for n in wire["notes"] if n not in session.notes)
     for (model, spec), value in wire.get("reliance", []):
         session.reliance_results.setdefault((model, spec), value)
@@ -90,12 +90,12 @@ def merge_wire(session, wire: dict) -> None:
         session.exports.setdefault(suite, spec)
     for key, memo, captions in wire.get("attacks", []):
         key = _engine_key_from_wire(key)
-        kept = session._worker_attacks.setdefault(key, ({}, {}))
+        kept = session.worker_attacks.setdefault(key, ({}, {}))
         for entry, fitted in pickle.loads(memo).items():
             kept[0].setdefault(entry, fitted)
         for name, severity, texts in captions:
             kept[1].setdefault((name, severity), texts)
-        if key in session._engines:
-            session._engines[key].adopt_attacks(*kept)
-    session._worker_cache_stats.append(wire["cache"])
-    session._worker_hosted.extend(wire.get("hosted", []))
+        if key in session.engines:
+            session.engines[key].adopt_attacks(*kept)
+    session.worker_cache_stats.append(wire["cache"])
+    session.worker_hosted.extend(wire.get("hosted", []))

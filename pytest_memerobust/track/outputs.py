@@ -39,7 +39,7 @@ def interrupted_outputs(rs) -> list[str]:
     """An interrupted run: each report path holds the verdict alone (`rs.verdict`); no baseline, history, tracker
     run or export. Also what the first signal writes at once (signals.py), before the run's end writes it again."""
     from ..judge.verdict import cases_ran_text
-    from ..report import verdict_report
+    from ..run.report import verdict_report
 
     v = rs.verdict or {}
     ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
@@ -62,7 +62,7 @@ def refused_outputs(options, why: str) -> list[str]:
     run's. `options`: the run's session.Options (only its report paths and header are read)."""
     from types import SimpleNamespace
 
-    from ..report import verdict_report
+    from ..run.report import verdict_report
 
     why = " ".join(why.split())
     verdict = {"passed": False, "gate": None, "summary": f"the run was refused before any case: {why}", "models": [],
@@ -82,7 +82,7 @@ def _built_once(rs, lines: list[str], amend=None):
 
     def report() -> dict:
         if not built:
-            from ..report import verdict_report
+            from ..run.report import verdict_report
 
             try:
                 built.append(rs.report())
