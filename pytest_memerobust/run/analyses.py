@@ -8,7 +8,7 @@ compute once per run and keep what they found on the session, for the report.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +26,17 @@ from ..perturb.prompts import prompt_variants, supports_prompts
 if TYPE_CHECKING:
     from ..judge.caption_fuzz import FlipCheck
     from ..perturb.fuzz import Edit
+
+
+@dataclass
+class AnalysisRecords:
+    """What a run's analyses found, per (model, data spec), for the report and the terminal: modality reliance, prompt
+    invariance, minimal budgets (family -> entry), and the OCR view's readings by picture condition."""
+
+    reliance: dict[tuple[str, str], dict] = field(default_factory=dict)
+    prompts: dict[tuple[str, str], dict] = field(default_factory=dict)
+    budgets: dict[tuple[str, str], dict] = field(default_factory=dict)
+    ocr_readings: dict[tuple, list[str]] = field(default_factory=dict)
 
 
 # --- modality reliance ----------------------------------------------------------------------------------------
@@ -64,7 +75,7 @@ def reliance(session, model: str, data: str | None = None) -> dict:
     from ..errors import ConfigError
 
     spec = session.data_spec(data)
-    if (model, spec) not in session.reliance_results:
+    if (model, spec) not in session.analyses.reliance:
         task = session.task(model)
         views = {}
         for mode in ("text", "image"):
@@ -73,10 +84,10 @@ def reliance(session, model: str, data: str | None = None) -> dict:
             except ConfigError:  # a detector without channel-ablation modes
                 views[mode] = None
         engine = session.engine(model, spec, task)
-        session.reliance_results[(model, spec)] = evaluate_reliance(
+        session.analyses.reliance[(model, spec)] = evaluate_reliance(
             engine, session.dataset(spec).labelled(task).labels(task), session.options.seed, views["text"],
             views["image"])
-    return session.reliance_results[(model, spec)]
+    return session.analyses.reliance[(model, spec)]
 
 
 # --- prompt invariance ------------------------------------------------------------------------------------------
@@ -119,16 +130,16 @@ def prompt_invariance(session, model: str, data: str | None = None) -> dict | No
     """How `model`'s verdicts on the clean memes change with the wording of its prompt (evaluate_prompt_invariance),
     computed once per run and kept on the session for the report; None for a detector without a prompt."""
     spec = session.data_spec(data)
-    if (model, spec) not in session.prompt_results:
+    if (model, spec) not in session.analyses.prompts:
         prompted = _prompted_inputs(session, model, data)
         if prompted is None:
             return None
         detector, engine, labels = prompted
         stats = session.options.stats
-        session.prompt_results[(model, spec)] = evaluate_prompt_invariance(
+        session.analyses.prompts[(model, spec)] = evaluate_prompt_invariance(
             detector, engine.inputs("image", None, None), engine.inputs("text", None, None), labels, engine.ids,
             session.options.batch_size, stats.n_resamples, stats.confidence, stats.seed)
-    return session.prompt_results[(model, spec)]
+    return session.analyses.prompts[(model, spec)]
 
 
 class PromptFuzzer:
@@ -205,7 +216,7 @@ def budgets(session, model: str, families, data: str | None = None, task: str | 
     and kept on the session for the report."""
     spec = session.data_spec(data, captions)
     task = session.task(model, task)
-    known = session.budget_results.setdefault((model, spec), {})
+    known = session.analyses.budgets.setdefault((model, spec), {})
     missing = [f for f in families if f not in known]
     if missing:
         engine = session.engine(model, spec, task)
@@ -244,9 +255,9 @@ def ocr_view(session, model: str, spec: str) -> list[dict]:
         attack = condition.image is not None and get_perturbation(condition.image).needs_model
         key = ("ocr-view", spec.removesuffix(CAPTIONS_BY_OCR), condition.image, condition.image_severity,
                model if attack else None)
-        if key not in session.ocr_readings:
-            session.ocr_readings[key] = [reader.read(engine.picture(condition, i)) for i in indices]
-        return session.ocr_readings[key]
+        if key not in session.analyses.ocr_readings:
+            session.analyses.ocr_readings[key] = [reader.read(engine.picture(condition, i)) for i in indices]
+        return session.analyses.ocr_readings[key]
 
     readings = {r.condition.id: read(r.condition) for r in results}
     stats = session.options.stats

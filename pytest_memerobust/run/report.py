@@ -165,11 +165,11 @@ def build_report(session) -> dict:
     return {
         **_run_header(session), "models": models, "datasets": datasets, "groups": groups,
         "reliance": [{"model": model, "dataset": spec, **value}
-                     for (model, spec), value in session.reliance_results.items()],
+                     for (model, spec), value in session.analyses.reliance.items()],
         "prompt_invariance": [{"model": model, "dataset": spec, **value}
-                              for (model, spec), value in session.prompt_results.items()],
+                              for (model, spec), value in session.analyses.prompts.items()],
         "budgets": [{"model": model, "label": session.model_label(model), "dataset": spec,
-                     "entries": list(value.values())} for (model, spec), value in session.budget_results.items()],
+                     "entries": list(value.values())} for (model, spec), value in session.analyses.budgets.items()],
         "transfer": transfer_from_results(session.results.values()),
     }
 

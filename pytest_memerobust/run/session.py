@@ -28,7 +28,9 @@ from ..judge.results import ConditionResult
 from ..data.fit_memes import FitMemes
 from ..data.loaders import check_task
 from ..data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
+from .analyses import AnalysisRecords
 from .options import DEFAULT_DATA, Options, split_model, training_spec
+from .workers import WorkerReturns
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
 BF16_TOLERANCE = {"mean_abs_diff": 0.01, "agreement": 0.99}
@@ -71,11 +73,9 @@ class RobustnessSession:
         self._feature_stores: dict[str, FeatureStore] = {}
         self._precisions: dict[str, str] = {}
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
-        self.ocr_readings: dict[tuple, list[str]] = {}  # the OCR view's readings, by picture condition
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
-        self.worker_cache_stats: list[dict] = []  # from pytest-xdist workers, on the controller
-        self.worker_attacks: dict[tuple, tuple[dict, dict]] = {}  # engine key -> (attack memo, attacked captions)
-        self.worker_hosted: list[dict] = []  # from pytest-xdist workers: what each sent to hosted endpoints
+        self.analyses = AnalysisRecords()  # what the analyses that run a detector found (run/analyses.py)
+        self.from_workers = WorkerReturns()  # what pytest-xdist workers handed the controller (run/workers.py)
         self._run_folder: Path | None = None  # see `run_folder`
         self._owned_run_folder: Path | None = None  # ... the temporary one this session made, which `close` removes
         # Where each result was first asked for, as a position in the collected tests, so a report merged from
@@ -86,9 +86,6 @@ class RobustnessSession:
         self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
         self.cases: list[tuple] = []  # (nodeid, model, data, task, group, captions, condition) of the run's cases
         self.gate_comparisons: dict[tuple, list] | None = None  # per (model label, spec, condition): run/gate.py
-        self.reliance_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see reliance.py
-        self.prompt_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> see prompt_invariance.py
-        self.budget_results: dict[tuple[str, str], dict] = {}  # (model, data spec) -> family -> budgets.py entry
         self.results: dict[tuple[str, str, str], ConditionResult] = {}
         self._fingerprints: dict[str, str] = {}
         # (model, data spec, suite name or None) -> (text sides, image sides, condition ids) of the suite's grid and
@@ -227,7 +224,7 @@ class RobustnessSession:
         pytest-xdist controller, every worker."""
         from ..detectors.hosted import sum_usage, usage_note
 
-        return [usage_note(record) for record in sum_usage(self.hosted_usage() + self.worker_hosted)]
+        return [usage_note(record) for record in sum_usage(self.hosted_usage() + self.from_workers.hosted)]
 
     def hosted_requests(self) -> list[str]:
         """Before the first request: per hosted model of the run, a note of the requests its planned cases will
@@ -287,7 +284,7 @@ class RobustnessSession:
         of the worker processes that evaluated shards (--memerobust-workers, Ray actors) and, on a pytest-xdist
         controller, every worker's."""
         total = CacheStats()
-        for counts in [store.stats for store in self._feature_stores.values()] + self.worker_cache_stats + [
+        for counts in [store.stats for store in self._feature_stores.values()] + self.from_workers.cache_stats + [
                 getattr(self.executor, "worker_stats", CacheStats())]:
             total.add(counts)
         return dataclasses.asdict(total)
@@ -390,8 +387,8 @@ class RobustnessSession:
                 self.engines[key].share_pictures(self.engine(model, spec, task))
             self.engines[key].plan([c for c in self._planned.get((model, spec), [])
                                      if c.defence == defence and (None if c.source == model else c.source) == source])
-            if key in self.worker_attacks:  # a pytest-xdist controller: what the workers' attacks chose
-                self.engines[key].adopt_attacks(*self.worker_attacks[key])
+            if key in self.from_workers.attacks:  # a pytest-xdist controller: what the workers' attacks chose
+                self.engines[key].adopt_attacks(*self.from_workers.attacks[key])
         return self.engines[key]
 
     def worker_options(self) -> Options:
@@ -530,7 +527,7 @@ class RobustnessSession:
         and the terminal summary all read the same one)."""
         from .report import build_report
 
-        state = (len(self.results), len(self.reliance_results), sum(map(len, self.budget_results.values())),
+        state = (len(self.results), len(self.analyses.reliance), sum(map(len, self.analyses.budgets.values())),
                  len(self.case_records), id(getattr(self, "verdict", None)))
         if getattr(self, "_report_for", None) != state:
             self._report, self._report_for = build_report(self), state

@@ -3,8 +3,19 @@ grids, notes, fitted attacks), and each worker process's device and share of the
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass, field
 
 from ..judge.results import ConditionResult
+
+
+@dataclass
+class WorkerReturns:
+    """On a pytest-xdist controller, what the workers handed back beyond results: their feature caches' counts, what
+    their attacks fitted and chose per engine key (attack memo, attacked captions), what they sent to hosted models."""
+
+    cache_stats: list[dict] = field(default_factory=list)
+    attacks: dict[tuple, tuple[dict, dict]] = field(default_factory=dict)
+    hosted: list[dict] = field(default_factory=list)
 
 
 def _engine_key_to_wire(key: tuple) -> list:
@@ -48,9 +59,9 @@ def to_wire(session) -> dict:
             "order": [session.order.get(key, float("inf")) for key in session.results],
             "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in session.grids.items()],
             "notes": session.run_notes(hosted=False), "cache": session.cache_stats(), "hosted": session.hosted_usage(),
-            "reliance": [[list(key), value] for key, value in session.reliance_results.items()],
-            "prompts": [[list(key), value] for key, value in session.prompt_results.items()],
-            "budgets": [[list(key), value] for key, value in session.budget_results.items()],
+            "reliance": [[list(key), value] for key, value in session.analyses.reliance.items()],
+            "prompts": [[list(key), value] for key, value in session.analyses.prompts.items()],
+            "budgets": [[list(key), value] for key, value in session.analyses.budgets.items()],
             "exports": session.exports, "attacks": _attacks_to_wire(session)}
 
 def _attacks_to_wire(session) -> list[list]:
@@ -81,21 +92,21 @@ def merge_wire(session, wire: dict) -> None:
         session.declare(model, spec, suite, text_sides, image_sides, conditions)
     session.notes.extend(n for n in wire["notes"] if n not in session.notes)
     for (model, spec), value in wire.get("reliance", []):
-        session.reliance_results.setdefault((model, spec), value)
+        session.analyses.reliance.setdefault((model, spec), value)
     for (model, spec), value in wire.get("prompts", []):
-        session.prompt_results.setdefault((model, spec), value)
+        session.analyses.prompts.setdefault((model, spec), value)
     for (model, spec), value in wire.get("budgets", []):
-        session.budget_results.setdefault((model, spec), {}).update(value)
+        session.analyses.budgets.setdefault((model, spec), {}).update(value)
     for suite, spec in wire.get("exports", {}).items():
         session.exports.setdefault(suite, spec)
     for key, memo, captions in wire.get("attacks", []):
         key = _engine_key_from_wire(key)
-        kept = session.worker_attacks.setdefault(key, ({}, {}))
+        kept = session.from_workers.attacks.setdefault(key, ({}, {}))
         for entry, fitted in pickle.loads(memo).items():
             kept[0].setdefault(entry, fitted)
         for name, severity, texts in captions:
             kept[1].setdefault((name, severity), texts)
         if key in session.engines:
             session.engines[key].adopt_attacks(*kept)
-    session.worker_cache_stats.append(wire["cache"])
-    session.worker_hosted.extend(wire.get("hosted", []))
+    session.from_workers.cache_stats.append(wire["cache"])
+    session.from_workers.hosted.extend(wire.get("hosted", []))
