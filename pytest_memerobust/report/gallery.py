@@ -87,3 +87,25 @@ def caption_diff(before: str, after: str) -> list[tuple[str, str, str]]:
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     return [("same" if op == "equal" else op, before[i1:i2], after[j1:j2])
             for op, i1, i2, j1, j2 in matcher.get_opcodes()]
+
+
+def caption_pair(before: str, after: str, text, gap=None) -> tuple[str, str]:
+    """The clean and perturbed captions for a renderer: what the edit removed in <del> in the first, what it put in
+    in <ins> in the second; `text` renders a run of characters in the renderer's escaping; `gap(side, other)`, where
+    the renderer can show one, marks on the side with nothing where the other side's edit sits (`side` is "before"
+    or "after", `other` the other side's text)."""
+    left, right = [], []
+    for op, a, b in caption_diff(before, after):
+        if op == "same":
+            left.append(text(a))
+            right.append(text(b))
+            continue
+        if a:
+            left.append(f"<del>{text(a)}</del>")
+        elif gap is not None:
+            left.append(gap("before", b))
+        if b:
+            right.append(f"<ins>{text(b)}</ins>")
+        elif gap is not None:
+            right.append(gap("after", a))
+    return "".join(left), "".join(right)

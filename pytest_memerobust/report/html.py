@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 
-from .gallery import caption_diff, code_point, distinct_memes, visible
+from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_LABELS,
                       VERDICT_MEANING, VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief,
                       caption_labels, case_of, gate_shown, model_counts,
@@ -449,19 +449,15 @@ def _text(text: str) -> str:
     return "".join(_char(ch) for ch in text)
 
 
+def _gap(side: str, other: str) -> str:
+    """A thin mark where the other side's edit sits, its text as a tooltip."""
+    return f"<span class='gap' title='{'inserted' if side == 'before' else 'removed'} here: {_e(other)}'></span>"
+
+
 def caption_pair(before: str, after: str) -> tuple[str, str]:
     """The clean and perturbed captions as HTML, what the edit removed struck through in the first, what it put in
-    highlighted in the second."""
-    left, right = [], []
-    for op, a, b in caption_diff(before, after):
-        if op == "same":
-            left.append(_text(a))
-            right.append(_text(b))
-            continue
-        # where one side has nothing, a thin mark shows where the other side's edit sits
-        left.append(f"<del>{_text(a)}</del>" if a else f"<span class='gap' title='inserted here: {_e(b)}'></span>")
-        right.append(f"<ins>{_text(b)}</ins>" if b else f"<span class='gap' title='removed here: {_e(a)}'></span>")
-    return "".join(left), "".join(right)
+    highlighted in the second, a thin mark on a side with nothing where the other side's edit sits."""
+    return gallery_caption_pair(before, after, _text, _gap)
 
 
 def _worst(group: dict, cases: list[dict]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from .gallery import caption_diff, code_point, distinct_memes, visible
+from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_LABELS, VERDICTS,
                       baseline_cells, baseline_notes, brief, caption_labels, case_of, counts, counts_text, gate_shown,
                       has_verdict, model_counts, number, partial_note, read_by_ocr, p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
@@ -43,18 +43,8 @@ def _text(text: str) -> str:
 
 def caption_pair(before: str, after: str) -> tuple[str, str]:
     """The clean and perturbed captions for a table cell: what the edit removed in <del>, what it put in in <ins>,
-    characters outside ASCII with their code point."""
-    left, right = [], []
-    for op, a, b in caption_diff(before, after):
-        if op == "same":
-            left.append(_text(a))
-            right.append(_text(b))
-            continue
-        if a:
-            left.append(f"<del>{_text(a)}</del>")
-        if b:
-            right.append(f"<ins>{_text(b)}</ins>")
-    return "".join(left), "".join(right)
+    characters outside ASCII with their code point (a Markdown cell has no way to mark where an insertion sits)."""
+    return gallery_caption_pair(before, after, _text)
 
 
 def _verdict_cell(verdict: str) -> str:
