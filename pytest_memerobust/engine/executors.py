@@ -58,8 +58,8 @@ def usable_cores() -> int:
 
 
 POOL_START_S = 5.0  # seconds from a worker's spawn to its engine built (interpreter, package, torch, detector,
-# memes) until the run measured one: bench/pool_scaling.py on this project's 2-core machine, 2026-11-27, two workers
-# starting at once: 4.8 s (memeblip2-tda) and 4.2 s (MiniLM) on a quiet machine, 8-13 s with both cores busy
+# memes) until the run measured one: about what two workers starting at once take on a quiet 2-core machine
+# (bench/pool_scaling.py; docs/benchmarks.md)
 POOL_POLL_S = 0.2  # how often the driver moves the workers' progress onto its bar
 POOL_SETTLE_S = 30.0  # the longest a broken pool's other shards take to come back or fail with it
 
