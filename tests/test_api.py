@@ -41,8 +41,12 @@ def test_the_plugin_imports_nothing_heavy_and_leaves_the_environment_alone():
     assert out.splitlines() == ["[] None", "False"]
 
 
-def test_the_public_names_set_idle_openmp_threads_to_sleep_before_torch():
-    code = ("import os, sys; from pytest_memerobust import Engine; "
+@pytest.mark.parametrize("library_use", ["from pytest_memerobust import Engine",
+                                         "from pytest_memerobust.engine import Engine",
+                                         "from pytest_memerobust.detectors import load_detector"])
+def test_library_use_sets_idle_openmp_threads_to_sleep_before_torch(library_use):
+    """The public names, and the two packages a library user starts from, set the policy before torch loads."""
+    code = (f"import os, sys; {library_use}; "
             "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=_env_without_omp()).stdout

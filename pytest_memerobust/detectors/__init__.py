@@ -1,4 +1,9 @@
-"""Detectors by name: model cards (TOML) name an architecture and its weights."""
+"""Detectors by name: model cards (TOML) name an architecture and its weights. Importing it is library use: idle
+OpenMP threads are set to sleep before torch loads (openmp.py)."""
+from ..openmp import sleep_idle_threads
+
+sleep_idle_threads()
+
 from .base import Detector, SplitDetector, is_split
 from .cards import ModelCard, available_cards, find_card, load_card
 from .registry import ENTRY_POINT_GROUP, architectures, load_detector, register_architecture

@@ -1,5 +1,10 @@
 """The engine: conditions, the evaluation of a detector under them (case by case, or shard by shard over the memes),
-the store of encoded inputs, and the executors that spread shards over processes and hosts."""
+the store of encoded inputs, and the executors that spread shards over processes and hosts. Importing it is library
+use: idle OpenMP threads are set to sleep before torch loads (openmp.py)."""
+from ..openmp import sleep_idle_threads
+
+sleep_idle_threads()
+
 from ..perturb.conditions import Condition
 from .engine import Engine
 
