@@ -134,7 +134,7 @@ def test_a_report_that_cannot_be_built_or_written_never_leaves_an_earlier_one(py
             raise PermissionError("read-only")
         write_report(path, report)
 
-    monkeypatch.setattr("pytest_memerobust.report.build_report", broken)
+    monkeypatch.setattr("pytest_memerobust.run.report.build_report", broken)
     monkeypatch.setattr("pytest_memerobust.report.write_report", unwritable_markdown)
     report, markdown = tmp_path / "r.json", tmp_path / "r.md"
     for stale in (report, markdown):
