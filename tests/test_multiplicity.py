@@ -63,21 +63,27 @@ def test_an_undefined_draw_is_dropped_not_counted_as_never_exceeding():
     assert maxt_critical_value(two, 0.5) == upper_critical_value(np.array([0.0, 2.0, 3.0]), 0.5) == 2.0
 
 
-def test_a_gate_rule_with_many_one_class_resamples_reads_its_p_over_the_defined_ones():
-    """Eight memes, one of them hateful: about a third of the resamples draw no hateful meme, where AUROC (and its
-    change) is undefined. The rule's one-sided p counts only the resamples where it is defined."""
+def test_a_gate_rule_with_many_one_class_resamples_reads_its_p_over_the_defined_ones(monkeypatch):
+    """Eight memes, one of them hateful: by default its AUROC is not judged (too few memes of the class); with that
+    floor lowered, about a third of the bootstrap resamples draw no hateful meme, where AUROC (and its change) is
+    undefined, and the rule's one-sided p counts only the resamples where it is defined."""
+    from pytest_memerobust.judge import gate
+
     y = np.array([1, 0, 0, 0, 0, 0, 0, 0])
     before = np.array([[0.1, 0.9]] + [[0.9, 0.1]] * 7)  # the hateful meme ranked first
     now = before.copy()
     now[0], now[1] = [0.6, 0.4], [0.5, 0.5]  # ranked below one harmless meme now
     cell = {"y": y.tolist(), "clean": before.tolist(), "perturbed": now.tolist()}
     then = {"y": y.tolist(), "clean": before.tolist(), "perturbed": before.tolist()}
-    (auroc,) = judge_family([PairedCell("m", "d", "c", "perturbed", cell, then)], (RegressionCheck.parse("auroc"),),
-                            control=ErrorControl("none"), n_resamples=300, seed=2)
+    family = ([PairedCell("m", "d", "c", "perturbed", cell, then)], (RegressionCheck.parse("auroc"),))
+    (few,) = judge_family(*family, control=ErrorControl("none"), n_resamples=300, seed=2)
+    assert few.state == "not judged: too few memes of class 1 (1 < 10)" and not few.regressed
+    monkeypatch.setattr(gate, "FEWEST_OF_A_CLASS", 1)
+    (auroc,) = judge_family(*family, control=ErrorControl("none"), n_resamples=300, seed=2, method="bootstrap")
     assert auroc.judged and auroc.before == 1.0 and auroc.now == pytest.approx(6 / 7)
     from pytest_memerobust.judge.gate import _Resampler
 
-    side = _Resampler(y, 300, (2, "d", _Resampler._digest(y)))  # the resamples the family drew for these memes
+    side = _Resampler(y, 300, (2, "d", _Resampler._digest(y), "bootstrap"))  # the family's resamples of these memes
     w = auroc.before - auroc.now
     samples = side.metric("auroc", before) - side.metric("auroc", now)
     defined = ~np.isnan(samples)

@@ -8,14 +8,25 @@ The default rules judge, per condition (clean included), the metric itself under
 macro-F1) and the flip rate, each as the paired change "how much worse now" on the same memes. Relative robustness
 ("loses less than it had") rewards a weaker model, so it is a rule to ask for (`rel_acc`), never the default.
 
-Every rule of every condition of a run is one family (`judge_family`): one set of bootstrap resamples of the memes
-per dataset (shared by every model scoring its memes), every statistic evaluated on it, and the run's error
-controlled over the whole family (`--memerobust-gate-error`, default the family-wise error at 5% by the step-down
-max-T; see multiplicity.py). A rule regresses when its adjusted one-sided p is at most the level, testing "worse by
-more than its minimum effect" (`--memerobust-fail-on=acc:1%`). Under `--memerobust-gate=non-inferiority` the
-question flips: a rule passes only when the simultaneous upper bound of its worsening stays within its margin (the
-same `acc:2%`; 2 points unless given). What cannot be judged (one class left, no answers) is a named state, never
-a silent pass.
+Every rule of every condition of a run is one family (`judge_family`): one set of resamples of the memes per dataset
+(shared by every model scoring its memes), every statistic evaluated on it, and the run's error controlled over the
+whole family (`--memerobust-gate-error`, default the family-wise error at 5% by the step-down max-T; see
+multiplicity.py). Beside each condition, each perturbation family of several severities has its mean change over
+them as a member of the family (`typos (mean of 5)`): a checkpoint that loses a little everywhere is seen sooner.
+
+The resamples are paired bootstrap draws of the memes, or, below `PERMUTATION_BELOW` memes (or asked for), paired
+permutations: each meme's outputs swapped between the two checkpoints by one fair coin, the same coin in every
+condition, the null's law without a normal approximation. A rule regresses when its adjusted one-sided p is at most
+the level, testing "worse by more than its minimum effect" (`--memerobust-fail-on=acc:1%`); its printed bound is
+the one the decision used (multiplicity.decision_critical_values), so they never disagree. Under
+`--memerobust-gate=non-inferiority` the question flips: a rule passes only when that upper bound of its worsening
+stays within its margin (the same `acc:2%`; 2 points unless given).
+
+A baseline of several checkpoints of one recipe (`then` a list) asks "worse than the recipe's own seed-to-seed
+spread?": the candidate against the checkpoints' mean, its standard error inflated by how much more the
+checkpoints differ from each other than the memes' resampling alone explains (`_recipe_inflation`).
+
+What cannot be judged (one class left, too few memes of a class, no answers) is a named state, never a silent pass.
 """
 from __future__ import annotations
 
@@ -26,12 +37,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from . import metrics
-from .metrics import binomial_upper_tail
-from .multiplicity import (CONTROLS, bh_adjusted_p, holm_adjusted_p, marginal_p, maxt_adjusted_p, maxt_critical_value,
-                           studentized, upper_critical_value)
+from .multiplicity import (CONTROLS, bh_adjusted_p, decision_critical_values, holm_adjusted_p, marginal_p,
+                           maxt_adjusted_p, studentized)
 from ..errors import ConfigError
 
 GATES = ("thresholds", "regressions", "both", "non-inferiority")
+METHODS = ("auto", "bootstrap", "permutation")
+DEFAULT_RESAMPLES = 10_000  # the decision's resamples: p near the level moves by ~0.005, not ~0.02 as at 1,000
+PERMUTATION_BELOW = 100  # `auto` below this many memes: resampling them cannot show the variance of a small sample
+FEWEST_OF_A_CLASS = 10  # AUROC and macro-F1 of a class with fewer memes are not judged
 _METRICS = {"acc": "accuracy", "auroc": "auroc", "f1": "macro_f1", "flip": "flip_rate"}
 _KINDS = {"rel": "relative", "abs": "absolute", "": "metric"}
 CLOSEST = 3  # conditions shown beside the regressed ones: those nearest to regressing
@@ -115,7 +129,7 @@ class ErrorControl:
                 "none": f"each rule alone at {self.alpha:.0%}"}[self.method]
 
     def describe(self) -> str:
-        return {"fwer": f"family-wise error {self.alpha:.0%} (bootstrap max-T, step-down)",
+        return {"fwer": f"family-wise error {self.alpha:.0%} (max-T, step-down)",
                 "holm": f"family-wise error {self.alpha:.0%} (Holm)",
                 "fdr": f"false discovery rate {self.alpha:.0%} (Benjamini-Hochberg)",
                 "none": f"no error control over the run (each rule alone at {self.alpha:.0%})"}[self.method]
@@ -137,10 +151,13 @@ _Z_POWER = 0.8416212335729143  # the standard normal's 80% quantile: the minimum
 class Comparison:
     """One rule on one condition: the baseline's score and this run's, the paired difference (now - before), the
     one-sided test in the worse direction (`p_raw` alone, `p_value` adjusted for the run's family under `control`),
-    the simultaneous bound on the difference (`bound`: under `regressions` the side nearest to "no worse", under
+    the bound on the difference the decision used (`bound`: under `regressions` the side nearest to "no worse", under
     `non-inferiority` the worst the data allow) and the decision. `regressed` is whether this rule fails the gate;
     `state` says what was decided ("regressed", "no regression", "non-inferior", "not shown non-inferior" or "not
-    judged: why"). `low`..`high` is the per-rule percentile interval at the run's confidence, for reading only."""
+    judged: why"). `low`..`high` is the per-rule percentile interval at the run's confidence, for reading only.
+    `method` names the resampling ("bootstrap", "permutation"), `resamples` their count; a family mean lists the
+    conditions it averages (`members`); against a recipe, `recipe` is its count of checkpoints and `inflation` the
+    factor on the variance that its spread adds."""
 
     model: str
     dataset: str
@@ -162,8 +179,13 @@ class Comparison:
     control: str = ""
     mode: str = "regressions"
     memes: int = 0
-    memes_needed: int | None = None  # non-inferiority not shown: memes that would show it at this difference
+    memes_needed: int | None = None  # non-inferiority not shown: memes that show it with 80% power at this difference
     detectable: float = float("nan")  # the worsening this test detects at 80% power under the run's control
+    method: str = "bootstrap"
+    resamples: int = 0
+    members: tuple = ()
+    recipe: int = 0
+    inflation: float = 1.0
 
     @property
     def difference(self) -> float:
@@ -184,7 +206,7 @@ class Comparison:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["difference"], d["ci"] = self.difference, [self.low, self.high]
+        d["difference"], d["ci"], d["members"] = self.difference, [self.low, self.high], list(self.members)
         del d["low"], d["high"]
         return d
 
@@ -197,16 +219,17 @@ class Comparison:
             worst = -self.bound if self.higher_is_better else self.bound
             verb = "drop" if self.higher_is_better else "rise"
             if self.regressed:
-                needed = (f"; about {self.memes_needed} memes would show it at this difference" if self.memes_needed
+                needed = (f"; about {self.memes_needed} memes would show it with 80% power at this difference"
+                          if self.memes_needed
                           else "; no number of memes shows it: the observed change is past the margin")
                 return (f"{self.what} not shown non-inferior with {self.memes} memes: baseline {self.before:.4f} -> "
-                        f"now {self.now:.4f}, its {verb} may reach {worst:.4f} (simultaneous bound) > margin "
+                        f"now {self.now:.4f}, its {verb} may reach {worst:.4f} (the decision's bound) > margin "
                         f"{self.min_effect:.4f} ({tests}){needed}")
             return (f"{self.what} non-inferior: baseline {self.before:.4f} -> now {self.now:.4f}, its {verb} is at "
                     f"most {worst:.4f} <= margin {self.min_effect:.4f} ({tests})")
         allowed = f", allowed {self.min_effect:.4f}" if self.min_effect else ""
         return (f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f} "
-                f"(difference {self.difference:+.4f}, simultaneous bound {self.bound:+.4f}{allowed}; {tests})")
+                f"(difference {self.difference:+.4f}, bound {self.bound:+.4f}{allowed}; {tests})")
 
 
 @dataclass(frozen=True)
@@ -271,32 +294,17 @@ class RegressionCheck:
             return metrics.relative_robustness(base, value)
         return metrics.absolute_robustness(base, value, scale)
 
-    def _resampled(self, side: "_Resampler", clean, perturbed, scale) -> np.ndarray:
-        """The score on each of `side`'s resamples of the memes [B]: the same quantity as `_score`."""
+    def _resampled(self, side, now: tuple, then: tuple, scale) -> tuple[np.ndarray, np.ndarray]:
+        """The score of (then, now) on each of `side`'s resamples [B] each: the same quantity as `_score`. `now` and
+        `then` are (clean, perturbed) probabilities of the same memes."""
         if self.metric == "flip_rate":
-            return side.flip_rate(clean, perturbed)
-        value = side.metric(self.metric, perturbed)
+            return side.flip_rates(now, then)
+        values = side.metrics(self.metric, now[1], then[1])
         if self.kind == "metric":
-            return value
-        return metrics._robustness_fn(self.kind, scale)(side.metric(self.metric, clean), value)
-
-    def exact_p(self, y, now: tuple, before: tuple) -> float:
-        """The exact one-sided McNemar p of "now is worse" for accuracy and the flip rate without an effect size (the
-        discordant memes going the worse way, of all discordant); nan for rules without an exact test."""
-        if self.kind != "metric" or self.metric not in ("accuracy", "flip_rate") or self.min_effect:
-            return float("nan")
-        good_now, good_before = (self._paired_outcomes(y, *side) for side in (now, before))
-        worse, better = int(np.sum(good_before & ~good_now)), int(np.sum(~good_before & good_now))
-        return binomial_upper_tail(worse, worse + better)
-
-    def _paired_outcomes(self, y, clean, perturbed) -> np.ndarray:
-        """Per meme, what McNemar pairs: right under the condition (accuracy), or kept its clean prediction (flip
-        rate: a meme that flips counts as a failure)."""
-        if self.metric == "accuracy":
-            return metrics.correct(y, perturbed)
-        from .results import predicted_labels
-
-        return predicted_labels(y, clean) == predicted_labels(y, perturbed)
+            return values
+        robustness = metrics._robustness_fn(self.kind, scale)
+        clean = side.metrics(self.metric, now[0], then[0])
+        return robustness(clean[0], values[0]), robustness(clean[1], values[1])
 
 
 DEFAULT_CHECKS = tuple(RegressionCheck("metric", m) for m in ("accuracy", "auroc", "macro_f1", "flip_rate"))
@@ -306,14 +314,18 @@ DEFAULT_CHECKS = tuple(RegressionCheck("metric", m) for m in ("accuracy", "auroc
 class PairedCell:
     """One condition of one model on one dataset in both runs: {"y", "clean", "perturbed"} (and optionally
     "declined": the memes the detector declined, clean or under the condition) over the same memes in the same
-    order."""
+    order. `then` is one checkpoint's cell, or a list of the cells of k >= 2 checkpoints of one recipe."""
 
     model: str
     dataset: str
     condition: str
     kind: str  # "clean" or not: which rules apply
     now: dict
-    then: dict
+    then: dict | list
+
+    @property
+    def thens(self) -> list[dict]:
+        return list(self.then) if isinstance(self.then, (list, tuple)) else [self.then]
 
 
 class _Resampler:
@@ -347,12 +359,58 @@ class _Resampler:
         return self._remember((name, self._digest(proba)), lambda: self.resamples.metric(name, self.y, proba))
 
     def flip_rate(self, clean: np.ndarray, perturbed: np.ndarray) -> np.ndarray:
-        from .results import predicted_labels
-
         def compute():
-            return self.resamples.mean(predicted_labels(self.y, clean) != predicted_labels(self.y, perturbed))
+            return self.resamples.mean(_flips(self.y, clean, perturbed))
 
         return self._remember(("flip", self._digest(clean, perturbed)), compute)
+
+    def metrics(self, name: str, now: np.ndarray, then: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(then's, now's) metric on every resample: each side on the same drawn memes."""
+        return self.metric(name, then), self.metric(name, now)
+
+    def flip_rates(self, now: tuple, then: tuple) -> tuple[np.ndarray, np.ndarray]:
+        return self.flip_rate(*then), self.flip_rate(*now)
+
+
+def _flips(y, clean, perturbed) -> np.ndarray:
+    from .results import predicted_labels
+
+    return predicted_labels(y, clean) != predicted_labels(y, perturbed)
+
+
+class _Permuter:
+    """Paired permutations of one dataset's memes: per resample one fair coin per meme swaps its outputs between
+    the two checkpoints, the same coin for the meme in every condition and rule. Under "neither is better" the two
+    are exchangeable meme by meme, so the permuted differences are draws of the null's own law, exact however few
+    the memes (where resampling memes cannot show a small class's variance). The two sides' outputs are stacked (now
+    then before, 2N items) and each permuted side is a 0/1 weighting of them, so every metric is
+    metrics.METRICS_OF_COUNTS' on exact integers, as for the bootstrap. Keyed like `_Resampler`."""
+
+    def __init__(self, y: np.ndarray, n_resamples: int, key: tuple):
+        self.y = y
+        self.labels = np.concatenate([y, y])
+        digest = hashlib.sha256(json.dumps([str(k) for k in key] + ["permutation"]).encode()).digest()
+        swap = np.random.default_rng(int.from_bytes(digest[:8], "little")).random((n_resamples, len(y))) < 0.5
+        self.then_weights = np.hstack([swap, ~swap]).astype(np.float64)  # then's side: now's output where swapped
+        self.now_weights = 1.0 - self.then_weights
+        self._memo: dict[tuple, tuple] = {}
+
+    def metrics(self, name: str, now: np.ndarray, then: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = (name, _Resampler._digest(now, then))
+        if key not in self._memo:
+            of_counts = metrics.METRICS_OF_COUNTS[name]
+            stacked = np.concatenate([now, then])
+            self._memo[key] = (of_counts(self.labels, stacked, self.then_weights),
+                               of_counts(self.labels, stacked, self.now_weights))
+        return self._memo[key]
+
+    def flip_rates(self, now: tuple, then: tuple) -> tuple[np.ndarray, np.ndarray]:
+        key = ("flip", _Resampler._digest(*now, *then))
+        if key not in self._memo:
+            flips = np.concatenate([_flips(self.y, *now), _flips(self.y, *then)]).astype(np.float64)
+            n = len(self.y)
+            self._memo[key] = (self.then_weights @ flips / n, self.now_weights @ flips / n)
+        return self._memo[key]
 
 
 def _not_judged_reason(answered: np.ndarray | None) -> str | None:
@@ -370,56 +428,168 @@ def _why_undefined(check: RegressionCheck, y) -> str:
     return "not judged: undefined"
 
 
+def _too_few_of_a_class(check: RegressionCheck, y: np.ndarray) -> str | None:
+    """AUROC and macro-F1 read each class on its own: with a handful of memes of one class, neither resampling nor
+    permuting the memes shows how much the class's few memes could vary (1-3 memes of a class false-alarm 6-40%)."""
+    if check.metric not in ("auroc", "macro_f1") or y.ndim != 1:
+        return None
+    classes, counts = np.unique(y, return_counts=True)
+    if len(classes) < 2:
+        return None  # one class left: _why_undefined names it
+    fewest = int(np.argmin(counts))
+    if counts[fewest] < FEWEST_OF_A_CLASS:
+        return (f"not judged: too few memes of class {classes[fewest]} ({counts[fewest]} < "
+                f"{FEWEST_OF_A_CLASS})")
+    return None
+
+
+def resampling_method(method: str, memes: int, recipe: bool = False) -> str:
+    """The resampling a family uses: `auto` is paired permutations below PERMUTATION_BELOW memes and the bootstrap
+    above; a recipe baseline is judged on bootstrap draws (its spread is read from the checkpoints' resampled
+    scores), and a permutation of a recipe is refused."""
+    if method not in METHODS:
+        raise ConfigError(f"gate method {method!r}: expected one of {', '.join(METHODS)}")
+    if recipe:
+        if method == "permutation":
+            raise ConfigError("the permutation gate compares two checkpoints; a baseline of several checkpoints of "
+                              "one recipe is judged by the bootstrap (--memerobust-gate-method=auto or bootstrap)")
+        return "bootstrap"
+    if method == "auto":
+        return "permutation" if memes < PERMUTATION_BELOW else "bootstrap"
+    return method
+
+
+def _family_of(condition: str) -> tuple[str, int] | None:
+    """(perturbation family, severity) of a condition named `family@severity`; None for clean and composites."""
+    family, at, severity = condition.rpartition("@")
+    return (family, int(severity)) if at and family and severity.isdigit() else None
+
+
 def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAULT_CONTROL,
-                 mode: str = "regressions", n_resamples: int = 1000, seed: int = 0, scale: str = "percent",
-                 confidence: float = 0.95) -> list[Comparison]:
+                 mode: str = "regressions", n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                 scale: str = "percent", confidence: float = 0.95, method: str = "auto",
+                 family_means: bool = True) -> list[Comparison]:
     """Every rule that applies to every `PairedCell` (baseline `then` against `now`), judged as one family under
     `control`: a pure function of the paired per-meme outputs. Per rule the statistic is w = how much worse now is
-    (before - now; now - before for the flip rate) on the same memes, resampled on one index matrix per dataset
-    (and labels); `regressions` tests "w <= the rule's minimum effect" one-sided, `non-inferiority` tests "w >= the
-    margin" (passing only where the simultaneous upper bound of w stays within it)."""
+    (before - now; now - before for the flip rate) on the same memes, resampled on one set of draws per dataset
+    (and labels): bootstrap or paired permutations (`method`, see `resampling_method`); `regressions` tests "w <= the
+    rule's minimum effect" one-sided, `non-inferiority` tests "w >= the margin" (passing only where the decision's
+    upper bound of w stays within it). Each perturbation family of several severities adds, per rule, its mean w
+    over them (`family_means`). Against a recipe (`then` a list), before is the checkpoints' mean."""
     if mode not in ("regressions", "non-inferiority"):
         raise ValueError(f"mode must be 'regressions' or 'non-inferiority', got {mode!r}")
     inferiority = mode == "non-inferiority"
-    resamplers: dict[tuple, _Resampler] = {}
+    cells = list(cells)
+    recipe = any(len(cell.thens) > 1 for cell in cells)
+    sides: dict[tuple, object] = {}
     tests: list[dict] = []
     for cell in cells:
         y = np.asarray(cell.now["y"])
-        arrays = [np.asarray(a, dtype=np.float64) for a in (cell.now["clean"], cell.now["perturbed"],
-                                                            cell.then["clean"], cell.then["perturbed"])]
-        declined = [np.asarray(c["declined"], bool) for c in (cell.now, cell.then) if c.get("declined") is not None]
+        thens = cell.thens
+        now_arrays = [np.asarray(cell.now[k], dtype=np.float64) for k in ("clean", "perturbed")]
+        then_arrays = [[np.asarray(t[k], dtype=np.float64) for k in ("clean", "perturbed")] for t in thens]
+        declined = [np.asarray(c["declined"], bool) for c in [cell.now, *thens] if c.get("declined") is not None]
         answered = ~np.logical_or.reduce(declined) if declined and np.logical_or.reduce(declined).any() else None
         reason = _not_judged_reason(answered)
         key = (seed, cell.dataset, _Resampler._digest(y))  # the memes, whichever model or condition scores them
         if answered is not None and reason is None:  # the memes answered in both runs: resampled on their own
-            y, arrays = y[answered], [a[answered] for a in arrays]
+            y = y[answered]
+            now_arrays = [a[answered] for a in now_arrays]
+            then_arrays = [[a[answered] for a in t] for t in then_arrays]
             key += (_Resampler._digest(answered),)
-        if reason is None and key not in resamplers:
-            resamplers[key] = _Resampler(y, n_resamples, key)
+        used = resampling_method(method, len(y), recipe)
+        key += (used,)
+        if reason is None and key not in sides:
+            sides[key] = (_Permuter if used == "permutation" else _Resampler)(y, n_resamples, key)
         for check in checks:
             if not check.applies_to(cell.kind):
                 continue
             sign = 1.0 if check.higher_is_better else -1.0
             margin = check.min_effect or (DEFAULT_MARGIN if inferiority else 0.0)
-            test = {"cell": cell, "check": check, "sign": sign, "null": margin, "reason": reason, "n": len(y)}
+            test = {"where": (cell.model, cell.dataset, cell.condition), "check": check, "sign": sign,
+                    "null": margin, "reason": reason or _too_few_of_a_class(check, y), "n": len(y), "side": key,
+                    "method": used, "members": (), "recipe": len(thens) if len(thens) > 1 else 0}
             tests.append(test)
-            if reason is not None:
+            if test["reason"] is not None:
                 test.update(before=float("nan"), now=float("nan"), w=float("nan"), samples=None)
                 continue
-            now, before = (float(check._score(y, *arrays[i:i + 2], scale)) for i in (0, 2))
-            side = resamplers[key]
-            w = sign * (before - now)
-            samples = sign * (check._resampled(side, *arrays[2:], scale) - check._resampled(side, *arrays[:2], scale))
-            test.update(before=before, now=now, w=w, samples=samples)
-            if control.method == "holm":  # the only control that reads exact p-values
-                test["exact"] = check.exact_p(y, arrays[:2], arrays[2:])
-            if w != w:
+            side = sides[key]
+            now = float(check._score(y, *now_arrays, scale))
+            befores = np.array([float(check._score(y, *t, scale)) for t in then_arrays])
+            pairs = [check._resampled(side, tuple(now_arrays), tuple(t), scale) for t in then_arrays]
+            then_samples = np.stack([then_s for then_s, _ in pairs])  # [k, B]
+            before = float(befores.mean())
+            test.update(before=before, now=now, w=sign * (before - now),
+                        samples=sign * (then_samples.mean(axis=0) - pairs[0][1]))
+            if len(thens) > 1:
+                test["spread"] = _leave_one_out(sign * befores, sign * then_samples)
+            if test["w"] != test["w"]:
                 test["reason"] = _why_undefined(check, y)
-    return _decide(tests, control, mode, n_resamples, confidence)
+    if family_means:
+        tests += _family_means(tests)
+    inflation = _recipe_inflation(tests) if recipe else 1.0
+    return _decide(tests, control, mode, n_resamples, confidence, inflation)
 
 
-def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: int, confidence: float):
-    """The family's adjusted p-values, simultaneous bounds and decisions (see judge_family)."""
+def _leave_one_out(befores: np.ndarray, samples: np.ndarray) -> list[tuple[float, float]]:
+    """Per checkpoint l of a recipe, (D_l^2, the resamples' variance of D_l) for D_l = the others' mean - l's score:
+    how far one checkpoint falls from the rest, against how far resampling the memes alone would put it."""
+    out = []
+    k = len(befores)
+    for left in range(k):
+        others = [i for i in range(k) if i != left]
+        d = befores[others].mean() - befores[left]
+        draws = samples[others].mean(axis=0) - samples[left]
+        draws = draws[~np.isnan(draws)]
+        if draws.size >= 2 and d == d:
+            out.append((float(d) ** 2, float(np.var(draws, ddof=1))))
+    return out
+
+
+def _recipe_inflation(tests: list[dict]) -> float:
+    """How much more a recipe's checkpoints differ from each other than resampling the memes explains: the mean over
+    every judged rule and left-out checkpoint of D_l^2 / var(D_l), at least 1. The candidate against the k
+    checkpoints' mean then has variance (this factor) x its resampled variance: a new seed that differs from the
+    others as much as they differ from each other is no regression. One factor for the family, pooled over its
+    rules, so that four checkpoints estimate it on many comparisons, not on four numbers per rule."""
+    ratios = [d2 / var for t in tests if t["reason"] is None for d2, var in t.get("spread", ()) if var > 0]
+    return max(1.0, float(np.mean(ratios))) if ratios else 1.0
+
+
+def _family_means(tests: list[dict]) -> list[dict]:
+    """Per (model, dataset, perturbation family, rule) with two or more severities judged on the same draws, the mean
+    of their changes as one more test: its resampled values are the row means of the severities' (already drawn).
+    A family any of whose severities cannot be judged has its mean not judged, naming it."""
+    groups: dict[tuple, list[dict]] = {}
+    for t in tests:
+        family = _family_of(t["where"][2])
+        if family is not None:
+            groups.setdefault((*t["where"][:2], family[0], t["check"].spec, t["side"]), []).append(t)
+    means = []
+    for (model, dataset, family, _, _), members in groups.items():
+        if len({_family_of(t["where"][2])[1] for t in members}) < 2:
+            continue
+        members = sorted(members, key=lambda t: _family_of(t["where"][2])[1])
+        first = members[0]
+        mean = {**first, "where": (model, dataset, f"{family} (mean of {len(members)})"),
+                "members": tuple(t["where"][2] for t in members), "reason": None}
+        mean.pop("spread", None)
+        unjudged = [t for t in members if t["reason"] is not None]
+        if unjudged:
+            mean.update(reason=f"not judged: {unjudged[0]['where'][2]} {unjudged[0]['reason'].removeprefix('not judged: ')}",
+                        before=float("nan"), now=float("nan"), w=float("nan"), samples=None)
+        else:
+            mean.update(before=float(np.mean([t["before"] for t in members])),
+                        now=float(np.mean([t["now"] for t in members])),
+                        w=float(np.mean([t["w"] for t in members])),
+                        samples=np.mean([t["samples"] for t in members], axis=0))
+        means.append(mean)
+    return means
+
+
+def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: int, confidence: float,
+            inflation: float = 1.0):
+    """The family's adjusted p-values, the bounds their decisions used, and the decisions (see judge_family)."""
     inferiority = mode == "non-inferiority"
     judged = [t for t in tests if t["reason"] is None]
     direction = -1.0 if inferiority else 1.0  # the statistic whose large values are the evidence sought
@@ -427,18 +597,14 @@ def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: in
         w = np.array([t["w"] for t in judged])
         samples = np.stack([t["samples"] for t in judged])
         nulls = np.array([t["null"] for t in judged])
-        se, z, draws = studentized(direction * w, direction * samples, direction * nulls)
+        centres = np.array([t["w"] if t["method"] == "bootstrap" else 0.0 for t in judged])
+        inflations = np.array([inflation if t["recipe"] else 1.0 for t in judged])
+        se, z, draws = studentized(direction * w, direction * samples, direction * nulls, direction * centres,
+                                   inflations)
         raw = marginal_p(z, draws)
-        exact = np.array([t.get("exact", np.nan) for t in judged])
-        if control.method == "fwer":
-            adjusted, c = maxt_adjusted_p(z, draws), np.full(len(judged), maxt_critical_value(draws, control.alpha))
-        elif control.method == "holm":
-            raw = np.where(np.isnan(exact) | inferiority, raw, exact)
-            adjusted = holm_adjusted_p(raw)
-            c = _quantiles(draws, control.alpha / max(1, int(np.sum(~np.isnan(z)))))
-        else:
-            adjusted = bh_adjusted_p(raw) if control.method == "fdr" else raw
-            c = _quantiles(draws, control.alpha)
+        adjusted = {"fwer": lambda: maxt_adjusted_p(z, draws), "holm": lambda: holm_adjusted_p(raw),
+                    "fdr": lambda: bh_adjusted_p(raw), "none": lambda: raw}[control.method]()
+        c = decision_critical_values(control.method, z, draws, raw, adjusted, control.alpha)
         with np.errstate(invalid="ignore"):
             detectable = np.where(se > 0, (c + _Z_POWER) * se, np.nan) + nulls
         for i, t in enumerate(judged):
@@ -448,18 +614,19 @@ def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: in
                 t["reason"] = "not judged: undefined on the resamples"
     out = []
     for t in tests:
-        cell, check, sign = t["cell"], t["check"], t["sign"]
-        where = (cell.model, cell.dataset, cell.condition)
+        check, sign = t["check"], t["sign"]
         nan = float("nan")
+        common = dict(control=control.spec, mode=mode, memes=t["n"], method=t["method"], resamples=n_resamples,
+                      members=t["members"], recipe=t["recipe"], inflation=inflation if t["recipe"] else 1.0)
         if t["reason"] is not None:
-            out.append(Comparison(*where, check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
-                                  nan, nan, nan, _TESTS[control.method], t["null"], False, state=t["reason"],
-                                  control=control.spec, mode=mode, memes=t["n"]))
+            out.append(Comparison(*t["where"], check.spec, check.label(), check.higher_is_better, t["before"],
+                                  t["now"], nan, nan, nan, _test_name(control, t), t["null"], False, state=t["reason"],
+                                  **common))
             continue
         w, se, c = t["w"], t["se"], t["c"]
         spread = c * se if se > 0 and c == c else 0.0  # no spread: every resample gives the estimate
         bound_w = w + spread if inferiority else w - spread  # the worst / the least worsening the data allow
-        low, high = metrics._percentile_interval(-sign * t["samples"], confidence)
+        low, high = metrics._percentile_interval(-sign * _interval_draws(t), confidence)
         rejected = t["p"] <= control.alpha
         if inferiority:
             state = "non-inferior" if rejected else "not shown non-inferior"
@@ -468,23 +635,27 @@ def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: in
             state = "regressed" if rejected else "no regression"
             failing = rejected
         needed = None
-        if inferiority and failing and w < t["null"] and se > 0 and c == c:
-            needed = int(np.ceil(t["n"] * (c * se / (t["null"] - w)) ** 2))
-        out.append(Comparison(*where, check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
-                              float(low), float(high), t["p"], _TESTS[control.method], t["null"], bool(failing),
-                              p_raw=t["p_raw"], bound=float(-sign * bound_w) + 0.0, state=state, control=control.spec,
-                              mode=mode, memes=t["n"], memes_needed=needed,
-                              detectable=float(t["detectable"]) if not inferiority else nan))
+        if inferiority and failing and w < t["null"] and se > 0 and c == c and c < np.inf:
+            needed = int(np.ceil(t["n"] * ((c + _Z_POWER) * se / (t["null"] - w)) ** 2))
+        out.append(Comparison(*t["where"], check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
+                              float(low), float(high), t["p"], _test_name(control, t), t["null"], bool(failing),
+                              p_raw=t["p_raw"], bound=float(-sign * bound_w) + 0.0, state=state,
+                              memes_needed=needed, detectable=float(t["detectable"]) if not inferiority else nan,
+                              **common))
     return out
 
 
-_TESTS = {"fwer": "paired bootstrap, max-T", "holm": "McNemar / paired bootstrap, Holm",
-          "fdr": "paired bootstrap, Benjamini-Hochberg", "none": "paired bootstrap"}
+def _interval_draws(test: dict) -> np.ndarray:
+    """The draws a per-rule percentile interval reads: the bootstrap's as they are; a permutation's (the null's law,
+    centred at 0) moved to the estimate, the interval of a shift model."""
+    return test["samples"] if test["method"] == "bootstrap" else test["samples"] + test["w"]
 
 
-def _quantiles(draws: np.ndarray, alpha: float) -> np.ndarray:
-    """Per test its own critical value at `alpha` (multiplicity.upper_critical_value of its draws)."""
-    return np.array([upper_critical_value(row, alpha) for row in draws])
+def _test_name(control: ErrorControl, test: dict) -> str:
+    resampling = {"bootstrap": "paired bootstrap", "permutation": "paired permutation"}[test["method"]]
+    if test["recipe"]:
+        resampling += f" against a recipe of {test['recipe']}"
+    return resampling + {"fwer": ", max-T", "holm": ", Holm", "fdr": ", Benjamini-Hochberg", "none": ""}[control.method]
 
 
 def compare_condition(now: dict, then: dict, where: tuple[str, str, str], condition_kind: str,
@@ -501,13 +672,18 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     `closest` nearest to failing, for a side-by-side table. A condition several suites run (clean, in each) counts
     once."""
     comparisons = list({(c.model, c.dataset, c.condition, c.rule): c for c in comparisons}.values())
-    conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons))
+    conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if not c.members))
+    means = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.members))
     failing = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.regressed))
+    failing_means = [key for key in failing if key in set(means)]
     clean = [key for key in failing if key[2] == "clean"]
     mode = comparisons[0].mode if comparisons else "regressions"
     n = len(conditions)
     verb = "not shown non-inferior" if mode == "non-inferiority" else "regressed"
-    line = f"{len(failing)} of {n} condition{'s' * (n != 1)} {verb}"
+    line = f"{len(failing) - len(failing_means)} of {n} condition{'s' * (n != 1)}"
+    if means:
+        line += f" and {len(failing_means)} of {len(means)} family mean{'s' * (len(means) != 1)}"
+    line += f" {verb}"
     if any(key[2] == "clean" for key in conditions):
         line += ", clean included" if clean else " (clean did not)"
     judged = [c for c in comparisons if c.judged]
@@ -533,8 +709,13 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
         if key not in failing_keys and (key not in nearest or c.room < nearest[key].room):
             nearest[key] = c
     near = sorted(nearest.values(), key=lambda c: c.room)[:closest]
-    return {"conditions": n, "regressed": len(failing), "clean_regressed": bool(clean), "summary": line,
+    methods = list(dict.fromkeys(c.method for c in judged))
+    recipes = [c for c in judged if c.recipe]
+    return {"conditions": n, "family_means": len(means), "regressed": len(failing), "clean_regressed": bool(clean), "summary": line,
             "mode": mode, "control": judged[0].control if judged else None,
+            "method": " and ".join(methods) if methods else None,
+            "resamples": judged[0].resamples if judged else None,
+            "recipe": {"checkpoints": recipes[0].recipe, "inflation": recipes[0].inflation} if recipes else None,
             "control_text": ErrorControl.parse(judged[0].control).describe() if judged else None,
             "rules": len(judged), "not_judged": reasons, "new": list(new), "missing": list(missing),
             "power": _power(judged) if mode == "regressions" else {},
@@ -553,8 +734,9 @@ def _power(judged: list[Comparison]) -> dict:
 
 
 def _memes_needed(comparisons: list[Comparison]) -> dict:
-    """Over the rules not shown non-inferior: the memes that would show them at their observed change (median and
-    most), and how many no number of memes would (their change is already past the margin)."""
+    """Over the rules not shown non-inferior: the memes that would show them with 80% power at their observed change
+    (median and most; the power line's formula), and how many no number of memes would (their change is already past
+    the margin)."""
     failing = [c for c in comparisons if c.regressed and c.judged]
     needed = sorted(c.memes_needed for c in failing if c.memes_needed)
     return {"rules": len(failing), "median": int(np.median(needed)) if needed else None,

@@ -267,8 +267,8 @@ def correct(y_true, proba) -> np.ndarray:
 
 
 def _accuracy_counts(labels: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Multi-label: exact match, every label right."""
-    return counts @ correct(labels, scores).astype(float) / labels.shape[0]
+    """Multi-label: exact match, every label right. Over the items each row weighs (a bootstrap row sums to N)."""
+    return counts @ correct(labels, scores).astype(float) / counts.sum(axis=1)
 
 
 METRICS_OF_COUNTS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {

@@ -10,6 +10,8 @@ Pure numpy on arrays of statistics, so every procedure can be checked against an
 - `bh_adjusted_p`: Benjamini & Hochberg's (1995) step-up false discovery rate, as adjusted p-values
   (`benjamini_hochberg`: which to reject at a rate q, the run verdict's control over its confident cases).
 - `marginal_p`: each test alone, from the same bootstrap draws.
+- `decision_critical_values`: per test the critical value its decision used (the step it was rejected at, or the
+  step where the procedure stopped), so the bound printed beside a decision never contradicts it.
 Every test here is one-sided: a large statistic is evidence against the null (e.g. "no worse than the baseline").
 A draw where a resample leaves its statistic undefined (NaN: AUROC on a one-class resample) is dropped: every p-value
 and critical value is read over the defined draws only, as metrics.bootstrap_one_sided_p reads its resamples.
@@ -24,27 +26,33 @@ from .metrics import _plain
 CONTROLS = ("fwer", "holm", "fdr", "none")
 
 
-def studentized(estimates: np.ndarray, samples: np.ndarray, nulls: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                                         np.ndarray]:
-    """(se, z, draws) for K one-sided tests of "theta_k <= null_k": `estimates` [K], their bootstrap `samples`
-    [K, B] (NaN where a resample leaves the statistic undefined), `nulls` [K]. se is the bootstrap standard error,
-    z = (estimate - null) / se, and draws [K, B] = (sample - estimate) / se: the centred statistic, whose law under
-    the null the bootstrap imitates. An undefined draw stays NaN, and the readers of the draws drop it. A test whose
-    samples do not vary has se 0: z is +inf when its estimate is past the null (every resample says so) and -inf
-    otherwise, and its defined draws are -inf (they never exceed anything)."""
+def studentized(estimates: np.ndarray, samples: np.ndarray, nulls: np.ndarray, centres: np.ndarray | None = None,
+                inflation: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(se, z, draws) for K one-sided tests of "theta_k <= null_k": `estimates` [K], their resampled `samples`
+    [K, B] (NaN where a resample leaves the statistic undefined), `nulls` [K]. se is the resamples' standard error
+    (times sqrt(`inflation`) where given: a variance known to exceed the memes' own, the recipe's seed-to-seed
+    spread), z = (estimate - null) / se, and draws [K, B] = (sample - centre) / the resamples' own standard error:
+    the centred statistic, whose law under the null the resampling imitates. The centre is the estimate for
+    bootstrap resamples and 0 for paired permutations (`centres`), whose draws are already the null's. An undefined
+    draw stays NaN, and the readers of the draws drop it. A test whose samples do not vary has se 0: z is +inf when
+    its estimate is past the null (every resample says so) and -inf otherwise, and its defined draws are -inf (they
+    never exceed anything)."""
     estimates, samples, nulls = (np.asarray(a, dtype=np.float64) for a in (estimates, samples, nulls))
+    centres = estimates if centres is None else np.asarray(centres, dtype=np.float64)
+    scale = np.ones(estimates.shape) if inflation is None else np.sqrt(np.asarray(inflation, dtype=np.float64))
     with np.errstate(invalid="ignore", divide="ignore"):
         defined = ~np.isnan(samples)
         n = defined.sum(axis=1)
         mean = np.where(defined, samples, 0.0).sum(axis=1) / np.maximum(n, 1)
         var = np.where(defined, (samples - mean[:, None]) ** 2, 0.0).sum(axis=1) / np.maximum(n - 1, 1)
         constant = np.where(defined, samples, -np.inf).max(axis=1) == np.where(defined, samples, np.inf).min(axis=1)
-        se = np.where(n >= 2, np.where(constant, 0.0, np.sqrt(var)), np.nan)  # equal samples: exactly no spread
+        spread = np.where(n >= 2, np.where(constant, 0.0, np.sqrt(var)), np.nan)  # equal samples: no spread
+        se = spread * scale
         gap = estimates - nulls
         z = np.where(se > 0, gap / se, np.where(gap > 0, np.inf, -np.inf))
         z = np.where(np.isnan(se) | np.isnan(estimates), np.nan, z)
-        draws = np.where(defined, np.where(se[:, None] > 0, (samples - estimates[:, None]) / se[:, None], -np.inf),
-                         np.nan)
+        draws = np.where(defined, np.where(spread[:, None] > 0, (samples - centres[:, None]) / spread[:, None],
+                                           -np.inf), np.nan)
     return se, z, draws
 
 
@@ -84,6 +92,41 @@ def upper_critical_value(values: np.ndarray, alpha: float) -> float:
         return float("nan")
     r = int(np.floor(alpha * (values.size + 1) + 1e-9)) - 1
     return float(values[r]) if r >= 0 else float("inf")
+
+
+def decision_critical_values(method: str, z: np.ndarray, draws: np.ndarray, raw: np.ndarray, adjusted: np.ndarray,
+                             alpha: float) -> np.ndarray:
+    """Per test the critical value c of the step that decided it, so that z > c exactly when it is rejected (adjusted
+    p <= alpha) and estimate - c x se is a bound that agrees with the decision:
+    - `fwer` (step-down max-T): a rejected test uses the quantile of the maxima over the tests from its own step
+      down; every other test the step where the procedure stopped (the first not rejected, in order of z).
+    - `holm`: the same steps, each test's own draws at alpha / (tests left at the step), in order of raw p.
+    - `fdr`: each test's own draws at alpha R / m (R rejected of m): Benjamini & Yekutieli's (2005) false coverage
+      rate bound, which Benjamini-Hochberg's rejections match exactly.
+    - `none`: each test's own draws at alpha.
+    NaN for a test without a z."""
+    z, draws, raw, adjusted = (np.asarray(a, dtype=np.float64) for a in (z, draws, raw, adjusted))
+    out = np.full(z.shape, np.nan)
+    judged = np.flatnonzero(~np.isnan(z))
+    m = judged.size
+    if m == 0:
+        return out
+    rejected = adjusted <= alpha
+    if method in ("fdr", "none"):
+        level = alpha * max(1, int(rejected[judged].sum())) / m if method == "fdr" else alpha
+        for k in judged:
+            out[k] = upper_critical_value(draws[k], level)
+        return out
+    order = judged[np.argsort(-z[judged] if method == "fwer" else raw[judged], kind="stable")]
+    stop = next((step for step, k in enumerate(order) if not rejected[k]), m)
+    tail_max = np.fmax.accumulate(draws[order][::-1], axis=0)[::-1] if method == "fwer" else None
+    for step, k in enumerate(order):
+        at = min(step, stop)
+        if method == "fwer":
+            out[k] = upper_critical_value(tail_max[at], alpha)
+        else:
+            out[k] = upper_critical_value(draws[k], alpha / (m - at))
+    return out
 
 
 def marginal_p(z: np.ndarray, draws: np.ndarray) -> np.ndarray:
