@@ -70,10 +70,21 @@ _OPTIONS = [
      "error control of the baseline comparison over every condition and rule of the run: fwer (default: an equally "
      "good checkpoint fails the run at most 5% of the time; bootstrap max-T), holm, fdr (false discovery rate) or "
      "none (each rule alone), with an optional level: fwer:0.01, fdr:10%"),
+    ("gate-method", conv.gate_method, False,
+     "how the baseline comparison resamples for its decision: auto (default: paired permutations of the two "
+     "checkpoints' outputs per meme below 100 memes, the paired bootstrap of the memes from 100), bootstrap or "
+     "permutation"),
+    ("gate-resamples", conv.positive_int, False,
+     "resamples of the baseline comparison's decision (default 10000); --memerobust-bootstrap is the intervals' "
+     "count"),
     ("tables", conv.tables, False,
      "robustness tables at the end of the run: summary (default: one line per perturbation family with its worst "
      "case), full (every table) or none"),
     ("save-baseline", conv.output_json_path, False, "save this run's results (with per-meme predictions) as a baseline"),
+    ("baseline-add", conv.flag, False,
+     "with --memerobust-save-baseline=FILE: add this run's checkpoint to the baseline FILE holds, as another "
+     "checkpoint of its recipe (the same card, data, seed, memes limit, labels and conditions), so that a run gated "
+     "against it is judged against the recipe's own seed-to-seed spread"),
     ("fail-on", conv.regression_check, True,
      "regression rule: acc, auroc, f1 (the metric under each condition may not drop beyond noise), flip (the flip "
      "rate may not rise beyond noise), rel_acc/rel_auroc/rel_f1 (relative robustness), each with an optional "
@@ -158,7 +169,7 @@ def _value(config, name: str, convert, repeatable: bool):
 
 def build_options(config):
     from .engine.features import FEATURE_MEMORY_MIB
-    from .judge.gate import ErrorControl
+    from .judge.gate import DEFAULT_RESAMPLES, ErrorControl
     from .judge.results import StatsConfig
     from .run.options import Options
 
@@ -176,8 +187,10 @@ def build_options(config):
         captions=v["captions"] or "dataset", ocr_view=v["ocr_view"] or 0,
         fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
         fuzz_confidence=v["fuzz_confidence"] or 0.9,
-        baseline=v["baseline"], save_baseline=v["save_baseline"], regression_checks=tuple(v["fail_on"] or ()),
-        gate=v["gate"], gate_error=v["gate_error"] or ErrorControl(), tables=v["tables"] or "summary",
+        baseline=v["baseline"], save_baseline=v["save_baseline"], baseline_add=bool(v["baseline_add"]),
+        regression_checks=tuple(v["fail_on"] or ()),
+        gate=v["gate"], gate_error=v["gate_error"] or ErrorControl(), gate_method=v["gate_method"] or "auto",
+        gate_resamples=v["gate_resamples"] or DEFAULT_RESAMPLES, tables=v["tables"] or "summary",
         allow_outside_paths=bool(v["allow_outside_paths"]),
         counterexamples=v["counterexamples"], replay=v["replay"],
         shard_size=v["shard_size"], workers=v["workers"], ray=v["ray"], mlflow=v["mlflow"], wandb=v["wandb"],
@@ -222,7 +235,7 @@ def run_options(config):
     if options.ray and (worker is not None or getattr(config.option, "numprocesses", None)):
         raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
                           "actors itself")
-    check_baseline_paths(options.baseline, options.save_baseline)
+    check_baseline_paths(options.baseline, options.save_baseline, options.baseline_add)
     if worker is None and options.models and options.cache_dir is not None:  # before any case, on every executor
         named = config.getoption("memerobust_cache_dir") or config.getini("memerobust_cache_dir")
         conv.check_writable_folder(options.cache_dir, "--memerobust-cache-dir" if named else
@@ -267,9 +280,16 @@ def reports_named(config) -> tuple[Path, ...]:
     return tuple(p for p in paths if p.suffix in REPORT_SUFFIXES and p.parent.is_dir())
 
 
-def check_baseline_paths(baseline: Path | None, save: Path | None) -> None:
+def check_baseline_paths(baseline: Path | None, save: Path | None, add: bool = False) -> None:
     """A run never overwrites the baseline it is gated against: its regressions would become the reference, and the
-    next gated run would pass."""
+    next gated run would pass. `--memerobust-baseline-add` adds to the baseline --memerobust-save-baseline names,
+    which must exist (a typo would otherwise start a recipe of one checkpoint)."""
+    if add and save is None:
+        raise ConfigError("--memerobust-baseline-add adds this run's checkpoint to the baseline "
+                          "--memerobust-save-baseline=FILE names: pass that option too")
+    if add and not Path(save).is_file():
+        raise ConfigError(f"--memerobust-baseline-add: there is no baseline {save} to add this run's checkpoint to: "
+                          "save the recipe's first checkpoint without --memerobust-baseline-add, then add the others")
     if baseline is None or save is None:
         return
     same = Path(baseline).resolve() == Path(save).resolve() or (

@@ -223,6 +223,15 @@ def gate_error(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def gate_method(text: str) -> str:
+    """How the gate resamples for its decision: auto, bootstrap or permutation (judge.gate.METHODS)."""
+    from .judge.gate import METHODS
+
+    if text not in METHODS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(METHODS)}, got {text!r}")
+    return text
+
+
 TABLES = ("summary", "full", "none")
 
 

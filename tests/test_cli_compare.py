@@ -24,7 +24,7 @@ def _cell(y, wrong):
 def _baseline(wrong, seed=0, fingerprint="a" * 64, versions=VERSIONS):
     y = np.random.default_rng(0).integers(0, 2, N)
     return {"format": FORMAT, "seed": seed, "versions": dict(versions), "datasets": {"demo": fingerprint},
-            "models": {"demo": "c" * 64},
+            "checkpoints": [{"models": {"demo": "c" * 64}, "paths": {}}],
             "results": {"demo": {"demo": {"clean": _cell(y, []), "text=typos@5": _cell(y, list(wrong))}}}}
 
 
@@ -183,7 +183,8 @@ def test_compare_refuses_too_few_resamples_to_ever_fail(tmp_path, monkeypatch, c
     _write(tmp_path / "b.json", _baseline(range(60)))
     assert cli_main(["compare", "a.json", "b.json", "--bootstrap", bootstrap, "--gate-error", control]) == 2
     line = _one_error_line(capsys)
-    assert f"--bootstrap={bootstrap}: the gate's smallest p-value is 1/{int(bootstrap) + 1}" in line
+    # --bootstrap is the decision's resample count, --resamples by its other name
+    assert f"--resamples={bootstrap}: the gate's smallest p-value is 1/{int(bootstrap) + 1}" in line
     assert f"use at least {needed} resamples" in line
     assert cli_main(["compare", "a.json", "b.json", "--bootstrap", str(needed), "--gate-error", control,
                      "--fail-on", "acc"]) == 1  # the fewest that can: a regression this clear fails

@@ -12,7 +12,7 @@ from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, ErrorControl, Regressi
                                          compare_condition, gate_mode, summarize)
 from pytest_memerobust.report.gate_tables import baseline_saved_line
 from pytest_memerobust.run.gate import save_baseline
-from pytest_memerobust.track.baseline import load_baseline, refuse_mismatch
+from pytest_memerobust.track.baseline import baseline_contents, load_baseline, refuse_mismatch
 
 QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "-p", "no:cacheprovider"]
 SUITE = """
@@ -144,7 +144,8 @@ def test_the_gate_mode_defaults_to_both_with_a_baseline_and_thresholds_without()
 
 
 def _facts(**change):
-    case = {"model": "demo", "spec": "demo", "task": "hate", "card": "c" * 16, "fingerprint": "a" * 64}
+    case = {"model": "demo", "spec": "demo", "task": "hate", "card": {"name": "demo", "digest": "c" * 16},
+            "fingerprint": "a" * 64}
     case.update(change)
     return [tuple(case.values())]
 
@@ -154,7 +155,7 @@ def _facts(**change):
     ("limit", {"limit": 40}, "--memerobust-limit=80, this run with --memerobust-limit=40"),
     ("limit", {"limit": None}, "this run with no --memerobust-limit (every meme)"),
     ("task", {"cases": _facts(task="target")}, "for task 'hate', this run for 'target': pass the same --memerobust-task"),
-    ("card", {"cases": _facts(card="d" * 16)}, "another model card for 'demo'"),
+    ("card", {"cases": _facts(card={"name": "demo", "digest": "d" * 16})}, "another model card for 'demo'"),
     ("data", {"cases": _facts(fingerprint="b" * 64)}, "other data for --memerobust-data=demo"),
     ("model", {"cases": _facts(model="memeclip")}, "holds demo on demo; this run tests memeclip on demo"),
     ("versions", {"versions": {"pytest-memerobust": "0.2.0"}}, "pytest-memerobust 0.1.0, this run has 0.2.0"),
@@ -200,17 +201,20 @@ def test_saving_a_baseline_says_where_and_what(tmp_path):
               "models": {"demo": {"checkpoint_sha256": "a" * 64, "card": {"architecture": "demo"}},
                          "memeclip": {"checkpoint_sha256": "b" * 64, "card": {"architecture": "memeclip"}}},
               "options": {"limit": 50}}
-    session = SimpleNamespace(results=results, report=lambda: report)
+    session = SimpleNamespace(results=results, report=lambda: report, model_label=lambda model: model,
+                              options=SimpleNamespace(baseline_add=False))
     lines = []
     saved = save_baseline(session, tmp_path / "base.json", write=lines.append)
     assert saved == {"path": tmp_path / "base.json", "conditions": 3, "models": ["demo", "memeclip"],
-                     "datasets": ["demo"], "seed": 7}
+                     "datasets": ["demo"], "memes": [50], "seed": 7, "checkpoints": 1}
     assert lines == [f"memerobust: baseline saved to {tmp_path / 'base.json'}: 3 conditions of 2 models "
                      f"(demo, memeclip) on demo (50 memes), seed 7"]
     data = load_baseline(tmp_path / "base.json")
     assert data["versions"] == {"pytest-memerobust": "0.1.0", "imagecorruptions": None, "textattack": None}
     assert data["run"]["limit"] == 50 and data["run"]["tasks"] == {"demo": {"demo": "hate"}, "memeclip": {"demo": "hate"}}
-    assert data["run"]["cards"]["demo"] != data["run"]["cards"]["memeclip"]
+    assert data["run"]["cards"]["demo"]["digest"] != data["run"]["cards"]["memeclip"]["digest"]
+    assert data["checkpoints"] == [{"models": {"demo": "a" * 64, "memeclip": "b" * 64},
+                                    "paths": {"demo": None, "memeclip": None}}]
     assert data["results"]["demo"]["demo"]["text=typos@5"]["perturbed"] == results[
         ("demo", "demo", "text=typos@5")].proba.tolist()
     assert save_baseline(session, tmp_path / "quiet.json")["conditions"] == 3  # no writer: nothing said
@@ -285,8 +289,8 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     first.assert_outcomes(passed=4)
     saved = json.loads(base.read_text())
     assert set(saved["results"]["demo"]["demo"]) == {"clean", "text=typos@2", "text=typos@5", "image=contrast@3"}
-    assert baseline_saved_line(base, saved) == (f"memerobust: baseline saved to {base}: 4 conditions of 1 model "
-                                                f"(demo) on demo (60 memes), seed 0")
+    assert baseline_saved_line(f"baseline saved to {base}", baseline_contents(saved)) == (
+        f"memerobust: baseline saved to {base}: 4 conditions of 1 model (demo) on demo (60 memes), seed 0")
     assert len(saved["results"]["demo"]["demo"]["text=typos@2"]["perturbed"]) == 60
 
     again = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}", ".")
@@ -299,7 +303,7 @@ def test_round_trip_passes_and_a_worse_checkpoint_fails(pytester, tmp_path):
     result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={worse}", "--memerobust-fail-on=acc:5%", ".")
     assert result.parseoutcomes().get("failed", 0) >= 1
-    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *simultaneous bound*adjusted p*"])
+    result.stdout.fnmatch_lines(["*accuracy regressed: baseline *-> now *, bound *adjusted p*"])
 
     refused = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                  "--memerobust-seed=3", ".")
@@ -357,19 +361,22 @@ def test_an_equally_good_checkpoint_trained_with_another_seed_does_not_fail(pyte
                                 f"--memerobust-checkpoint={reseeded}", ".")
     result.assert_outcomes(passed=4)
     assert "REGRESSED" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["0 of 4 conditions regressed (clean did not); family-wise error 5% over 15 rules"])
+    result.stdout.fnmatch_lines(["0 of 4 conditions and 0 of 1 family mean regressed (clean did not); family-wise "
+                                 "error 5% over 19 rules"])
     # non-inferiority asks more: 60 memes cannot show "at most 2 points worse", and the run says how many would
     strict = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                 f"--memerobust-checkpoint={reseeded}", "--memerobust-gate=non-inferiority", ".")
     assert strict.ret == 1
     strict.stdout.fnmatch_lines(["*not shown non-inferior with 60 memes: baseline * -> now *, its * may reach "
-                                 "* (simultaneous bound) > margin 0.0200 *memes would show it*",
-                                 "* of 4 conditions not shown non-inferior*; family-wise error 5% over 15 rules*"])
+                                 "* (the decision's bound) > margin 0.0200 *memes would show it with 80% power*",
+                                 "* of 4 conditions and * of 1 family mean not shown non-inferior*; family-wise error 5% "
+                                 "over 19 rules*"])
     wide = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                               f"--memerobust-checkpoint={reseeded}", "--memerobust-gate=non-inferiority",
                               *(f"--memerobust-fail-on={rule}:40%" for rule in ("acc", "auroc", "f1", "flip")), ".")
     wide.assert_outcomes(passed=4)
-    wide.stdout.fnmatch_lines(["0 of 4 conditions not shown non-inferior (clean did not); family-wise error 5%*"])
+    wide.stdout.fnmatch_lines(["0 of 4 conditions and 0 of 1 family mean not shown non-inferior (clean did not); "
+                               "family-wise error 5%*"])
 
 
 def test_a_baseline_holding_none_of_the_runs_conditions_is_refused(pytester, tmp_path):

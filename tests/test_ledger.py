@@ -35,7 +35,7 @@ def _p_true(wrong: dict):
 
 def _baseline(typos: dict, contrast: dict, seed=0, named=True):
     data = {"format": FORMAT, "seed": seed, "versions": dict(VERSIONS), "datasets": {"demo": "a" * 64},
-            "models": {"demo": "c" * 64},
+            "checkpoints": [{"models": {"demo": "c" * 64}, "paths": {}}],
             "results": {"demo": {"demo": {"clean": _cell(_p_true({})), "text=typos@5": _cell(_p_true(typos)),
                                           "image=contrast@3": _cell(_p_true(contrast))}}}}
     if named:
@@ -181,7 +181,7 @@ def _session(task="hate"):
               "models": {"demo": {"checkpoint_sha256": "c" * 64}}}
     return SimpleNamespace(results={("demo", "demo", "clean"): result(_p_true({})),
                                     ("demo", "demo", "text=typos@5"): result(_p_true(TYPOS_AFTER))},
-                           report=lambda: report, dataset=lambda spec: dataset)
+                           report=lambda: report, dataset=lambda spec: dataset, model_label=lambda model: model)
 
 
 def test_baselines_save_meme_ids_and_captions_and_old_ones_still_load(tmp_path):

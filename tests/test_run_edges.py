@@ -65,8 +65,9 @@ def test_a_baseline_whose_labels_are_not_the_runs_is_one_usage_error_before_any_
 def test_a_gate_that_could_never_fail_is_one_usage_error(pytester):
     pytester.makefile(".toml", **{"memerobust-edge": SUITE})
     pytester.runpytest(*QUICK, "--memerobust-save-baseline=b.json", ".").assert_outcomes(passed=2)
-    result = pytester.runpytest(*QUICK, "--memerobust-baseline=b.json", "--memerobust-gate-error=fwer:1%", ".")
-    _usage_error(result, "--memerobust-bootstrap=20: the gate's smallest p-value is 1/21")
+    result = pytester.runpytest(*QUICK, "--memerobust-baseline=b.json", "--memerobust-gate-error=fwer:1%",
+                                "--memerobust-gate-resamples=20", ".")
+    _usage_error(result, "--memerobust-gate-resamples=20: the gate's smallest p-value is 1/21")
 
 
 @pytest.mark.parametrize("option, says", [("--memerobust-gate-error=holm:", "bad level in 'holm:'"),

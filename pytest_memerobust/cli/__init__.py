@@ -1,4 +1,5 @@
-"""The `memerobust` command: train a card's detector, list what is registered, re-render a saved report."""
+"""The `memerobust` command: train a card's detector, list what is registered, re-render a saved report, compare and
+merge saved baselines."""
 from __future__ import annotations
 
 import argparse
@@ -6,12 +7,12 @@ import sys
 
 from ..data.loaders import OutsideFolder
 from ..errors import MemeRobustError
-from . import budgets, compare, export, history, listing, plot, preview, report, train
+from . import baseline, budgets, compare, export, history, listing, plot, preview, report, train
 from .common import OUTSIDE_PATHS, PIPE_CLOSED, Interrupted, signals_interrupt, silence_stdout
 
 # Each subcommand's module: its add_parser(sub) and run(args) -> exit status, in the order `--help` lists them.
 COMMANDS = {"train": train, "list": listing, "report": report, "plot": plot, "history": history, "export": export,
-            "preview": preview, "budgets": budgets, "compare": compare}
+            "preview": preview, "budgets": budgets, "compare": compare, "baseline": baseline}
 
 
 def main(argv=None) -> int:

@@ -26,6 +26,23 @@ def ocr_reader(args):
     return ocr_backend(args.ocr, cache, getattr(args, "device", None) or "cpu")
 
 
+def check_output_json(path: Path, option: str, reads=()) -> Path:
+    """Before any work: `path` is a .json file the command can write (in a folder that exists, not a folder) and
+    not one of the files it `reads`; a ConfigError naming `option` otherwise."""
+    import argparse
+
+    from ..errors import ConfigError
+    from ..options import output_json_path
+
+    try:
+        path = output_json_path(str(path))
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(f"{option} {path}: {exc}") from None
+    if path.exists() and any(Path(p).exists() and path.samefile(p) for p in reads):
+        raise ConfigError(f"{option} {path} is a file this command reads: name another file")
+    return path
+
+
 class Progress:
     """What `train` shows while it encodes and trains, on standard error: on a terminal a bar per stage (tqdm);
     elsewhere (a CI log, a file) a plain line each time a stage is another EVERY percent further, so a log gets a

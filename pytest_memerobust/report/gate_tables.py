@@ -10,18 +10,18 @@ NAN = float("nan")
 
 
 def memes_needed_line(summary: dict) -> str | None:
-    """`9 rules not shown non-inferior with 160 memes: about 1,900 memes would show them (median; 12,000 the most);
-    2 cannot be shown at any number (their change is past the margin)`."""
+    """`9 rules not shown non-inferior with 160 memes; memes needed for 80% power at their observed change: about
+    1,900 (median; 12,000 the most); 2 cannot be shown at any number (their change is past the margin)`."""
     needed = summary.get("memes_needed") or {}
     if not needed.get("rules"):
         return None
     parts = []
     if needed["median"]:
-        parts.append(f"about {needed['median']:,} memes would show them at their observed change (median; "
-                     f"{needed['most']:,} the most)")
+        parts.append(f"memes needed for {POWER:.0%} power at their observed change: about {needed['median']:,} "
+                     f"(median; {needed['most']:,} the most)")
     if needed["never"]:
         parts.append(f"{needed['never']} cannot be shown with any number of memes (the change is past the margin)")
-    return f"{needed['rules']} rules not shown non-inferior with {needed['memes']} memes: " + "; ".join(parts)
+    return f"{needed['rules']} rules not shown non-inferior with {needed['memes']} memes; " + "; ".join(parts)
 
 
 def power_line(summary: dict) -> str | None:
@@ -31,6 +31,38 @@ def power_line(summary: dict) -> str | None:
         return None
     return (f"at {POWER:.0%} power this run detects a worsening of about (median over conditions): "
             + ", ".join(f"{what} {value:.3f}" for what, value in power.items()))
+
+
+METHOD_TEXTS = {"bootstrap": "the paired bootstrap of the memes",
+                "permutation": "paired permutations (each meme's two outputs swapped by a coin, the same swap in "
+                               "every condition)"}
+
+
+def method_line(summary: dict) -> str | None:
+    """`decided on 10,000 resamples: the paired bootstrap of the memes`: how the gate resampled for its decision
+    (judge.gate.resampling_method; both where some datasets were small enough for permutations)."""
+    if not summary.get("method"):
+        return None
+    methods = summary["method"].split(" and ")
+    return (f"decided on {summary.get('resamples') or 0:,} resamples: "
+            + " and ".join(METHOD_TEXTS.get(m, m) for m in methods))
+
+
+def recipe_line(summary: dict) -> str | None:
+    """`judged against the recipe's spread over 4 checkpoints (seed-to-seed noise x1.35 the memes' own)`, for a
+    baseline of several checkpoints of one recipe; None otherwise."""
+    recipe = summary.get("recipe")
+    if not recipe:
+        return None
+    return (f"judged against the recipe's spread over {recipe['checkpoints']} checkpoints (seed-to-seed noise "
+            f"x{recipe['inflation']:.2f} the memes' own)")
+
+
+def gate_notes(summary: dict) -> list[str]:
+    """The lines under the gate's summary every artifact prints (terminal, reports, `memerobust compare`): how it
+    resampled, the recipe it judged against, its power, the memes needed; each a sentence."""
+    lines = (method_line(summary), recipe_line(summary), power_line(summary), memes_needed_line(summary))
+    return [line[0].upper() + line[1:] + "." for line in lines if line]
 
 
 def comparison_headers() -> list[str]:
@@ -106,17 +138,11 @@ def _worse_first(row: dict) -> tuple:
     return (not row["regressed"], not judged, toward)
 
 
-def count_conditions(data: dict) -> int:
-    """How many conditions a baseline's record holds, over its models and datasets."""
-    return sum(len(by_condition) for by_spec in data["results"].values() for by_condition in by_spec.values())
-
-
-def baseline_saved_line(path, data: dict) -> str:
-    """One line naming the file and what it holds, for the end of the run that saved it."""
-    n = count_conditions(data)
-    models, specs = list(data["results"]), list(data["datasets"])
-    memes = sorted({len(cell["y"]) for by_spec in data["results"].values() for by_condition in by_spec.values()
-                    for cell in by_condition.values()})
-    return (f"memerobust: baseline saved to {path}: {n} condition{'s' * (n != 1)} of "
-            f"{len(models)} model{'s' * (len(models) != 1)} ({', '.join(models)}) on {', '.join(specs) or '-'} "
-            f"({'/'.join(map(str, memes)) or 0} memes), seed {data['seed']}")
+def baseline_saved_line(what: str, contents: dict) -> str:
+    """`memerobust: baseline saved to b.json: 4 conditions of 1 model (demo) on demo (60 memes), seed 0` (`what`
+    says what was done, `contents` is track/baseline.baseline_contents), naming the recipe's checkpoints when it
+    holds several."""
+    n, models, specs, k = contents["conditions"], contents["models"], contents["datasets"], contents["checkpoints"]
+    return (f"memerobust: {what}: {n} condition{'s' * (n != 1)} of {len(models)} model{'s' * (len(models) != 1)} "
+            f"({', '.join(models)}) on {', '.join(specs) or '-'} ({'/'.join(map(str, contents['memes'])) or 0} "
+            f"memes), seed {contents['seed']}" + (f"; {k} checkpoints of one recipe" if k > 1 else ""))

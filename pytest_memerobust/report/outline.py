@@ -166,7 +166,7 @@ def regression_text(r: dict) -> str:
         return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} "
                 f"({signed(r.get('difference'))}, CI {interval(r.get('ci'))}, p {p_value(r.get('p_value'))})")
     return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} ({signed(r.get('difference'))}, "
-            f"simultaneous bound {signed(r.get('bound'))}, adjusted p {p_value(r.get('p_value'))})")
+            f"bound {signed(r.get('bound'))}, adjusted p {p_value(r.get('p_value'))})")
 
 
 def regression_line(r: dict) -> str:
@@ -182,15 +182,16 @@ def baseline_failure_word(case: dict) -> str:
     return "not shown non-inferior" if "not shown non-inferior" in states else "regressed"
 
 
-BASELINE_HEADERS = ["model", "dataset", "condition", "measure", "before", "now", "difference", "simultaneous bound",
+BASELINE_HEADERS = ["model", "dataset", "condition", "measure", "before", "now", "difference", "bound",
                     "p (one-sided)", "adjusted p", "decision"]
 BASELINE_NUMERIC = {4, 5, 6, 7, 8, 9}
 
 
 def baseline_cells(r: dict) -> list[str]:
     """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
-    from .gate_tables import comparison_state
-    needed = f"; about {r['memes_needed']} memes would show it" if r.get("memes_needed") else ""
+    from .gate_tables import POWER, comparison_state
+
+    needed = f"; about {r['memes_needed']} memes needed for {POWER:.0%} power" if r.get("memes_needed") else ""
     return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
             number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound")),
             p_value(r.get("p_raw")), p_value(r.get("p_value")),
@@ -198,19 +199,17 @@ def baseline_cells(r: dict) -> list[str]:
 
 
 def baseline_notes(baseline: dict) -> list[str]:
-    """Sentences under the gate's summary: the error control, the power, what was not judged, which conditions
-    only one side has (named, the first few)."""
-    from .gate_tables import memes_needed_line, power_line
+    """Sentences under the gate's summary: the error control, how it resampled, the recipe it judged against, the
+    power, the memes needed, which conditions only one side has (named, the first few)."""
+    from .gate_tables import gate_notes
 
     notes = []
     if baseline.get("control_text"):
-        question = ("non-inferiority: a rule passes only when the simultaneous bound of its change stays within its "
-                    "margin" if baseline.get("mode") == "non-inferiority" else
+        question = ("non-inferiority: a rule passes only when the bound of its change that its decision used stays "
+                    "within its margin" if baseline.get("mode") == "non-inferiority" else
                     "regressions: a rule fails when it is worse beyond noise, one-sided")
         notes.append(f"{question}; error control: {baseline['control_text']} over {baseline.get('rules', 0)} rules.")
-    for line in (power_line(baseline), memes_needed_line(baseline)):
-        if line:
-            notes.append(line[0].upper() + line[1:] + ".")
+    notes += gate_notes(baseline)
     for key, what in (("new", "in this run but not in the baseline (not gated)"),
                       ("missing", "in the baseline but not run")):
         names = baseline.get(key) or []

@@ -1,6 +1,7 @@
-"""The run's side of the gate: a session's results saved as a baseline, and a session's cases compared with the
-baseline it was given (`--memerobust-baseline`). The file format is track/baseline.py's, the statistics and the
-decision judge/gate.py's; here the session's cases become the paired cells they judge.
+"""The run's side of the gate: a session's results saved as a baseline (or added to one, as another checkpoint of its
+recipe), and a session's cases compared with the baseline it was given (`--memerobust-baseline`). The file format is
+track/baseline.py's, the statistics and the decision judge/gate.py's; here the session's cases become the paired
+cells they judge.
 """
 from __future__ import annotations
 
@@ -8,35 +9,43 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, folder_locked
 from ..errors import ConfigError
 from ..judge.gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, PairedCell, comparison_mode, compare_condition,
                           judge_family)
-from ..track.baseline import (FORMAT, VERSIONED, baseline_cell, baseline_condition_names, baseline_entry, card_digest,
-                              condition_name, flip_ledger_of, refuse_mismatch)
+from ..perturb.conditions import Condition
+from ..track.baseline import (FORMAT, VERSIONED, baseline_cell, baseline_checkpoints, baseline_condition_names,
+                              baseline_contents, baseline_entry, card_record, checkpoint_cells, condition_name,
+                              flip_ledger_of, load_baseline, merged_baselines, refuse_held_checkpoint,
+                              refuse_mismatch, rekeyed)
 
 
 def baseline_data(session) -> dict:
     """Everything a later run needs to compare against this one, with the per-meme probabilities, and per model and
     dataset the memes' ids and captions in the results' order (`memes`), so a flip ledger can name the memes; `run`
-    holds the facts a gated run must share (limit, task per model and dataset, model cards)."""
+    holds the facts a gated run must share (limit, task per model and dataset, model cards). Models are keyed by
+    their label (a card's name, also for a card given by path), so another checkpoint of the card is compared
+    with them wherever its card file lies."""
     report = session.report()
     results: dict = {}
     memes: dict = {}
     tasks: dict = {}
     for (model, spec, condition), result in session.results.items():
-        entry = results.setdefault(model, {}).setdefault(spec, {})
+        label = session.model_label(model)
+        entry = results.setdefault(label, {}).setdefault(spec, {})
         entry[condition] = baseline_cell(result)
-        tasks.setdefault(model, {})[spec] = result.task
-        if spec not in memes.get(model, {}) and (named := scored_memes(session, spec, result)) is not None:
-            memes.setdefault(model, {})[spec] = named
+        tasks.setdefault(label, {})[spec] = result.task
+        if spec not in memes.get(label, {}) and (named := scored_memes(session, spec, result)) is not None:
+            memes.setdefault(label, {})[spec] = named
+    labels = {session.model_label(name): info for name, info in report["models"].items()}
     return {
         "format": FORMAT, "seed": report["seed"],
         "versions": {k: report["versions"].get(k) for k in VERSIONED},
         "datasets": {spec: info["fingerprint"] for spec, info in report["datasets"].items()},
-        "models": {name: info["checkpoint_sha256"] for name, info in report["models"].items()},
+        "checkpoints": [{"models": {label: info["checkpoint_sha256"] for label, info in labels.items()},
+                         "paths": {label: info.get("checkpoint") for label, info in labels.items()}}],
         "run": {"limit": report.get("options", {}).get("limit"), "tasks": tasks,
-                "cards": {name: card_digest(info.get("card", {})) for name, info in report["models"].items()}},
+                "cards": {label: card_record(info.get("card", {})) for label, info in labels.items()}},
         "results": results,
         "memes": memes,
     }
@@ -54,24 +63,42 @@ def scored_memes(session, spec: str, result) -> dict | None:
 
 
 def save_baseline(session, path: Path, write: Callable[[str], object] | None = None) -> dict:
-    """Write the baseline and say so through `write` (e.g. `terminal.terminal_line(config)`): a baseline saved
-    without a word is easily compared against the wrong file later. Returns what was saved."""
-    from ..report.gate_tables import baseline_saved_line, count_conditions
+    """Write the baseline (with `--memerobust-baseline-add`, the baseline at `path` with this run's checkpoint added
+    to its recipe: `merged_baselines`, under a lock of its folder so that runs adding at once each add theirs) and
+    say so through `write` (e.g. `terminal.terminal_line(config)`): a baseline saved without a word is easily
+    compared against the wrong file later. Returns what was saved (track/baseline.baseline_contents, and its path)."""
+    from ..report.gate_tables import baseline_saved_line
 
+    path, add = Path(path), session.options.baseline_add
     data = baseline_data(session)
-    atomic_write_text(Path(path), json.dumps(data) + "\n")
+    with folder_locked(path.parent):
+        if add:
+            data = merged_baselines(_add_target(session, path), data, names=(f"baseline {path}", "this run"))
+        atomic_write_text(path, json.dumps(data) + "\n")
+    contents = baseline_contents(data)
     if write is not None:
-        write(baseline_saved_line(path, data))
-    return {"path": Path(path), "conditions": count_conditions(data), "models": list(data["results"]),
-            "datasets": list(data["datasets"]), "seed": data["seed"]}
+        write(baseline_saved_line(f"this run's checkpoint added to the baseline {path}" if add else
+                                  f"baseline saved to {path}", contents))
+    return {"path": path, **contents}
+
+
+def _add_target(session, path: Path) -> dict:
+    """The baseline `--memerobust-baseline-add` adds this run's checkpoint to, keyed as this run names its models."""
+    return rekeyed(load_baseline(path), {m: session.model_label(m) for m in session.options.models})
 
 
 def write_run_ledger(session, directory: Path) -> str:
     """The flip ledger of this run against the baseline it was gated on (`--memerobust-baseline`), written to
-    `directory`; the summary line saying what flipped and where it went."""
+    `directory`; the summary line saying what flipped and where it went (or why none was written: a baseline of a
+    recipe's several checkpoints has no one checkpoint to pair this run with)."""
     from ..report.ledger import write_ledger
 
     names = (str(session.options.baseline), "this run")
+    held = len(baseline_checkpoints(session.baseline))
+    if held > 1:
+        return (f"memerobust: no flip ledger: {names[0]} holds {held} checkpoints of a recipe and a ledger pairs two "
+                "checkpoints (`memerobust compare ONE.json THIS.json --ledger DIR` pairs this run's saved baseline "
+                "with one of them)")
     ledger = flip_ledger_of(session.baseline, baseline_data(session), names=names)
     paths = write_ledger(ledger, directory)
     wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
@@ -82,20 +109,20 @@ def write_run_ledger(session, directory: Path) -> str:
 def regressions(session, model: str, condition, result, data: str | None = None,
                 captions: str | None = None) -> list:
     """The gate's comparisons (judge.gate.Comparison) of `result` with the session's baseline, every rule that
-    applies to the condition, failing or not; none without a baseline or without this condition in it. The run's
-    cases are judged as one family (gate.judge_family), so the first call evaluates every case the baseline
-    holds."""
+    applies to the condition, failing or not, and those of the family means it is a member of; none without a
+    baseline or without this condition in it. The run's cases are judged as one family (gate.judge_family), so the
+    first call evaluates every case the baseline holds."""
     if session.baseline is None:
         return []
     spec = session.data_spec(data, captions)
-    then = baseline_entry(session.baseline, model, spec, condition.id)
+    key = (session.model_label(model), spec, condition.id)
+    then = baseline_entry(session.baseline, *key)
     if then is None:
         return []
-    key = (session.model_label(model), spec, condition.id)
     family = gate_family(session)
     if key in family:
         return family[key]
-    _check_same_memes(model, spec, condition, then, result)  # a condition outside the planned cases
+    _check_same_memes(key, then, result)  # a condition outside the planned cases
     return compare_condition(baseline_cell(result), then, key, condition.kind, **gate_options(session))
 
 
@@ -104,9 +131,8 @@ def baseline_key(session, model: str, condition, data: str | None = None, captio
     a baseline, None. The run's verdict names the cases it holds not (new) and what it holds that did not run."""
     if session.baseline is None:
         return None
-    spec = session.data_spec(data, captions)
-    held = baseline_entry(session.baseline, model, spec, condition.id) is not None
-    return condition_name(model, spec, condition.id) if held else None
+    key = (session.model_label(model), session.data_spec(data, captions), condition.id)
+    return condition_name(*key) if baseline_entry(session.baseline, *key) is not None else None
 
 
 def baseline_conditions(session) -> list[str]:
@@ -115,33 +141,35 @@ def baseline_conditions(session) -> list[str]:
 
 
 def gate_options(session) -> dict:
-    """The options of `judge_family` the session's run asked for: rules, error control, mode and resampling."""
-    stats = session.options.stats
-    return {"checks": session.options.regression_checks or DEFAULT_CHECKS,
-            "control": session.options.gate_error or DEFAULT_CONTROL, "mode": comparison_mode(session.gate),
-            "confidence": stats.confidence, "n_resamples": stats.n_resamples, "seed": stats.seed,
-            "scale": stats.scale}
+    """The options of `judge_family` the session's run asked for: rules, error control, mode and the decision's
+    resampling (`--memerobust-gate-method`, `--memerobust-gate-resamples`; the intervals' confidence and scale are
+    the run's)."""
+    o, stats = session.options, session.options.stats
+    return {"checks": o.regression_checks or DEFAULT_CHECKS, "control": o.gate_error or DEFAULT_CONTROL,
+            "mode": comparison_mode(session.gate), "confidence": stats.confidence, "n_resamples": o.gate_resamples,
+            "method": o.gate_method, "seed": stats.seed, "scale": stats.scale}
 
 
-def _check_same_memes(model, spec, condition, then, result) -> None:
-    if then["y"] != result.y_true.tolist():
-        raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels ({condition.id}): the "
+def _check_same_memes(key: tuple, then, result) -> None:
+    if checkpoint_cells(then)[0]["y"] != result.y_true.tolist():
+        model, spec, condition = key
+        raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels ({condition}): the "
                           "comparison is refused")
 
 
 def gate_family(session) -> dict[tuple, list]:
     """Every planned case the baseline holds, evaluated and compared as one family: {(model label, spec,
-    condition id): comparisons}, computed once per session (`session.gate_comparisons`). A case that cannot be
-    evaluated (it raises, or its model does not read the channel) is left out here and reports its own error when
-    it runs."""
+    condition id): comparisons}, computed once per session (`session.gate_comparisons`). A family mean's
+    comparisons (`typos (mean of 5)`) go with each of its member conditions, so a regression spread over a family
+    fails its cases. A case that cannot be evaluated (it raises, or its model does not read the channel) is left
+    out here and reports its own error when it runs."""
     if session.gate_comparisons is None:
         from ..errors import MemeRobustError
 
         cells, here = {}, session.position
         for nodeid, model, data, task, group, captions, condition in session.cases:
-            spec = session.data_spec(data, captions)
-            then = baseline_entry(session.baseline, model, spec, condition.id)
-            key = (session.model_label(model), spec, condition.id)
+            key = (session.model_label(model), session.data_spec(data, captions), condition.id)
+            then = baseline_entry(session.baseline, *key)
             if then is None or key in cells:
                 continue
             session.position = session.positions.get(nodeid, here)  # the report orders results by their case
@@ -153,27 +181,67 @@ def gate_family(session) -> dict[tuple, list]:
                 continue
             finally:
                 session.position = here
-            _check_same_memes(model, spec, condition, then, result)
+            _check_same_memes(key, then, result)
             cells[key] = PairedCell(*key, condition.kind, baseline_cell(result), then)
         options = gate_options(session)
         family: dict[tuple, list] = {key: [] for key in cells}
         for c in judge_family(list(cells.values()), options.pop("checks"), **options):
-            family[(c.model, c.dataset, c.condition)].append(c)
+            for condition in c.members or (c.condition,):
+                family[(c.model, c.dataset, condition)].append(c)
         session.gate_comparisons = family
     return session.gate_comparisons
 
 
 def check_baseline(session, cases) -> None:
     """Before any case runs: the session's baseline matches this run (seed, limit, task, card, data, versions) for
-    the run's cases, given as (model, data, task, captions) tuples; a ConfigError naming the field otherwise."""
-    if session.baseline is None:
+    the run's cases, given as (model, data, task, captions) tuples, and so does the baseline this run adds its
+    checkpoint to (`--memerobust-baseline-add`), which must also hold the run's conditions and no others; a
+    ConfigError naming the field otherwise."""
+    add = session.options.baseline_add
+    if session.baseline is None and not add:
         return
+    facts, labels = _run_facts(session, cases)
+    planned = session.cases  # (nodeid, model, data, task, group, captions, condition) of the run's cases
+    if session.baseline is not None:
+        _refuse_unlike(session, session.baseline, facts, labels, f"baseline {session.options.baseline}")
+        held = [c for _, model, data, _, _, captions, c in planned
+                if baseline_key(session, model, c, data, captions)]
+        if planned and not held:  # the gate would compare nothing and pass
+            ours = sorted({c.id for *_, c in planned})
+            theirs = sorted({c for by_spec in session.baseline["results"].values() for by_c in by_spec.values()
+                             for c in by_c})
+            raise ConfigError(f"baseline {session.options.baseline} holds none of this run's {len(ours)} conditions "
+                              f"({', '.join(ours[:5])}{', ...' if len(ours) > 5 else ''}); it holds "
+                              f"{', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}: nothing would be gated "
+                              "(another suite or -k selection than the baseline's?)")
+    if add:
+        path = session.options.save_baseline
+        target = _add_target(session, path)
+        where = f"baseline {path} (--memerobust-baseline-add)"
+        _refuse_unlike(session, target, facts, labels, where)
+        refuse_held_checkpoint(target, {session.model_label(m): session.detector(m).fingerprint
+                                        for m in session.options.models}, names=(where, "this run"))
+        ours = [condition_name(session.model_label(model), session.data_spec(data, captions), c.id)
+                for _, model, data, _, _, captions, c in planned]
+        theirs = baseline_condition_names(target)
+        references = {condition_name(m, s, c) for m, by_spec in target["results"].items() for s, by_c in
+                      by_spec.items() for c in by_c if Condition.parse(c).kind == "clean"}  # run beside any case
+        for only, side in (([n for n in theirs if n not in set(ours) | references], f"{where} holds"),
+                           ([n for n in ours if n not in set(theirs)], "this run plans")):
+            if only:
+                raise ConfigError(f"{side} {len(only)} condition{'s' * (len(only) != 1)} the other does not "
+                                  f"({', '.join(only[:3])}{', ...' if len(only) > 3 else ''}): the checkpoints of "
+                                  "one recipe are run on the same conditions (the same suites and -k selection)")
+
+
+def _run_facts(session, cases) -> tuple[list[tuple], dict]:
+    """(per case (model label, spec, task, card_record, dataset fingerprint), per (label, spec) the labels the run
+    scores) of the run's cases: what a baseline it is compared with or added to must share."""
     from ..detectors import find_card
     from ..errors import ModeNotRead
-    from .report import versions
     from .options import split_model
 
-    facts = []
+    facts, labels = [], {}
     for model, data, task, captions in cases:
         spec = session.data_spec(data, captions)
         card = session.cards.get(split_model(model)[0]) or find_card(split_model(model)[0])
@@ -181,18 +249,19 @@ def check_baseline(session, cases) -> None:
             task = session.task(model, task)
         except ModeNotRead:  # the channel ablation's `:image` of a caption-only detector: its cases skip
             continue
-        facts.append((model, spec, task, card_digest(card.as_dict()), session.fingerprint(spec)))
-    labels = {(m, s): session.scored_dataset(m, s, t).labels(t).tolist() for m, s, t, *_ in facts
-              if s in session.baseline["results"].get(m, {})}  # the labels the run scores, against the baseline's
-    refuse_mismatch(session.baseline, seed=session.options.seed, limit=session.options.limit, cases=facts,
-                    versions=versions(), labels=labels, names=(f"baseline {session.options.baseline}", "this run"))
-    planned = session.cases  # (nodeid, model, data, task, group, captions, condition) of the run's cases
-    held = [c for _, model, data, _, _, captions, c in planned if baseline_key(session, model, c, data, captions)]
-    if planned and not held:  # the gate would compare nothing and pass
-        ours = sorted({c.id for *_, c in planned})
-        theirs = sorted({c for by_spec in session.baseline["results"].values() for by_c in by_spec.values()
-                         for c in by_c})
-        raise ConfigError(f"baseline {session.options.baseline} holds none of this run's {len(ours)} conditions "
-                          f"({', '.join(ours[:5])}{', ...' if len(ours) > 5 else ''}); it holds "
-                          f"{', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}: nothing would be gated "
-                          "(another suite or -k selection than the baseline's?)")
+        label = session.model_label(model)
+        facts.append((label, spec, task, card_record(card.as_dict()), session.fingerprint(spec)))
+        if (label, spec) not in labels:
+            labels[(label, spec)] = lambda model=model, spec=spec, task=task: (
+                session.scored_dataset(model, spec, task).labels(task).tolist())
+    return facts, labels
+
+
+def _refuse_unlike(session, baseline: dict, facts: list[tuple], labels: dict, where: str) -> None:
+    """track/baseline.refuse_mismatch of `baseline` against this run's facts, reading the run's labels only where
+    the baseline holds the model and dataset."""
+    from .report import versions
+
+    scored = {key: read() for key, read in labels.items() if key[1] in baseline["results"].get(key[0], {})}
+    refuse_mismatch(baseline, seed=session.options.seed, limit=session.options.limit, cases=facts,
+                    versions=versions(), labels=scored, names=(where, "this run"))

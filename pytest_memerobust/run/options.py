@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine.features import FEATURE_MEMORY_MIB
+from ..judge.gate import DEFAULT_RESAMPLES
 from ..judge.results import StatsConfig
 
 DEFAULT_DATA = "demo"
@@ -64,10 +65,13 @@ class Options:
     group: str | None = None  # meta field whose values are the groups of per-group robustness (e.g. target)
     baseline: Path | None = None  # compare against this saved baseline
     save_baseline: Path | None = None  # write this run's baseline here
+    baseline_add: bool = False  # ... adding this run's checkpoint to the recipe the baseline there holds
     regression_checks: tuple = ()  # gate.RegressionCheck; empty: the default checks
     gate: str | None = None  # what fails the run: thresholds, regressions, both or non-inferiority (None: both with a
     # baseline)
     gate_error: object = None  # gate.ErrorControl over the run's comparisons (None: the family-wise error at 5%)
+    gate_method: str = "auto"  # how the gate resamples for its decision: auto, bootstrap or permutation
+    gate_resamples: int = DEFAULT_RESAMPLES  # the decision's resamples (stats.n_resamples: the intervals')
     tables: str = "summary"  # the terminal's tables: summary (per-family roll-ups), full or none
     allow_outside_paths: bool = False  # a dataset's image paths may lead outside its folder
     stats: StatsConfig = field(default_factory=StatsConfig)

@@ -98,14 +98,16 @@ class RobustnessSession:
         self._check_checkpoints()
         self.baseline = None
         if options.baseline is not None:
-            from ..track.baseline import load_baseline
+            from ..track.baseline import load_baseline, rekeyed
 
-            self.baseline = load_baseline(options.baseline)  # fails early on an unreadable baseline
+            self.baseline = rekeyed(load_baseline(options.baseline),  # fails early on an unreadable baseline
+                                    {m: self.model_label(m) for m in options.models})
         from ..judge.gate import DEFAULT_CONTROL, check_resamples, gate_mode, gates_regressions
 
         self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
         if self.baseline is not None and gates_regressions(self.gate):  # a gate that could never fail is refused
-            check_resamples(options.gate_error or DEFAULT_CONTROL, options.stats.n_resamples)
+            check_resamples(options.gate_error or DEFAULT_CONTROL, options.gate_resamples,
+                            "--memerobust-gate-resamples")
         # who evaluates the shards (None: this process); a cluster is reached now, so a bad one is one usage error
         # before any case
         self.executor = make_executor(options.ray if options.models else None, options.shard_folder,
