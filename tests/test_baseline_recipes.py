@@ -126,11 +126,15 @@ def test_checkpoints_of_one_recipe_are_added_or_merged_into_one_baseline_and_gat
 
     # the gate judges a new seed against the recipe's spread, and says so
     gated = _run(pytester, recipe[1], f"--memerobust-baseline={added}",
-                 f"--memerobust-save-baseline={tmp_path / 'c.json'}")
+                 f"--memerobust-save-baseline={tmp_path / 'c.json'}", f"--memerobust-report={tmp_path / 'r.json'}")
     gated.assert_outcomes(passed=4)
     gated.stdout.fnmatch_lines(["Decided on 400 resamples: the paired bootstrap of the memes.",
                                 "Judged against the recipe's spread over 2 checkpoints (seed-to-seed noise x*.** the "
                                 "memes' own)."])
+    gated.stdout.fnmatch_lines([f"memerobust: no flip ledger: {added} holds 2 checkpoints of a recipe and a ledger "
+                                "pairs two checkpoints*"])
+    recipe_of = json.loads((tmp_path / "r.json").read_text())["verdict"]["baseline"]["recipe"]
+    assert recipe_of["checkpoints"] == 2 and recipe_of["inflation"] >= 1
     # the candidate is one checkpoint; a flip ledger pairs two
     assert cli_main(["compare", str(tmp_path / "c.json"), str(added)]) == 2
     assert f"{added} holds 2 checkpoints of a recipe: the candidate is one checkpoint" in capsys.readouterr().err
@@ -337,3 +341,19 @@ def test_too_few_gate_resamples_are_refused_naming_the_option(pytester, tmp_path
     assert all(r["method"] == "bootstrap" and r["resamples"] == 400 for r in verdict["rows"])
     for suffix in ("md", "html"):
         assert "Decided on 400 resamples: the paired bootstrap of the memes." in (tmp_path / f"r.{suffix}").read_text()
+
+
+def test_a_family_mean_renders_like_any_condition_with_its_bound_and_adjusted_p_and_names_itself_in_a_case():
+    from pytest_memerobust.report.gate_tables import comparison_rows
+    from pytest_memerobust.report.outline import regression_line
+
+    comparisons = compare_baselines(paired_cells(_baseline(range(10)), _baseline(range(40), "d")), n_resamples=500,
+                                    method="bootstrap")
+    mean = next(c for c in comparisons if c.members and c.rule == "acc")
+    assert mean.condition == "text=typos (mean of 2)" and mean.members == ("text=typos@1", "text=typos@3")
+    row = comparison_rows([mean.as_dict()])[0]
+    assert row[1] == "typos (mean of 2)" and row[2] == "acc"
+    assert row[5] == f"{mean.bound:+.3f}".replace("-", "−") and row[6] == f"{mean.p_value:.2g}"
+    line = regression_line(mean.as_dict())
+    assert line.startswith(f"{mean.state} against the baseline: accuracy ") and line.endswith(
+        "over text=typos (mean of 2)")

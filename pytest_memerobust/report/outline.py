@@ -159,14 +159,16 @@ def brief(what: str) -> str:
 
 
 def regression_text(r: dict) -> str:
-    """`accuracy 0.825 → 0.700 (−0.125, bound −0.050, adjusted p 0.004) on text=typos@3`."""
+    """`accuracy 0.825 → 0.700 (−0.125, bound −0.050, adjusted p 0.004)`, naming a family mean the comparison is of
+    (`... over text=typos (mean of 5)`): it goes with each of its member conditions' cases."""
+    over = f" over {r['condition']}" if r.get("members") else ""
     if r.get("state", "").startswith("not judged"):
-        return f"{r.get('what', '')} {r['state']}"
+        return f"{r.get('what', '')} {r['state']}{over}"
     if "bound" not in r:  # a report written before the run-level gate
         return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} "
                 f"({signed(r.get('difference'))}, CI {interval(r.get('ci'))}, p {p_value(r.get('p_value'))})")
     return (f"{r.get('what', '')} {number(r.get('before'))} → {number(r.get('now'))} ({signed(r.get('difference'))}, "
-            f"bound {signed(r.get('bound'))}, adjusted p {p_value(r.get('p_value'))})")
+            f"bound {signed(r.get('bound'))}, adjusted p {p_value(r.get('p_value'))}){over}")
 
 
 def regression_line(r: dict) -> str:
