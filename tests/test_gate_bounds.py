@@ -104,3 +104,85 @@ def test_a_uniform_small_loss_over_a_family_is_seen_by_its_mean_before_any_sever
     summary = summarize(comparisons)
     assert summary["summary"].startswith("0 of 6 conditions and 1 of 1 family mean regressed")
     assert summary["regressed"] == 1 and summary["resamples"] == 2000 and summary["method"] == "bootstrap"
+
+
+def _binary(y, right):
+    """Probabilities [N, 2] that put 0.8 on the truth where `right`, on the other class elsewhere."""
+    p_true = np.where(right, 0.8, 0.2)
+    return np.where(y[:, None] == np.arange(2), p_true[:, None], 1 - p_true[:, None])
+
+
+def test_a_paired_permutation_p_matches_the_exact_sign_flip_p_worked_out_by_enumeration():
+    """12 memes, 5 of them discordant (4 lost, 1 gained): accuracy's permutation p is the exact sign-flip p of the
+    discordant memes, #{swaps with a loss >= 3/12} / 2^5 = 6/32, up to the Monte Carlo error of 20,000 swaps."""
+    y = np.array([0, 1] * 6)
+    then_right = np.array([1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1], bool)
+    now_right = np.array([0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1], bool)
+    cell = PairedCell("m", "d", "c", "perturbed", {"y": y, "clean": _binary(y, then_right),
+                                                    "perturbed": _binary(y, now_right)},
+                      {"y": y, "clean": _binary(y, then_right), "perturbed": _binary(y, then_right)})
+    (acc,) = judge_family([cell], (RegressionCheck.parse("acc"),), control=ErrorControl("none"), n_resamples=20_000)
+    assert acc.method == "permutation" and acc.difference == pytest.approx(-3 / 12)
+    exact = sum(1 for signs in np.ndindex(*(2,) * 5) if (np.array([1, 1, 1, 1, -1]) * (1 - 2 * np.array(signs))).sum()
+                >= 3) / 32
+    assert exact == 6 / 32 and acc.p_raw == pytest.approx(exact, abs=0.01)
+
+
+def test_permutation_null_families_of_30_memes_with_2_of_a_class_fail_about_5_percent():
+    """Where resampling 30 memes cannot show a 2-meme class's variance, its AUROC and macro-F1 are not judged and the
+    permutation max-T holds its level over the other rules (60 null families here; bench/gate_power.py runs 200 on
+    PrideMM's captions)."""
+    rng = np.random.default_rng(4)
+    failed = 0
+    for family in range(60):
+        y = np.array([1, 1] + [0] * 28)
+        rng.shuffle(y)
+        skill = rng.normal(1.0, 1.0, (2, 30))
+        sides = [_binary(y, skill[who] + rng.normal(0, 1, 30) > 0) for who in (0, 1)]
+        coin = rng.random(30) < 0.5
+        a, b = np.where(coin[:, None], sides[1], sides[0]), np.where(coin[:, None], sides[0], sides[1])
+        cells = [PairedCell("m", "d", "clean", "clean", {"y": y, "clean": a, "perturbed": a},
+                            {"y": y, "clean": b, "perturbed": b})]
+        comparisons = judge_family(cells, n_resamples=1000, seed=family)
+        assert {c.state for c in comparisons if c.rule in ("auroc", "f1")} == {
+            "not judged: too few memes of class 1 (2 < 10)"}
+        assert all(c.method == "permutation" for c in comparisons)
+        failed += summarize(comparisons)["regressed"] > 0
+    assert failed <= 7  # Binomial(60, 0.05): P(X > 7) < 2%
+
+
+def _recipe(rng, n, k, shift_sd=0.3):
+    """k checkpoints of one recipe on the same n memes: each seed moves its whole decision by a random shift, so
+    seeds disagree on many memes at once (more than independent per-meme noise would)."""
+    y = rng.integers(0, 2, n)
+    skill = rng.normal(0.8, 1.0, n)
+    runs = []
+    for _ in range(k):
+        margin = skill + rng.normal(0, shift_sd) * (2 * y - 1) + rng.normal(0, 0.3, n)
+        runs.append(_binary(y, margin > 0))
+    return y, runs
+
+
+def test_a_new_seed_passes_against_a_recipe_and_a_checkpoint_8_points_worse_fails():
+    """Four seeds of a recipe whose seeds shift together as the baseline: a fifth seed passes, the fifth made 8
+    points worse (32 of 400 memes it got right made wrong) fails; the spread factor is read from the four."""
+    passed, caught, inflations = 0, 0, []
+    checks = (RegressionCheck.parse("acc"),)
+    for trial in range(12):
+        y, runs = _recipe(np.random.default_rng(100 + trial), 400, 5)
+
+        def cells(now):
+            return [PairedCell("m", "d", "clean", "clean", {"y": y, "clean": now, "perturbed": now},
+                               [{"y": y, "clean": t, "perturbed": t} for t in runs[:4]])]
+
+        out = judge_family(cells(runs[4]), checks, n_resamples=2000)
+        assert out[0].recipe == 4 and out[0].method == "bootstrap" and "against a recipe of 4" in out[0].test
+        assert out[0].before == pytest.approx(np.mean([(r.argmax(1) == y).mean() for r in runs[:4]]))
+        inflations.append(out[0].inflation)
+        passed += summarize(out)["regressed"] == 0
+        right = np.flatnonzero(runs[4].argmax(1) == y)
+        lost = runs[4].copy()
+        lost[right[:32]] = lost[right[:32], ::-1]
+        caught += summarize(judge_family(cells(lost), checks, n_resamples=2000))["regressed"] > 0
+    assert min(inflations) >= 1 and np.median(inflations) > 1.2  # seeds differ more than the memes explain
+    assert passed >= 11 and caught >= 9, (passed, caught)

@@ -211,8 +211,10 @@ class Comparison:
         return d
 
     def __str__(self) -> str:
+        """The decision in one line; a family mean names itself (it fails each of its members' cases)."""
+        what = f"{self.condition} {self.what}" if self.members else self.what
         if not self.judged:
-            return f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f}"
+            return f"{what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f}"
         tests = (f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under "
                  f"{ErrorControl.parse(self.control).short()}")
         if self.mode == "non-inferiority":
@@ -222,13 +224,13 @@ class Comparison:
                 needed = (f"; about {self.memes_needed} memes would show it with 80% power at this difference"
                           if self.memes_needed
                           else "; no number of memes shows it: the observed change is past the margin")
-                return (f"{self.what} not shown non-inferior with {self.memes} memes: baseline {self.before:.4f} -> "
+                return (f"{what} not shown non-inferior with {self.memes} memes: baseline {self.before:.4f} -> "
                         f"now {self.now:.4f}, its {verb} may reach {worst:.4f} (the decision's bound) > margin "
                         f"{self.min_effect:.4f} ({tests}){needed}")
-            return (f"{self.what} non-inferior: baseline {self.before:.4f} -> now {self.now:.4f}, its {verb} is at "
+            return (f"{what} non-inferior: baseline {self.before:.4f} -> now {self.now:.4f}, its {verb} is at "
                     f"most {worst:.4f} <= margin {self.min_effect:.4f} ({tests})")
         allowed = f", allowed {self.min_effect:.4f}" if self.min_effect else ""
-        return (f"{self.what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f} "
+        return (f"{what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f} "
                 f"(difference {self.difference:+.4f}, bound {self.bound:+.4f}{allowed}; {tests})")
 
 

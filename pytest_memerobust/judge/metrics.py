@@ -217,7 +217,10 @@ def _binary_auc(positive: np.ndarray, scores: np.ndarray, counts: np.ndarray) ->
     lower = np.searchsorted(sorted_scores, scores[pos], side="left")
     upper = np.searchsorted(sorted_scores, scores[pos], side="right")
     w_pos = counts[:, pos]
-    pairs = (w_pos * (below[:, lower] + below[:, upper])).sum(axis=1) / 2  # below + ties / 2, doubled then halved
+    pairs = np.einsum("ij,ij->i", w_pos, below[:, lower])  # the negatives strictly below each positive
+    tied = np.flatnonzero(upper != lower)
+    if tied.size:  # and half of those tied with it (exact: integer sums, halved once)
+        pairs += np.einsum("ij,ij->i", w_pos[:, tied], below[:, upper[tied]] - below[:, lower[tied]]) / 2
     n_pos, n_neg = w_pos.sum(axis=1), below[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((n_pos > 0) & (n_neg > 0), pairs / (n_pos * n_neg), np.nan)
