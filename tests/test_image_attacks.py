@@ -47,8 +47,8 @@ def _accuracy(detector, pictures, memes):
     return float((detector.predict_proba(pictures, [m.text for m in memes]).argmax(1) == labels).mean())
 
 
-@pytest.mark.parametrize("name", ["pgd_linf", "pgd_l2", "apgd_ce", "apgd_dlr", "square", "strongest_image",
-                                  "co_attack", "co_attack_human"])
+@pytest.mark.parametrize("name", ["pgd_linf", "pgd_l2", "apgd_ce", "apgd_dlr", "apgd_l2", "square",
+                                  "strongest_image", "autoattack:queries=60", "co_attack", "co_attack_human"])
 def test_within_budget_and_the_same_bytes_per_meme_in_any_batch(world, name):
     detector, test, _ = world
     memes = test.memes[:4]
@@ -64,7 +64,7 @@ def test_within_budget_and_the_same_bytes_per_meme_in_any_batch(world, name):
         assert attacked.dtype == torch.uint8 and attacked.shape == clean.shape
         assert torch.equal(attacked, again)
         delta = attacked.int() - clean.int()
-        if name == "pgd_l2":
+        if name in ("pgd_l2", "apgd_l2"):
             eps = L2_RMS_LEVELS[severity - 1] * np.sqrt(clean.numel())
             assert float(delta.float().norm()) <= eps + 1e-3
         else:
@@ -295,8 +295,9 @@ def test_a_bad_transfer_from_is_the_suite_s_error():
 
 
 def test_the_joint_attack_fools_every_meme_either_channel_alone_fools(world):
-    """Its first caption round is HotFlip itself (the same draws), and its picture rounds start from PGD's: at equal
-    budgets it is never weaker than either single-channel attack, meme by meme."""
+    """Its first caption round is HotFlip itself (the same draws), and before its own picture rounds it tries PGD's
+    own picture (PGD's draws, the clean caption): at equal budgets it is never weaker than either single-channel
+    attack, meme by meme, by construction (checked on 16 memes of each of two detectors)."""
     detector, test, _ = world
     demo = load_detector("demo")
     data = test.head(16)

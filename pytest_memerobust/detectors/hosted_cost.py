@@ -7,7 +7,8 @@ A hosted model is a black box: each query of an attack is one request. Per meme:
 - HotFlip (and its human-style edits) by queries: 1 + steps x (1 + words + HOTFLIP_WORDS x HOTFLIP_EDITS), the
   words those of 2+ letters in the caption (attacks.hotflip_batch: each step asks the loss with each word deleted,
   then up to 8 edits in each of the top 3 words);
-- Square: SQUARE_QUERIES + 1 (judging the outcome), the ensemble (strongest_image) one more (its member's margin);
+- Square: SQUARE_QUERIES + 1 (judging the outcome; `square:queries=N,restarts=R`: R x N + 1), the ensembles one
+  more (their member's margin): strongest_image's Square SQUARE_QUERIES, autoattack's AUTOATTACK_SQUARE_QUERIES;
 - the joint attacks (co_attack, co_attack_human, sga): ROUNDS x (a HotFlip round + Square + 4 margins) + 1;
 - a TextAttack recipe: QUERY_BUDGET;
 - white-box attacks (PGD, APGD, image_scaling) cannot run on a black box: none.
@@ -51,14 +52,17 @@ def attack_queries(name: str | None, severity: int | None, caption: str) -> int:
     perturbation = get(name)
     if not perturbation.needs_model or perturbation.universal:
         return 0
-    from ..perturb.image_attacks import SQUARE_QUERIES
+    from ..perturb.image_attacks import AUTOATTACK_SQUARE_QUERIES, SQUARE_QUERIES
 
+    settings = dict(perturbation.settings)  # `square:queries=5000,restarts=2`: what its name sets
     if perturbation.family == "hotflip":
         return hotflip_queries(caption, severity)
-    if name == "square":
-        return SQUARE_QUERIES + 1
-    if name == "strongest_image":
-        return SQUARE_QUERIES + 2
+    if perturbation.family == "square":
+        return settings.get("restarts", 1) * settings.get("queries", SQUARE_QUERIES) + 1
+    if perturbation.family == "strongest_image":
+        return settings.get("queries", SQUARE_QUERIES) + 2
+    if perturbation.family == "autoattack":  # on a black box, its Square alone
+        return settings.get("queries", AUTOATTACK_SQUARE_QUERIES) + 2
     if perturbation.rewrites_caption:  # the joint attacks
         from ..perturb.joint import ROUNDS
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-_SIDE = re.compile(r"^(text|image|prompt)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?$")  # `:`: a namespace (textattack:pwws)
+from .registry import split_parameters
+
+# `:` in a name: a namespace (textattack:pwws); `:key=value,...` after the severity: an attack's parameters
+# (image=apgd_ce@4:restarts=5), kept in the side's name as the registry spells it (apgd_ce:restarts=5)
+_SIDE = re.compile(r"^(text|image|prompt)=([A-Za-z0-9_.:\-]+)(?:@(\d+))?(?::([a-z_]+=\d+(?:,[a-z_]+=\d+)*))?$")
 _DEFENCE_SIDE = re.compile(r"^defence=([A-Za-z0-9_.:\-]+(?:,[A-Za-z0-9_.:\-]+)*)$")
 _SOURCE_SIDE = re.compile(r"^from=([A-Za-z0-9_.:\-]+)$")
 
@@ -41,7 +45,8 @@ class Condition:
     def _side(modality: str, name: str | None, severity: int | None) -> str | None:
         if name is None:
             return None
-        return f"{modality}={name}" + (f"@{severity}" if severity is not None else "")
+        base, parameters = _parameters(name)
+        return f"{modality}={base}" + (f"@{severity}" if severity is not None else "") + parameters
 
     @property
     def id(self) -> str:
@@ -58,7 +63,8 @@ class Condition:
     def test_name(self) -> str:
         """The case's pytest name, e.g. `typos-3+uap-3`: a whole `-k` expression (pytest's `-k` grammar has no `@`
         or `=`), and unambiguous because a perturbation's name belongs to one modality."""
-        sides = [f"{name}-{severity}" if severity is not None else name
+        sides = [_parameters(name)[0] + (f"-{severity}" if severity is not None else "")
+                 + _parameters(name)[1].replace(":", "-").replace("=", "").replace(",", "-")
                  for name, severity in ((self.text, self.text_severity), (self.image, self.image_severity),
                                         (self.prompt, self.prompt_severity)) if name]
         return "+".join(sides + ["defended"] * bool(self.defence)
@@ -82,7 +88,15 @@ class Condition:
             if not match or match.group(1) in values:
                 raise ValueError(f"bad condition {condition_id!r}: expected e.g. 'text=typos@3+image=contrast@2' "
                              f"(and '+defence=nfkc,confusables' for a defended one)")
-            modality, name, severity = match.groups()
-            values[modality] = name
+            modality, name, severity, parameters = match.groups()
+            values[modality] = f"{name}:{parameters}" if parameters else name
             values[f"{modality}_severity"] = int(severity) if severity else None
         return cls(**values)
+
+
+
+def _parameters(name: str) -> tuple[str, str]:
+    """An attack's name and its parameters as a condition id writes them after the severity:
+    `apgd_ce:restarts=5` -> ("apgd_ce", ":restarts=5"); a name without parameters -> (name, "")."""
+    base, tail = split_parameters(name)
+    return base, ":" + tail if tail else ""

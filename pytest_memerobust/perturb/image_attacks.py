@@ -1,5 +1,6 @@
-"""The standard image adversary, per meme: PGD (L-infinity and L2), APGD (cross-entropy and a margin loss), Square
-(score-based black box) and their ensemble, on the detector's image channel with the caption fixed.
+"""The standard image adversary, per meme: PGD (L-infinity and L2), APGD (cross-entropy, DLR, L2, and the targeted
+DLR: APGD-T), Square (score-based black box), the cheaper ensemble `strongest_image` and AutoAttack's sequence
+`autoattack` (less FAB-T), on the detector's image channel with the caption fixed.
 
 A verdict is only as strong as the strongest attack tried (Croce and Hein, ICML 2020: weak attacks overstated most
 published defences), so the picture is attacked meme by meme, not only with one universal pattern (uap.py).
@@ -14,17 +15,24 @@ published defences), so the picture is attacked meme by meme, not only with one 
   as a root-mean-square change per value, halved (0.5 .. 8 /255 RMS, so that ||delta||_2 = rms * sqrt(3 H W)): the
   CIFAR convention of L2 0.5 against L-infinity 8/255 is a ratio of 0.29 in these units.
 - Every attacked picture is rounded to uint8 and stays within its budget (L-infinity budgets are whole levels, so
-  rounding to the nearest level keeps them; an L2 picture that rounding pushes out is truncated towards the original).
+  rounding to the nearest level keeps them; an L2 picture that rounding pushes out gives back its smallest changes
+  until it fits: to_picture). What counts is what the detector sees: APGD and the ensembles judge success on the
+  rounded picture through the detector's real path.
+- Parameters (registry.get): `restarts` (every attack here but the ensembles: `apgd_ce:restarts=5`, in a condition
+  `image=apgd_ce@4:restarts=5`; the first restart is the plain attack, the others draw children of the meme's
+  generator) and `queries` (Square's budget: `square:queries=5000`; `strongest_image` 500 by default, `autoattack`
+  5,000).
 - Keyed and alone: each meme's random start comes from its own generator (registry.Perturbation.rng) and its
   gradients and queries are computed with no other meme in the batch, so a meme's picture is the same whichever
   shard, worker or batch it falls in.
 - Reference behaviour: PGD as Madry et al. 2018 and torchattacks (10 steps of 2.5 x eps / steps, uniform random
   start); APGD as Croce and Hein 2020 (`autoattack/autopgd_base.py`: momentum 0.75, step 2 x eps halved at the
-  checkpoints 0, 0.22, ... when fewer than 75% of the steps since the last raised the loss, restart from the best
-  point; DLR loss, which needs three classes, becomes the Carlini-Wagner margin for two); Square as Andriushchenko et
-  al. 2020 (p_init 0.8 and its halving schedule, vertical-stripe start, margin loss, one query per step). Each meme's
-  record (success, queries, zero gradient, the attack that won) goes into the context's `outcomes`, from which the
-  report reads the ensemble's sanity flags.
+  checkpoints 0, 0.22, ... when fewer than 75% of the steps since the last raised the loss or the best loss has not
+  moved, restart from the best point; DLR loss, which needs three classes, becomes the Carlini-Wagner margin for
+  two; APGD-T toward the 9 highest other classes); Square as Andriushchenko et al. 2020 (p_init 0.8 and its halving
+  schedule, vertical-stripe start, margin loss, one query per step). Each meme's record (success, queries, zero
+  gradient, the attack that won) goes into the context's `outcomes`, from which the report reads the ensembles'
+  sanity flags.
 """
 from __future__ import annotations
 
@@ -42,9 +50,15 @@ PGD_STEPS = 10
 APGD_STEPS = 100  # AutoAttack's standard version
 APGD_MOMENTUM = 0.75
 APGD_RHO = 0.75
-SQUARE_QUERIES = 500  # per meme (AutoAttack's standard version: 5000)
+SQUARE_QUERIES = 500  # per meme, the default (`square:queries=5000` is AutoAttack's standard version)
+AUTOATTACK_SQUARE_QUERIES = 5000  # AutoAttack's standard Square
 SQUARE_P_INIT = 0.8
-ENSEMBLE = ("apgd_ce", "apgd_dlr", "square")  # AutoAttack's order: each runs on the memes the ones before it missed
+APGD_TARGET_CLASSES = 9  # AutoAttack's standard APGD-T: toward the 9 highest other classes (fewer if the task has)
+# strongest_image, the cheaper ensemble (AutoAttack's idea, not its sequence): each runs on the memes the ones
+# before it missed
+ENSEMBLE = ("apgd_ce", "apgd_dlr", "square")
+APGD_NAMES = {("ce", "linf"): "apgd_ce", ("dlr", "linf"): "apgd_dlr", ("ce", "l2"): "apgd_l2",
+              ("dlr_t", "linf"): "apgd_t"}  # (loss, norm) -> registered name
 
 
 class NoGradient(ConfigError):
@@ -130,35 +144,40 @@ def margin(log_scores, label: int):
     return log_scores[..., label] - others.max(axis=-1)
 
 
-def _loss(kind: str, logits, label: int):
-    """What the white-box attacks raise: cross-entropy, or DLR (Croce and Hein 2020, eq. 5), which needs three classes:
-    with two it is the Carlini-Wagner margin."""
+def _loss(kind: str, logits, label: int, toward: int | None = None):
+    """What the white-box attacks raise: cross-entropy; DLR (Croce and Hein 2020, eq. 5), which needs three classes
+    (with two it is the Carlini-Wagner margin); or the targeted DLR toward class `toward` (APGD-T:
+    -(z_y - z_t) / (z_pi1 - (z_pi3 + z_pi4) / 2), which reads a fourth class; with three, the denominator is DLR's
+    own z_pi1 - z_pi3)."""
     import torch
     import torch.nn.functional as F
 
     if kind == "ce":
         return F.cross_entropy(logits, torch.full((len(logits),), label, device=logits.device), reduction="sum")
     ordered = logits.sort(dim=-1).values
+    if kind == "dlr_t":
+        third = ordered[..., -3] if logits.shape[-1] < 4 else (ordered[..., -3] + ordered[..., -4]) / 2
+        return (-(logits[..., label] - logits[..., toward]) / (ordered[..., -1] - third + 1e-12)).sum()
     loss = -margin(logits, label)
     if logits.shape[-1] >= 3:
         loss = loss / (ordered[..., -1] - ordered[..., -3] + 1e-12)
     return loss.sum()
 
 
-def _gradient(target: PictureTarget, x, kind: str, view: Callable | None = None):
+def _gradient(target: PictureTarget, x, kind: str, view: Callable | None = None, toward: int | None = None):
     """(loss, d loss / d x) at float values x [1, 3, H, W]; `view` (differentiable) is what the detector is shown
     of x, by default x itself (SGA shows it rescaled)."""
     import torch
 
     x = x.detach().requires_grad_(True)
     with torch.enable_grad():
-        loss = _loss(kind, target.logits(x if view is None else view(x)), target.label)
+        loss = _loss(kind, target.logits(x if view is None else view(x)), target.label, toward)
         grad = torch.autograd.grad(loss, x, allow_unused=True)[0] if loss.requires_grad else None
     # a fusion that leaves the picture out (the text-only ablation) has no path from it: a zero gradient, flagged
     return float(loss.detach()), torch.zeros_like(x) if grad is None else grad.detach()
 
 
-# --- projections ------------------------------------------------------------------------------------------------
+# --- projections and rounding -----------------------------------------------------------------------------------
 
 def _project(x, x0, eps: float, norm: str):
     import torch
@@ -173,14 +192,30 @@ def _project(x, x0, eps: float, norm: str):
 
 
 def to_picture(x, x0, eps: float, norm: str):
-    """The uint8 picture of an attack's float values, within the budget (see the module's docstring)."""
+    """The uint8 picture of an attack's float values, within the budget: each value rounded to the nearest level. An
+    L-infinity budget is whole levels, so rounding keeps it; an L2 picture that rounding pushed out of its ball gives
+    back its smallest changes (those of least float change first, each set to the original level) until it fits, so
+    it keeps nearly all of its budget (its squared norm ends within one level's square of eps^2 when the changes
+    given back are single levels)."""
     import torch
 
     rounded = torch.round(x).clamp(0, 255)
-    if norm == "l2" and float((rounded - x0).flatten().norm()) > eps:
-        delta = x - x0
-        rounded = (x0 + torch.sign(delta) * torch.floor(delta.abs())).clamp(0, 255)
+    if norm == "l2":
+        squares = ((rounded - x0).double() ** 2).flatten()
+        excess = float(squares.sum()) - eps * eps
+        if excess > 0:
+            order = torch.argsort((x - x0).abs().flatten(), stable=True)
+            freed = torch.cumsum(squares[order], 0)
+            given_back = order[: int(torch.searchsorted(freed, torch.tensor([excess], dtype=freed.dtype))) + 1]
+            flat = rounded.flatten().clone()
+            flat[given_back] = x0.flatten()[given_back]
+            rounded = flat.view_as(rounded)
     return rounded.to(torch.uint8)[0]
+
+
+def picture_margin(target: PictureTarget, picture) -> float:
+    """The true class's margin of a uint8 picture through the detector's real path (one query): below 0, fooled."""
+    return float(margin(target.scores([picture])[0], target.label))
 
 
 def _budget(norm: str, severity: int, shape) -> float:
@@ -201,6 +236,13 @@ def _random_start(x0, eps: float, norm: str, rng: np.random.Generator):
     return _project(x0 + torch.from_numpy(noise).to(x0.device)[None], x0, eps, norm)
 
 
+def _ascent(x, grad, step: float, norm: str):
+    """One step up the gradient: its sign (L-infinity) or its direction (L2)."""
+    if norm == "linf":
+        return x + step * grad.sign()
+    return x + step * grad / grad.flatten().norm().clamp_min(1e-12)
+
+
 # --- the attacks, one meme each ---------------------------------------------------------------------------------
 
 def pgd(target: PictureTarget, picture, eps: float, norm: str, rng: np.random.Generator, steps: int = PGD_STEPS,
@@ -215,11 +257,7 @@ def pgd(target: PictureTarget, picture, eps: float, norm: str, rng: np.random.Ge
         _, grad = _gradient(target, x, "ce")
         if k == 0 and not bool(grad.abs().max() > 0):
             zero = True
-        if norm == "linf":
-            x = x + step * grad.sign()
-        else:
-            x = x + step * grad / grad.flatten().norm().clamp_min(1e-12)
-        x = _project(x, x0, eps, norm)
+        x = _project(_ascent(x, grad, step, norm), x0, eps, norm)
     return to_picture(x, x0, eps, norm), {"zero_gradient": zero}
 
 
@@ -232,60 +270,91 @@ def apgd_checkpoints(steps: int) -> list[int]:
     return sorted({math.ceil(q * steps) for q in p if q <= 1})
 
 
-def apgd(target: PictureTarget, picture, eps: float, loss: str, rng: np.random.Generator, steps: int | None = None):
-    """Auto-PGD (Croce and Hein 2020), L-infinity: momentum, a step size adapted at checkpoints, the best point kept.
-    Returns the first adversarial iterate found, else the one of highest loss."""
+def _apgd_start(x0, eps: float, norm: str, rng: np.random.Generator):
+    """APGD's random start: a uniform draw scaled to the L-infinity ball's surface, or a Gaussian one to the L2
+    sphere (autopgd_base.py)."""
     import torch
 
-    steps = APGD_STEPS if steps is None else steps
+    shape = tuple(x0.shape[1:])
+    if norm == "linf":
+        t = torch.from_numpy(rng.uniform(-1, 1, size=shape).astype(np.float32)).to(x0.device)[None]
+        return _project(x0 + eps * t / t.abs().max().clamp_min(1e-12), x0, eps, norm)
+    t = torch.from_numpy(rng.standard_normal(size=shape).astype(np.float32)).to(x0.device)[None]
+    return _project(x0 + eps * t / t.flatten().norm().clamp_min(1e-12), x0, eps, norm)
 
+
+def apgd(target: PictureTarget, picture, eps: float, loss: str, rng: np.random.Generator, steps: int | None = None,
+         norm: str = "linf", toward: int | None = None):
+    """Auto-PGD (Croce and Hein 2020), L-infinity or L2: momentum, a step of 2 eps halved at the checkpoints, the
+    best point kept; `loss` "ce", "dlr", or "dlr_t" (the targeted DLR, toward class `toward`: APGD-T's run).
+
+    Success is what the detector sees: at every iterate the rounded picture (to_picture) is judged through the
+    detector's real path (one query). The attack runs on past a float success that rounding undoes, and returns the
+    first rounded picture that fools the detector, else the rounded picture of lowest true-class margin seen."""
+    steps = APGD_STEPS if steps is None else steps
     x0 = picture.float()[None]
-    t = torch.from_numpy(rng.uniform(-1, 1, size=tuple(x0.shape[1:])).astype(np.float32)).to(x0.device)[None]
-    x = _project(x0 + eps * t / t.abs().max().clamp_min(1e-12), x0, eps, "linf")
+    x = _apgd_start(x0, eps, norm, rng)
     checkpoints = [w for w in apgd_checkpoints(steps) if w > 0]
     eta = 2.0 * eps
-    f, grad = _gradient(target, x, loss)
+    f, grad = _gradient(target, x, loss, toward=toward)
     zero = not bool(grad.abs().max() > 0)
-    best_f, best_x = f, x
-    found = None
-    if _fooled(target, x):
-        found = x
+    best_f, best_x, best_grad = f, x, grad
+    chosen = to_picture(x, x0, eps, norm)
+    chosen_margin = picture_margin(target, chosen)
     x_prev = x
     raised, last_check, eta_at_check, best_at_check = 0, 0, eta, best_f
     for k in range(steps):
-        if found is not None:
+        if chosen_margin < 0:
             break
-        z = _project(x + eta * grad.sign(), x0, eps, "linf")
+        z = _project(_ascent(x, grad, eta, norm), x0, eps, norm)
         momentum = APGD_MOMENTUM if k > 0 else 1.0
-        x_new = _project(x + momentum * (z - x) + (1 - momentum) * (x - x_prev), x0, eps, "linf")
+        x_new = _project(x + momentum * (z - x) + (1 - momentum) * (x - x_prev), x0, eps, norm)
         x_prev, x = x, x_new
-        f_new, grad = _gradient(target, x, loss)
-        if f_new > f:
-            raised += 1
+        f_new, grad = _gradient(target, x, loss, toward=toward)
+        raised += f_new > f
         f = f_new
         if f > best_f:
-            best_f, best_x = f, x
-        if _fooled(target, x):
-            found = x
-            break
+            best_f, best_x, best_grad = f, x, grad
+        rounded = to_picture(x, x0, eps, norm)
+        value = picture_margin(target, rounded)
+        if value < chosen_margin:
+            chosen, chosen_margin = rounded, value
         if k + 1 in checkpoints:
             too_few = raised < APGD_RHO * (k + 1 - last_check)
             stalled = eta == eta_at_check and best_f == best_at_check
             eta_at_check, best_at_check = eta, best_f
-            if too_few or stalled:
+            if too_few or stalled:  # halve the step and go back to the best point, with its gradient
                 eta /= 2.0
-                x, x_prev = best_x, best_x
-                f, grad = _gradient(target, x, loss)
+                x, grad = best_x, best_grad
             raised, last_check = 0, k + 1
-    chosen = found if found is not None else best_x
-    return to_picture(chosen, x0, eps, "linf"), {"zero_gradient": zero}
+    return chosen, {"zero_gradient": zero, "margin": chosen_margin}
 
 
-def _fooled(target: PictureTarget, x) -> bool:
+def apgd_targeted(target: PictureTarget, picture, eps: float, rng: np.random.Generator, steps: int | None = None,
+                  norm: str = "linf", classes: int = APGD_TARGET_CLASSES):
+    """APGD-T (Croce and Hein 2020; AutoAttack's standard version): APGD on the targeted DLR loss toward each of the
+    `classes` classes the clean picture scores highest after the true one (as many as the task has), in turn, until
+    one run's rounded picture fools the detector (any class but the true one counts). A task of three classes or
+    more: with two, the targeted DLR is the untargeted margin (use apgd_dlr)."""
     import torch
 
+    x0 = picture.float()[None]
     with torch.no_grad():
-        return float(margin(target.logits(x.detach()), target.label)[0]) < 0
+        logits = target.logits(x0)[0]
+    if logits.shape[-1] < 3:
+        raise ConfigError(f"apgd_t (APGD on the targeted DLR loss) needs a task of three classes or more; this one "
+                          f"has {logits.shape[-1]}: attack it with apgd_ce, apgd_dlr or autoattack")
+    order = [int(c) for c in torch.argsort(logits, descending=True, stable=True) if int(c) != target.label]
+    best, best_record = None, None
+    zero = False
+    for toward in order[:classes]:
+        attacked, record = apgd(target, picture, eps, "dlr_t", rng, steps, norm, toward=toward)
+        zero = zero or record["zero_gradient"]
+        if best is None or record["margin"] < best_record["margin"]:
+            best, best_record = attacked, record
+        if record["margin"] < 0:
+            break
+    return best, {**best_record, "zero_gradient": zero}
 
 
 def square_size_share(it: int, queries: int, p_init: float = SQUARE_P_INIT) -> float:
@@ -328,7 +397,49 @@ def square(target: PictureTarget, picture, eps: float, rng: np.random.Generator,
         used += 1
         if value < best_margin:
             best, best_margin = candidate, value
-    return best.to(torch.uint8), {"queries": used}
+    return best.to(torch.uint8), {"queries": used, "margin": best_margin}
+
+
+def restarted(attack: Callable, target: PictureTarget, rng: np.random.Generator, restarts: int):
+    """`attack(generator) -> (picture, record)` from `restarts` random starts: the first draws the meme's own
+    generator (so one restart is the plain attack, byte for byte), restart r its r-th child (numpy's spawn of the
+    generator's seed: a function of seed, meme, attack, severity and r, never of the batch). The first picture that
+    fools the detector through its real path, else the one of lowest true-class margin; the record says how many
+    restarts ran."""
+    if restarts == 1:
+        return attack(rng)
+    best, best_margin, zero = None, math.inf, False
+    for r, generator in enumerate([rng, *rng.spawn(restarts - 1)]):
+        attacked, record = attack(generator)
+        zero = zero or bool(record.get("zero_gradient"))
+        value = record["margin"] if "margin" in record else picture_margin(target, attacked)
+        if best is None or value < best_margin:
+            best, best_margin = (attacked, record), value
+        if value < 0:
+            break
+    attacked, record = best
+    return attacked, {**record, "zero_gradient": zero, "restarts_run": r + 1}
+
+
+def first_to_fool(target: PictureTarget, picture, members: Sequence[tuple[str, Callable]]):
+    """An ensemble on one meme: each `(name, run)` in turn, `run() -> (picture, record)`, until one's picture fools
+    the detector through its real path. The meme's picture is that one, else the one of lowest true-class margin;
+    the record names the members tried and the winner, and the sanity flags (a zero gradient at a white-box
+    member's start; Square fooling a meme the white-box members missed)."""
+    tried, best, best_margin, won, zero = [], picture, math.inf, None, False
+    for member, run in members:
+        attacked, record = run()
+        zero = zero or bool(record.get("zero_gradient"))
+        tried.append(member)
+        value = picture_margin(target, attacked)
+        target.queries -= 1  # judging a member's outcome is the ensemble's bookkeeping, not an attack's query
+        if value < best_margin:
+            best, best_margin = attacked, value
+        if value < 0:
+            won = member
+            break
+    return best, {"tried": tried, "won_by": won, "zero_gradient": zero,
+                  "black_box_beat_white_box": won is not None and won.startswith("square") and len(tried) > 1}
 
 
 # --- registered: batches of memes, each alone ---------------------------------------------------------------------
@@ -351,6 +462,7 @@ def _run(name: str, images, rows, severity: int, rngs, context, one: Callable, c
     for target, picture, rng, row in zip(targets(context, rows, captions), pictures, rngs, rows):
         attacked, record = one(target, picture, rng, row)
         record = {"queries": target.queries, **record}
+        record.pop("margin", None)
         record["success"] = bool(margin(target.scores([attacked])[0], target.label) < 0)
         target.queries -= 1  # judging the outcome is the run's own evaluation, not the attack's query
         records.append(record)
@@ -367,40 +479,41 @@ def keep_records(context, name: str, severity: int, rows, records: list[dict]) -
 
 
 def pgd_batch(norm: str):
-    def batch(images, rows, severity, rngs, context, captions=None):
-        name = f"pgd_{norm}"
-
+    def batch(images, rows, severity, rngs, context, captions=None, name=f"pgd_{norm}", restarts=1):
         def one(target, picture, rng, row):
             _white_box_or_error(name, target)
-            return pgd(target, picture, _budget(norm, severity, picture.shape), norm, rng)
+            eps = _budget(norm, severity, picture.shape)
+            return restarted(lambda g: pgd(target, picture, eps, norm, g), target, rng, restarts)
 
         return _run(name, images, rows, severity, rngs, context, one, captions)
 
     return batch
 
 
-def apgd_batch(loss: str):
-    def batch(images, rows, severity, rngs, context, captions=None):
-        name = f"apgd_{loss}"
-
+def apgd_batch(loss: str, norm: str = "linf"):
+    def batch(images, rows, severity, rngs, context, captions=None, name=APGD_NAMES[loss, norm], restarts=1):
         def one(target, picture, rng, row):
             _white_box_or_error(name, target)
-            return apgd(target, picture, _budget("linf", severity, picture.shape), loss, rng)
+            eps = _budget(norm, severity, picture.shape)
+            if loss == "dlr_t":
+                return restarted(lambda g: apgd_targeted(target, picture, eps, g, norm=norm), target, rng, restarts)
+            return restarted(lambda g: apgd(target, picture, eps, loss, g, norm=norm), target, rng, restarts)
 
         return _run(name, images, rows, severity, rngs, context, one, captions)
 
     return batch
 
 
-def square_batch(images, rows, severity, rngs, context, captions=None):
+def square_batch(images, rows, severity, rngs, context, captions=None, name="square", restarts=1, queries=None):
     def one(target, picture, rng, row):
-        return square(target, picture, _budget("linf", severity, picture.shape), rng)
+        eps = _budget("linf", severity, picture.shape)
+        return restarted(lambda g: square(target, picture, eps, g, queries), target, rng, restarts)
 
-    return _run("square", images, rows, severity, rngs, context, one, captions)
+    return _run(name, images, rows, severity, rngs, context, one, captions)
 
 
 def member_generator(context, member: str, row: int, severity: int, fallback: np.random.Generator):
-    """The generator `member` draws for this meme when it runs alone, so the ensemble repeats each member's own
+    """The generator `member` draws for this meme when it runs alone, so an ensemble repeats each member's own
     attack and is never weaker than it (a library caller's context without ids gets `fallback`)."""
     from .registry import get
 
@@ -409,84 +522,119 @@ def member_generator(context, member: str, row: int, severity: int, fallback: np
     return get(member).rng(context.seed, context.ids[row], severity)
 
 
-def strongest_batch(images, rows, severity, rngs, context, captions=None):
-    """AutoAttack's ensemble idea per meme: APGD-CE, then APGD-DLR on what it missed, then Square on what both missed
-    (white-box members skipped, and said so, for a detector without gradients). The meme's picture is the first
-    that fools the detector, else the one of lowest true-class margin. Flags: a zero gradient at the start, and
-    Square succeeding where both white-box attacks failed (gradient masking: the white-box result is not trusted)."""
+def strongest_batch(images, rows, severity, rngs, context, captions=None, name="strongest_image", queries=None):
+    """The cheaper ensemble per meme (AutoAttack's idea, not its sequence): APGD-CE, then APGD-DLR on what it
+    missed, then Square (500 queries unless `queries`) on what both missed (white-box members skipped, and said so,
+    for a detector without gradients). Each member draws its own generator, so the ensemble fools every meme any
+    member alone fools."""
     eps = float(LINF_LEVELS[severity - 1])
 
     def one(target, picture, rng, row):
-        tried, best, best_margin, won = [], picture, math.inf, None
-        zero = False
-        for member in ENSEMBLE:
-            if member != "square" and not target.white_box:
-                continue
-            member_rng = member_generator(context, member, row, severity, rng)
-            if member == "square":
-                attacked, record = square(target, picture, eps, member_rng)
-            else:
-                attacked, record = apgd(target, picture, eps, member.split("_")[1], member_rng)
-                zero = zero or record["zero_gradient"]
-            tried.append(member)
-            value = float(margin(target.scores([attacked])[0], target.label))
-            target.queries -= 1
-            if value < best_margin:
-                best, best_margin = attacked, value
-            if value < 0:
-                won = member
-                break
-        return best, {"tried": tried, "won_by": won, "zero_gradient": zero,
-                      "black_box_beat_white_box": won == "square" and len(tried) > 1}
+        def member(attack: str):
+            g = member_generator(context, attack, row, severity, rng)
+            if attack == "square":
+                return lambda: square(target, picture, eps, g, queries)
+            return lambda: apgd(target, picture, eps, attack.split("_")[1], g)
 
-    return _run("strongest_image", images, rows, severity, rngs, context, one, captions)
+        return first_to_fool(target, picture, [(m, member(m)) for m in ENSEMBLE
+                                               if m == "square" or target.white_box])
+
+    return _run(name, images, rows, severity, rngs, context, one, captions)
 
 
-_DOC_BUDGETS = "severity sets the budget: L-infinity 1, 2, 4, 8, 16 /255"
+def autoattack_batch(images, rows, severity, rngs, context, captions=None, name="autoattack", queries=None):
+    """AutoAttack's standard sequence per meme, less FAB-T (not built here): APGD-CE, then APGD-T (the targeted
+    DLR toward the 9 highest other classes) on a task of three classes or more, then Square with 5,000 queries;
+    each on the memes the ones before missed, each judged on the rounded picture through the detector's real path.
+    A two-class task runs APGD-CE and Square (the targeted DLR needs a third class); a detector without gradients,
+    Square alone."""
+    eps = float(LINF_LEVELS[severity - 1])
+    queries = AUTOATTACK_SQUARE_QUERIES if queries is None else queries
+
+    def one(target, picture, rng, row):
+        classes = len(getattr(context.detector, "classes", ()) or ()) or 2
+        members = []
+        if target.white_box:
+            g_ce = member_generator(context, "apgd_ce", row, severity, rng)
+            members.append(("apgd_ce", lambda: apgd(target, picture, eps, "ce", g_ce)))
+            if classes >= 3:
+                g_t = member_generator(context, "apgd_t", row, severity, rng)
+                members.append(("apgd_t", lambda: apgd_targeted(target, picture, eps, g_t)))
+        g_square = member_generator(context, "square", row, severity, rng)
+        members.append(("square", lambda: square(target, picture, eps, g_square, queries)))
+        return first_to_fool(target, picture, members)
+
+    return _run(name, images, rows, severity, rngs, context, one, captions)
 
 
 @register("pgd_linf", modality="image", family="pgd", needs_model=True, tags=("white_box", "per_meme"),
-          batch=pgd_batch("linf"), takes="tensor")
+          batch=pgd_batch("linf"), takes="tensor", parameters={"restarts": 1})
 def pgd_linf(x, severity, rng, context, index):
     """PGD, L-infinity (Madry et al. 2018): 10 steps of 2.5 eps / 10 from a random start; severity sets eps
-    (1, 2, 4, 8, 16 /255)."""
+    (1, 2, 4, 8, 16 /255); `pgd_linf:restarts=5` tries five random starts."""
     return pgd_batch("linf")([x], [index], severity, [rng], context)[0]
 
 
 @register("pgd_l2", modality="image", family="pgd", needs_model=True, tags=("white_box", "per_meme"),
-          batch=pgd_batch("l2"), takes="tensor")
+          batch=pgd_batch("l2"), takes="tensor", parameters={"restarts": 1})
 def pgd_l2(x, severity, rng, context, index):
     """PGD, L2: 10 normalised-gradient steps from a random start; severity sets the RMS budget (0.5 .. 8 /255)."""
     return pgd_batch("l2")([x], [index], severity, [rng], context)[0]
 
 
 @register("apgd_ce", modality="image", family="apgd", needs_model=True, tags=("white_box", "per_meme"),
-          batch=apgd_batch("ce"), takes="tensor")
+          batch=apgd_batch("ce"), takes="tensor", parameters={"restarts": 1})
 def apgd_ce(x, severity, rng, context, index):
     """APGD with the cross-entropy (Croce and Hein 2020), 100 steps, L-infinity 1 .. 16 /255 by severity."""
     return apgd_batch("ce")([x], [index], severity, [rng], context)[0]
 
 
 @register("apgd_dlr", modality="image", family="apgd", needs_model=True, tags=("white_box", "per_meme"),
-          batch=apgd_batch("dlr"), takes="tensor")
+          batch=apgd_batch("dlr"), takes="tensor", parameters={"restarts": 1})
 def apgd_dlr(x, severity, rng, context, index):
     """APGD with the DLR margin loss (the Carlini-Wagner margin for two classes), L-infinity 1 .. 16 /255."""
     return apgd_batch("dlr")([x], [index], severity, [rng], context)[0]
 
 
+@register("apgd_l2", modality="image", family="apgd", needs_model=True, tags=("white_box", "per_meme"),
+          batch=apgd_batch("ce", "l2"), takes="tensor", parameters={"restarts": 1})
+def apgd_l2(x, severity, rng, context, index):
+    """APGD with the cross-entropy in L2 (Croce and Hein 2020), 100 steps, L2 0.5 .. 8 /255 RMS by severity."""
+    return apgd_batch("ce", "l2")([x], [index], severity, [rng], context)[0]
+
+
+@register("apgd_t", modality="image", family="apgd", needs_model=True, tags=("white_box", "per_meme"),
+          batch=apgd_batch("dlr_t"), takes="tensor", parameters={"restarts": 1})
+def apgd_t(x, severity, rng, context, index):
+    """APGD-T: APGD on the targeted DLR loss toward each of the 9 highest other classes (tasks of three classes or
+    more), 100 steps each, L-infinity 1 .. 16 /255."""
+    return apgd_batch("dlr_t")([x], [index], severity, [rng], context)[0]
+
+
 @register("square", modality="image", family="square", needs_model=True, tags=("black_box", "per_meme"),
-          batch=square_batch, takes="tensor")
+          batch=square_batch, takes="tensor", parameters={"restarts": 1, "queries": SQUARE_QUERIES})
 def square_attack(x, severity, rng, context, index):
-    """Square Attack (Andriushchenko et al. 2020): score-based black box, 500 queries per meme, L-infinity
-    1 .. 16 /255 by severity."""
+    """Square Attack (Andriushchenko et al. 2020): score-based black box, 500 queries per meme
+    (`square:queries=5000`: AutoAttack's), L-infinity 1 .. 16 /255 by severity."""
     return square_batch([x], [index], severity, [rng], context)[0]
 
 
 @register("strongest_image", modality="image", family="strongest_image", needs_model=True,
-          tags=("white_box", "black_box", "per_meme", "ensemble"), batch=strongest_batch, takes="tensor")
+          tags=("white_box", "black_box", "per_meme", "ensemble"), batch=strongest_batch, takes="tensor",
+          parameters={"queries": SQUARE_QUERIES})
 def strongest_image(x, severity, rng, context, index):
-    """The worst of APGD-CE, APGD-DLR and Square per meme (AutoAttack's ensemble idea), L-infinity 1 .. 16 /255."""
+    """The cheaper ensemble: the worst of APGD-CE, APGD-DLR and Square (500 queries) per meme, L-infinity
+    1 .. 16 /255 (AutoAttack's idea; `autoattack` is its sequence)."""
     return strongest_batch([x], [index], severity, [rng], context)[0]
+
+
+@register("autoattack", modality="image", family="autoattack", needs_model=True,
+          tags=("white_box", "black_box", "per_meme", "ensemble"), batch=autoattack_batch, takes="tensor",
+          parameters={"queries": AUTOATTACK_SQUARE_QUERIES})
+def autoattack(x, severity, rng, context, index):
+    """AutoAttack's standard sequence less FAB-T: APGD-CE, APGD-T (three classes or more), Square with 5,000
+    queries, per meme, L-infinity 1 .. 16 /255."""
+    return autoattack_batch([x], [index], severity, [rng], context)[0]
 
 
 _RECORD_KEYS = {"success", "queries", "zero_gradient", "won_by", "tried", "black_box_beat_white_box",

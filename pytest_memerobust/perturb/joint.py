@@ -2,13 +2,15 @@
 
 `co_attack` (after Co-Attack, Zhang et al., ACM MM 2022, which perturbs the caption first and then the picture against
 the perturbed caption) alternates the two on the detector's own fused score, in two rounds: HotFlip edits of the
-caption, drawn with HotFlip's own generator for the meme (so round one's caption is `hotflip@s`'s), then L-infinity PGD
-on the picture against that caption (10 steps of 2.5 eps / 10; round one starts from a uniform random point of the eps
-ball drawn from the meme's own co_attack generator, not from PGD's draws, and round two continues from the round-one
-picture), then the caption chosen again against the attacked picture (from the clean caption, within the same edits,
-with the co_attack generator), then the picture again (`co_attack_one` says how each round is kept). The budgets are
-those of the single-channel attacks at the same severity: HotFlip's edits (perturb/attacks.py) and image_attacks.py's
-L-infinity eps, so `co_attack@s` compares with `hotflip@s` and `pgd_linf@s` at equal budgets.
+caption, drawn with HotFlip's own generator for the meme (so round one's caption is `hotflip@s`'s); then `pgd_linf@s`
+itself (PGD's own generator for the meme, against the clean caption: the same picture PGD alone gives), kept if it
+fools the detector; then L-infinity PGD on the picture against the attacked caption (10 steps of 2.5 eps / 10; round
+one starts from a uniform random point of the eps ball drawn from the meme's own co_attack generator, and round two
+continues from the round-one picture), then the caption chosen again against the attacked picture (from the clean
+caption, within the same edits, with the co_attack generator), then the picture again (`co_attack_one` says how each
+round is kept). So the joint attack fools every meme `hotflip@s` or `pgd_linf@s` fools, by construction. The
+budgets are those of the single-channel attacks at the same severity: HotFlip's edits (perturb/attacks.py) and
+image_attacks.py's L-infinity eps, so `co_attack@s` compares with `hotflip@s` and `pgd_linf@s` at equal budgets.
 
 A detector without gradients (a hosted or prompted model) gets the black-box fallback: HotFlip by queries, then Square
 (image_attacks.py) against the attacked caption, with the queries counted in the meme's record.
@@ -25,8 +27,8 @@ import numpy as np
 from .attacks import HOTFLIP_STEPS, AttackContext, hotflip_batch
 from .distance import words_changed
 from .human_edits import human_candidates
-from .image_attacks import (LINF_LEVELS, PGD_STEPS, _gradient, _project, _random_start, keep_records, margin, square,
-                            targets, to_picture)
+from .image_attacks import (LINF_LEVELS, PGD_STEPS, _gradient, _project, _random_start, keep_records, margin, pgd,
+                            picture_margin, square, targets, to_picture)
 from .registry import register
 
 ROUNDS = 2
@@ -92,9 +94,10 @@ def co_attack_one(context, row: int, picture, severity: int, rng, edits=None,
 
     Round one is Co-Attack's order: the caption first (the severity's HotFlip edits, drawn with HotFlip's own
     generator for this meme, so this round is `hotflip@s` itself and the joint attack never does worse than it),
-    then the picture against that caption. Round two chooses the caption again, from the clean one and within the
-    same edits, against the attacked picture, keeps whichever caption leaves the lower true-class margin, and moves
-    the picture on against it. Each round stops the meme once it is fooled."""
+    then `pgd_linf@s`'s own picture (its generator, the clean caption: the joint attack never does worse than PGD
+    either), then the picture against the attacked caption. Round two chooses the caption again, from the clean one
+    and within the same edits, against the attacked picture, keeps whichever caption leaves the lower true-class
+    margin, and moves the picture on against it. Each round stops the meme once it is fooled."""
     from .image_attacks import member_generator
 
     clean_caption = context.captions[row]
@@ -113,6 +116,12 @@ def co_attack_one(context, row: int, picture, severity: int, rng, edits=None,
         target = targets(context, [row], [caption])[0]
         if margin(target.scores([attacked])[0], target.label) < 0:
             break
+        if white_box and k == 0:
+            clean = targets(context, [row])[0]
+            alone, _ = pgd(clean, picture, eps, "linf", member_generator(context, "pgd_linf", row, severity, rng))
+            if picture_margin(clean, alone) < 0:
+                attacked, caption = alone, clean_caption
+                break
         if white_box:
             x = _picture_round(target, x0, x, eps, rng, first=k == 0, scales=scales)
             attacked = to_picture(x, x0, eps, "linf")

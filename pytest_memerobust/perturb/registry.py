@@ -51,10 +51,16 @@ class Perturbation:
     # a joint attack: an image attack that also chooses the caption the detector reads with its picture (the
     # engine reads that caption as the condition's text side; joint.py)
     rewrites_caption: bool = False
+    # the integer parameters an attack takes, with their defaults (`apgd_ce:restarts=5`, `square:queries=5000`):
+    # `batch` takes them, and the name to record its outcomes under, as keywords
+    parameters: tuple[tuple[str, int], ...] = ()
+    settings: tuple[tuple[str, int], ...] = ()  # the parameters this name sets (the others keep their defaults)
+    # the name its generators are keyed by: an attack with parameters draws what its plain attack draws
+    key: str = ""
 
     def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
         """The generator for one (seed, meme, perturbation, severity): independent of order and batch."""
-        key = f"{seed}\0{meme_id}\0{self.name}\0{severity}".encode()
+        key = f"{seed}\0{meme_id}\0{self.key or self.name}\0{severity}".encode()
         digest = hashlib.blake2b(key, digest_size=16).digest()
         return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
 
@@ -159,9 +165,11 @@ def register(
     batch: Callable | None = None,
     takes: str = "array",
     rewrites_caption: bool = False,
+    parameters: dict[str, int] | None = None,
 ):
     """Decorator that records `fn(x, severity, rng)` under `name`; `takes` says whether an image perturbation's
-    `fn` takes a picture tensor or an array (see the module's docstring)."""
+    `fn` takes a picture tensor or an array (see the module's docstring); `parameters`, an attack's integer
+    parameters with their defaults (its `batch` takes them as keywords)."""
     if rewrites_caption and (modality != "image" or not needs_model):
         raise ValueError(f"perturbation {name!r}: only an image attack (needs_model) may rewrite the caption")
     if takes not in ("tensor", "array"):
@@ -191,6 +199,7 @@ def register(
             batch=batch,
             takes=takes,
             rewrites_caption=rewrites_caption,
+            parameters=tuple(sorted((parameters or {}).items())),
         )
         return fn
 
@@ -211,14 +220,62 @@ def _ensure_loaded() -> None:
             ep.load()
 
 
+PARAMETER_LIMITS = {"restarts": (1, 100), "queries": (1, 100_000)}  # what a parameter may be set to, inclusive
+
+
+def split_parameters(name: str) -> tuple[str, str]:
+    """`apgd_ce:restarts=5` -> ("apgd_ce", "restarts=5"): the parameters are the last `:` part when it holds
+    `key=value` pairs (the part before may hold a namespace's `:`, as in `textattack:pwws`); none -> (name, "")."""
+    base, _, tail = name.rpartition(":")
+    return (base, tail) if base and "=" in tail else (name, "")
+
+
 def get(name: str) -> Perturbation:
     _ensure_loaded()
-    try:
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        from .textattack_recipes import unregistered_reason
+    base, tail = split_parameters(name)
+    if tail and base in _REGISTRY:
+        pairs = [part.partition("=") for part in tail.split(",")]
+        return _with_parameters(_REGISTRY[base], {key.strip(): value.strip() for key, _, value in pairs})
+    from .textattack_recipes import unregistered_reason
 
-        raise UnknownNameError("perturbation", name, _REGISTRY, unregistered_reason(name)) from None
+    raise UnknownNameError("perturbation", name, _REGISTRY, unregistered_reason(name))
+
+
+def _with_parameters(base: Perturbation, given: dict[str, str]) -> Perturbation:
+    """`base` with its parameters set: named `base:key=value,...` (sorted, defaults left out, so equal settings
+    share one name and `apgd_ce:restarts=1` is `apgd_ce`), drawing `base`'s generators."""
+    from dataclasses import replace
+    from functools import partial
+
+    defaults = dict(base.parameters)
+    values = {}
+    for key, text in given.items():
+        if key not in defaults:
+            raise UnknownNameError(f"parameter of {base.name!r}", key, defaults,
+                                   "it takes none" if not defaults else "")
+        low, high = PARAMETER_LIMITS[key]
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise UnknownNameError(f"value of {base.name}'s {key}", text, (),
+                                   f"{key} is a whole number from {low} to {high}")
+        values[key] = int(text)
+    chosen = {k: v for k, v in sorted(values.items()) if v != defaults[k]}
+    if not chosen:
+        return base
+    name = base.name + ":" + ",".join(f"{k}={v}" for k, v in chosen.items())
+    if name not in _PARAMETERISED:
+        batch = partial(base.batch, name=name, **chosen)
+
+        def fn(x, severity, rng, context, index):
+            return batch([x], [index], severity, [rng], context)[0]
+
+        _PARAMETERISED[name] = replace(base, name=name, fn=fn, batch=batch, key=base.name,
+                                          settings=tuple(chosen.items()))
+    return _PARAMETERISED[name]
+
+
+_PARAMETERISED: dict[str, Perturbation] = {}
 
 
 def names(modality: str | None = None, tag: str | None = None) -> list[str]:

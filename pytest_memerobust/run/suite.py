@@ -99,6 +99,8 @@ class Suite:
 
 def _side(modality: str, spec: str, where: str) -> tuple[str, int | None]:
     name, _, severity = spec.partition("@")
+    severity, _, parameters = severity.partition(":")  # an attack's parameters: "apgd_ce@4:restarts=5"
+    name = f"{name}:{parameters}" if parameters else name
     try:
         sev = int(severity) if severity else None
     except ValueError:
