@@ -16,6 +16,7 @@ Scenarios (each one a pure function of the saved per-meme outputs and a seed):
 - uniform loss: a null pair whose candidate loses `--loss` accuracy points at every typo severity (that share of
   the memes it gets right, drawn per severity, made wrong).
 - one-condition loss: the same at typos@3 only (`--one-loss` points).
+- reseed: every seed gated against every other (the plain gate, one checkpoint as the baseline).
 - recipe: 4 seeds as the baseline, a fifth as the candidate (every choice), and the fifth made 5 points worse (the
   same memes made wrong in every condition).
 - tiny class: 30 memes, 2 of them hateful, null pairs gated by paired permutations and by the bootstrap.
@@ -101,7 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--recipe", type=int, default=0, help="(4 seeds, fifth) choices for the recipe gate; 0: all")
     parser.add_argument("--tiny", type=int, default=200, help="null pairs of 30 memes with 2 of one class")
-    parser.add_argument("--only", action="append", help="run only these scenarios (null, uniform, one, recipe, tiny)")
+    parser.add_argument("--only", action="append",
+                        help="run only these scenarios (null, uniform, one, reseed, recipe, tiny)")
     args = parser.parse_args(argv)
     runs = [read_outputs(p) for p in args.baselines]
     n = len(runs[0]["clean"]["y"])
@@ -109,7 +111,7 @@ def main(argv=None) -> int:
     print(f"{len(runs)} checkpoints, {n} memes, conditions {', '.join(runs[0])}; {args.resamples} resamples")
     pairs = list(itertools.permutations(range(len(runs)), 2))
     options = {"n_resamples": args.resamples}
-    wanted = set(args.only or ["null", "uniform", "one", "recipe", "tiny"])
+    wanted = set(args.only or ["null", "uniform", "one", "reseed", "recipe", "tiny"])
     started = time.perf_counter()
 
     if "null" in wanted:
@@ -136,6 +138,10 @@ def main(argv=None) -> int:
         what = f"{points:.1%} lost at every typo severity" if scenario == "uniform" else f"{points:.1%} at typos@3"
         print(f"{what}: caught with family means {rate(caught[True], args.power)}; "
               f"without {rate(caught[False], args.power)}")
+
+    if "reseed" in wanted:
+        failed = sum(fails(runs[a], runs[b], seed=i, **options) for i, (a, b) in enumerate(pairs))
+        print(f"seed against seed (every directed pair, the plain gate): {rate(failed, len(pairs))} fail")
 
     if "recipe" in wanted and len(runs) >= 5:
         choices = [(list(base), c) for base in itertools.combinations(range(len(runs)), 4)
