@@ -186,3 +186,13 @@ def test_a_new_seed_passes_against_a_recipe_and_a_checkpoint_8_points_worse_fail
         caught += summarize(judge_family(cells(lost), checks, n_resamples=2000))["regressed"] > 0
     assert min(inflations) >= 1 and np.median(inflations) > 1.2  # seeds differ more than the memes explain
     assert passed >= 11 and caught >= 9, (passed, caught)
+
+
+def test_holm_draws_the_resamples_its_first_step_needs_and_says_so():
+    """Holm's first step asks for p <= alpha / m, below 1 / (resamples + 1) when m is large: the decision draws
+    m / alpha - 1 resamples at least, so a clear regression still fails under holm, and reports the count drawn."""
+    cells = _family(np.random.default_rng(1), 150)  # 24 conditions x 4 rules - 3 flip-free clean + 24 means = 117
+    m = sum(1 for c in judge_family(cells, n_resamples=300, method="bootstrap"))
+    holm = judge_family(cells, control=ErrorControl("holm"), n_resamples=300, method="bootstrap")
+    assert {c.resamples for c in holm} == {int(np.ceil(m / 0.05 - 1))}
+    assert any(c.regressed for c in holm)
