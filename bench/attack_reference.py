@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--mode", default="multimodal")
     parser.add_argument("--classes", type=int, default=2)
     parser.add_argument("--rows", default="pgd0,pgd,apgd_ce,square", help="comma-separated row names")
+    parser.add_argument("--ours-only", action="store_true", help="skip torchattacks (ours before and after a change)")
     args = parser.parse_args()
     detector, memes, labels = world(args.model, args.mode, args.classes, args.memes)
     context = AttackContext(detector, labels, None, [m.picture() for m in memes], captions=[m.text for m in memes],
@@ -151,7 +152,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown rows {unknown}; known here: {', '.join(table)}")
     model = args.model if args.classes == 2 else f"untrained demo head, {args.classes} classes"
-    print(f"# bench/attack_reference.py --memes {args.memes} --classes {args.classes} --rows {args.rows} "
+    print(f"# bench/attack_reference.py --memes {args.memes} --classes {args.classes} --rows {args.rows}"
+          f"{' --ours-only (the torchattacks columns repeat ours)' if args.ours_only else ''} "
           f"({model}, {args.mode}; {datetime.date.today()}, CPU, torchattacks {torchattacks.__version__}); "
           f"L-infinity rows at 8/255\n")
     print("| attack | ours: robust acc (95% CI) | torchattacks: robust acc (95% CI) | same verdict per meme | "
@@ -169,11 +171,15 @@ def main() -> None:
             t_ours += time.perf_counter() - start
             torch.manual_seed(i)
             start = time.perf_counter()
-            attack = theirs(CaptionFixed(target).eval(), picture) if l2_severity else theirs(CaptionFixed(target).eval())
-            attack.set_device(torch.device("cpu"))  # (a module without parameters: torchattacks cannot tell)
-            b = attack((picture.float()[None] / 255.0).contiguous(), torch.tensor([target.label]))[0]
+            if args.ours_only:
+                b = a
+            else:
+                model = CaptionFixed(target).eval()
+                attack = theirs(model, picture) if l2_severity else theirs(model)
+                attack.set_device(torch.device("cpu"))  # (a module without parameters: torchattacks cannot tell)
+                b = attack((picture.float()[None] / 255.0).contiguous(), torch.tensor([target.label]))[0]
+                b = torch.round(b * 255).clamp(0, 255).to(torch.uint8)
             t_theirs += time.perf_counter() - start
-            b = torch.round(b * 255).clamp(0, 255).to(torch.uint8)
             right_ours.append(not fooled(target, a))
             right_theirs.append(not fooled(target, b))
             same_pixels += int((a == b).sum())
