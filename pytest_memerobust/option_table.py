@@ -68,7 +68,7 @@ _OPTIONS = [
      "unless given); default: both with a baseline, thresholds without"),
     ("gate-error", conv.gate_error, False,
      "error control of the baseline comparison over every condition and rule of the run: fwer (default: an equally "
-     "good checkpoint fails the run at most 5% of the time; bootstrap max-T), holm, fdr (false discovery rate) or "
+     "good checkpoint fails the run at most 5% of the time; step-down max-T), holm, fdr (false discovery rate) or "
      "none (each rule alone), with an optional level: fwer:0.01, fdr:10%"),
     ("gate-method", conv.gate_method, False,
      "how the baseline comparison resamples for its decision: auto (default: paired permutations of the two "

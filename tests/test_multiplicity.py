@@ -8,8 +8,8 @@ import pytest
 
 from pytest_memerobust.judge.gate import ErrorControl, PairedCell, RegressionCheck, judge_family, summarize
 from pytest_memerobust.judge.metrics import binomial_upper_tail
-from pytest_memerobust.judge.multiplicity import (bh_adjusted_p, holm_adjusted_p, marginal_p, maxt_adjusted_p,
-                                                  maxt_critical_value, studentized, upper_critical_value)
+from pytest_memerobust.judge.multiplicity import (bh_adjusted_p, decision_critical_values, holm_adjusted_p,
+                                                  marginal_p, maxt_adjusted_p, studentized, upper_critical_value)
 
 P = np.array([0.01, 0.04, 0.03, 0.005])
 
@@ -35,8 +35,14 @@ def test_step_down_max_t_on_a_toy_enumerated_by_hand():
     # (single-step would give 5/5 for the second)
     assert maxt_adjusted_p(np.array([5.0, 1.0]), draws) == pytest.approx([0.2, 0.4])
     assert marginal_p(np.array([5.0, 1.0]), draws) == pytest.approx([0.2, 0.4])
-    # rejects z > c exactly when p <= alpha: at 0.25 and B = 4 only a z above every max (4) has p 1/5
-    assert maxt_critical_value(draws, 0.25) == 4.0 and maxt_critical_value(draws, 0.45) == 3.0
+    # rejects z > c exactly when p <= alpha: at 0.25 and B = 4 only a z above every max (4) has p 1/5; the second
+    # test, not rejected, reads the step where the procedure stopped (its own row: 3, 0, -1, .5)
+    z = np.array([5.0, 1.0])
+    raw = marginal_p(z, draws)
+    assert list(decision_critical_values("fwer", z, draws, raw, maxt_adjusted_p(z, draws), 0.25)) == [4.0, 3.0]
+    z = np.array([3.0, 1.0])  # nothing rejected at 0.45: both read the first step, the 2nd largest max (3)
+    assert list(decision_critical_values("fwer", z, draws, marginal_p(z, draws), maxt_adjusted_p(z, draws),
+                                         0.45)) == [3.0, 3.0]
     assert np.isnan(maxt_adjusted_p(np.array([np.nan, 1.0]), draws)[0])
 
 
@@ -60,7 +66,9 @@ def test_an_undefined_draw_is_dropped_not_counted_as_never_exceeding():
     two = np.array([[0.0, 2.0, nan, nan], [nan, 0.5, 3.0, nan]])
     # step 1: maxima (0, 2, 3, -): 1 of 3 reach 2.5; step 2: the second test's (-, 0.5, 3, -): 1 of 2 reach 1
     assert maxt_adjusted_p(np.array([2.5, 1.0]), two) == pytest.approx([2 / 4, 2 / 3])
-    assert maxt_critical_value(two, 0.5) == upper_critical_value(np.array([0.0, 2.0, 3.0]), 0.5) == 2.0
+    z = np.array([2.5, 1.0])
+    first = decision_critical_values("fwer", z, two, marginal_p(z, two), maxt_adjusted_p(z, two), 0.5)[0]
+    assert first == upper_critical_value(np.array([0.0, 2.0, 3.0]), 0.5) == 2.0
 
 
 def test_a_gate_rule_with_many_one_class_resamples_reads_its_p_over_the_defined_ones(monkeypatch):

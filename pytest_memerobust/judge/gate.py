@@ -580,24 +580,24 @@ def _family_means(tests: list[dict]) -> list[dict]:
     """Per (model, dataset, perturbation family, rule) with two or more severities judged on the same draws, the mean
     of their changes as one more test: its resampled values are the row means of the severities' (already drawn).
     A family any of whose severities cannot be judged has its mean not judged, naming it."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
     for t in tests:
         family = _family_of(t["where"][2])
         if family is not None:
-            groups.setdefault((*t["where"][:2], family[0], t["check"].spec, t["side"]), []).append(t)
+            groups.setdefault((*t["where"][:2], family[0], t["check"].spec, t["side"]), []).append((family[1], t))
     means = []
-    for (model, dataset, family, _, _), members in groups.items():
-        if len({_family_of(t["where"][2])[1] for t in members}) < 2:
+    for (model, dataset, family, _, _), severities in groups.items():
+        if len({severity for severity, _ in severities}) < 2:
             continue
-        members = sorted(members, key=lambda t: _family_of(t["where"][2])[1])
-        first = members[0]
-        mean = {**first, "where": (model, dataset, f"{family} (mean of {len(members)})"),
+        members = [t for _, t in sorted(severities, key=lambda pair: pair[0])]
+        mean = {**members[0], "where": (model, dataset, f"{family} (mean of {len(members)})"),
                 "members": tuple(t["where"][2] for t in members), "reason": None}
         mean.pop("spread", None)
         unjudged = [t for t in members if t["reason"] is not None]
         if unjudged:
-            mean.update(reason=f"not judged: {unjudged[0]['where'][2]} {unjudged[0]['reason'].removeprefix('not judged: ')}",
-                        before=float("nan"), now=float("nan"), w=float("nan"), samples=None)
+            why = unjudged[0]["reason"].removeprefix("not judged: ")
+            mean.update(reason=f"not judged: {unjudged[0]['where'][2]} {why}", before=float("nan"),
+                        now=float("nan"), w=float("nan"), samples=None)
         else:
             mean.update(before=float(np.mean([t["before"] for t in members])),
                         now=float(np.mean([t["now"] for t in members])),
@@ -731,7 +731,8 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     near = sorted(nearest.values(), key=lambda c: c.room)[:closest]
     methods = list(dict.fromkeys(c.method for c in judged))
     recipes = [c for c in judged if c.recipe]
-    return {"conditions": n, "family_means": len(means), "regressed": len(failing), "clean_regressed": bool(clean), "summary": line,
+    return {"conditions": n, "family_means": len(means), "regressed": len(failing), "clean_regressed": bool(clean),
+            "summary": line,
             "mode": mode, "control": judged[0].control if judged else None,
             "method": " and ".join(methods) if methods else None,
             "resamples": judged[0].resamples if judged else None,

@@ -74,15 +74,6 @@ def maxt_adjusted_p(z: np.ndarray, draws: np.ndarray) -> np.ndarray:
     return out
 
 
-def maxt_critical_value(draws: np.ndarray, alpha: float) -> float:
-    """The single-step critical value: the largest centred statistic of each draw, and of those the (r + 1)-th
-    largest with r = floor(alpha (B + 1)) - 1, so that z > c exactly when the single-step p, (1 + #{max >= z}) /
-    (B + 1), is at most alpha. estimate - c * se is then a simultaneous lower bound; inf when B is too small for
-    alpha. A resample undefined for every test is dropped."""
-    draws = np.asarray(draws, dtype=np.float64)
-    return upper_critical_value(np.fmax.reduce(draws, axis=0) if draws.size else draws.reshape(-1), alpha)
-
-
 def upper_critical_value(values: np.ndarray, alpha: float) -> float:
     """The (r + 1)-th largest of `values` (B defined draws, NaN dropped), r = floor(alpha (B + 1)) - 1: a statistic z
     is beyond it exactly when its bootstrap p (1 + #{values >= z}) / (B + 1) is at most alpha."""
