@@ -88,9 +88,9 @@ def test_train_fails_before_encoding_and_names_the_culprit(tmp_path, capsys, mon
     """A one-class validation split used to cost minutes of encoding, then a TypeError."""
     path = write_csv(tmp_path / "memes.csv", caption_rows({"train": [0, 1] * 8, "val": [1] * 6}))
     card = write_card(tmp_path)
-    from pytest_memerobust.detectors import training
+    from pytest_memerobust.detectors.training import loop
 
-    monkeypatch.setattr(training, "_features", lambda *a: pytest.fail("encoded before checking the data"))
+    monkeypatch.setattr(loop, "_features", lambda *a: pytest.fail("encoded before checking the data"))
     code = cli_main(["train", str(card), "--no-cache", "--train", f"csv:{path}:train", "--val", f"csv:{path}:val",
                      "--out", str(tmp_path / "m.safetensors"), "--quiet"])
     assert code != 0

@@ -1,6 +1,6 @@
 """A training run of a card's trainable head (`memerobust train`): what it is asked checked before anything loads
 (the checkpoint's path and name, the data, the weights on this machine), the detector loaded and the memes read as a
-pytest run reads them, then the head fitted on the frozen backbone's features (detectors/training.py) and written
+pytest run reads them, then the head fitted on the frozen backbone's features (detectors/training/) and written
 with its metrics and, for a new checkpoint, a card of its own."""
 from __future__ import annotations
 
@@ -185,7 +185,7 @@ def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[]
 
 
 def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
-    """The head fitted (detectors/training.train_head: each input encoded once, then the epochs), resuming from the
+    """The head fitted (detectors/training/loop.train_head: each input encoded once, then the epochs), resuming from the
     state an interrupted run of the same request left when `request.resume`, else from scratch. `encoding(what, n,
     total)` and `progress(row)` follow it (row: an epoch's loss and validation figures)."""
     from ..detectors.training import train_head

@@ -8,20 +8,16 @@ epoch and resumes from it, so an interrupted run continues where it stopped and 
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_path, atomic_write_text
-from ..data.loaders import GENERIC_TASK
-from ..data.meme import Dataset, is_multilabel
-from ..errors import DataError
-from ..engine.features import FeatureStore, detector_feature_store
-from .checkpoints import save_state_dict
-from .base import class_probabilities, classification_loss
-from ..judge.metrics import METRICS, auroc
+from ...atomic import atomic_path
+from ...data.meme import Dataset, is_multilabel
+from ...engine.features import FeatureStore, detector_feature_store
+from ..base import class_probabilities, classification_loss
+from ...judge.metrics import METRICS, auroc
 
 
 @dataclass
@@ -31,50 +27,6 @@ class TrainingResult:
     history: list[dict] = field(default_factory=list)
     resumed_from_epoch: int = 0
     feature_cache: dict = field(default_factory=dict)  # the one-off encoding: inputs encoded, from memory, from disk
-
-
-
-
-def training_task(wanted: str, train: Dataset, val: Dataset, explicit: bool = False) -> str:
-    """The task to train: `wanted` (the card's, or --task) where both splits have it; else, unless it was asked for
-    explicitly, a generic csv/jsonl file's one label column (task `label`), which then serves the card's task.
-    Anything else is an error that lists the tasks there are."""
-    if wanted in train.classes and wanted in val.classes:
-        return wanted
-    if not explicit and set(train.classes) == set(val.classes) == {GENERIC_TASK}:
-        return GENERIC_TASK
-    for split in (train, val):
-        if wanted not in split.classes:
-            raise DataError(f"{split.name}: no task {wanted!r}; its tasks: {', '.join(split.classes) or '(none)'} "
-                            f"(pass --task)")
-    raise DataError(f"the splits share no task {wanted!r}")
-
-
-def check_training_data(train: Dataset, val: Dataset, task: str, classes) -> None:
-    """Before any encoding: the task's classes match the card's, every class is in the training split, the
-    validation split holds at least two classes (or its AUROC, which picks the epoch, is undefined), and no meme id
-    is in both splits."""
-    for split in (train, val):
-        names = list(split.classes[task])
-        if len(names) != len(classes):
-            raise DataError(f"{split.name}: task {task!r} has {len(names)} classes ({', '.join(map(str, names))}); "
-                            f"the card has {len(classes)} ({', '.join(classes)})")
-    multilabel = task in train.multilabel
-    for split, need in ((train, len(classes)), (val, 2)):
-        labelled = split.labelled(task)
-        if not len(labelled):
-            raise DataError(f"{split.name}: no meme has a label for task {task!r}")
-        y = labelled.labels(task)
-        present = sorted(set(np.flatnonzero(y.any(axis=0)).tolist())) if multilabel else sorted(set(y.tolist()))
-        if len(present) < need:
-            counts = ", ".join(f"{classes[c]}: {int((y[:, c] if multilabel else y == c).sum())}"
-                               for c in range(len(classes)))
-            role = "every class is needed to train" if split is train else "AUROC, which picks the epoch, needs two"
-            raise DataError(f"{split.name}: task {task!r} has {len(present)} class(es) present ({counts}); {role}")
-    shared = {m.id for m in train.memes} & {m.id for m in val.memes}
-    if shared:
-        raise DataError(f"{len(shared)} memes are in both {train.name} and {val.name} "
-                        f"(e.g. {', '.join(sorted(shared)[:3])}): validation must be held out")
 
 
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
@@ -189,41 +141,3 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
     module.eval()
     result.feature_cache = asdict(store.stats)
     return result
-
-
-def save_trained(detector, path: Path, card, result: TrainingResult, hyperparameters: dict,
-                 write_card: bool = True, name: str | None = None) -> None:
-    """Next to each other: the checkpoint (safetensors; metadata says what it needs, `card` the card it was trained
-    from), the metrics and (unless the checkpoint belongs to an existing card) a card pointing at it, named `name`
-    (default: the card's), whose [training] is the recipe that ran."""
-    path = Path(path)
-    summary = {"card": card.name, "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc,
-               "hyperparameters": hyperparameters}
-    save_state_dict(detector.shipped_state(), path, metadata={**detector.checkpoint_metadata(), **summary})
-    atomic_write_text(path.with_suffix(".metrics.json"),
-                      json.dumps({**asdict(result), "hyperparameters": hyperparameters}, indent=2) + "\n")
-    if write_card:
-        trained = replace(card, name=name or card.name, training={**card.training, **hyperparameters})
-        atomic_write_text(path.with_suffix(".card.toml"), card_toml(trained, checkpoint=path.name))
-
-
-def _toml_value(value) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None) + " }"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(value)  # strings, numbers and booleans are written the same in JSON and TOML
-
-
-def card_toml(card, checkpoint: str) -> str:
-    """A card that points at `checkpoint` (in the same folder), so the pair can be copied anywhere and used."""
-    lines = [f"name = {json.dumps(card.name)}", f"architecture = {json.dumps(card.architecture)}",
-             f"task = {json.dumps(card.task)}", f"classes = {_toml_value(list(card.classes))}",
-             *(["multilabel = true"] if card.multilabel else []),
-             f"description = {json.dumps(card.description)}", f"checkpoint = {json.dumps(checkpoint)}"]
-    for table in ("params", "backbone", "text_backbone", "training"):
-        values = {k: v for k, v in getattr(card, table).items() if v is not None}
-        if values:
-            lines.append(f"\n[{table}]")
-            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in values.items()]
-    return "\n".join(lines) + "\n"
