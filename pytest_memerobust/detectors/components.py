@@ -128,3 +128,21 @@ class MemeHead(nn.Module):
             image = self._mix(self.image_map(image_features), self.img_adapter)
         fused = text if mode == "text" else image if mode == "image" else image * text
         return self.classifier(self.pre_output(fused))
+
+
+class LinearProbe(nn.Module):
+    """A linear probe: one Linear layer over the concatenated frozen image and text features (the adaptation
+    method `linear`). `mode` leaves a channel out as MemeHead's does, by giving the probe zeros for it."""
+
+    def __init__(self, image_dim: int, text_dim: int, n_classes: int):
+        super().__init__()
+        self.mode, self.has_image = "multimodal", image_dim > 0
+        self.linear = nn.Linear(image_dim + text_dim, n_classes)
+
+    def forward(self, image_features, text_features):
+        mode = self.mode if self.has_image else "text"
+        text = text_features if mode != "image" else torch.zeros_like(text_features)
+        if not self.has_image:
+            return self.linear(text)
+        image = image_features if mode != "text" else torch.zeros_like(image_features)
+        return self.linear(torch.cat([image, text], dim=-1))

@@ -86,6 +86,7 @@ class MemeDetector:
             raise ConfigError("a meme detector needs a backbone with a text encoder")
         self.params = dict(params)
         self.device = device
+        self.adaptation = None  # what training.adaptation.adapt did to the encoders and head, if it ran
         image_dim = backbone.image_dim if backbone is not None else 0
         check_head_params(params)
         self.head_module = MemeHead(image_dim, self.text_backbone.text_dim, len(self.classes),
@@ -231,17 +232,28 @@ class MemeDetector:
         return out
 
     def shipped_state(self) -> dict:
-        """What a checkpoint must carry: the head, plus backbones built from an inline config (no name to load),
-        stored as float16 (they were rounded to it when built)."""
-        state = self.trainable_state()
+        """What a checkpoint must carry: the head (and what an adaptation trained: training.adaptation.
+        trained_state), plus base backbones built from an inline config (no name to load), stored as float16 (they
+        were rounded to it when built)."""
+        adaptation = self.adaptation
+        if adaptation is None:
+            state = self.trainable_state()
+        else:
+            from .training.adaptation import trained_state
+
+            state = trained_state(self)
         for prefix, b in self._encoders_by_prefix().items():
-            if "config" in b.spec:
-                state.update({f"{prefix}.{k}": v.half() if v.is_floating_point() else v
-                              for k, v in b.state_dict().items()})
+            if "config" in b.spec and (adaptation is None or adaptation.method != "full"):
+                base = b.state_dict() if adaptation is None else adaptation.base_states[prefix]
+                state.update({f"{prefix}.{k}": v.half() if v.is_floating_point() else v for k, v in base.items()})
         return state
 
     def checkpoint_metadata(self) -> dict:
         meta = {"format": FORMAT, "params": json.dumps(self.params)}
+        if self.adaptation is not None:
+            from .training.adaptation import adaptation_metadata
+
+            meta.update(adaptation_metadata(self))
         # A caption-only detector records its text encoder as the backbone: `build` reads an image-less backbone
         # as caption-only, so the checkpoint describes the same detector.
         meta["backbone"] = json.dumps((self.backbone or self.text_backbone).spec)
@@ -249,34 +261,62 @@ class MemeDetector:
             meta["text_backbone"] = json.dumps(self.text_backbone.spec)
         return meta
 
-    def load_state(self, state: dict, source: str) -> None:
+    def load_state(self, state: dict, source: str, metadata: dict | None = None) -> None:
+        """Load a checkpoint's tensors. One whose metadata names an adaptation is loaded the way it was trained:
+        the base encoders (checked against the checkpoint's base digests), then the adaptation applied, then its
+        tensors (`<encoder>.<method>.*`, or the whole encoders for `full`) and the head."""
         bad = sorted(k for k, v in state.items() if not isinstance(v, torch.Tensor))
         if bad:
             raise CheckpointError(f"{source}: entries that are not tensors: {bad[:5]}")
+        spec = _json_meta(metadata or {}, "adaptation")
+        method = spec.get("method")
         groups = {"head": {}, "backbone": {}, "text_backbone": {}}
+        added = {"backbone": {}, "text_backbone": {}}
         for key, value in state.items():
             prefix, _, rest = key.partition(".")
             if prefix not in groups:
                 raise CheckpointError(f"{source}: unexpected key {key!r} (expected head.*, backbone.*, text_backbone.*)")
-            groups[prefix][rest] = value
-        _load_into(self.head_module, groups["head"], f"{source} (head)")
+            if prefix != "head" and method and rest.startswith(f"{method}."):
+                added[prefix][rest[len(method) + 1:]] = value
+            else:
+                groups[prefix][rest] = value
         for name, module in self._encoders_by_prefix().items():
-            if groups[name]:
+            if groups[name] and method != "full":
                 _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
-            elif "config" in module.spec:
+            elif "config" in module.spec and not groups[name]:
                 raise CheckpointError(f"{source} has no {name}.* weights, but the {name} is built from an inline "
                                       "config (random weights): pair this checkpoint with the card it was trained with")
+        if spec:
+            from .training.adaptation import adapt, check_base_digests
+
+            check_base_digests(self, _json_meta(metadata, "base_digest"), method, source)
+            adapt(self, spec)
+            for name, module in self._encoders_by_prefix().items():
+                if method == "full":
+                    _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
+                expected = self.adaptation.added_state(name)
+                check_fit(added[name], expected, f"{source} ({name}.{method})")
+                with torch.no_grad():
+                    for key, value in added[name].items():
+                        expected[key].copy_(value.to(expected[key].dtype))
+                module._fingerprint = None
+        _load_into(self.head_module, groups["head"], f"{source} (head)")
         self.head_module.eval()
 
 
-def _load_into(module: torch.nn.Module, state: dict, source: str, dtype_cast: bool = False) -> None:
-    expected = module.state_dict()
+def check_fit(state: dict, expected: dict, source: str) -> None:
+    """A checkpoint's tensors for a module are exactly the ones it has (names and shapes), of weights that fit."""
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     wrong = sorted(k for k in set(expected) & set(state) if tuple(expected[k].shape) != tuple(state[k].shape))
     if missing or unexpected or wrong:
         raise CheckpointError(f"{source} does not fit: missing {missing[:5]}, unexpected {unexpected[:5]}, "
                               f"wrong shape {wrong[:5]}" + (" (and more)" if max(map(len, (missing, unexpected, wrong))) > 5 else ""))
     check_weights(state, expected, source)
+
+
+def _load_into(module: torch.nn.Module, state: dict, source: str, dtype_cast: bool = False) -> None:
+    expected = module.state_dict()
+    check_fit(state, expected, source)
     if dtype_cast:
         state = {k: v.to(expected[k].dtype) for k, v in state.items()}
     module.load_state_dict(state)
@@ -335,7 +375,7 @@ def _factory(card, checkpoint: Path | None, device: str) -> MemeDetector:
     elif not ours:
         raise CheckpointError(f"{checkpoint}: neither a pytest-memerobust checkpoint nor a MemeCLIP state dict")
     detector = build(card, *resolve_config(card, metadata if ours else None), device)
-    detector.load_state(state, str(checkpoint))
+    detector.load_state(state, str(checkpoint), metadata if ours else None)
     return detector
 
 

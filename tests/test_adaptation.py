@@ -1,0 +1,295 @@
+"""Adaptation methods (detectors/training/adaptation.py): head, linear probe, Houlsby adapters, LoRA (peft), CoOp /
+VPT prompts and full fine-tuning, on a tiny BERT sentence encoder saved to a folder (named weights, as a real
+encoder's are) and on tiny picture-reading backbones. Each method's trainable count, gradients reaching what it
+adds, a checkpoint that holds only what trained and reloads to the same predictions, and the refusals."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_memerobust.detectors import ModelCard, load_detector
+from pytest_memerobust.detectors.cards import load_card
+from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
+from pytest_memerobust.detectors.training.adaptation import (
+    ADAPTATION_METHODS, LORA_TARGETS, adapt, check_adaptation, parse_adaptation)
+from pytest_memerobust.errors import CheckpointError, ConfigError
+
+CAPTIONS = ["a cat sitting on a mat", "they are all the same, send them back", "happy pride month friends"]
+LABELS = torch.tensor([0, 1, 0])
+CLASSES = ("non-hateful", "hateful")
+
+
+def _tiny_bert(folder: Path, seed: int) -> Path:
+    """A 2-layer BERT sentence encoder (width 32) with MiniLM's tokenizer, saved the way a downloaded one is."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from pytest_memerobust.detectors.backbones import minilm_path
+
+    torch.manual_seed(seed)
+    BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(str(minilm_path())).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bert_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bert")
+    return _tiny_bert(root / "a", seed=0), _tiny_bert(root / "b", seed=1)
+
+
+def _card(backbone: dict, architecture: str = "memeblip2", params=None) -> ModelCard:
+    return ModelCard(name="tiny", architecture=architecture, classes=CLASSES, params=params or {"map_dim": 32},
+                     backbone=backbone)
+
+
+def _steps(detector, adaptation, n: int = 3, pictures=None) -> None:
+    """A few SGD steps by hand through the encoders (what the training loop does when encoders train)."""
+    optimiser = torch.optim.SGD(adaptation.parameters(), lr=0.5)
+    for _ in range(n):
+        with torch.enable_grad():
+            text = detector.text_backbone.encode_texts(CAPTIONS)
+            image = (detector.backbone.encode_images(pictures) if pictures is not None
+                     else torch.zeros((len(CAPTIONS), 0)))
+            loss = torch.nn.functional.cross_entropy(detector.logits(image, text), LABELS)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+
+
+def _lora_formula(detector, rank: int) -> int:
+    """r * (d_in + d_out) for every Linear LoRA wraps."""
+    return sum(rank * (m.in_features + m.out_features) for name, m in detector.text_backbone.named_modules()
+               if name.endswith("base_layer"))
+
+
+def test_specs_normalise_with_published_defaults():
+    assert parse_adaptation("lora") == {"method": "lora", "rank": 8, "alpha": 16, "dropout": 0.0,
+                                        "targets": list(LORA_TARGETS)}
+    assert parse_adaptation("lora:rank=4,alpha=8,targets=query+value") == {
+        "method": "lora", "rank": 4, "alpha": 8, "dropout": 0.0, "targets": ["query", "value"]}
+    assert parse_adaptation({"method": "adapter", "reduction": 8}) == {"method": "adapter", "reduction": 8}
+    assert parse_adaptation("prompt") == {"method": "prompt", "tokens": 16}
+    assert parse_adaptation("prompt:tokens=4") == {"method": "prompt", "tokens": 4}
+    assert parse_adaptation("full") == {"method": "full"}
+    spec = parse_adaptation("adapter")
+    assert parse_adaptation(spec) == spec  # a normalised spec (a checkpoint's) reads back the same
+
+
+@pytest.mark.parametrize("value, words", [
+    ("lora_x", ["unknown adaptation method 'lora_x'", "head, linear, adapter, lora, prompt, full"]),
+    ("lora:rank=0", ["rank = 0", "positive whole number"]),
+    ("lora:r=8", ["unknown key(s) r", "rank, alpha, dropout, targets"]),
+    ("lora:dropout=1.5", ["dropout = 1.5", "[0, 1)"]),
+    ({"method": "lora", "targets": ["dense"]}, ["unknown 'dense'", "query, key, value"]),
+    ("adapter:reduction=half", ["reduction = 'half'"]),
+    ("prompt:tokens", ["'tokens' is not key=value"]),
+    ({"rank": 8}, ["unknown adaptation method None"]),
+])
+def test_bad_specs_are_refused_naming_the_culprit(value, words):
+    with pytest.raises(ConfigError) as info:
+        parse_adaptation(value)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("method", ADAPTATION_METHODS)
+def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_path):
+    card = _card({"kind": "minilm", "name": str(bert_folders[0])})
+    detector = load_detector(card)
+    base_fingerprint, base_features = detector.text_backbone.fingerprint(), detector.encode_texts(CAPTIONS)
+    head_count = sum(p.numel() for p in detector.head_module.parameters())
+    encoder_count = sum(p.numel() for p in detector.text_backbone.parameters())
+    adaptation = adapt(detector, parse_adaptation(method), seed=0)
+
+    assert adaptation.method == method and detector.adaptation is adaptation
+    assert adaptation.trainable_parameters == sum(p.numel() for p in adaptation.parameters())
+    assert adaptation.encoders_trainable == (method in ("adapter", "lora", "prompt", "full"))
+    if method == "head":
+        assert adaptation.trainable_parameters == head_count
+    elif method == "linear":
+        assert adaptation.trainable_parameters == (32 + 1) * len(CLASSES)  # one Linear over the text features
+    elif method == "full":
+        assert adaptation.trainable_parameters == head_count + encoder_count
+    else:
+        assert head_count < adaptation.trainable_parameters < head_count + encoder_count
+    if method == "lora":  # r * (d_in + d_out) on q, k, v, o and both MLP projections of both layers
+        assert _lora_formula(detector, 8) == 2 * 8 * (4 * (32 + 32) + 2 * (32 + 64))
+        assert adaptation.trainable_parameters == head_count + _lora_formula(detector, 8)
+    if method == "adapter":  # Houlsby, reduction 16: 32 -> 2 -> 32 with biases, after attention and MLP
+        assert adaptation.trainable_parameters == head_count + 2 * 2 * (32 * 2 + 2 + 2 * 32 + 32)
+    if method == "prompt":
+        assert adaptation.trainable_parameters == head_count + 16 * 32
+
+    _steps(detector, adaptation)
+    features = detector.encode_texts(CAPTIONS)
+    with torch.enable_grad():  # the numpy path the test runs use gives what training sees
+        assert torch.equal(torch.as_tensor(features), detector.text_backbone.encode_texts(CAPTIONS).detach())
+    moved = float(abs(features - base_features).max())
+    if adaptation.encoders_trainable:
+        assert moved > 1e-4 and detector.text_backbone.fingerprint() != base_fingerprint
+    else:
+        assert moved == 0 and detector.text_backbone.fingerprint() == base_fingerprint
+
+    before = detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)
+    path = tmp_path / f"{method}.safetensors"
+    save_state_dict(detector.shipped_state(), path, detector.checkpoint_metadata())
+    state, metadata = load_state_dict(path)
+    assert json.loads(metadata["adaptation"]) == parse_adaptation(method)
+    assert int(metadata["trainable_parameters"]) == adaptation.trainable_parameters
+    encoder_keys = sorted(k for k in state if not k.startswith("head."))
+    if method in ("adapter", "lora", "prompt"):  # only what trained: no base encoder tensor
+        assert encoder_keys and all(k.startswith(f"backbone.{method}.") for k in encoder_keys)
+        assert json.loads(metadata["base_digest"])["backbone"].startswith("files:")
+    elif method == "full":
+        assert len(encoder_keys) == len(detector.text_backbone.state_dict())
+    else:
+        assert encoder_keys == [] and "base_digest" not in metadata
+
+    reloaded = load_detector(card, checkpoint=path)
+    assert reloaded.adaptation.method == method
+    assert reloaded.adaptation.trainable_parameters == adaptation.trainable_parameters
+    assert torch.equal(torch.as_tensor(reloaded.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
+                       torch.as_tensor(before))
+    assert reloaded.text_backbone.fingerprint() == detector.text_backbone.fingerprint()
+
+
+def test_same_seed_same_initial_weights(bert_folders):
+    card = _card({"kind": "minilm", "name": str(bert_folders[0])})
+    initial = {}
+    for seed in (3, 3, 4):
+        detector = load_detector(card)
+        adapt(detector, parse_adaptation("lora"), seed=seed)
+        initial.setdefault(seed, []).append({k: v.clone() for k, v in detector.shipped_state().items()
+                                             if ".lora." in k})
+    first, again, other = initial[3][0], initial[3][1], initial[4][0]
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    a_keys = [k for k in first if "lora_A" in k]
+    assert a_keys and not all(torch.equal(first[k], other[k]) for k in a_keys)
+    assert all(not first[k].any() for k in first if "lora_B" in k)  # B starts at zero, as published
+
+
+def test_a_checkpoint_loaded_onto_another_base_is_refused_naming_both_digests(bert_folders, tmp_path):
+    """The checkpoint names its encoder's folder; weights there that are not those it was adapted from (a
+    re-download, another model copied in) are refused."""
+    import shutil
+
+    base = tmp_path / "encoder"
+    shutil.copytree(bert_folders[0], base)
+    card = _card({"kind": "minilm", "name": str(base)})
+    detector = load_detector(card)
+    adapt(detector, parse_adaptation("lora:rank=2"), seed=0)
+    path = tmp_path / "lora.safetensors"
+    save_state_dict(detector.shipped_state(), path, detector.checkpoint_metadata())
+    shutil.rmtree(base)
+    shutil.copytree(bert_folders[1], base)
+    theirs = detector.adaptation.base_digests["backbone"]
+    ours = load_detector(card).text_backbone.weights_digest()
+    assert theirs != ours
+    with pytest.raises(CheckpointError) as info:
+        load_detector(card, checkpoint=path)
+    assert theirs in str(info.value) and ours in str(info.value) and "lora" in str(info.value)
+
+
+def test_the_card_written_beside_the_checkpoint_loads_it(bert_folders, tmp_path):
+    from pytest_memerobust.detectors.training import TrainingResult, save_trained
+
+    card = _card({"kind": "minilm", "name": str(bert_folders[0])})
+    detector = load_detector(card)
+    spec = parse_adaptation("prompt:tokens=4")
+    adaptation = adapt(detector, spec, seed=0)
+    _steps(detector, adaptation)
+    before = detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)
+    path = tmp_path / "prompted.safetensors"
+    save_trained(detector, path, card, TrainingResult(best_epoch=1, best_val_auroc=0.5), {"adaptation": spec})
+    reloaded = load_detector(load_card(path.with_suffix(".card.toml")))
+    assert reloaded.adaptation.spec == spec
+    assert torch.equal(torch.as_tensor(reloaded.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
+                       torch.as_tensor(before))
+
+
+@pytest.mark.parametrize("kind, method, words", [
+    ("open_clip", "lora", ["backbone kind 'open_clip'", "MultiheadAttention", "head, linear, adapter, full"]),
+    ("hf-clip", "prompt", ["backbone kind 'hf-clip'", "end-of-text token", "head, linear, adapter, lora, full"]),
+])
+def test_a_method_the_backbone_kind_cannot_take_is_refused_before_training(kind, method, words):
+    from tiny_backbones import KINDS
+
+    architecture, params, backbone = KINDS[kind]
+    detector = load_detector(_card(dict(backbone), architecture, dict(params)))
+    with pytest.raises(ConfigError) as info:
+        check_adaptation(parse_adaptation(method), detector)
+    for word in words:
+        assert word in str(info.value)
+    assert detector.adaptation is None
+
+
+def test_a_detector_without_encoders_takes_only_the_head():
+    class Hosted:
+        classes = CLASSES
+
+    check_adaptation(parse_adaptation("head"), Hosted())
+    with pytest.raises(ConfigError, match="no encoders of its own"):
+        check_adaptation(parse_adaptation("lora"), Hosted())
+
+
+@pytest.mark.parametrize("kind, method", [("hf-clip", "lora"), ("hf-blip2", "prompt")])
+def test_a_picture_reading_detector_adapts_both_towers(kind, method, tmp_path):
+    """LoRA on a CLIP's text and vision layers; CoOp on BLIP-2's captions with VPT-shallow on its pictures."""
+    from tiny_backbones import KINDS
+
+    from pytest_memerobust.data.demo import demo_dataset
+
+    architecture, params, backbone = KINDS[kind]
+    card = _card(dict(backbone), architecture, dict(params))
+    detector = load_detector(card)
+    memes = demo_dataset("train").memes[: len(CAPTIONS)]
+    pictures = [m.picture(detector.device) for m in memes]
+    base_images = detector.encode_images(pictures)
+    adaptation = adapt(detector, parse_adaptation(method), seed=0)
+    _steps(detector, adaptation, pictures=pictures)
+    images = detector.encode_images(pictures)
+    with torch.enable_grad():
+        assert torch.equal(torch.as_tensor(images), detector.backbone.encode_images(pictures).detach())
+    assert float(abs(images - base_images).max()) > 1e-4
+    before = detector.predict_proba(pictures, CAPTIONS)
+    path = tmp_path / "adapted.safetensors"
+    save_state_dict(detector.shipped_state(), path, detector.checkpoint_metadata())
+    reloaded = load_detector(card, checkpoint=path)
+    assert torch.equal(torch.as_tensor(reloaded.predict_proba(pictures, CAPTIONS)), torch.as_tensor(before))
+
+
+@pytest.mark.parametrize("method", ["adapter", "lora", "prompt", "full"])
+def test_the_real_minilm_adapts_and_reloads(method, tmp_path):
+    card = _card({"kind": "minilm"})
+    detector = load_detector(card)
+    base = detector.encode_texts(CAPTIONS)
+    adaptation = adapt(detector, parse_adaptation(method), seed=0)
+    _steps(detector, adaptation, n=1)
+    assert float(abs(detector.encode_texts(CAPTIONS) - base).max()) > 1e-5
+    if method == "lora":  # 6 layers of 384 wide, MLP 1536: r * (d_in + d_out) per target
+        assert adaptation.trainable_parameters - sum(p.numel() for p in detector.head_module.parameters()) == \
+            6 * 8 * (4 * (384 + 384) + 2 * (384 + 1536))
+    before = detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)
+    path = tmp_path / "minilm.safetensors"
+    save_state_dict(detector.shipped_state(), path, detector.checkpoint_metadata())
+    reloaded = load_detector(card, checkpoint=path)
+    assert torch.equal(torch.as_tensor(reloaded.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
+                       torch.as_tensor(before))
+
+
+def test_a_checkpoint_missing_an_adapted_tensor_is_refused(bert_folders, tmp_path):
+    card = _card({"kind": "minilm", "name": str(bert_folders[0])})
+    detector = load_detector(card)
+    adapt(detector, parse_adaptation("adapter"), seed=0)
+    state = detector.shipped_state()
+    dropped = next(k for k in state if k.startswith("backbone.adapter."))
+    del state[dropped]
+    path = tmp_path / "adapter.safetensors"
+    save_state_dict(state, path, detector.checkpoint_metadata())
+    with pytest.raises(CheckpointError, match="does not fit: missing") as info:
+        load_detector(card, checkpoint=path)
+    assert dropped.removeprefix("backbone.adapter.") in str(info.value)
