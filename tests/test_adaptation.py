@@ -293,3 +293,22 @@ def test_a_checkpoint_missing_an_adapted_tensor_is_refused(bert_folders, tmp_pat
     with pytest.raises(CheckpointError, match="does not fit: missing") as info:
         load_detector(card, checkpoint=path)
     assert dropped.removeprefix("backbone.adapter.") in str(info.value)
+
+
+def test_a_run_on_an_adapted_checkpoint_names_its_method_and_count(bert_folders, tmp_path, pytester):
+    """`--memerobust-model=CARD` of a LoRA-trained checkpoint: the report's models table says how it was adapted."""
+    from pytest_memerobust.detectors.training import TrainingResult, save_trained
+
+    card = _card({"kind": "minilm", "name": str(bert_folders[0])})
+    detector = load_detector(card)
+    spec = parse_adaptation("lora:rank=4")
+    adaptation = adapt(detector, spec, seed=0)
+    path = tmp_path / "lora.safetensors"
+    save_trained(detector, path, card, TrainingResult(best_epoch=1, best_val_auroc=0.5), {"adaptation": spec})
+    pytester.makefile(".toml", **{"memerobust-adapted": '[suite]\nname = "adapted"\n[text]\ntypos = [2]\n'})
+    report = tmp_path / "report.md"
+    result = pytester.runpytest(f"--memerobust-model={path.with_suffix('.card.toml')}", "--memerobust-limit=8",
+                                "--memerobust-bootstrap=50", f"--memerobust-report={report}", "-p",
+                                "no:cacheprovider", ".")
+    assert result.ret in (0, 1), result.stdout.str()[-2000:]
+    assert f"adaptation lora (r=4), {adaptation.trainable_parameters:,} trainable parameters" in report.read_text()

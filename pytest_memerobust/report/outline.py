@@ -363,7 +363,9 @@ def run_details(report: dict) -> list[tuple[str, list[list[str]], list[str]]]:
                     ["dataset", "fitted on", "memes", "ids", "digest"]))
     models = report.get("models") or {}
     if models:
-        out.append(("models", [[name, str(info.get("checkpoint", "")), str(info.get("checkpoint_sha256", ""))]
+        out.append(("models", [[name, str(info.get("checkpoint", "")) + (f" ({info['adaptation']})"
+                                                                        if info.get("adaptation") else ""),
+                                str(info.get("checkpoint_sha256", ""))]
                                for name, info in models.items()], ["model", "checkpoint", "sha256"]))
     prompts = [(name, info["prompt"]) for name, info in models.items() if isinstance(info.get("prompt"), dict)]
     if prompts:  # what a prompted model was asked: the first thing to check when it declines every meme
