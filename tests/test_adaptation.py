@@ -155,6 +155,7 @@ def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_
     assert torch.equal(torch.as_tensor(reloaded.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
                        torch.as_tensor(before))
     assert reloaded.text_backbone.fingerprint() == detector.text_backbone.fingerprint()
+    assert not any(p.requires_grad for p in reloaded.text_backbone.parameters())  # loaded for testing: fixed
 
 
 def test_same_seed_same_initial_weights(bert_folders):

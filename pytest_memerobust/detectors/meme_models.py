@@ -299,7 +299,7 @@ class MemeDetector:
                 with torch.no_grad():
                     for key, value in added[name].items():
                         expected[key].copy_(value.to(expected[key].dtype))
-                module._fingerprint = None
+            self.adaptation.freeze()  # loaded for testing: its encoders stay as trained
         _load_into(self.head_module, groups["head"], f"{source} (head)")
         self.head_module.eval()
 

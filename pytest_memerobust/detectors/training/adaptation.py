@@ -278,6 +278,14 @@ class Adaptation:
                     out.append(p)
         return out
 
+    def freeze(self) -> None:
+        """Encoder weights fixed from here on (a checkpoint loaded for testing, or training done): no gradient
+        accumulates in them under white-box attacks, and their fingerprint is computed once again."""
+        for encoder in self.detector._encoders_by_prefix().values():
+            for p in encoder.parameters():
+                p.requires_grad_(False)
+            encoder._fingerprint = None
+
     def train(self, mode: bool = True) -> None:
         """Training or evaluation mode (dropout) for the head and, where they train, the encoders."""
         self.detector.head_module.train(mode)
@@ -365,7 +373,9 @@ def _add_adapters(backbone: nn.Module, tower: Tower, reduction: int, generator: 
                 continue
             dim = module.out_features if isinstance(module, nn.Linear) else \
                 _resolve(layer, tower.width)[2].normalized_shape[0]
-            setattr(parent, name, ResidualAdapter(module, dim, max(1, dim // reduction), generator))
+            dtype = next(module.parameters(), torch.empty(0)).dtype  # the encoder's own precision
+            adapter = ResidualAdapter(module, dim, max(1, dim // reduction), generator)
+            setattr(parent, name, adapter.to(dtype))
 
 
 def _add_lora(backbone: nn.Module, towers: list[Tower], spec: dict, seed: int) -> None:
