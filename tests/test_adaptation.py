@@ -313,3 +313,18 @@ def test_a_run_on_an_adapted_checkpoint_names_its_method_and_count(bert_folders,
                                 "no:cacheprovider", ".")
     assert result.ret in (0, 1), result.stdout.str()[-2000:]
     assert f"adaptation lora (r=4), {adaptation.trainable_parameters:,} trainable parameters" in report.read_text()
+
+
+@pytest.mark.parametrize("method", ["linear", "lora", "full"])
+def test_a_snapshot_puts_back_the_weights_it_copied(method, bert_folders):
+    """What the training loop keeps of its best epoch: head and encoder tensors, restored exactly."""
+    detector = load_detector(_card({"kind": "minilm", "name": str(bert_folders[0])}))
+    adaptation = adapt(detector, parse_adaptation(method), seed=0)
+    _steps(detector, adaptation, n=1)
+    kept, proba = adaptation.snapshot(), detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)
+    _steps(detector, adaptation, n=2)
+    assert not torch.equal(torch.as_tensor(detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
+                           torch.as_tensor(proba))
+    adaptation.restore(kept)
+    assert torch.equal(torch.as_tensor(detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
+                       torch.as_tensor(proba))

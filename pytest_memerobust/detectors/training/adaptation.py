@@ -298,6 +298,23 @@ class Adaptation:
         params = dict(self.detector._encoders_by_prefix()[prefix].named_parameters())
         return {key: params[key] for key in self.added_keys.get(prefix, ())}
 
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """Copies of everything that trains (`trained_state`'s tensors): the best epoch's weights, kept."""
+        return {key: value.detach().clone() for key, value in trained_state(self.detector).items()}
+
+    def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
+        """Put a `snapshot` back into the head and the encoders."""
+        head = {key[len("head."):]: value for key, value in snapshot.items() if key.startswith("head.")}
+        self.detector.head_module.load_state_dict(head)
+        for prefix, encoder in self.detector._encoders_by_prefix().items():
+            if self.method == "full":
+                encoder.load_state_dict({key[len(prefix) + 1:]: value for key, value in snapshot.items()
+                                         if key.startswith(f"{prefix}.")})
+            with torch.no_grad():
+                for key, param in self.added_state(prefix).items():
+                    param.copy_(snapshot[f"{prefix}.{self.method}.{key}"])
+            encoder._fingerprint = None
+
     def describe(self) -> str:
         """e.g. `adaptation lora (r=8), 73,728 trainable parameters`."""
         return f"adaptation {describe(self.spec)}, {self.trainable_parameters:,} trainable parameters"
