@@ -210,6 +210,7 @@ def summary(terminalreporter, config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.options.models:
         return
+    from .report.gate_tables import change_list_lines
     from .report.outline import baseline_notes
     from .report.tables import family_rollup, gate_table, verdict_lines
 
@@ -239,6 +240,8 @@ def summary(terminalreporter, config) -> None:
         if b["rows"]:
             tr.write_line(_fit(gate_table(b), tr))
         _say(tr, b["summary"], red=bool(b["regressed"]), green=not b["regressed"])
+        for line in change_list_lines(b):  # what improved beyond noise, then both lists rule by rule
+            _say(tr, line)
         for line in baseline_notes(b):  # the error control, the power, conditions only one side has
             _say(tr, line)
     undecided = bool(verdict.get("interrupted") or verdict.get("no_verdict"))  # neither PASSED nor FAILED

@@ -1,5 +1,6 @@
 """`memerobust compare`: the gate's rules and summary on two saved baselines, side by side (exit 1 on a
-regression), optionally written as JSON for scripts (`--json`)."""
+regression; what improved beyond noise is listed beside what regressed, and never changes the exit), optionally
+written as JSON for scripts (`--json`)."""
 from __future__ import annotations
 
 import json
@@ -49,7 +50,7 @@ def run(args) -> int:
 
     from ..judge.gate import (DEFAULT_CHECKS, METHODS, ErrorControl, RegressionCheck, check_resamples,
                               compare_baselines, summarize)
-    from ..report.gate_tables import comparison_headers, comparison_rows
+    from ..report.gate_tables import change_list_lines, comparison_headers, comparison_rows
     from ..report.outline import baseline_notes
     from ..track.baseline import (baseline_checkpoints, flip_ledger_of, load_baseline, paired_cells,
                                   unmatched_conditions)
@@ -80,10 +81,13 @@ def run(args) -> int:
     new, missing = unmatched_conditions(before, after)
     summary = summarize(comparisons, closest=len(comparisons), new=new, missing=missing)
     print(f"A = {args.before} (baseline), B = {args.after} (now); rules {', '.join(c.spec for c in checks)}; "
-          f"per condition its rule nearest to, or furthest past, failing")
+          f"per condition its rule furthest past failing, else its clearest improvement, else its rule nearest to "
+          f"failing")
     print(tabulate(comparison_rows(summary["rows"]), headers=comparison_headers(), tablefmt="simple",
                    disable_numparse=True))
     print(summary["summary"])
+    for line in change_list_lines(summary):  # what improved, then both lists rule by rule
+        print(line)
     for line in baseline_notes(summary):  # the question and error control, the resampling, recipe, power
         print(line)
     if args.ledger:
@@ -105,7 +109,9 @@ def run(args) -> int:
 
 def comparison_document(names, checks, comparisons, summary: dict) -> dict:
     """What `--json` writes: the two files, the rules, the verdict (judge.gate.summarize's keys but its table rows,
-    with `passed`) and every comparison (judge.gate.Comparison.as_dict), numbers that are not finite as null."""
+    with `passed`; `improved`, `improved_summary` and `improvements` the improvement family's) and every comparison
+    (judge.gate.Comparison.as_dict, with its `improved` decision, p-values and bound), numbers that are not finite as
+    null."""
     verdict = {"passed": not summary["regressed"], **{k: v for k, v in summary.items() if k != "rows"}}
     return _strict_json({"format": COMPARE_FORMAT, "before": str(names[0]), "after": str(names[1]),
                          "rules": [c.spec for c in checks], "verdict": verdict,

@@ -26,13 +26,18 @@ A baseline of several checkpoints of one recipe (`then` a list) asks "worse than
 spread?": the candidate against the checkpoints' mean, its standard error inflated by how much more the
 checkpoints differ from each other than the memes' resampling alone explains (`_recipe_inflation`).
 
+Beside the regressions, the same rules are tested one-sided in the better direction as a family of their own
+(`improved`): the same draws, statistics and error control, on the mirrored differences (`_mirrored`), so what
+improved beyond noise comes with its bound as what regressed does. An improvement never fails or passes a run; under
+non-inferiority it means better than the baseline at all (superiority), not better than the margin.
+
 What cannot be judged (one class left, too few memes of a class, no answers) is a named state, never a silent pass.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -157,7 +162,10 @@ class Comparison:
     judged: why"). `low`..`high` is the per-rule percentile interval at the run's confidence, for reading only.
     `method` names the resampling ("bootstrap", "permutation"), `resamples` their count; a family mean lists the
     conditions it averages (`members`); against a recipe, `recipe` is its count of checkpoints and `inflation` the
-    factor on the variance that its spread adds."""
+    factor on the variance that its spread adds. `improved` is the other direction's decision, in the improvement
+    family (the same rules one-sided toward better, its own error control at the same level): `improved_p_raw`,
+    `improved_p_value` and `improved_bound` (the side of the change nearest to "no better" that its decision used)
+    as above; an improvement beyond `improvement_margin`."""
 
     model: str
     dataset: str
@@ -186,10 +194,20 @@ class Comparison:
     members: tuple = ()
     recipe: int = 0
     inflation: float = 1.0
+    improved: bool = False
+    improved_p_raw: float = float("nan")
+    improved_p_value: float = float("nan")
+    improved_bound: float = float("nan")
 
     @property
     def difference(self) -> float:
         return self.now - self.before
+
+    @property
+    def improvement_margin(self) -> float:
+        """How much better a rule must be shown to count as improved: its minimum effect under `regressions` (the
+        regression test mirrored), 0 under non-inferiority (where the effect is a margin of tolerated worsening)."""
+        return 0.0 if self.mode == "non-inferiority" else self.min_effect
 
     @property
     def judged(self) -> bool:
@@ -532,7 +550,25 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
     if family_means:
         tests += _family_means(tests)
     inflation = _recipe_inflation(tests) if recipe else 1.0
-    return _decide(tests, control, mode, n_resamples, confidence, inflation)
+    mirrored = _mirrored(tests, inferiority)
+    worse = _decide(tests, control, mode, n_resamples, confidence, inflation)
+    better = _decide(mirrored, control, "regressions", n_resamples, confidence, inflation)
+    return [replace(w, improved=b.regressed, improved_p_raw=b.p_raw, improved_p_value=b.p_value,
+                    improved_bound=b.bound) for w, b in zip(worse, better)]
+
+
+def _mirrored(tests: list[dict], inferiority: bool) -> list[dict]:
+    """The family's tests in the better direction, for the improvement family: each difference and its draws
+    negated (as if the two checkpoints swapped roles; the draws are the same resamples, so exactly the swap's), the
+    rule's sign flipped so that bounds still read as now - before, and the null the rule's minimum effect (0 under
+    non-inferiority: better at all). `_decide` then answers "better beyond noise?" exactly as it answers "worse?"."""
+    out = []
+    for t in tests:
+        mirror = {**t, "sign": -t["sign"], "null": 0.0 if inferiority else t["check"].min_effect}
+        if t["reason"] is None:
+            mirror.update(w=-t["w"], samples=-t["samples"])
+        out.append(mirror)
+    return out
 
 
 def _holm_resamples(cells, checks, alpha: float, family_means: bool) -> int:
@@ -689,23 +725,18 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     """The gate's verdict over a run: how many conditions were compared and failed it (and whether clean did), how
     many rules could not be judged and why, the conditions only one side has (`new`: run but not in the baseline;
     `missing`: in the baseline, not run), the error control, the power, and the failing comparisons plus the
-    `closest` nearest to failing, for a side-by-side table. A condition several suites run (clean, in each) counts
-    once."""
+    `closest` nearest to failing, for a side-by-side table. Beside them the improvement family's: how many
+    conditions improved (`improved`, `improved_summary`) and the improved comparisons (`improvements`, also in the
+    table's rows). A condition several suites run (clean, in each) counts once."""
     comparisons = list({(c.model, c.dataset, c.condition, c.rule): c for c in comparisons}.values())
     conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if not c.members))
     means = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.members))
     failing = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.regressed))
-    failing_means = [key for key in failing if key in set(means)]
+    better = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.improved))
     clean = [key for key in failing if key[2] == "clean"]
     mode = comparisons[0].mode if comparisons else "regressions"
-    n = len(conditions)
     verb = "not shown non-inferior" if mode == "non-inferiority" else "regressed"
-    line = f"{len(failing) - len(failing_means)} of {n} condition{'s' * (n != 1)}"
-    if means:
-        line += f" and {len(failing_means)} of {len(means)} family mean{'s' * (len(means) != 1)}"
-    line += f" {verb}"
-    if any(key[2] == "clean" for key in conditions):
-        line += ", clean included" if clean else " (clean did not)"
+    line = _count_line(failing, conditions, means, verb)
     judged = [c for c in comparisons if c.judged]
     if judged:
         line += f"; {ErrorControl.parse(judged[0].control).short()} over {len(judged)} rule{'s' * (len(judged) != 1)}"
@@ -729,10 +760,22 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
         if key not in failing_keys and (key not in nearest or c.room < nearest[key].room):
             nearest[key] = c
     near = sorted(nearest.values(), key=lambda c: c.room)[:closest]
+    improved = sorted((c for c in comparisons if c.improved), key=lambda c: (c.condition != "clean",
+                                                                            c.improved_p_value, c.condition))
+    shown = list({(c.model, c.dataset, c.condition, c.rule): c for c in bad + improved + near}.values())
+    improved_line = None
+    if judged:
+        improved_line = (_count_line(better, conditions, means, "improved")
+                         + f"; {ErrorControl.parse(judged[0].control).short()} over the same {len(judged)} "
+                         + "rules one-sided toward better" + (" (beyond 0, not the margin)" if mode ==
+                                                              "non-inferiority" else "")
+                         + ", a family of its own")
     methods = list(dict.fromkeys(c.method for c in judged))
     recipes = [c for c in judged if c.recipe]
-    return {"conditions": n, "family_means": len(means), "regressed": len(failing), "clean_regressed": bool(clean),
-            "summary": line,
+    return {"conditions": len(conditions), "family_means": len(means), "regressed": len(failing),
+            "clean_regressed": bool(clean), "summary": line,
+            "improved": len(better), "improved_summary": improved_line,
+            "improvements": [c.as_dict() for c in improved],
             "mode": mode, "control": judged[0].control if judged else None,
             "method": " and ".join(methods) if methods else None,
             "resamples": judged[0].resamples if judged else None,
@@ -741,7 +784,21 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
             "rules": len(judged), "not_judged": reasons, "new": list(new), "missing": list(missing),
             "power": _power(judged) if mode == "regressions" else {},
             "memes_needed": _memes_needed(comparisons) if mode == "non-inferiority" else None,
-            "rows": [c.as_dict() for c in bad + near] + [c.as_dict() for c in unjudged]}
+            "rows": [c.as_dict() for c in shown] + [c.as_dict() for c in unjudged]}
+
+
+def _count_line(found: list[tuple], conditions: list[tuple], means: list[tuple], verb: str) -> str:
+    """`2 of 6 conditions and 1 of 1 family mean regressed (clean did not)`: how many of the conditions and of the
+    family means (model, dataset, condition keys) are among `found`, and whether clean is."""
+    found_means = [key for key in found if key in set(means)]
+    n = len(conditions)
+    line = f"{len(found) - len(found_means)} of {n} condition{'s' * (n != 1)}"
+    if means:
+        line += f" and {len(found_means)} of {len(means)} family mean{'s' * (len(means) != 1)}"
+    line += f" {verb}"
+    if any(key[2] == "clean" for key in conditions):
+        line += ", clean included" if any(key[2] == "clean" for key in found) else " (clean did not)"
+    return line
 
 
 def _power(judged: list[Comparison]) -> dict:

@@ -71,7 +71,7 @@ def comparison_headers() -> list[str]:
 
 
 VERDICT_CELLS = {"regressed": "REGRESSED", "no regression": "ok", "non-inferior": "ok",
-                 "not shown non-inferior": "NOT SHOWN"}
+                 "not shown non-inferior": "NOT SHOWN", "improved": "IMPROVED"}
 
 
 def comparison_state(row: dict) -> str:
@@ -79,28 +79,108 @@ def comparison_state(row: dict) -> str:
     return row.get("state") or ("regressed" if row.get("regressed") else "no regression")
 
 
+def improved_only(row: dict) -> bool:
+    """Whether a comparison improved beyond noise (the improvement family) and did not fail the gate."""
+    return bool(row.get("improved")) and not row.get("regressed")
+
+
+def shown_decision(row: dict) -> dict:
+    """The comparison as a table shows it: an improved one (`improved_only`) with the improvement family's state,
+    bound and p-values in place of the regression test's; any other as it is."""
+    if not improved_only(row):
+        return row
+    return {**row, "state": "improved", "bound": row.get("improved_bound"), "p_raw": row.get("improved_p_raw"),
+            "p_value": row.get("improved_p_value")}
+
+
 def verdict_cell(row: dict) -> str:
-    """A comparison's decision in a few letters: REGRESSED, NOT SHOWN (non-inferiority), ok, or not judged."""
-    return VERDICT_CELLS.get(comparison_state(row), "not judged")
+    """A comparison's decision in a few letters: REGRESSED, NOT SHOWN (non-inferiority), IMPROVED, ok, or not
+    judged."""
+    return VERDICT_CELLS.get(comparison_state(shown_decision(row)), "not judged")
 
 
 def comparison_rows(rows: list[dict], limit: int | None = None) -> list[list[str]]:
     """`summarize`'s rows (Comparison.as_dict) as table rows for `comparison_headers`, one per condition (its
-    rule nearest to, or furthest past, failing) and at most `limit` of them (`comparison_conditions` counts
+    rule furthest past failing; where none failed its clearest improvement, with the improvement's bound and p; else
+    its rule nearest to failing) and at most `limit` of them (`comparison_conditions` counts
     them). With several models the condition is prefixed by the model (only its mode, `:text`, when every model is
     one detector's modes), with several datasets by the dataset."""
-    chosen = _by_condition(rows)
-    models = {r["model"] for r in chosen}
+    chosen = [shown_decision(r) for r in _by_condition(rows)]
+    where = _placer(chosen)
+    return [[verdict_cell(r), where(r), r["rule"], f"{r['before']:.3f} → {r['now']:.3f}", _signed(r["difference"]),
+             _signed(r.get("bound", NAN)), _p(r["p_value"])] for r in chosen[:limit]]
+
+
+def _placer(rows: list[dict]):
+    """A function naming a row's condition for narrow tables and lists: prefixed by the model when `rows` hold
+    several (only its mode, `:text`, when every model is one detector's modes), by the dataset when several."""
+    models = {r["model"] for r in rows}
     one_detector = len({m.partition(":")[0] for m in models}) == 1
-    several_data = len({r["dataset"] for r in chosen}) > 1
+    several_data = len({r["dataset"] for r in rows}) > 1
 
     def where(r):
         model = "" if len(models) == 1 else (r["model"].partition(":")[1] + r["model"].partition(":")[2]
                                              if one_detector else r["model"])
         return " ".join(filter(None, [model, r["dataset"] if several_data else "", short_condition(r["condition"])]))
 
-    return [[verdict_cell(r), where(r), r["rule"], f"{r['before']:.3f} → {r['now']:.3f}", _signed(r["difference"]),
-             _signed(r.get("bound", NAN)), _p(r["p_value"])] for r in chosen[:limit]]
+    return where
+
+
+def change_line(row: dict, better: bool = False, where: str | None = None) -> str:
+    """One comparison's decision in one direction as a line: `typos@3 accuracy 0.612 -> 0.701 (+0.089, improved;
+    bound +0.031, adjusted p 0.002)` (`better`: the improvement family's decision and bound) or `... (-0.089,
+    regressed; bound -0.031, ...)`; a rule with a minimum effect or margin says it (`, margin 0.010`)."""
+    if better:
+        state = "improved" if row.get("improved") else "not improved"
+        bound, p = row.get("improved_bound"), row.get("improved_p_value")
+        margin = 0.0 if row.get("mode") == "non-inferiority" else row.get("min_effect") or 0.0
+    else:
+        state, bound, p, margin = comparison_state(row), row.get("bound"), row.get("p_value"), row.get("min_effect")
+    where = where or short_condition(row["condition"])
+    return (f"{where} {row['what']} {_plain(row['before'])} -> {_plain(row['now'])} ({_plain(row['difference'], '+')}, "
+            f"{state}; bound {_plain(bound, '+')}" + (f", margin {margin:.3f}" if margin else "")
+            + f", adjusted p {_p(p)})")
+
+
+def _plain(value, sign: str = "") -> str:
+    return "nan" if value is None or value != value else f"{value:{sign}.3f}"
+
+
+def improved_count(summary: dict) -> str:
+    """`; 5 of 5 conditions and 1 of 1 family mean improved, clean included`: the improvement family's count, to
+    follow the regressed count where a report names the baseline in one line; empty when nothing was judged."""
+    line = summary.get("improved_summary")
+    return f"; {line.partition(';')[0]}" if line else ""
+
+
+LISTED = 12  # rules a terminal lists per direction (regressed, improved); every one is in the JSON
+
+
+def change_list_lines(summary: dict, limit: int | None = LISTED) -> list[str]:
+    """The lines a terminal prints under the gate's summary line: the improvement family's summary line, then each
+    non-empty list of `change_lists` under its title, indented."""
+    lines = [summary["improved_summary"]] if summary.get("improved_summary") else []
+    for title, listed in change_lists(summary, limit):
+        if listed:
+            lines += [f"{title}:", *(f"  {line}" for line in listed)]
+    return lines
+
+
+def change_lists(summary: dict, limit: int | None = None) -> list[tuple[str, list[str]]]:
+    """The gate's two lists, each as (title, lines): what failed it (regressed, or not shown non-inferior) and what
+    improved beyond noise (`summarize`'s `improvements`), every rule of each, at most `limit` lines and a last line
+    saying how many more."""
+    failing = [r for r in summary.get("rows") or [] if r.get("regressed")]
+    improved = list(summary.get("improvements") or [])
+    where = _placer(failing + improved)
+    verb = "not shown non-inferior" if summary.get("mode") == "non-inferiority" else "regressed"
+    lists = []
+    for title, rows, better in ((verb, failing, False), ("improved", improved, True)):
+        lines = [change_line(r, better, where(r)) for r in rows[:limit]]
+        if limit is not None and len(rows) > limit:
+            lines.append(f"... and {len(rows) - limit} more (every comparison is in the JSON)")
+        lists.append((f"{title.capitalize()} ({len(rows)} rule{'s' * (len(rows) != 1)})", lines))
+    return lists
 
 
 def _p(value) -> str:
@@ -131,11 +211,14 @@ def _by_condition(rows: list[dict]) -> list[dict]:
 
 
 def _worse_first(row: dict) -> tuple:
-    """Failing before not, judged before not, then the nearest to (or furthest past) failing."""
+    """Failing before not, improved before not (the clearest improvement first), judged before not, then the
+    nearest to (or furthest past) failing."""
+    if improved_only(row):
+        return (True, False, False, row.get("improved_p_value", 0.0))
     p = row.get("p_value")
     judged = p is not None and p == p
     toward = (p if row.get("mode") != "non-inferiority" else -p) if judged else float("inf")
-    return (not row["regressed"], not judged, toward)
+    return (not row["regressed"], True, not judged, toward)
 
 
 def baseline_saved_line(what: str, contents: dict) -> str:

@@ -249,8 +249,11 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
                      + ".</p>")
     baseline = verdict.get("baseline")
     if baseline:
+        from .gate_tables import improved_count
+
         parts.append(f"<p><b>Baseline</b> <code>{_e(baseline.get('path', ''))}</code>: "
-                     f"{_e(baseline.get('summary', ''))} <a href='#baseline'>(comparison)</a></p>")
+                     f"{_e(baseline.get('summary', '') + improved_count(baseline))} "
+                     "<a href='#baseline'>(comparison)</a></p>")
     cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
     failing = list(verdict.get("failing") or [])
     parts.append(f"<h2 id='failing'>Failing cases ({len(failing)})</h2>")
@@ -273,20 +276,26 @@ def _baseline_section(report: dict) -> str:
     baseline = (report.get("verdict") or {}).get("baseline") if has_verdict(report) else None
     if not baseline:
         return ""
-    rows = sorted(baseline.get("rows") or [], key=lambda r: not r.get("regressed"))
+    from .gate_tables import change_lists, improved_only, shown_decision
+
+    rows = sorted(baseline.get("rows") or [], key=lambda r: (not r.get("regressed"), not improved_only(r)))
 
     def row(r):
-        cells = baseline_cells(r)
+        cells = baseline_cells(shown_decision(r))
         decision = (_chip("fail for sure", f"✗ {cells[-1]}") if r.get("regressed") else
                     _chip("skipped", cells[-1]) if str(r.get("state", "")).startswith("not judged") else
-                    _chip("pass", f"✓ {cells[-1]}"))
+                    _chip("pass", f"▲ {cells[-1]}") if improved_only(r) else _chip("pass", f"✓ {cells[-1]}"))
         return ("<tr>" + "".join(f"<td{'' if i in BASELINE_NUMERIC else ' class=l'}>{_e(c)}</td>"
                                  for i, c in enumerate(cells[:-1])) + f"<td class='l'>{decision}</td></tr>")
 
     notes = "".join(f"<p>{_e(n)}</p>" for n in baseline_notes(baseline))
+    improved = f"<p>{_e(baseline['improved_summary'])}.</p>" if baseline.get("improved_summary") else ""
+    lists = "".join(f"<h3>{_e(title)}</h3>" + ("<ul>" + "".join(f"<li><code>{_e(line)}</code></li>" for line in lines)
+                                               + "</ul>" if lines else "<p>None.</p>")
+                    for title, lines in change_lists(baseline))
     return (f"<h2 id='baseline'>Baseline comparison: {_e(baseline.get('path', ''))}</h2><p>"
-            f"{_e(baseline.get('summary', ''))}. Difference = now − before on the same memes.</p>{notes}"
-            "<div class='scroll'><table><tr>" + "".join(
+            f"{_e(baseline.get('summary', ''))}. Difference = now − before on the same memes.</p>{improved}{lists}"
+            f"{notes}<div class='scroll'><table><tr>" + "".join(
                 f"<th{'' if i in BASELINE_NUMERIC else ' class=l'}>{h}</th>" for i, h in enumerate(BASELINE_HEADERS))
             + f"</tr>{''.join(row(r) for r in rows)}</table></div>")
 

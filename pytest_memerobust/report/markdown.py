@@ -137,8 +137,10 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
                    + (f"; {chance} may be chance" if chance > 0 else "") + ".")
     baseline = verdict.get("baseline")
     if baseline:
-        out.append(f"**Baseline** `{baseline.get('path', '')}`: {cell(baseline.get('summary', ''))} "
-                   "([comparison](#baseline))")
+        from .gate_tables import improved_count
+
+        out.append(f"**Baseline** `{baseline.get('path', '')}`: "
+                   f"{cell(baseline.get('summary', '') + improved_count(baseline))} ([comparison](#baseline))")
     cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
     failing = list(verdict.get("failing") or [])
     out += ['<a id="failing"></a>', f"### Failing cases ({len(failing)})"]
@@ -157,12 +159,18 @@ def _baseline(report: dict) -> list[str]:
     baseline = (report.get("verdict") or {}).get("baseline") if has_verdict(report) else None
     if not baseline:
         return []
-    rows = sorted(baseline.get("rows") or [], key=lambda r: not r.get("regressed"))
+    from .gate_tables import change_lists, improved_only, shown_decision
+
+    rows = sorted(baseline.get("rows") or [], key=lambda r: (not r.get("regressed"), not improved_only(r)))
+    lists = []
+    for title, lines in change_lists(baseline):
+        lists += [f"### {title}", "\n".join(f"- `{line}`" for line in lines) if lines else "None."]
     return ['<a id="baseline"></a>', f"## Baseline comparison: `{baseline.get('path', '')}`",
             f"{cell(baseline.get('summary', ''))}. Difference = now − before on the same memes.",
+            *([f"{cell(baseline['improved_summary'])}."] if baseline.get("improved_summary") else []), *lists,
             *[cell(n) for n in baseline_notes(baseline)],
-            table(BASELINE_HEADERS, [[cell(c) if i != 2 else f"`{c}`" for i, c in enumerate(baseline_cells(r))]
-                                     for r in rows], BASELINE_NUMERIC)]
+            table(BASELINE_HEADERS, [[cell(c) if i != 2 else f"`{c}`" for i, c in
+                                      enumerate(baseline_cells(shown_decision(r)))] for r in rows], BASELINE_NUMERIC)]
 
 
 def _worst(group: dict, cases: list[dict]) -> list[str]:

@@ -468,8 +468,8 @@ def gate_table(baseline: dict, tablefmt: str = "simple", limit: int | None = 12)
     table = tabulate(comparison_rows(baseline["rows"], limit), headers=comparison_headers(), tablefmt=tablefmt,
                      disable_numparse=True)
     more = comparison_conditions(baseline["rows"]) - (limit or 0)
-    return table + (f"\n... and {more} more regressed or close (every comparison is in the JSON and HTML reports)"
-                    if limit is not None and more > 0 else "")
+    return table + (f"\n... and {more} more regressed, improved or close (every comparison is in the JSON and HTML "
+                    "reports)" if limit is not None and more > 0 else "")
 
 
 def verdict_lines(verdict: dict) -> list[str]:
