@@ -45,6 +45,20 @@ def add_parser(sub) -> None:
                        "this OCR backend, as a pytest run with --memerobust-ocr does")
     train.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
                        help="let the data's image paths lead outside its folder")
+    train.add_argument("--augment", action="append", metavar="SPEC",
+                       help="train on a registered perturbation as augmentation: NAME[@S|@LOW-HIGH][:P], e.g. "
+                            "typos@1-5:0.5 (each meme edited with probability P per epoch, default 0.5, at a severity "
+                            "drawn from the range); repeatable; default: the card's [training] augment")
+    train.add_argument("--adversarial", metavar="SPEC",
+                       help="attack each batch against the current weights and train on it: ATTACK@S[:KEEP], e.g. "
+                            "hotflip@1 or pgd_linf@2:0.5 (KEEP: the share of memes kept clean)")
+    train.add_argument("--adversarial-loss", dest="adversarial_loss", metavar="LOSS",
+                       help="ce (default: cross-entropy on the attacked memes) or trades[:BETA] (clean cross-entropy "
+                            "plus BETA x KL(clean || attacked); BETA default 6)")
+    train.add_argument("--adaptation", metavar="METHOD",
+                       help="what is trained: head (default: frozen encoders, the trainable head), linear, adapter, "
+                            "lora[:rank=R,alpha=A], prompt[:tokens=N] or full; default: the card's [training] "
+                            "adaptation")
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
                        "machine download (into the Hugging Face cache); without it such a backbone is an error")
 
@@ -57,19 +71,21 @@ def run(args) -> int:
 
 
 def _run_allowed(args) -> int:
-    from ..run.training import TRAINING_DEFAULTS, TrainingRequest, fit_head, load_training, plan_training, save_head
+    from ..run.training import (TRAINING_DEFAULTS, TrainingRequest, describe_recipe, fit_head, load_training,
+                                plan_training, save_head)
 
     request = TrainingRequest(
         card=args.card, out=args.out, demo=args.demo, name=args.name, data=args.data, train=args.train,
         val=args.val, init=args.init, resume=args.resume, task=args.task, seed=args.seed, device=args.device,
         cache_dir=None if args.no_cache else Path(args.cache_dir), allow_outside_paths=args.allow_outside_paths,
-        flags={k: getattr(args, k) for k in TRAINING_DEFAULTS}, ocr_option=OCR_OPTION)
+        flags={k: getattr(args, k) for k in TRAINING_DEFAULTS}, ocr_option=OCR_OPTION,
+        augment=tuple(args.augment) if args.augment else None, adversarial=args.adversarial,
+        adversarial_loss=args.adversarial_loss, adaptation=args.adaptation)
     plan = plan_training(request)
     data = load_training(plan, request, ocr=lambda: ocr_reader(args))
     card, hyper = data.card, plan.hyper
     if not args.quiet:
-        print(f"encoding {len(data.train)} + {len(data.val)} memes once (the backbone is frozen), then "
-              f"{hyper['epochs']} epochs", file=sys.stderr)
+        print(describe_recipe(plan, data), file=sys.stderr)
     shown = Progress(disabled=args.quiet)
 
     def encoding(what, n, total):
@@ -91,6 +107,6 @@ def _run_allowed(args) -> int:
         print(f"encoded {encoded} inputs and read {read} from {where}: features are kept by backbone, so every "
               f"head on this backbone reuses them")
     written = save_head(plan, request, data, result)
-    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); wrote {', '.join(written)} in "
-          f"{plan.out.parent}")
+    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {result.adaptation}, "
+          f"{result.trainable_parameters:,} trainable parameters; wrote {', '.join(written)} in {plan.out.parent}")
     return 0

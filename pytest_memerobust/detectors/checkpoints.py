@@ -78,9 +78,22 @@ def check_weights(state: dict, expected: dict, source: str) -> None:
 
 
 def save_state_dict(tensors: dict, path: Path, metadata: dict | None = None) -> None:
-    """Write safetensors atomically: a reader never sees a half-written file."""
-    from safetensors.torch import save_file
+    """Write safetensors atomically (a reader never sees a half-written file) and canonically: the same tensors and
+    metadata give the same bytes in every process."""
+    from safetensors.torch import save
 
     meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
+    data = canonical_header(save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=meta))
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
+        tmp.write_bytes(data)
+
+
+def canonical_header(data: bytes) -> bytes:
+    """The safetensors file with its JSON header written with sorted keys: the library keeps the metadata in a
+    hash map whose order changes from process to process, so two saves of the same weights differed in bytes. The
+    tensors' offsets count from the end of the header, so only the header (padded to 8 bytes, as the format asks)
+    is rewritten."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.dumps(json.loads(data[8 : 8 + size]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + data[8 + size :]

@@ -14,13 +14,15 @@ from ..errors import ConfigError, MemeRobustError
 # The paper's recipe (AdamW lr 1e-4, weight decay 1e-4, 10 epochs, batch 16): what a card's [training] table (and,
 # with --demo, its [demo] training) overrides, and the flags override in turn.
 TRAINING_DEFAULTS = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size": 16}
+# A card's [training] keys that say what is trained and on what, rather than how fast (training_recipe)
+RECIPE_KEYS = ("augment", "adversarial", "adversarial_loss", "adaptation")
 
 
 def hyperparameters(card, flags: dict | None = None) -> dict:
     """The hyperparameters a training run uses for `card` (already `with_demo()` for --demo): the defaults, the
     card's [training], then the `flags` given (None: not given). For a card with shipped demo weights this is the
     recipe they were trained with, so `train CARD --demo` reproduces them."""
-    hyper = {**TRAINING_DEFAULTS, **card.training}
+    hyper = {**TRAINING_DEFAULTS, **{k: v for k, v in card.training.items() if k not in RECIPE_KEYS}}
     if flags is not None:
         hyper.update({k: flags[k] for k in hyper if flags.get(k) is not None})
     return hyper
@@ -95,12 +97,17 @@ class TrainingRequest:
     allow_outside_paths: bool = False
     flags: dict = field(default_factory=dict)
     ocr_option: str = OCR_OPTION  # how the caller asks for captions read off the pictures (named when missing)
+    augment: tuple[str, ...] | None = None  # --augment specs (None: the card's [training] augment)
+    adversarial: str | None = None  # --adversarial spec (None: the card's)
+    adversarial_loss: str | None = None
+    adaptation: str | None = None  # --adaptation (None: the card's, else head)
 
 
 @dataclass(frozen=True)
 class TrainingPlan:
     """A request checked: the card (its demo configuration with `demo`), the checkpoint path and the name of the
-    card written beside it, the splits and the hyperparameters."""
+    card written beside it, the splits, the hyperparameters and the recipe (augmentations, the attack trained
+    against, the adaptation), parsed."""
 
     card: object
     out: Path
@@ -108,6 +115,52 @@ class TrainingPlan:
     train_spec: str
     val_spec: str
     hyper: dict
+    augment: tuple = ()
+    adversarial: object = None
+    adaptation: dict | None = None
+
+    @property
+    def recipe(self) -> dict:
+        """The recipe as the card written beside the checkpoint records it ([training] augment, adversarial,
+        adversarial_loss, adaptation): what a retrain of that card runs again."""
+        out = {}
+        if self.augment:
+            out["augment"] = [a.spec for a in self.augment]
+        if self.adversarial is not None:
+            out["adversarial"] = self.adversarial.spec
+            out["adversarial_loss"] = self.adversarial.loss_spec
+        if self.adaptation is not None:
+            out["adaptation"] = self.adaptation
+        return out
+
+
+def training_recipe(card, request: "TrainingRequest") -> tuple[tuple, object, dict | None]:
+    """(augmentations, adversarial, adaptation spec) from the flags, else the card's [training]: each parsed and
+    checked against the registries before torch loads (an unknown perturbation, a severity out of range, a
+    probability outside 0..1, an attack given as an augmentation: one error now, not after the encoding)."""
+    from ..detectors.training.adversarial import parse_adversarial
+    from ..detectors.training.augmentation import parse_augmentations
+
+    training = dict(card.training)
+    augment_specs = request.augment if request.augment is not None else training.get("augment", [])
+    if isinstance(augment_specs, str):
+        augment_specs = [augment_specs]
+    where = "--augment" if request.augment is not None else f"card {card.name} [training] augment"
+    augment = parse_augmentations(list(augment_specs), where)
+    spec = request.adversarial if request.adversarial is not None else training.get("adversarial")
+    loss = request.adversarial_loss if request.adversarial_loss is not None else training.get("adversarial_loss")
+    if loss is not None and spec is None:
+        raise MemeRobustError(f"--adversarial-loss {loss}: name the attack to train against with --adversarial")
+    adversarial = parse_adversarial(spec, loss) if spec else None
+    adaptation_value = request.adaptation if request.adaptation is not None else training.get("adaptation")
+    adaptation = None
+    if adaptation_value is not None:
+        from ..detectors.training.adaptation import parse_adaptation
+
+        adaptation = parse_adaptation(adaptation_value)
+        if adaptation.get("method") == "head":
+            adaptation = None
+    return augment, adversarial, adaptation
 
 
 @dataclass
@@ -119,6 +172,7 @@ class TrainingData:
     train: object
     val: object
     task: str
+    adaptation: object = None  # the Adaptation applied (None: the head on frozen encoders)
 
 
 def plan_training(request: TrainingRequest) -> TrainingPlan:
@@ -153,7 +207,9 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
         except WeightsNotHere as exc:
             demo = "; or --demo to train on the card's small demo backbone" if card.demo and not request.demo else ""
             raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
-    return TrainingPlan(card, out, name, train_spec, val_spec, hyperparameters(card, request.flags))
+    augment, adversarial, adaptation = training_recipe(card, request)
+    return TrainingPlan(card, out, name, train_spec, val_spec, hyperparameters(card, request.flags), augment,
+                        adversarial, adaptation)
 
 
 def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[], object] = lambda: None,
@@ -180,8 +236,29 @@ def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[]
     if task != card.task:
         say(f"training task {task!r} (the card's is {card.task!r}); the card written says {task!r}")
     check_training_data(train, val, task, card.classes)
+    adaptation = _recipe_checked(plan, detector, train, request)
     # the card written beside the checkpoint names the task it was trained on
-    return TrainingData(replace(card, task=task), detector, train, val, task)
+    return TrainingData(replace(card, task=task), detector, train, val, task, adaptation)
+
+
+def _recipe_checked(plan: TrainingPlan, detector, train, request: TrainingRequest):
+    """Before any encoding: each augmentation tried once (a missing backend said now), the attack's gradient path,
+    the adaptation checked against the backbone and applied (returned; None for the head)."""
+    from ..detectors.training.adversarial import check_gradient_path
+    from ..detectors.training.augmentation import check_backends, reads_pictures
+
+    if plan.augment:
+        first = train.memes[0]
+        check_backends(plan.augment, first.text, first.picture(request.device) if reads_pictures(plan.augment)
+                       else None)
+    if plan.adversarial is not None:
+        check_gradient_path(plan.adversarial, detector)
+    if plan.adaptation is None:
+        return None
+    from ..detectors.training.adaptation import adapt, check_adaptation
+
+    check_adaptation(plan.adaptation, detector)
+    return adapt(detector, plan.adaptation, request.seed)
 
 
 def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
@@ -194,7 +271,8 @@ def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, e
     if not request.resume:
         state_path.unlink(missing_ok=True)
     return train_head(data.detector, data.train, data.val, task=data.task, seed=request.seed, progress=progress,
-                      state_path=state_path, encoding=encoding, cache_dir=request.cache_dir, **plan.hyper)
+                      state_path=state_path, encoding=encoding, cache_dir=request.cache_dir,
+                      augment=plan.augment, adversarial=plan.adversarial, adaptation=data.adaptation, **plan.hyper)
 
 
 def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, result) -> list[str]:
@@ -203,8 +281,30 @@ def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, 
     from ..detectors.training import save_trained
 
     out = plan.out
-    save_trained(data.detector, out, data.card, result, plan.hyper, write_card=request.out is not None,
-                 name=plan.name)
+    save_trained(data.detector, out, data.card, result, {**plan.hyper, **plan.recipe},
+                 write_card=request.out is not None, name=plan.name)
     out.with_suffix(".train-state.pt").unlink(missing_ok=True)
     return [out.name, out.with_suffix(".metrics.json").name] + (
         [f"{out.with_suffix('.card.toml').name} (card {plan.name!r})"] if request.out else [])
+
+
+def describe_recipe(plan: TrainingPlan, data: TrainingData) -> str:
+    """What the run is about to do, in one paragraph: what is encoded once and what is cached, the augmentations,
+    the attack trained against and the adaptation (with its count of trainable parameters)."""
+    adaptation = data.adaptation
+    epochs = plan.hyper["epochs"]
+    if adaptation is not None and adaptation.encoders_trainable:
+        parts = [f"training {adaptation.method} ({adaptation.trainable_parameters:,} trainable parameters) for "
+                 f"{epochs} epochs on {len(data.train)} memes: the encoders run on every batch, so no features are "
+                 f"cached"]
+    else:
+        method = adaptation.method if adaptation is not None else "head"
+        parts = [f"encoding {len(data.train)} + {len(data.val)} memes once (the backbone is frozen), then {epochs} "
+                 f"epochs ({method})"]
+    if plan.augment:
+        parts.append(f"augmented with {', '.join(a.spec for a in plan.augment)}, drawn per meme and epoch (augmented "
+                     f"inputs are cached like clean ones: a rerun encodes none)")
+    if plan.adversarial is not None:
+        parts.append(f"each batch attacked with {plan.adversarial.spec} against the current weights, loss "
+                     f"{plan.adversarial.loss_spec} (what the attack makes is encoded as it comes, never cached)")
+    return "; ".join(parts)

@@ -1,10 +1,17 @@
-"""Fit the trainable head of a split detector on frozen features, choosing the epoch by validation AUROC.
+"""Train a split detector, choosing the epoch by validation AUROC.
 
-The backbones are frozen, so every caption and picture is encoded once before the first epoch, through the same
-feature store as the test runs (keyed by the backbone, not the head): a second head trained on the same backbone and
-data, or a test run of it, reads those features from the cache instead of encoding them again. With a
-`state_path`, the loop saves its full state (head, optimiser, random generators, history, best weights) after each
-epoch and resumes from it, so an interrupted run continues where it stopped and ends with the same weights.
+With frozen encoders (the `head` and `linear` adaptations) every caption and picture is encoded once, through the
+same feature store as the test runs (keyed by the backbone, not the head): a second head trained on the same
+backbone and data, or a test run of it, reads those features from the cache. Augmented inputs (augmentation.py) go
+through the same store, so a second run of the same command encodes nothing. Adversarial training
+(adversarial.py) attacks each batch against the current weights; what the attack makes is encoded there and then,
+never cached (it changes with the weights). Adaptations that train the encoders (adapter, lora, prompt, full) call
+them on every batch instead of reading features.
+
+Every step runs at RESULT_THREADS intra-op threads (determinism.py), so the same command writes the same checkpoint
+bytes at any thread count. With a `state_path`, the loop saves its full state (trained tensors, optimiser, random
+generators, history, best weights) after each epoch and resumes from it, so an interrupted run continues where it
+stopped and ends with the same weights.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from ...atomic import atomic_path
 from ...data.meme import Dataset, is_multilabel
 from ...engine.features import FeatureStore, detector_feature_store
 from ..base import class_probabilities, classification_loss
+from .adversarial import attack_batch
 from ...judge.metrics import METRICS, auroc
 
 
@@ -27,6 +35,12 @@ class TrainingResult:
     history: list[dict] = field(default_factory=list)
     resumed_from_epoch: int = 0
     feature_cache: dict = field(default_factory=dict)  # the one-off encoding: inputs encoded, from memory, from disk
+    adaptation: str = "head"
+    trainable_parameters: int = 0
+    augment: list[str] = field(default_factory=list)
+    adversarial: str | None = None
+    adversarial_loss: str | None = None
+    encoders_in_loop: bool = False  # the encoders ran on every batch: nothing of the training split was cached
 
 
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
@@ -66,6 +80,7 @@ def _pair_features(detector, dataset: Dataset, progress=None):
     return torch.cat(chunks).clone()  # out of inference mode: the head's training reads them with autograd on
 
 
+
 def _save_state(path: Path, state: dict) -> None:
     import torch
 
@@ -73,55 +88,182 @@ def _save_state(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
+def _encoded(detector, captions: list[str], pictures: list | None, reads_images: bool, grad: bool):
+    """Features of these inputs straight from the encoders: with `grad`, the adapted encoders' tensors that the
+    loss trains through; without, the test runs' no-gradient path (caption padding fixed, as the feature store
+    encodes), in batches of ENCODE_BATCH_SIZE."""
+    import torch
+
+    from ...determinism import fixed_shapes
+
+    if grad:
+        text = detector.text_backbone.encode_texts(captions).float()
+        image = (detector.backbone.encode_images(pictures).float() if reads_images
+                 else torch.zeros((len(captions), 0), device=text.device))
+        return image, text
+    images, texts = [], []
+    for begin in range(0, len(captions), ENCODE_BATCH_SIZE):
+        with fixed_shapes():
+            texts.append(torch.as_tensor(detector.encode_texts(captions[begin : begin + ENCODE_BATCH_SIZE])))
+            if reads_images:
+                images.append(torch.as_tensor(detector.encode_images(pictures[begin : begin + ENCODE_BATCH_SIZE])))
+    text = torch.cat(texts)
+    image = torch.cat(images) if reads_images else torch.zeros((len(captions), 0))
+    return image.to(detector.device), text.to(detector.device)
+
+
+def _epoch_features(detector, memes, captions, pictures, store: FeatureStore, clean, augmented: bool, what: str,
+                    encoding=None):
+    """The training split's features as this epoch's augmentation left it: through the feature store (an input
+    seen before, in this run or an earlier one, is read, not encoded)."""
+    import torch
+
+    if not augmented:
+        return clean
+
+    def tick(side: str):
+        return None if encoding is None else lambda n, total: encoding(f"{what} {side}", n, total)
+
+    xi = (torch.as_tensor(store.features("image", pictures, detector.encode_images, ENCODE_BATCH_SIZE,
+                                         tick("pictures"))).to(detector.device)
+          if pictures is not None and clean[0].shape[1] else clean[0])
+    xt = torch.as_tensor(store.features("text", captions, detector.encode_texts, ENCODE_BATCH_SIZE,
+                                        tick("captions"))).to(detector.device)
+    return xi, xt
+
+
+def _adversarial_loss(adversarial, logits_clean, logits_attacked, target, attacked_rows, multilabel, pos_weight):
+    """Cross-entropy on the batch as attacked (clean where a meme was kept clean), or TRADES: the clean
+    cross-entropy plus beta times KL(clean || attacked), summed over the attacked memes and divided by the batch."""
+    import torch
+    import torch.nn.functional as F
+
+    if adversarial.loss == "ce":
+        mixed = logits_clean.clone()
+        mixed[attacked_rows] = logits_attacked
+        return classification_loss(mixed, target, multilabel, pos_weight=pos_weight)
+    clean = classification_loss(logits_clean, target, multilabel, pos_weight=pos_weight)
+    if multilabel:
+        p = torch.sigmoid(logits_clean[attacked_rows])
+        q = torch.sigmoid(logits_attacked).clamp(1e-7, 1 - 1e-7)
+        kl = (p * (p.clamp(1e-7).log() - q.log()) + (1 - p) * ((1 - p).clamp(1e-7).log() - (1 - q).log())).sum()
+    else:
+        kl = F.kl_div(F.log_softmax(logits_attacked, dim=-1), F.softmax(logits_clean[attacked_rows], dim=-1),
+                      reduction="sum")
+    return clean + adversarial.beta * kl / len(target)
+
+
 def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
                weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
                state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None,
-               encoding=None) -> TrainingResult:
-    """AdamW on the head only; keep the weights of the epoch with the best validation AUROC. `on_encoded()` is
-    called once the one-off encoding of both splits is done, so a progress bar can time the epochs alone;
-    `encoding(what, n, total)` after each batch of it (`what`: the split and its inputs, `demo:train captions`),
-    `progress(row)` after each epoch. `cache_dir`: where the frozen features are kept and looked up (the test
-    runs' `--memerobust-cache-dir`); None keeps them in memory."""
+               encoding=None, augment=(), adversarial=None, adaptation=None) -> TrainingResult:
+    """AdamW on what the adaptation trains (default: the head); keep the weights of the epoch with the best
+    validation AUROC. `augment`: Augmentations (augmentation.py) drawn per meme and epoch; `adversarial`: an
+    Adversarial (adversarial.py) attacking each batch; `adaptation`: an Adaptation (adaptation.py) already applied
+    to the detector (None: the head on frozen encoders). `on_encoded()` is called once the one-off encoding is
+    done; `encoding(what, n, total)` after each batch of it, `progress(row)` after each epoch. `cache_dir`: where
+    frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`); None keeps them in memory."""
+    from ...determinism import fixed_threads
+
+    with fixed_threads():
+        return _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path,
+                      on_encoded, cache_dir, encoding, tuple(augment), adversarial, adaptation)
+
+
+def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path, on_encoded,
+           cache_dir, encoding, augment, adversarial, adaptation) -> TrainingResult:
     import torch
+
+    from .augmentation import augment_memes
 
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     module, device = detector.head_module, detector.device
-    store = detector_feature_store(detector, "fp32", cache_dir)  # training encodes without autocast
-    xi, xt = (t.to(device) for t in _features(detector, train, store, encoding))
+    in_loop = bool(adaptation is not None and adaptation.encoders_trainable)
+    params = (list(adaptation.parameters()) if adaptation is not None
+              else [p for p in module.parameters() if p.requires_grad])
+    reads_images = "image" in getattr(detector, "modalities", ("image", "text"))
+    wants_pictures = reads_images and (in_loop or (adversarial is not None and adversarial.modality == "image"))
+    store = detector_feature_store(detector, "fp32", None if in_loop else cache_dir)  # encoders without autocast
     multilabel = is_multilabel(detector)
     y = torch.as_tensor(train.labels(task), device=device)
-    vi, vt = (t.to(device) for t in _features(detector, val, store, encoding))
     y_val = val.labels(task)
+    clean = val_features = None
+    if not in_loop:
+        clean = tuple(t.to(device) for t in _features(detector, train, store, encoding))
+        val_features = tuple(t.to(device) for t in _features(detector, val, store, encoding))
     if on_encoded:
         on_encoded()
     # FigMemes re-weights each label's positives by its negatives-to-positives ratio: rare labels still count
     pos_weight = (((len(y) - y.sum(0)) / y.sum(0).clamp(min=1)).float() if multilabel else None)
-    optimiser = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr,
-                                  weight_decay=weight_decay)
-    result, best_state, start = TrainingResult(best_epoch=-1, best_val_auroc=-np.inf), None, 1
+    optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    result = TrainingResult(best_epoch=-1, best_val_auroc=-np.inf)
+    best_state, start = None, 1
     if state_path is not None and Path(state_path).exists():
         saved = torch.load(state_path, map_location=device, weights_only=True)
-        module.load_state_dict(saved["head"])
+        with torch.no_grad():
+            for p, value in zip(params, saved["trained"]):
+                p.copy_(value)
         optimiser.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
         generator.set_state(saved["generator"])
-        best_state, start = saved["best_head"], saved["epoch"] + 1
+        best_state, start = saved["best"], saved["epoch"] + 1
         result = TrainingResult(best_epoch=saved["best_epoch"], best_val_auroc=saved["best_val_auroc"],
                                 history=saved["history"], resumed_from_epoch=saved["epoch"])
+    memes = list(train.memes)
     for epoch in range(start, epochs + 1):
+        if augment:
+            captions, pictures, _ = augment_memes(memes, augment, seed, epoch, device,
+                                                  pictures=wants_pictures or None)
+        else:
+            captions, pictures = [m.text for m in memes], None
+        features = None if in_loop else _epoch_features(detector, memes, captions, pictures, store, clean,
+                                                         bool(augment), f"{train.name} epoch {epoch}", encoding)
         module.train()
-        order = torch.randperm(len(y), generator=generator).to(device)
+        order = torch.randperm(len(y), generator=generator).tolist()
         total = 0.0
         for begin in range(0, len(y), batch_size):
             idx = order[begin : begin + batch_size]
-            loss = classification_loss(detector.logits(xi[idx], xt[idx]), y[idx], multilabel, pos_weight=pos_weight)
+            target = y[idx]
+            batch_captions = [captions[i] for i in idx]
+            batch_pictures = ([pictures[i] if pictures is not None else memes[i].picture(device) for i in idx]
+                              if wants_pictures else None)
+            if in_loop:
+                xi, xt = _encoded(detector, batch_captions, batch_pictures, reads_images, grad=True)
+            else:
+                xi, xt = features[0][idx], features[1][idx]
+            logits = detector.logits(xi, xt)
+            if adversarial is None:
+                loss = classification_loss(logits, target, multilabel, pos_weight=pos_weight)
+            else:
+                module.eval()
+                rows, attacked_captions, attacked_pictures = attack_batch(
+                    adversarial, detector, [memes[i] for i in idx], batch_captions, batch_pictures,
+                    target.cpu().numpy(), xi.detach().cpu().numpy(), seed, epoch)
+                module.train()
+                if rows:
+                    sub_captions = [attacked_captions[k] for k in rows]
+                    sub_pictures = [attacked_pictures[k] for k in rows] if attacked_pictures is not None else None
+                    axi, axt = _encoded(detector, sub_captions, sub_pictures,
+                                        reads_images and adversarial.modality == "image", grad=in_loop)
+                    if not (reads_images and adversarial.modality == "image"):
+                        axi = xi[rows]
+                    if adversarial.modality == "image" and not adversarial.rewrites_caption:
+                        axt = xt[rows]
+                    loss = _adversarial_loss(adversarial, logits, detector.logits(axi, axt), target, rows,
+                                             multilabel, pos_weight)
+                else:
+                    loss = classification_loss(logits, target, multilabel, pos_weight=pos_weight)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             total += loss.item() * len(idx)
         module.eval()
         with torch.no_grad():
+            vi, vt = (val_features if not in_loop else
+                      _encoded(detector, [m.text for m in val.memes],
+                               [m.picture(device) for m in val.memes] if reads_images else None, reads_images,
+                               grad=False))
             proba = class_probabilities(detector.logits(vi, vt), multilabel).cpu().numpy()
         val_auroc = auroc(y_val, proba)
         row = {"epoch": epoch, "loss": total / len(y), "val_auroc": val_auroc,
@@ -129,15 +271,23 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
         result.history.append(row)
         if val_auroc > result.best_val_auroc:
             result.best_epoch, result.best_val_auroc = epoch, val_auroc
-            best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+            best_state = [p.detach().clone() for p in params]
         if state_path is not None:
             _save_state(Path(state_path), {
-                "epoch": epoch, "head": module.state_dict(), "optimizer": optimiser.state_dict(),
-                "torch_rng": torch.get_rng_state(), "generator": generator.get_state(), "best_head": best_state,
+                "epoch": epoch, "trained": [p.detach() for p in params], "optimizer": optimiser.state_dict(),
+                "torch_rng": torch.get_rng_state(), "generator": generator.get_state(), "best": best_state,
                 "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc, "history": result.history})
         if progress:
             progress(row)
-    module.load_state_dict(best_state)
+    with torch.no_grad():
+        for p, value in zip(params, best_state):
+            p.copy_(value)
     module.eval()
     result.feature_cache = asdict(store.stats)
+    result.adaptation = adaptation.method if adaptation is not None else "head"
+    result.trainable_parameters = sum(p.numel() for p in params)
+    result.augment = [a.spec for a in augment]
+    if adversarial is not None:
+        result.adversarial, result.adversarial_loss = adversarial.spec, adversarial.loss_spec
+    result.encoders_in_loop = in_loop
     return result

@@ -1,0 +1,214 @@
+"""Training recipes (issue 53): augmentation with registered perturbations, adversarial training with the project's
+attacks, the checks said before any training, and the same checkpoint bytes from the same command."""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tomllib
+
+import numpy as np
+import pytest
+
+from pytest_memerobust.cli import main as cli_main
+from pytest_memerobust.data.demo import demo_dataset
+from pytest_memerobust.detectors.training.adversarial import parse_adversarial
+from pytest_memerobust.detectors.training.augmentation import augment_memes, parse_augmentation, parse_augmentations
+from pytest_memerobust.errors import ConfigError
+
+from tiny_backbones import card_toml
+
+
+# --- specs: one clear error before anything loads -------------------------------------------------------------
+
+def test_an_augmentation_spec_reads_name_severity_range_and_probability():
+    aug = parse_augmentation("typos@1-5:0.5")
+    assert (aug.name, aug.modality, aug.severities, aug.probability) == ("typos", "text", (1, 2, 3, 4, 5), 0.5)
+    assert aug.spec == "typos@1-5:0.5"
+    assert parse_augmentation("augmix@3").severities == (3,) and parse_augmentation("augmix@3").modality == "image"
+    assert parse_augmentation("gaussian_noise").severities == (1, 2, 3, 4, 5)
+    assert parse_augmentation("back_translation:0.3").severities == ()
+
+
+@pytest.mark.parametrize("spec, culprit", [
+    ("tpyos@1", "tpyos"),                      # unknown perturbation
+    ("typos@6", "out of range"),               # severity out of range
+    ("typos@3-1", "out of range"),
+    ("typos@1:1.5", "'1.5' is not a number in 0..1"),
+    ("typos@1:-0.1", "0..1"),
+    ("typos@1:half", "0..1"),
+    ("hotflip@1", "--adversarial hotflip@SEVERITY"),  # a model-aware attack under --augment
+    ("back_translation@2", "no severities"),
+    ("typos@", "expected NAME"),
+])
+def test_a_bad_augmentation_is_one_error_naming_it(spec, culprit):
+    with pytest.raises(ConfigError) as caught:
+        parse_augmentation(spec)
+    assert culprit in str(caught.value) and spec in str(caught.value)
+
+
+def test_a_perturbation_named_twice_is_refused():
+    with pytest.raises(ConfigError, match="typos named more than once"):
+        parse_augmentations(["typos@1:0.5", "typos@3:0.2"])
+
+
+def test_an_adversarial_spec_reads_attack_severity_share_and_loss():
+    adv = parse_adversarial("hotflip@1")
+    assert (adv.name, adv.modality, adv.severity, adv.keep_clean, adv.loss_spec) == ("hotflip", "text", 1, 0.0, "ce")
+    adv = parse_adversarial("pgd_linf@2:0.5", "trades")
+    assert (adv.modality, adv.keep_clean, adv.loss, adv.beta, adv.spec) == ("image", 0.5, "trades", 6.0,
+                                                                           "pgd_linf@2:0.5")
+    assert parse_adversarial("hotflip@1", "trades:2").beta == 2.0
+    assert parse_adversarial("co_attack@1").rewrites_caption
+
+
+@pytest.mark.parametrize("spec, loss, culprit", [
+    ("typos@1", None, "--augment typos@1"),             # not an attack
+    ("hotflip", None, "expected ATTACK@SEVERITY"),
+    ("hotflip@9", None, "severities are 1, 2, 3, 4, 5"),
+    ("hotflip@1:1", None, "0..1"),
+    ("universal_trigger@1", None, "refitting"),
+    ("hotflip@1", "kl", "expected ce or trades"),
+    ("hotflip@1", "trades:0", "positive"),
+    ("nosuch@1", None, "nosuch"),
+])
+def test_a_bad_adversarial_spec_is_one_error_naming_it(spec, loss, culprit):
+    with pytest.raises(ConfigError, match=culprit.replace("(", r"\(")):
+        parse_adversarial(spec, loss)
+
+
+# --- keyed draws ------------------------------------------------------------------------------------------
+
+def test_augmentation_draws_are_keyed_by_seed_epoch_and_meme_not_by_order():
+    memes = list(demo_dataset("train").memes[:40])
+    augs = parse_augmentations(["typos@1-5:0.5", "leetspeak@2:0.3"])
+    captions, _, applied = augment_memes(memes, augs, seed=3, epoch=1)
+    again, _, _ = augment_memes(memes[::-1], augs, seed=3, epoch=1)
+    assert again[::-1] == captions  # the same edit of each meme, whatever the order
+    edited = sum(bool(a) for a in applied)
+    assert 0 < edited < len(memes)  # about 1 - 0.5 * 0.7 of them
+    assert all(c != m.text for c, m, a in zip(captions, memes, applied) if "typos@" in " ".join(a))
+    next_epoch, _, _ = augment_memes(memes, augs, seed=3, epoch=2)
+    other_seed, _, _ = augment_memes(memes, augs, seed=4, epoch=1)
+    assert next_epoch != captions and other_seed != captions
+    untouched = [c == m.text for c, m, a in zip(captions, memes, applied) if not a]
+    assert all(untouched)
+
+
+def test_a_probability_of_one_edits_every_picture_and_zero_none():
+    memes = list(demo_dataset("train").memes[:6])
+    _, pictures, applied = augment_memes(memes, parse_augmentations(["gaussian_noise@3:1"]), seed=0, epoch=1)
+    assert all(a == ["gaussian_noise@3"] for a in applied)
+    assert all(not np.array_equal(np.asarray(p.cpu()), np.asarray(m.picture().cpu())) for p, m in zip(pictures, memes))
+    captions, pictures, applied = augment_memes(memes, parse_augmentations(["typos@1:0"]), seed=0, epoch=1)
+    assert pictures is None and not any(applied) and captions == [m.text for m in memes]
+
+
+# --- the command ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def tiny_card(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(card_toml("hf-clip"), encoding="utf-8")
+    return path
+
+
+def _train(card, out, *extra, threads: int | None = None):
+    """`memerobust train` in a fresh process (its own thread count), on 24 + 12 demo memes."""
+    import os
+
+    env = {**os.environ}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    code = ("import sys, torch; from pytest_memerobust.cli import main; "
+            f"torch.set_num_threads({threads or 2}); sys.exit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", code, "train", str(card), "--data", "demo", "--out", str(out),
+                           "--epochs", "2", "--no-cache", "--quiet", *extra],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_at_1_and_2_threads(tiny_card,
+                                                                                                  tmp_path):
+    recipe = ["--augment", "typos@1-3:0.5", "--augment", "gaussian_noise@2:0.5", "--adversarial", "hotflip@1:0.5",
+              "--adversarial-loss", "trades:6"]
+    outs = [tmp_path / name / "m.safetensors" for name in ("a", "b")]
+    runs = [_train(tiny_card, outs[0], *recipe, threads=1), _train(tiny_card, outs[1], *recipe, threads=2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert _digest(outs[0]) == _digest(outs[1])
+    again = tmp_path / "again" / "m.safetensors"  # a third time, in this process
+    assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(again), "--epochs", "2", "--no-cache",
+                     "--quiet", *recipe]) == 0
+    assert _digest(again) == _digest(outs[0])
+    card = tomllib.loads(outs[0].with_suffix(".card.toml").read_text(encoding="utf-8"))
+    assert card["training"]["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"]
+    assert (card["training"]["adversarial"], card["training"]["adversarial_loss"]) == ("hotflip@1:0.5", "trades:6")
+    metrics = json.loads(outs[0].with_suffix(".metrics.json").read_text(encoding="utf-8"))
+    assert metrics["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"] and metrics["adaptation"] == "head"
+    assert metrics["trainable_parameters"] > 0 and "adaptation head" in runs[0].stdout
+    plain = tmp_path / "plain" / "m.safetensors"
+    assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(plain), "--epochs", "2", "--no-cache",
+                     "--quiet"]) == 0
+    assert _digest(plain) != _digest(outs[0])  # the recipe changed what was trained
+
+
+def test_a_rerun_of_an_augmented_command_encodes_nothing(tiny_card, tmp_path):
+    cache = tmp_path / "cache"
+    first = cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(tmp_path / "a.safetensors"),
+                      "--epochs", "2", "--quiet", "--cache-dir", str(cache), "--augment", "typos@2:0.5"])
+    assert first == 0
+    metrics = json.loads((tmp_path / "a.metrics.json").read_text(encoding="utf-8"))
+    assert sum(metrics["feature_cache"]["encoded"].values()) > 0
+    assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(tmp_path / "b.safetensors"),
+                     "--epochs", "2", "--quiet", "--cache-dir", str(cache), "--augment", "typos@2:0.5"]) == 0
+    again = json.loads((tmp_path / "b.metrics.json").read_text(encoding="utf-8"))
+    assert sum(again["feature_cache"]["encoded"].values()) == 0
+    assert again["feature_cache"]["disk_hits"]["text"] > 0
+    assert _digest(tmp_path / "a.safetensors") == _digest(tmp_path / "b.safetensors")
+
+
+@pytest.mark.parametrize("flags, culprit", [
+    (["--augment", "typos@7"], "out of range"),
+    (["--augment", "typos@1:2"], "0..1"),
+    (["--augment", "nosuch@1"], "nosuch"),
+    (["--augment", "pgd_linf@1"], "--adversarial pgd_linf"),
+    (["--adversarial", "typos@1"], "--augment typos@1"),
+    (["--adversarial-loss", "trades"], "name the attack"),
+    (["--augment", "back_translation:0.3"], "MarianMT"),
+])
+def test_bad_recipes_fail_before_any_training_and_write_nothing(tiny_card, tmp_path, capsys, monkeypatch, flags,
+                                                               culprit):
+    from pytest_memerobust.detectors.training import loop
+
+    monkeypatch.setattr(loop, "_features", lambda *a: pytest.fail("encoded before checking the recipe"))
+    out = tmp_path / "m.safetensors"
+    code = cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(out), "--quiet", "--no-cache", *flags])
+    assert code != 0
+    assert culprit in capsys.readouterr().err
+    assert not list(tmp_path.glob("m.*"))
+
+
+def test_adversarial_training_is_refused_for_a_detector_without_a_gradient_path():
+    from pytest_memerobust.detectors.training.adversarial import check_gradient_path
+
+    class Hosted:  # a detector behind an endpoint: no head to train, no gradients
+        modalities = ("image", "text")
+
+    with pytest.raises(ConfigError, match="no trainable head"):
+        check_gradient_path(parse_adversarial("hotflip@1"), Hosted())
+
+    class Sampled:
+        head_module = object()
+        modalities = ("image", "text")
+        no_gradient_reason = "its answers are sampled"
+
+        def picture_logits(self, values, features):
+            raise AssertionError
+
+    with pytest.raises(ConfigError, match="no differentiable image path: its answers are sampled"):
+        check_gradient_path(parse_adversarial("pgd_linf@1"), Sampled())
