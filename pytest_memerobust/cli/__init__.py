@@ -7,12 +7,12 @@ import sys
 
 from ..data.loaders import OutsideFolder
 from ..errors import MemeRobustError
-from . import baseline, budgets, compare, export, history, listing, plot, preview, report, train
+from . import augment, baseline, budgets, compare, export, history, listing, plot, preview, report, train
 from .common import OUTSIDE_PATHS, PIPE_CLOSED, Interrupted, signals_interrupt, silence_stdout
 
 # Each subcommand's module: its add_parser(sub) and run(args) -> exit status, in the order `--help` lists them.
-COMMANDS = {"train": train, "list": listing, "report": report, "plot": plot, "history": history, "export": export,
-            "preview": preview, "budgets": budgets, "compare": compare, "baseline": baseline}
+COMMANDS = {"train": train, "augment": augment, "list": listing, "report": report, "plot": plot, "history": history,
+            "export": export, "preview": preview, "budgets": budgets, "compare": compare, "baseline": baseline}
 
 
 def main(argv=None) -> int:
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
             sys.stdout.flush()  # a closed pipe (`| head`) is found here, not at exit
         return code
     except Interrupted as exc:
-        what = ", nothing written" if args.command == "export" else ""
+        what = ", nothing written" if args.command in ("export", "augment") else ""
         print(f"memerobust {args.command}: interrupted{what}", file=sys.stderr)
         return exc.code
     except BrokenPipeError:  # the reader left (`memerobust history | head`): stop quietly, as `cat` does

@@ -425,7 +425,7 @@ class ImageFolderRows:
         return [f"{PICTURES}/", "metadata.jsonl"]
 
 
-class _Staged:
+class Staged:
     """A temporary folder beside `out` that becomes `out` only once the export is whole (and then replaces an
     earlier export there, with `replace`)."""
 
@@ -499,14 +499,20 @@ def provenance(report: dict, parts: list[Part], counts: list[dict], layout: str,
     }
 
 
+def front_matter(pretty_name: str, layout: str) -> list[str]:
+    """A dataset card's YAML header (its lines): the set's name and tags, and for parquet where the rows are, so
+    that `load_dataset(DIR)` finds them (an imagefolder is found by its metadata.jsonl)."""
+    configs = (["configs:", "- config_name: default", "  data_files:", "  - split: train", "    path: data/*.parquet"]
+               if layout == "parquet" else [])
+    return ["---", f"pretty_name: {pretty_name}", "tags:", "- adversarial-robustness", "- hateful-memes",
+            "- pytest-memerobust", *configs, "---"]
+
+
 def card(info: dict) -> str:
     """README.md: the dataset card, its YAML header telling `load_dataset(DIR)` where the rows are."""
-    configs = (["configs:", "- config_name: default", "  data_files:", "  - split: train", "    path: data/*.parquet"]
-               if info["layout"] == "parquet" else [])  # (an imagefolder is found by its metadata.jsonl)
     models = ", ".join(info["models"])
     lines = [
-        "---", "pretty_name: perturbed memes (pytest-memerobust)", "tags:", "- adversarial-robustness",
-        "- hateful-memes", "- pytest-memerobust", *configs, "---", "",
+        *front_matter("perturbed memes (pytest-memerobust)", info["layout"]), "",
         f"# Perturbed memes: {models} on {', '.join(info['datasets'])}", "",
         f"{info['rows']} rows ({info['selection']}) of {len(info['by_condition'])} conditions, as pytest-memerobust "
         f"{info['version']} regenerated them from a run with seed {info['seed']}: each picture and caption exactly "
@@ -546,7 +552,7 @@ def export(session, report: dict, out: Path, *, conditions=None, models=None, co
     evaluated = evaluate(session, parts, path)
     schema = features(classes, multilabel)
     counts = []
-    with _Staged(out, replace) as folder:
+    with Staged(out, replace) as folder:
         writer = (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema)
         try:
             for part, result in evaluated:
