@@ -166,7 +166,7 @@ def augment_dataset(spec: str, out: Path, augment: Sequence[str], copies: int, *
 def training_command(info: dict) -> str:
     """The `memerobust train` flags whose epoch k sees copy k of the set."""
     flags = " ".join(f"--augment {spec}" for spec in info["augment"])
-    return f"memerobust train CARD --train {info['data']['spec']} {flags} --seed {info['seed']}"
+    return f"memerobust train CARD --train {info['data']['spec']} --val VAL {flags} --seed {info['seed']}"
 
 
 def recipe(spec, dataset, fingerprint, augmentations, copies, seed, with_clean, device, layout, files, rows,
