@@ -9,8 +9,8 @@ from .common import OUTSIDE_PATHS, Progress
 
 DESCRIPTION = """\
 Each meme of --data gives --copies augmented copies. Copy k uses the draws of epoch k of training: `memerobust train
-CARD --train SPEC --augment X --seed S` trains at epoch k on exactly copy k of `memerobust augment --data SPEC
---augment X --seed S` (draws are keyed by seed, epoch, meme id and perturbation, so the other memes of the data do
+CARD --train SPEC --val VAL --augment X --seed S` trains at epoch k on exactly copy k of `memerobust augment --data
+SPEC --augment X --seed S` (draws are keyed by seed, epoch, meme id and perturbation, so the other memes of the data do
 not change a meme's copies). Copy 0 is the clean meme (--no-with-clean leaves it out). Rows: id (<meme id>#<copy>),
 meme_id, copy, caption, image (PNG bytes; no image column for caption-only data), labels of every task, split,
 applied (e.g. ["typos@3", "augmix@2"]); the recipe is in the set's README.md and recipe.json.
