@@ -274,7 +274,11 @@ def _write_tables(tr, session, family_rollup) -> None:
     full = session.options.tables == "full"
     tr.write_sep("=", "memerobust tables" + ("" if full else " per family (--memerobust-tables=full: all)"))
     for model in dict.fromkeys(split_model(key[0])[0] for key in session.results):
-        card = session.detector(model).card
+        detector = session.detector(model)
+        card = detector.card
+        adaptation = getattr(detector, "adaptation", None)
+        if adaptation is not None:  # how the checkpoint under test was trained (detectors/training/adaptation.py)
+            _say(tr, f"{card.name}: {adaptation.describe()}")
         if card.demo_weights and model not in session.options.checkpoints and "" not in session.options.checkpoints:
             _say(tr, f"note: {model!r} runs with demo weights trained on generated memes; pass "
                      f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real "

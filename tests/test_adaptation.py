@@ -312,7 +312,9 @@ def test_a_run_on_an_adapted_checkpoint_names_its_method_and_count(bert_folders,
                                 "--memerobust-bootstrap=50", f"--memerobust-report={report}", "-p",
                                 "no:cacheprovider", ".")
     assert result.ret in (0, 1), result.stdout.str()[-2000:]
-    assert f"adaptation lora (r=4), {adaptation.trainable_parameters:,} trainable parameters" in report.read_text()
+    said = f"adaptation lora (r=4), {adaptation.trainable_parameters:,} trainable parameters"
+    assert said in report.read_text()
+    result.stdout.fnmatch_lines([f"*tiny: {said}*"])  # the terminal says it too
 
 
 @pytest.mark.parametrize("method", ["linear", "lora", "full"])

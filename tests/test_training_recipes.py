@@ -180,6 +180,9 @@ def test_a_rerun_of_an_augmented_command_encodes_nothing(tiny_card, tmp_path):
     (["--adversarial", "typos@1"], "--augment typos@1"),
     (["--adversarial-loss", "trades"], "name the attack"),
     (["--augment", "back_translation:0.3"], "MarianMT"),
+    (["--adaptation", "prompt"], "hf-clip"),         # a method the backbone kind cannot take
+    (["--adaptation", "lora:rank=0"], "rank"),
+    (["--adaptation", "finetune"], "finetune"),
 ])
 def test_bad_recipes_fail_before_any_training_and_write_nothing(tiny_card, tmp_path, capsys, monkeypatch, flags,
                                                                culprit):
@@ -212,3 +215,35 @@ def test_adversarial_training_is_refused_for_a_detector_without_a_gradient_path(
 
     with pytest.raises(ConfigError, match="no differentiable image path: its answers are sampled"):
         check_gradient_path(parse_adversarial("pgd_linf@1"), Sampled())
+
+
+# --- adaptation through the training loop ----------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["lora:rank=4", "prompt:tokens=4", "full"])
+def test_an_adapted_checkpoint_reloads_with_the_predictions_it_ended_training_with(method, tmp_path):
+    """`memerobust train --adaptation` on a tiny BERT caption encoder (encoders in the loop): the checkpoint and the
+    card written beside it load back and predict the validation memes exactly as the trained detector did."""
+    from pytest_memerobust.detectors import find_card, load_detector
+    from pytest_memerobust.run.training import TrainingRequest, fit_head, load_training, plan_training, save_head
+
+    from test_adaptation import _tiny_bert
+
+    folder = _tiny_bert(tmp_path / "bert", seed=0)
+    card = tmp_path / "tiny.toml"
+    card.write_text('name = "tiny-bert"\narchitecture = "memeblip2"\ntask = "hate"\n'
+                    'classes = ["non-hateful", "hateful"]\n[params]\nmap_dim = 32\n'
+                    f'[backbone]\nkind = "minilm"\nname = "{folder}"\n', encoding="utf-8")
+    out = tmp_path / "m.safetensors"
+    request = TrainingRequest(card=str(card), out=str(out), data="demo", adaptation=method, flags={"epochs": 2})
+    plan = plan_training(request)
+    data = load_training(plan, request, say=lambda _: None)
+    result = fit_head(plan, request, data)
+    save_head(plan, request, data, result)
+    val = [m.text for m in data.val.memes]
+    ended = data.detector.head(np.zeros((len(val), 0), dtype=np.float32), data.detector.encode_texts(val))
+    assert result.encoders_in_loop and result.adaptation == method.split(":")[0]
+    reloaded = load_detector(find_card(str(out.with_suffix(".card.toml"))))
+    again = reloaded.head(np.zeros((len(val), 0), dtype=np.float32), reloaded.encode_texts(val))
+    assert np.array_equal(ended, again)
+    base = load_detector(find_card(str(card)))  # the base encoder alone predicts otherwise: training moved it
+    assert not np.array_equal(base.encode_texts(val), reloaded.encode_texts(val))

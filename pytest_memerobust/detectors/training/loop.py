@@ -283,6 +283,8 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
         for p, value in zip(params, best_state):
             p.copy_(value)
     module.eval()
+    if adaptation is not None:
+        adaptation.freeze()  # tested next, as a loaded checkpoint is: no gradient piles up in it, fingerprinted once
     result.feature_cache = asdict(store.stats)
     result.adaptation = adaptation.method if adaptation is not None else "head"
     result.trainable_parameters = sum(p.numel() for p in params)
