@@ -291,20 +291,19 @@ def test_save_state_dict_round_trip_and_metadata(tmp_path):
 
 
 def test_save_state_dict_is_atomic(tmp_path, monkeypatch):
-    import safetensors.torch
-
     folder = tmp_path / "ckpt"
     folder.mkdir()
     path = folder / "w.safetensors"
     save_state_dict({"a": torch.ones(3)}, path)
     before = path.read_bytes()
 
-    def broken_save_file(tensors, filename, metadata=None):
-        with open(filename, "wb") as f:
-            f.write(b"\x10\x00\x00\x00partial")
+    real_write = Path.write_bytes
+
+    def disk_full(self, data):  # half the file written, then the disk fills up
+        real_write(self, data[: len(data) // 2])
         raise OSError("disk full")
 
-    monkeypatch.setattr(safetensors.torch, "save_file", broken_save_file)
+    monkeypatch.setattr(Path, "write_bytes", disk_full)
     with pytest.raises(OSError, match="disk full"):
         save_state_dict({"a": torch.zeros(100)}, path)
     assert path.read_bytes() == before
@@ -315,13 +314,13 @@ def test_save_state_dict_is_atomic(tmp_path, monkeypatch):
 
 
 def test_save_state_dict_failure_with_no_previous_file_leaves_nothing(tmp_path, monkeypatch):
-    import safetensors.torch
+    real_write = Path.write_bytes
 
-    def broken_save_file(tensors, filename, metadata=None):
-        Path(filename).write_bytes(b"half")
+    def killed(self, data):
+        real_write(self, b"half")
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(safetensors.torch, "save_file", broken_save_file)
+    monkeypatch.setattr(Path, "write_bytes", killed)
     with pytest.raises(RuntimeError):
         save_state_dict({"a": torch.ones(3)}, tmp_path / "new.safetensors")
     assert os.listdir(tmp_path) == []
