@@ -41,6 +41,8 @@ class TrainingResult:
     adversarial: str | None = None
     adversarial_loss: str | None = None
     encoders_in_loop: bool = False  # the encoders ran on every batch: nothing of the training split was cached
+    encoding_seconds: float = 0.0  # wall time of the one-off encoding (0 when the encoders train)
+    training_seconds: float = 0.0  # wall time of the epochs (augmentation, attacks and validation included)
 
 
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
@@ -172,10 +174,13 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
 
 def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path, on_encoded,
            cache_dir, encoding, augment, adversarial, adaptation) -> TrainingResult:
+    import time
+
     import torch
 
     from .augmentation import augment_memes
 
+    started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     module, device = detector.head_module, detector.device
@@ -194,6 +199,7 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
         val_features = tuple(t.to(device) for t in _features(detector, val, store, encoding))
     if on_encoded:
         on_encoded()
+    encoded_at = time.perf_counter()
     # FigMemes re-weights each label's positives by its negatives-to-positives ratio: rare labels still count
     pos_weight = (((len(y) - y.sum(0)) / y.sum(0).clamp(min=1)).float() if multilabel else None)
     optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
@@ -292,4 +298,6 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
     if adversarial is not None:
         result.adversarial, result.adversarial_loss = adversarial.spec, adversarial.loss_spec
     result.encoders_in_loop = in_loop
+    result.encoding_seconds = encoded_at - started
+    result.training_seconds = time.perf_counter() - encoded_at
     return result
