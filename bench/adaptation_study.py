@@ -118,11 +118,14 @@ def run_logged(cmd: list[str], log: Path, cwd: Path | None = None, ok=(0,)) -> f
 
 
 def run_one(name: str, adaptation: str, lr: float | None, data: Path, args, suite: Path, test: Path) -> dict:
-    """Train and test one configuration (skipped when OUT/runs/NAME/done.json exists); its record."""
+    """Train and test one configuration (skipped when OUT/runs/NAME/done.json exists); its record (None with
+    --report-only for a run not done)."""
     folder = args.out / "runs" / name
     done = folder / "done.json"
     if done.exists():
         return json.loads(done.read_text())
+    if args.report_only:
+        return None
     folder.mkdir(parents=True, exist_ok=True)
     bin_dir = Path(sys.executable).parent
     ckpt = folder / f"{name}.safetensors"
@@ -170,7 +173,8 @@ def analyse(record: dict, n_resamples: int) -> dict:
     y, clean, _ = preds["clean"]
     out = {"accuracy": metrics.compute_all(y, clean)["accuracy"], "auroc": metrics.compute_all(y, clean)["auroc"],
            "accuracy_ci": metrics.metric_ci("accuracy", y, clean, n_resamples),
-           "auroc_ci": metrics.metric_ci("auroc", y, clean, n_resamples), "families": {}, "samples": {}}
+           "auroc_ci": metrics.metric_ci("auroc", y, clean, n_resamples), "families": {}, "samples": {},
+           "clean_samples": metrics.metric_samples("accuracy", y, clean, n_resamples)}
     for family, condition, _ in CONDITIONS:
         if condition not in preds:
             continue
@@ -224,7 +228,11 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--shares", nargs="*", type=float, default=[s for s in SHARES if s < 1.0],
                         help="data shares below 1 to train head and lora-r4 on (1.0 is the method table's run)")
+    parser.add_argument("--share-methods", dest="share_methods", nargs="*", default=list(SHARE_METHODS),
+                        choices=list(SHARE_METHODS), help="the methods trained on the data shares")
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--report-only", dest="report_only", action="store_true",
+                        help="train nothing: print the tables of the runs already done in --out")
     args = parser.parse_args(argv)
     if not (args.data / PRIDEMM_FILE).is_file():
         raise SystemExit(f"--data {args.data}: no {PRIDEMM_FILE} there")
@@ -243,14 +251,16 @@ def main(argv=None) -> int:
 
     records = {name: run_one(name, *METHODS[name], folders[1.0], args, suite, folders["test"])
                for name in args.methods}
+    records = {name: rec for name, rec in records.items() if rec is not None}
     share_records = {}
-    for method in SHARE_METHODS:
+    for method in args.share_methods:
         for share in sorted(args.shares):
             name = f"{method}-{round(share * 100)}pct"
             share_records[(method, share)] = run_one(name, *METHODS[method], folders[share], args, suite,
                                                      folders["test"])
         if method in records:
             share_records[(method, 1.0)] = records[method]
+    share_records = {key: rec for key, rec in share_records.items() if rec is not None}
     results = {rec["name"]: analyse(rec, args.resamples) for rec in [*records.values(), *share_records.values()]}
 
     print(f"\n## Methods ({args.epochs} epochs, seed {args.seed}, {args.test_memes} test memes; RR = accuracy under "
@@ -266,17 +276,20 @@ def main(argv=None) -> int:
         print(f"| {method} | {share:.0%} | {train_counts[share]:,} | {r['accuracy']:.3f} {interval(r['accuracy_ci'])} "
               f"| {r['auroc']:.3f} {interval(r['auroc_ci'])} | {r['mean_rr']:.3f} {interval(r['mean_rr_ci'])} |")
 
-    print("\n## Paired differences in mean relative robustness (a - b, 95% interval on the same resampled memes)\n")
+    print("\n## Paired differences, a - b (95% interval on the same resampled memes): mean relative robustness over "
+          "the families; clean accuracy\n")
     pairs = [("full", "adapter"), ("full", "lora-r4"), ("full", "head"), ("adapter", "head"), ("lora-r16", "lora-r4"),
              ("full", "linear"), ("prompt-16", "head")]
     for a, b in pairs:
         if a in results and b in results:
-            print(f"- {a} - {b}: {difference(results[a], results[b])}")
-    for method in SHARE_METHODS:
-        small, whole = share_records.get((method, min(args.shares or [1.0]))), share_records.get((method, 1.0))
-        if small and whole and small is not whole:
-            print(f"- {method} 100% - {method} {min(args.shares):.0%}: "
-                  f"{difference(results[whole['name']], results[small['name']])}")
+            print(f"- {a} - {b}: RR mean {difference(results[a], results[b])}; clean accuracy "
+                  f"{difference(results[a], results[b], 'clean_samples')}")
+    for (method, share), rec in sorted(share_records.items()):
+        whole = share_records.get((method, 1.0))
+        if whole is not None and share < 1.0:
+            a, b = results[whole["name"]], results[rec["name"]]
+            print(f"- {method} 100% - {method} {share:.0%}: RR mean {difference(a, b)}; clean accuracy "
+                  f"{difference(a, b, 'clean_samples')}")
     return 0
 
 
