@@ -300,7 +300,7 @@ def describe_recipe(plan: TrainingPlan, data: TrainingData) -> str:
     else:
         method = adaptation.method if adaptation is not None else "head"
         parts = [f"encoding {len(data.train)} + {len(data.val)} memes once (the backbone is frozen), then {epochs} "
-                 f"epochs ({method})"]
+                 f"epoch{'s' * (epochs != 1)} ({method})"]
     if plan.augment:
         parts.append(f"augmented with {', '.join(a.spec for a in plan.augment)}, drawn per meme and epoch (augmented "
                      f"inputs are cached like clean ones: a rerun encodes none)")
