@@ -241,8 +241,10 @@ class HostedDetector:
                     body, cut = (b"", False) if getattr(response, "fp", None) is None else deadline.read(response, limit)
                 finally:
                     _close(response)
-            except (OSError, http.client.HTTPException, urllib.error.URLError):
-                if deadline.expired:
+            except (OSError, http.client.HTTPException, urllib.error.URLError) as exc:
+                # the socket's own timeout is timeout_s of silence: the request's time is up even where the
+                # deadline's timer thread (late under load) has not marked it yet
+                if deadline.expired or isinstance(getattr(exc, "reason", exc), TimeoutError):
                     raise deadline.timeout() from None
                 raise
         if cut and status < 300:
