@@ -114,7 +114,7 @@ def _encoded(detector, captions: list[str], pictures: list | None, reads_images:
     return image.to(detector.device), text.to(detector.device)
 
 
-def _epoch_features(detector, memes, captions, pictures, store: FeatureStore, clean, augmented: bool, what: str,
+def _epoch_features(detector, captions, pictures, store: FeatureStore, clean, augmented: bool, what: str,
                     encoding=None):
     """The training split's features as this epoch's augmentation left it: through the feature store (an input
     seen before, in this run or an earlier one, is read, not encoded)."""
@@ -223,7 +223,7 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
                                                   pictures=wants_pictures or None)
         else:
             captions, pictures = [m.text for m in memes], None
-        features = None if in_loop else _epoch_features(detector, memes, captions, pictures, store, clean,
+        features = None if in_loop else _epoch_features(detector, captions, pictures, store, clean,
                                                          bool(augment), f"{train.name} epoch {epoch}", encoding)
         module.train()
         order = torch.randperm(len(y), generator=generator).tolist()
