@@ -101,7 +101,9 @@ def _run_allowed(args) -> int:
     finally:
         shown.close()
     cached = result.feature_cache
-    if cached:
+    if result.encoders_in_loop:
+        print(f"the encoders trained ({result.adaptation}), so they ran on every batch and nothing was cached")
+    elif cached:
         read, encoded = sum(cached["disk_hits"].values()), sum(cached["encoded"].values())
         where = f"the feature cache in {request.cache_dir}" if request.cache_dir else "no feature cache (--no-cache)"
         print(f"encoded {encoded} inputs and read {read} from {where}: features are kept by backbone, so every "
