@@ -295,9 +295,8 @@ def describe_recipe(plan: TrainingPlan, data: TrainingData) -> str:
     epochs = plan.hyper["epochs"]
     if adaptation is not None and adaptation.encoders_trainable:
         parts = [f"training {adaptation.method} ({adaptation.trainable_parameters:,} trainable parameters) for "
-                 f"{epochs} epoch{'s' * (epochs != 1)} on {len(data.train)} memes: the encoders run on every batch, so no "
-                 f"features are "
-                 f"cached"]
+                 f"{epochs} epoch{'s' * (epochs != 1)} on {len(data.train)} memes: the encoders run on every "
+                 f"batch, so no features are cached"]
     else:
         method = adaptation.method if adaptation is not None else "head"
         parts = [f"encoding {len(data.train)} + {len(data.val)} memes once (the backbone is frozen), then {epochs} "
