@@ -185,3 +185,25 @@ def test_a_second_head_on_the_same_backbone_reads_its_features_from_the_cache(tm
     assert counts[0][0] > 0 and counts[0][1] == 0  # the first head encodes every caption...
     assert counts[1] == (0, counts[0][0])  # ...the second reads them all back
     assert str(cache) in second
+
+
+@pytest.mark.parametrize("data, culprit", [
+    ("captions", "meme 'm0' has none (caption-only data)"),
+    ("demo", "this detector reads only text"),
+])
+def test_a_picture_augmentation_without_pictures_to_edit_is_refused_before_encoding(tmp_path, captions_csv, capsys,
+                                                                                    monkeypatch, data, culprit):
+    """Caption-only data, or a detector that reads only captions: `--augment augmix` would fail mid-run on a missing
+    picture, or train epochs that change nothing the detector sees. Said first, naming the augmentation."""
+    from pytest_memerobust.detectors.training import loop
+
+    monkeypatch.setattr(loop, "_features", lambda *a: pytest.fail("encoded before checking the augmentation"))
+    out = tmp_path / "m.safetensors"
+    spec = "demo" if data == "demo" else f"csv:{captions_csv}"
+    code = cli_main(["train", str(write_card(tmp_path)), "--no-cache", "--data", spec, "--out", str(out), "--quiet",
+                     "--augment", "typos@1:0.5", "--augment", "augmix@1-2:0.5"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "--augment augmix@1-2:0.5 edits pictures" in err and culprit in err
+    assert "typos" not in err  # the caption augmentation is fine and not named
+    assert not list(tmp_path.glob("m.*"))

@@ -248,6 +248,7 @@ def _recipe_checked(plan: TrainingPlan, detector, train, request: TrainingReques
     from ..detectors.training.augmentation import check_backends, reads_pictures
 
     if plan.augment:
+        _pictures_checked(plan.augment, detector, train)
         first = train.memes[0]
         check_backends(plan.augment, first.text, first.picture(request.device) if reads_pictures(plan.augment)
                        else None)
@@ -259,6 +260,22 @@ def _recipe_checked(plan: TrainingPlan, detector, train, request: TrainingReques
 
     check_adaptation(plan.adaptation, detector)
     return adapt(detector, plan.adaptation, request.seed)
+
+
+def _pictures_checked(augment, detector, train) -> None:
+    """A picture augmentation needs pictures to edit and a detector that reads them; said before any encoding, naming
+    the augmentation, rather than as a bare missing-image error mid-run (or as epochs that change nothing)."""
+    edits = [a.spec for a in augment if a.modality == "image"]
+    if not edits:
+        return
+    named = ", ".join(f"--augment {spec}" for spec in edits)
+    without = next((m for m in train.memes if not m.has_picture), None)
+    if without is not None:
+        raise ConfigError(f"{named} edits pictures, but {train.name}'s meme {without.id!r} has none (caption-only "
+                          f"data): use a caption augmentation, or data with pictures")
+    if "image" not in getattr(detector, "modalities", ("image", "text")):
+        raise ConfigError(f"{named} edits pictures, but this detector reads only "
+                          f"{', '.join(detector.modalities)}: the edits would change nothing it sees")
 
 
 def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
