@@ -11,6 +11,7 @@ import torch  # noqa: F401  (imported once, before pytester runs: see tests/test
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.judge.gate import ErrorControl, PairedCell, RegressionCheck, judge_family, summarize
 from pytest_memerobust.report.gate_tables import change_line, change_lists
+from pytest_memerobust.track.names import report_metrics
 from test_cli_compare import _baseline  # 400 memes, right on every clean one, wrong on the given ones under typos@5
 from test_gate import SUITE  # the gate's suite: typos at 2 and 5, contrast at 3
 from test_gate_bounds import _binary  # probabilities that put 0.8 on the truth where right
@@ -228,15 +229,23 @@ def test_a_gated_run_lists_both_in_its_terminal_html_and_markdown_and_an_improve
     cells["text=typos@5"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.1, 0.9).tolist()
     cells["image=contrast@3"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.9, 0.1).tolist()
     base.write_text(json.dumps(data))
-    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    html, md, js = tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.json"
     run = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                              "--memerobust-gate=regressions", f"--memerobust-report={html}",
-                             f"--memerobust-report={md}", ".")
+                             f"--memerobust-report={md}", f"--memerobust-report={js}", ".")
     assert run.ret == 1  # the regression fails the run whatever improved
     out = run.stdout.str()
     assert re.search(r"^IMPROVED +typos@5 ", out, re.M) and re.search(r"^REGRESSED +contrast@3 ", out, re.M)
     assert re.search(r"^1 of 4 conditions and 0 of 1 family mean regressed \(clean did not\)", out, re.M)
     assert re.search(r"^1 of 4 conditions and 1 of 1 family mean improved \(clean did not\)", out, re.M)
+    # the verdict's line says both, and a tracker logs both
+    line = next(line for line in out.splitlines() if line.startswith("against the baseline "))
+    assert line.endswith(": 1 of 4 conditions and 0 of 1 family mean regressed (clean did not); family-wise error 5% "
+                         "over 19 rules; 1 of 4 conditions and 1 of 1 family mean improved (clean did not)"), line
+    metrics = report_metrics(json.loads(js.read_text()))
+    assert metrics["gate/regressed"] == 1 and metrics["gate/improved"] == 2
+    flagged = {k.rsplit("/", 2)[-2]: v for k, v in metrics.items() if k.endswith("_improved")}
+    assert flagged.get("typos-5") == 1 and flagged.get("contrast-3") == 0 and flagged.get("clean") == 0, flagged
     improved = re.search(r"^  (typos@5 accuracy \d\.\d{3} -> \d\.\d{3} \(\+\d\.\d{3}, improved; bound "
                          r"\+\d\.\d{3}, adjusted p [\d.e-]+\))$", out, re.M).group(1)
     regressed = re.search(r"^  (contrast@3 accuracy \d\.\d{3} -> \d\.\d{3} \(-\d\.\d{3}, regressed; bound "

@@ -171,6 +171,10 @@ def test_a_run_is_logged_to_mlflow_and_wandb_and_read_back(pytester, offline_wan
     assert second.data.metrics["demo/demo:test/typos-3/gate_acc_difference"] == comparison["difference"]
     assert second.data.metrics["demo/demo:test/typos-3/gate_acc_difference_ci_low"] == comparison["ci"][0]
     assert second.data.metrics["demo/demo:test/typos-3/gate_acc_regressed"] == 0
+    # the same checkpoint against its own baseline: nothing improved, said as 0 (not left out)
+    assert second.data.metrics["gate/improved"] == 0
+    assert second.data.metrics["demo/demo:test/typos-3/gate_acc_improved"] == 0
+    assert second.data.tags["memerobust.improved"] == "0" and "memerobust.improved" in run.data.tags
     history = mlflow_run.mlflow_history(uri)
     assert [e["gated"] for e in history] == [False, True] and all(e["verdict"] == "PASSED" for e in history)
     assert history[1]["families"] and history[1]["models"]["demo"]["checkpoint_sha256"]

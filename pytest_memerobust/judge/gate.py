@@ -726,8 +726,9 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     many rules could not be judged and why, the conditions only one side has (`new`: run but not in the baseline;
     `missing`: in the baseline, not run), the error control, the power, and the failing comparisons plus the
     `closest` nearest to failing, for a side-by-side table. Beside them the improvement family's: how many
-    conditions improved (`improved`, `improved_summary`) and the improved comparisons (`improvements`, also in the
-    table's rows). A condition several suites run (clean, in each) counts once."""
+    conditions improved (`improved`, `improved_summary`; `banner`: the summary line with the improved count, for a
+    verdict) and the improved comparisons (`improvements`, also in the table's rows). A condition several suites
+    run (clean, in each) counts once."""
     comparisons = list({(c.model, c.dataset, c.condition, c.rule): c for c in comparisons}.values())
     conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if not c.members))
     means = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.members))
@@ -763,9 +764,10 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     improved = sorted((c for c in comparisons if c.improved), key=lambda c: (c.condition != "clean",
                                                                             c.improved_p_value, c.condition))
     shown = list({(c.model, c.dataset, c.condition, c.rule): c for c in bad + improved + near}.values())
-    improved_line = None
+    improved_line = improved_count = None
     if judged:
-        improved_line = (_count_line(better, conditions, means, "improved")
+        improved_count = _count_line(better, conditions, means, "improved")
+        improved_line = (improved_count
                          + f"; {ErrorControl.parse(judged[0].control).short()} over the same {len(judged)} "
                          + "rules one-sided toward better" + (" (beyond 0, not the margin)" if mode ==
                                                               "non-inferiority" else "")
@@ -775,6 +777,7 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     return {"conditions": len(conditions), "family_means": len(means), "regressed": len(failing),
             "clean_regressed": bool(clean), "summary": line,
             "improved": len(better), "improved_summary": improved_line,
+            "banner": line + (f"; {improved_count}" if better else ""),
             "improvements": [c.as_dict() for c in improved],
             "mode": mode, "control": judged[0].control if judged else None,
             "method": " and ".join(methods) if methods else None,

@@ -73,6 +73,7 @@ def history_entry(report: dict, *, commit: str | None = None, date: datetime | N
             ("PASSED" if verdict.get("passed") else "FAILED") if verdict else None,
             "passed": verdict.get("passed"), "gated": bool(baseline),
             "regressed": bool(baseline.get("regressed")) if baseline else False,
+            "improved": int(baseline.get("improved") or 0) if baseline else 0,
             "models": {name: {"checkpoint_sha256": m.get("checkpoint_sha256"), "checkpoint": _file_name(m)}
                        for name, m in (report.get("models") or {}).items()},
             "families": families}
@@ -101,6 +102,7 @@ def entry_damage(entry) -> str | None:
     wrong += [k for k in OPTIONAL_TEXT_FIELDS if not isinstance(entry.get(k), (str, type(None)))]
     wrong += [k for k in ("gated", "regressed") if not isinstance(entry.get(k, False), bool)]
     wrong += [k for k in ("passed",) if not isinstance(entry.get(k), (bool, type(None)))]
+    wrong += [k for k in ("improved",) if type(entry.get(k, 0)) is not int]
     models = entry.get("models", {})
     if not isinstance(models, dict) or not all(
             isinstance(m, dict) and all(isinstance(m.get(k), (str, type(None))) for k in ("checkpoint_sha256",

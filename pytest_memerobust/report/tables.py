@@ -502,7 +502,8 @@ def verdict_lines(verdict: dict) -> list[str]:
                      + (f" ({fdr['failing'] - fdr['surviving']} may be chance)" if fdr["surviving"] < fdr["failing"]
                         else ""))
     if verdict.get("baseline"):
-        lines.append(f"against the baseline {verdict['baseline']['path']}: {verdict['baseline']['summary']}")
+        b = verdict["baseline"]  # what improved said beside what regressed (an improvement never passes a run)
+        lines.append(f"against the baseline {b['path']}: {b.get('banner', b['summary'])}")
     if verdict.get("interrupted"):  # never PASSED nor FAILED: the cases that did not run decided nothing
         from ..judge.verdict import cases_ran_text
 

@@ -42,10 +42,12 @@ def run_name(report: dict, entry: dict) -> str:
 
 
 def verdict_tags(entry: dict) -> dict[str, str]:
-    """Tags both trackers carry: the verdict (PASSED, FAILED), the commit when known, whether the gate regressed."""
+    """Tags both trackers carry: the verdict (PASSED, FAILED), the commit when known, whether the gate regressed and
+    how many conditions it found improved."""
     tags = {"memerobust.verdict": entry.get("verdict") or "NONE",
             "memerobust.gated": str(bool(entry.get("gated"))).lower(),
-            "memerobust.regressed": str(bool(entry.get("regressed"))).lower()}
+            "memerobust.regressed": str(bool(entry.get("regressed"))).lower(),
+            "memerobust.improved": str(int(entry.get("improved") or 0))}
     if entry.get("commit"):
         tags["memerobust.commit"] = str(entry["commit"])
     return tags

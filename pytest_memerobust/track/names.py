@@ -179,13 +179,14 @@ def verdict_metrics(report: dict) -> dict[str, float]:
 
 
 def gate_metrics(report: dict) -> dict[str, float]:
-    """The gate's comparison when the run was gated: conditions compared and regressed (clean among them: 1/0),
-    and per condition and rule the difference from the baseline with its interval and whether it regressed."""
+    """The gate's comparison when the run was gated: conditions compared, regressed (clean among them: 1/0) and
+    improved, and per condition and rule the difference from the baseline with its interval and whether it regressed
+    or improved beyond noise."""
     baseline = (report.get("verdict") or {}).get("baseline")
     if not isinstance(baseline, dict):
         return {}
     labels, datasets = model_labels(report), dataset_keys(report)
-    out = {f"gate/{name}": float(baseline.get(name) or 0) for name in ("conditions", "regressed", "rules")}
+    out = {f"gate/{name}": float(baseline.get(name) or 0) for name in ("conditions", "regressed", "improved", "rules")}
     out["gate/clean_regressed"] = float(bool(baseline.get("clean_regressed")))
     seen = set()
     # every comparison is in its case's record (the verdict's rows are only the failing and the nearest to failing)
@@ -202,6 +203,7 @@ def gate_metrics(report: dict) -> dict[str, float]:
             out.update(_interval_names(base + "_difference", {"value": difference, "ci_low": finite(ci[0]),
                                                                 "ci_high": finite(ci[1])}))
         out[base + "_regressed"] = float(bool(c.get("regressed")))
+        out[base + "_improved"] = float(bool(c.get("improved")))
     return {fit(k): v for k, v in out.items()}
 
 
