@@ -536,6 +536,10 @@ def test_shipped_demo_checkpoints_load(name, memes):
     assert det.fingerprint == file_sha256(card.checkpoint_path())
     assert det.modalities == ("image", "text") and det.params["map_dim"] == 32
     assert det.params.get("tda", False) == (name == "memeblip2-tda")
+    # what ran is the checkpoint's small backbone, not the card's (reports show `configuration`, not card params)
+    ran = det.configuration()
+    assert ran["params"]["map_dim"] == 32 != card.params["map_dim"] and ran["backbone"] != card.backbone
+    assert ran["backbone"] == det.backbone.spec and "config" in ran["backbone"]
     proba = proba_of(det, memes)
     assert proba.shape == (len(memes), 2) and proba.dtype == np.float32
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-6)

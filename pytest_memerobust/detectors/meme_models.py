@@ -248,6 +248,14 @@ class MemeDetector:
                 state.update({f"{prefix}.{k}": v.half() if v.is_floating_point() else v for k, v in base.items()})
         return state
 
+    def configuration(self) -> dict:
+        """What this detector was built with (architecture defaults < card < checkpoint metadata): a card's own
+        params can differ from what ran, e.g. the shipped demo weights' small backbone, which their metadata names."""
+        encoders = {"backbone": (self.backbone or self.text_backbone).spec}
+        if self.backbone is not None and self.text_backbone is not self.backbone:
+            encoders["text_backbone"] = self.text_backbone.spec
+        return {"params": dict(self.params), **encoders}
+
     def checkpoint_metadata(self) -> dict:
         meta = {"format": FORMAT, "params": json.dumps(self.params)}
         if self.adaptation is not None:
@@ -256,9 +264,8 @@ class MemeDetector:
             meta.update(adaptation_metadata(self))
         # A caption-only detector records its text encoder as the backbone: `build` reads an image-less backbone
         # as caption-only, so the checkpoint describes the same detector.
-        meta["backbone"] = json.dumps((self.backbone or self.text_backbone).spec)
-        if self.backbone is not None and self.text_backbone is not self.backbone:
-            meta["text_backbone"] = json.dumps(self.text_backbone.spec)
+        encoders = self.configuration()
+        meta.update({key: json.dumps(encoders[key]) for key in ("backbone", "text_backbone") if key in encoders})
         return meta
 
     def load_state(self, state: dict, source: str, metadata: dict | None = None) -> None:

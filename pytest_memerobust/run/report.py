@@ -155,6 +155,8 @@ def build_report(session) -> dict:
         detector = session.detector(model)
         models[model] = {"card": detector.card.as_dict(), "checkpoint": str(detector.checkpoint),
                          "checkpoint_sha256": detector.fingerprint, **_prompt_of(detector)}
+        if hasattr(detector, "configuration"):  # what ran, where the checkpoint's metadata overrides the card
+            models[model]["configuration"] = detector.configuration()
         adaptation = getattr(detector, "adaptation", None)
         if adaptation is not None:  # how it was trained: `adaptation lora (r=8), 73,728 trainable parameters`
             models[model]["adaptation"] = adaptation.describe()
