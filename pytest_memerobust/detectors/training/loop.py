@@ -53,19 +53,28 @@ def _features(detector, dataset: Dataset, store: FeatureStore, encoding=None):
     from the cache are not encoded, and not counted."""
     import torch
 
-    def tick(what: str):
-        return None if encoding is None else lambda n, total: encoding(f"{dataset.name} {what}", n, total)
-
+    tick = _ticker(encoding, dataset.name)
     if callable(getattr(detector, "encode_pairs", None)):  # a prompted model's probe: picture and caption read together
         return _pair_features(detector, dataset, tick("memes")), torch.zeros((len(dataset), 0))
 
     needs_images = "image" in getattr(detector, "modalities", ("image", "text"))
-    images = (store.features("image", [m.image for m in dataset.memes], detector.encode_images, ENCODE_BATCH_SIZE,
-                             tick("pictures"))
-              if needs_images else np.zeros((len(dataset), 0), dtype=np.float32))
-    texts = store.features("text", [m.text for m in dataset.memes], detector.encode_texts, ENCODE_BATCH_SIZE,
-                           tick("captions"))
-    return torch.as_tensor(images), torch.as_tensor(texts)
+    images = (_stored(detector, store, "image", [m.image for m in dataset.memes], tick("pictures"))
+              if needs_images else torch.zeros((len(dataset), 0)))
+    return images, _stored(detector, store, "text", [m.text for m in dataset.memes], tick("captions"))
+
+
+def _ticker(encoding, what: str):
+    """Per side (`captions`, `pictures`), the feature store's per-batch callback that reports `what side` to
+    `encoding(what, n, total)`; None without one."""
+    return lambda side: None if encoding is None else lambda n, total: encoding(f"{what} {side}", n, total)
+
+
+def _stored(detector, store: FeatureStore, side: str, inputs: list, tick=None):
+    """These inputs' features through the feature store (each input encoded once, in any run that shares it)."""
+    import torch
+
+    encode = detector.encode_images if side == "image" else detector.encode_texts
+    return torch.as_tensor(store.features(side, inputs, encode, ENCODE_BATCH_SIZE, tick))
 
 
 def _pair_features(detector, dataset: Dataset, progress=None):
@@ -118,20 +127,12 @@ def _epoch_features(detector, captions, pictures, store: FeatureStore, clean, au
                     encoding=None):
     """The training split's features as this epoch's augmentation left it: through the feature store (an input
     seen before, in this run or an earlier one, is read, not encoded)."""
-    import torch
-
     if not augmented:
         return clean
-
-    def tick(side: str):
-        return None if encoding is None else lambda n, total: encoding(f"{what} {side}", n, total)
-
-    xi = (torch.as_tensor(store.features("image", pictures, detector.encode_images, ENCODE_BATCH_SIZE,
-                                         tick("pictures"))).to(detector.device)
+    tick = _ticker(encoding, what)
+    xi = (_stored(detector, store, "image", pictures, tick("pictures")).to(detector.device)
           if pictures is not None and clean[0].shape[1] else clean[0])
-    xt = torch.as_tensor(store.features("text", captions, detector.encode_texts, ENCODE_BATCH_SIZE,
-                                        tick("captions"))).to(detector.device)
-    return xi, xt
+    return xi, _stored(detector, store, "text", captions, tick("captions")).to(detector.device)
 
 
 def _adversarial_loss(adversarial, logits_clean, logits_attacked, target, attacked_rows, multilabel, pos_weight):
