@@ -1,10 +1,10 @@
 """The adaptation study in small (issue 53): how the way MiniLM is adapted changes a caption detector's robustness.
 
 After the adaptation benchmark (`../shared/seeds/004_*.txt`), on PrideMM's real captions: the memeblip2-minilm card
-trained with each adaptation method (head, linear, adapter, LoRA at two ranks, prompt, full) on the same small budget,
-and head and LoRA rank 4 on 10/25/50/100% of the training split; each checkpoint run as a user runs it (pytest with
-its card) on a fixed random subsample of the test split, clean and under one caption condition per family at
-severity 3. Prints, per method: trainable parameters, training wall time, clean accuracy and AUROC with 95%
+trained with each adaptation method (head, linear, adapter, Compacter, LoRA at two ranks, prompt, full) on the same
+small budget, and head and LoRA rank 4 on 10/25/50/100% of the training split; each checkpoint run as a user runs it
+(pytest with its card) on a fixed random subsample of the test split, clean and under one caption condition per
+family at severity 3. Prints, per method: trainable parameters, training wall time, clean accuracy and AUROC with 95%
 bootstrap intervals, and relative robustness (accuracy under the condition / clean accuracy) per family with a paired
 bootstrap interval; then the data-share table, and the paired differences behind the paper's findings 2 and 3.
 
@@ -48,6 +48,7 @@ METHODS = {
     "head": ("head", None),
     "linear": ("linear", None),
     "adapter": ("adapter", None),
+    "compacter": ("compacter", None),
     "lora-r4": ("lora:rank=4", None),
     "lora-r16": ("lora:rank=16", None),
     "prompt-16": ("prompt:tokens=16", None),
@@ -278,8 +279,8 @@ def main(argv=None) -> int:
 
     print("\n## Paired differences, a - b (95% interval on the same resampled memes): mean relative robustness over "
           "the families; clean accuracy\n")
-    pairs = [("full", "adapter"), ("full", "lora-r4"), ("full", "head"), ("adapter", "head"), ("lora-r16", "lora-r4"),
-             ("full", "linear"), ("prompt-16", "head")]
+    pairs = [("full", "adapter"), ("full", "compacter"), ("full", "lora-r4"), ("full", "head"), ("adapter", "head"),
+             ("compacter", "adapter"), ("lora-r16", "lora-r4"), ("full", "linear"), ("prompt-16", "head")]
     for a, b in pairs:
         if a in results and b in results:
             print(f"- {a} - {b}: RR mean {difference(results[a], results[b])}; clean accuracy "

@@ -75,17 +75,19 @@ def test_specs_normalise_with_published_defaults():
     assert parse_adaptation("prompt") == {"method": "prompt", "tokens": 16}
     assert parse_adaptation("prompt:tokens=4") == {"method": "prompt", "tokens": 4}
     assert parse_adaptation("full") == {"method": "full"}
+    assert parse_adaptation("compacter") == {"method": "compacter", "reduction": 16, "phm": 4}
     spec = parse_adaptation("adapter")
     assert parse_adaptation(spec) == spec  # a normalised spec (a checkpoint's) reads back the same
 
 
 @pytest.mark.parametrize("value, words", [
-    ("lora_x", ["unknown adaptation method 'lora_x'", "head, linear, adapter, lora, prompt, full"]),
+    ("lora_x", ["unknown adaptation method 'lora_x'", "head, linear, adapter, compacter, lora, prompt, full"]),
     ("lora:rank=0", ["rank = 0", "positive whole number"]),
     ("lora:r=8", ["unknown key(s) r", "rank, alpha, dropout, targets"]),
     ("lora:dropout=1.5", ["dropout = 1.5", "[0, 1)"]),
     ({"method": "lora", "targets": ["dense"]}, ["unknown 'dense'", "query, key, value"]),
     ("adapter:reduction=half", ["reduction = 'half'"]),
+    ("compacter:phm=0", ["phm = 0", "positive whole number"]),
     ("prompt:tokens", ["'tokens' is not key=value"]),
     ({"rank": 8}, ["unknown adaptation method None"]),
 ])
@@ -96,6 +98,10 @@ def test_bad_specs_are_refused_naming_the_culprit(value, words):
         assert word in str(info.value)
 
 
+# the tiny BERT is 32 wide: Compacter's 4 Kronecker factors need a bottleneck they divide (32 // 4 = 8)
+TINY_SPECS = {"compacter": "compacter:reduction=4,phm=4"}
+
+
 @pytest.mark.parametrize("method", ADAPTATION_METHODS)
 def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_path):
     card = _card({"kind": "minilm", "name": str(bert_folders[0])})
@@ -103,11 +109,12 @@ def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_
     base_fingerprint, base_features = detector.text_backbone.fingerprint(), detector.encode_texts(CAPTIONS)
     head_count = sum(p.numel() for p in detector.head_module.parameters())
     encoder_count = sum(p.numel() for p in detector.text_backbone.parameters())
-    adaptation = adapt(detector, parse_adaptation(method), seed=0)
+    spec = parse_adaptation(TINY_SPECS.get(method, method))
+    adaptation = adapt(detector, spec, seed=0)
 
     assert adaptation.method == method and detector.adaptation is adaptation
     assert adaptation.trainable_parameters == sum(p.numel() for p in adaptation.parameters())
-    assert adaptation.encoders_trainable == (method in ("adapter", "lora", "prompt", "full"))
+    assert adaptation.encoders_trainable == (method in ("adapter", "compacter", "lora", "prompt", "full"))
     if method == "head":
         assert adaptation.trainable_parameters == head_count
     elif method == "linear":
@@ -121,6 +128,9 @@ def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_
         assert adaptation.trainable_parameters == head_count + _lora_formula(detector, 8)
     if method == "adapter":  # Houlsby, reduction 16: 32 -> 2 -> 32 with biases, after attention and MLP
         assert adaptation.trainable_parameters == head_count + 2 * 2 * (32 * 2 + 2 + 2 * 32 + 32)
+    if method == "compacter":  # PHM down 32 -> 8 and up 8 -> 32 (n = 4): 4^3 rules, 4 factors of 8x2, biases
+        phm = (4 ** 3 + 4 * 8 * 2 + 8) + (4 ** 3 + 4 * 2 * 8 + 32)
+        assert adaptation.trainable_parameters == head_count + 2 * 2 * phm
     if method == "prompt":
         assert adaptation.trainable_parameters == head_count + 16 * 32
 
@@ -138,10 +148,10 @@ def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_
     path = tmp_path / f"{method}.safetensors"
     save_state_dict(detector.shipped_state(), path, detector.checkpoint_metadata())
     state, metadata = load_state_dict(path)
-    assert json.loads(metadata["adaptation"]) == parse_adaptation(method)
+    assert json.loads(metadata["adaptation"]) == spec
     assert int(metadata["trainable_parameters"]) == adaptation.trainable_parameters
     encoder_keys = sorted(k for k in state if not k.startswith("head."))
-    if method in ("adapter", "lora", "prompt"):  # only what trained: no base encoder tensor
+    if method in ("adapter", "compacter", "lora", "prompt"):  # only what trained: no base encoder tensor
         assert encoder_keys and all(k.startswith(f"backbone.{method}.") for k in encoder_keys)
         assert json.loads(metadata["base_digest"])["backbone"].startswith("files:")
     elif method == "full":
@@ -213,8 +223,10 @@ def test_the_card_written_beside_the_checkpoint_loads_it(bert_folders, tmp_path)
 
 
 @pytest.mark.parametrize("kind, method, words", [
-    ("open_clip", "lora", ["backbone kind 'open_clip'", "MultiheadAttention", "head, linear, adapter, full"]),
-    ("hf-clip", "prompt", ["backbone kind 'hf-clip'", "end-of-text token", "head, linear, adapter, lora, full"]),
+    ("open_clip", "lora", ["backbone kind 'open_clip'", "MultiheadAttention",
+                           "head, linear, adapter, compacter, full"]),
+    ("hf-clip", "prompt", ["backbone kind 'hf-clip'", "end-of-text token",
+                           "head, linear, adapter, compacter, lora, full"]),
 ])
 def test_a_method_the_backbone_kind_cannot_take_is_refused_before_training(kind, method, words):
     from tiny_backbones import KINDS
@@ -263,7 +275,7 @@ def test_a_picture_reading_detector_adapts_both_towers(kind, method, tmp_path):
     assert torch.equal(torch.as_tensor(reloaded.predict_proba(pictures, CAPTIONS)), torch.as_tensor(before))
 
 
-@pytest.mark.parametrize("method", ["adapter", "lora", "prompt", "full"])
+@pytest.mark.parametrize("method", ["adapter", "compacter", "lora", "prompt", "full"])
 def test_the_real_minilm_adapts_and_reloads(method, tmp_path):
     card = _card({"kind": "minilm"})
     detector = load_detector(card)
@@ -280,6 +292,29 @@ def test_the_real_minilm_adapts_and_reloads(method, tmp_path):
     reloaded = load_detector(card, checkpoint=path)
     assert torch.equal(torch.as_tensor(reloaded.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
                        torch.as_tensor(before))
+
+
+def test_a_phm_layer_is_the_sum_of_kronecker_products_and_starts_at_the_adapters_scale():
+    """Compacter's PHM layer against torch.kron written out: W = sum_i A_i (x) B_i, y = x W + b; 1/n of the weights
+    of the Linear it replaces (plus n^3), and a start as small as a Houlsby adapter's (std 0.01)."""
+    from pytest_memerobust.detectors.training.adaptation import PHMLinear
+
+    layer = PHMLinear(384, 24, 4, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        layer.bias.normal_()
+        reference = sum(torch.kron(layer.rules[i], layer.factors[i]) for i in range(4))
+        x = torch.randn(5, 384)
+        torch.testing.assert_close(layer.weight(), reference)
+        torch.testing.assert_close(layer(x), x @ reference + layer.bias)
+    assert sum(p.numel() for p in layer.parameters()) == 4 ** 3 + 384 * 24 // 4 + 24
+    assert 0.008 < float(reference.std()) < 0.012
+
+
+def test_kronecker_factors_that_do_not_divide_the_bottleneck_are_refused(bert_folders):
+    detector = load_detector(_card({"kind": "minilm", "name": str(bert_folders[0])}))
+    with pytest.raises(ConfigError, match=r"phm = 4 Kronecker factors must divide both the layer width 32 and its "
+                                          r"bottleneck 2 \(width // reduction 16\)"):
+        adapt(detector, parse_adaptation("compacter"), seed=0)
 
 
 def test_a_checkpoint_missing_an_adapted_tensor_is_refused(bert_folders, tmp_path):

@@ -219,7 +219,7 @@ def test_adversarial_training_is_refused_for_a_detector_without_a_gradient_path(
 
 # --- adaptation through the training loop ----------------------------------------------------------------
 
-@pytest.mark.parametrize("method", ["lora:rank=4", "prompt:tokens=4", "full"])
+@pytest.mark.parametrize("method", ["lora:rank=4", "compacter:reduction=4,phm=4", "prompt:tokens=4", "full"])
 def test_an_adapted_checkpoint_reloads_with_the_predictions_it_ended_training_with(method, tmp_path):
     """`memerobust train --adaptation` on a tiny BERT caption encoder (encoders in the loop): the checkpoint and the
     card written beside it load back and predict the validation memes exactly as the trained detector did."""

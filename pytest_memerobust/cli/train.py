@@ -56,9 +56,9 @@ def add_parser(sub) -> None:
                        help="ce (default: cross-entropy on the attacked memes) or trades[:BETA] (clean cross-entropy "
                             "plus BETA x KL(clean || attacked); BETA default 6)")
     train.add_argument("--adaptation", metavar="METHOD",
-                       help="what is trained: head (default: frozen encoders, the trainable head), linear, adapter, "
-                            "lora[:rank=R,alpha=A], prompt[:tokens=N] or full; default: the card's [training] "
-                            "adaptation")
+                       help="what is trained: head (default: frozen encoders, the trainable head), linear, "
+                            "adapter[:reduction=R], compacter[:phm=N,reduction=R], lora[:rank=R,alpha=A], "
+                            "prompt[:tokens=N] or full; default: the card's [training] adaptation")
     train.add_argument("--download", action="store_true", help="let a backbone named by hub id that is not on this "
                        "machine download (into the Hugging Face cache); without it such a backbone is an error")
 

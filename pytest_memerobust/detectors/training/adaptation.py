@@ -4,6 +4,8 @@ methods, `../shared/seeds/004_*.txt`).
     head      the MemeHead on frozen encoders (projections, adapters, TDA, classifier): the default
     linear    a linear probe: one Linear layer over the concatenated frozen features, in place of the MemeHead
     adapter   Houlsby bottleneck adapters (down, GELU, up, residual) after the attention and the MLP of every layer
+    compacter the same adapters with PHM layers for down and up (a sum of Kronecker products), as the adaptation
+              benchmark ran Compacter: PHM layers only, neither shared across layers nor low-rank
     lora      LoRA (through peft) on the attention q/k/v/o and MLP projections of every layer
     prompt    CoOp context tokens after [CLS] of the caption; VPT-shallow tokens after [CLS] of the picture
     full      every encoder weight trains
@@ -27,17 +29,19 @@ from torch import nn
 
 from ...errors import CheckpointError, ConfigError
 
-ADAPTATION_METHODS = ("head", "linear", "adapter", "lora", "prompt", "full")
+ADAPTATION_METHODS = ("head", "linear", "adapter", "compacter", "lora", "prompt", "full")
 # Methods whose added tensors live inside an encoder (saved as `<encoder>.<method>.<name>`), and those that change
 # what an encoder computes (its features cannot come from the cache of the base encoder).
-ADDED_TENSOR_METHODS = ("adapter", "lora", "prompt")
+ADDED_TENSOR_METHODS = ("adapter", "compacter", "lora", "prompt")
 ENCODER_METHODS = ADDED_TENSOR_METHODS + ("full",)
 LORA_TARGETS = ("query", "key", "value", "attention_output", "mlp_in", "mlp_out")
 # Published defaults: LoRA (Hu et al. 2021) r 8, alpha 16, no dropout; Houlsby adapters (2019) with the
-# VL-Adapter reduction 16; CoOp (Zhou et al. 2022) 16 context tokens.
+# VL-Adapter reduction 16; Compacter (Karimi Mahabadi et al. 2021) n = 4 Kronecker factors at the same reduction;
+# CoOp (Zhou et al. 2022) 16 context tokens.
 DEFAULTS = {
     "head": {}, "linear": {}, "full": {},
     "adapter": {"reduction": 16},
+    "compacter": {"reduction": 16, "phm": 4},
     "lora": {"rank": 8, "alpha": 16, "dropout": 0.0, "targets": list(LORA_TARGETS)},
     "prompt": {"tokens": 16},
 }
@@ -98,7 +102,8 @@ LORA_REFUSAL = {"open_clip": "its attention is torch's MultiheadAttention, whose
 # -- specs -----------------------------------------------------------------------------------------------------------
 def parse_adaptation(value) -> dict:
     """A normalised spec {"method": ..., that method's keys with their defaults} from a CLI string (`lora`,
-    `lora:rank=4,alpha=8`, `lora:targets=query+value`, `adapter:reduction=8`, `prompt:tokens=8`), a card's inline
+    `lora:rank=4,alpha=8`, `lora:targets=query+value`, `adapter:reduction=8`, `compacter:phm=4`, `prompt:tokens=8`),
+    a card's inline
     table ({method = "lora", rank = 8, targets = ["query", "value"]}) or a spec already normalised."""
     if isinstance(value, str):
         method, _, rest = value.strip().partition(":")
@@ -141,7 +146,7 @@ def _cli_value(key: str, raw: str):
 def _checked(method: str, key: str, value):
     where = f"adaptation {method!r} {key} = {value!r}"
     whole = isinstance(value, int) and not isinstance(value, bool)
-    if key in ("rank", "reduction", "tokens"):
+    if key in ("rank", "reduction", "tokens", "phm"):
         if not whole or value < 1:
             raise ConfigError(f"{where}: expected a positive whole number")
         return value
@@ -168,6 +173,7 @@ def describe(spec: dict) -> str:
     """`lora (r=8)`, `adapter (reduction 16)`, `prompt (16 tokens)`, `head`: the method and its size in a few words."""
     method = spec["method"]
     detail = {"lora": lambda: f"r={spec['rank']}", "adapter": lambda: f"reduction {spec['reduction']}",
+              "compacter": lambda: f"reduction {spec['reduction']}, {spec['phm']} Kronecker factors",
               "prompt": lambda: f"{spec['tokens']} tokens"}.get(method)
     return f"{method} ({detail()})" if detail else method
 
@@ -192,7 +198,7 @@ def _methods_for(kind: str, towers: list[str]) -> list[str]:
     layout = LAYOUTS.get(kind)
     if layout is None:
         return ["head", "linear", "full"]
-    return ["head", "linear", "adapter", *(["lora"] if kind not in LORA_REFUSAL else []),
+    return ["head", "linear", "adapter", "compacter", *(["lora"] if kind not in LORA_REFUSAL else []),
             *(["prompt"] if all(layout[t].prompt for t in towers) else []), "full"]
 
 
@@ -231,15 +237,18 @@ def check_adaptation(spec: dict, detector) -> None:
 
 # -- adapting --------------------------------------------------------------------------------------------------------
 class ResidualAdapter(nn.Module):
-    """Houlsby's bottleneck adapter on the output of `inner`: h = y + up(GELU(down(y))), y = inner(x)."""
+    """Houlsby's bottleneck adapter on the output of `inner`: h = y + up(GELU(down(y))), y = inner(x); with `phm`
+    Kronecker factors, down and up are PHM layers (Compacter's)."""
 
-    def __init__(self, inner: nn.Module, dim: int, bottleneck: int, generator: torch.Generator):
+    def __init__(self, inner: nn.Module, dim: int, bottleneck: int, generator: torch.Generator, phm: int = 0):
         super().__init__()
         self.inner = inner
+        if phm:
+            self.down, self.up = PHMLinear(dim, bottleneck, phm, generator), PHMLinear(bottleneck, dim, phm, generator)
+            return
         self.down, self.up = nn.Linear(dim, bottleneck), nn.Linear(bottleneck, dim)
         for layer in (self.down, self.up):
-            layer.weight.data = _normal(layer.weight.shape, ADAPTER_INIT_STD, generator).clamp_(
-                -2 * ADAPTER_INIT_STD, 2 * ADAPTER_INIT_STD)
+            layer.weight.data = _truncated(layer.weight.shape, ADAPTER_INIT_STD, generator)
             nn.init.zeros_(layer.bias)
 
     def forward(self, *args, **kwargs):
@@ -247,8 +256,35 @@ class ResidualAdapter(nn.Module):
         return out + self.up(F.gelu(self.down(out)))
 
 
+class PHMLinear(nn.Module):
+    """A parameterized hypercomplex multiplication layer (Zhang et al. 2021; Compacter's): y = x W + b with
+    W = sum_i A_i (x) B_i, A_i n x n, B_i (in/n) x (out/n): about 1/n of a Linear's weights. A starts Glorot-uniform
+    as in Compacter (E[A^2] = 1/n), B from N(0, ADAPTER_INIT_STD) truncated at 2 sigma: each entry of W sums n
+    products, so W starts at the plain adapter's scale (near identity)."""
+
+    def __init__(self, in_features: int, out_features: int, n: int, generator: torch.Generator):
+        super().__init__()
+        self.in_features, self.out_features, self.n = in_features, out_features, n
+        bound = (6 / (2 * n)) ** 0.5  # Glorot-uniform on each n x n rule
+        self.rules = nn.Parameter(torch.rand((n, n, n), generator=generator) * 2 * bound - bound)
+        self.factors = nn.Parameter(_truncated((n, in_features // n, out_features // n), ADAPTER_INIT_STD, generator))
+        self.bias = nn.Parameter(torch.zeros(out_features))
+
+    def weight(self) -> torch.Tensor:
+        """W (in x out): row a*p + c, column b*q + d holds sum_i A_i[a, b] B_i[c, d]."""
+        return torch.einsum("iab,icd->acbd", self.rules, self.factors).reshape(self.in_features, self.out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight().to(x.dtype) + self.bias.to(x.dtype)
+
+
 def _normal(shape, std: float, generator: torch.Generator) -> torch.Tensor:
     return torch.randn(tuple(shape), generator=generator) * std
+
+
+def _truncated(shape, std: float, generator: torch.Generator) -> torch.Tensor:
+    """N(0, std) clamped at 2 std: the adapters' near-identity start."""
+    return _normal(shape, std, generator).clamp_(-2 * std, 2 * std)
 
 
 @dataclass
@@ -354,9 +390,9 @@ def adapt(detector, spec: dict, seed: int = 0) -> Adaptation:
         if method == "full":
             for p in backbone.parameters():
                 p.requires_grad_(True)
-        elif method == "adapter":
+        elif method in ("adapter", "compacter"):
             for tower in towers:
-                _add_adapters(backbone, LAYOUTS[kind][tower], spec["reduction"], generator)
+                _add_adapters(backbone, LAYOUTS[kind][tower], spec["reduction"], generator, spec.get("phm", 0))
         elif method == "lora":
             _add_lora(backbone, [LAYOUTS[kind][t] for t in towers], spec, seed)
         elif method == "prompt":
@@ -382,7 +418,8 @@ def _resolve(root: nn.Module, path: str) -> tuple[nn.Module, str, nn.Module | No
     return parent, name, getattr(parent, name, None)
 
 
-def _add_adapters(backbone: nn.Module, tower: Tower, reduction: int, generator: torch.Generator) -> None:
+def _add_adapters(backbone: nn.Module, tower: Tower, reduction: int, generator: torch.Generator,
+                  phm: int = 0) -> None:
     for _, layer in _layers(backbone, tower):
         for site in tower.adapter_sites:
             parent, name, module = _resolve(layer, site)
@@ -391,7 +428,12 @@ def _add_adapters(backbone: nn.Module, tower: Tower, reduction: int, generator: 
             dim = module.out_features if isinstance(module, nn.Linear) else \
                 _resolve(layer, tower.width)[2].normalized_shape[0]
             dtype = next(module.parameters(), torch.empty(0)).dtype  # the encoder's own precision
-            adapter = ResidualAdapter(module, dim, max(1, dim // reduction), generator)
+            bottleneck = max(1, dim // reduction)
+            if phm and (dim % phm or bottleneck % phm):
+                raise ConfigError(f"adaptation 'compacter': phm = {phm} Kronecker factors must divide both the layer "
+                                  f"width {dim} and its bottleneck {bottleneck} (width // reduction {reduction}); "
+                                  f"choose phm or reduction so that they do")
+            adapter = ResidualAdapter(module, dim, bottleneck, generator, phm)
             setattr(parent, name, adapter.to(dtype))
 
 

@@ -5,8 +5,8 @@ same feature store as the test runs (keyed by the backbone, not the head): a sec
 backbone and data, or a test run of it, reads those features from the cache. Augmented inputs (augmentation.py) go
 through the same store, so a second run of the same command encodes nothing. Adversarial training
 (adversarial.py) attacks each batch against the current weights; what the attack makes is encoded there and then,
-never cached (it changes with the weights). Adaptations that train the encoders (adapter, lora, prompt, full) call
-them on every batch instead of reading features.
+never cached (it changes with the weights). Adaptations that train the encoders (adapter, compacter, lora, prompt,
+full) call them on every batch instead of reading features.
 
 Every step runs at RESULT_THREADS intra-op threads (determinism.py), so the same command writes the same checkpoint
 bytes at any thread count. With a `state_path`, the loop saves its full state (trained tensors, optimiser, random
