@@ -135,6 +135,29 @@ def _epoch_features(detector, captions, pictures, store: FeatureStore, clean, au
     return xi, _stored(detector, store, "text", captions, tick("captions")).to(detector.device)
 
 
+def _attacked_batch_loss(detector, adversarial, logits, features, target, batch, reads_images: bool, in_loop: bool,
+                         multilabel: bool, pos_weight, seed: int, epoch: int):
+    """A training batch attacked against the current weights (the head in eval mode while the attack runs), its
+    attacked memes encoded (through the encoders' gradients when they train), and the adversarial loss; the clean
+    loss when the attack kept every meme clean. `features`: the batch's clean (image, text) features; `batch`: its
+    (memes, captions, pictures)."""
+    module, (xi, xt) = detector.head_module, features
+    module.eval()
+    rows, attacked_captions, attacked_pictures = attack_batch(adversarial, detector, *batch, target.cpu().numpy(),
+                                                              xi.detach().cpu().numpy(), seed, epoch)
+    module.train()
+    if not rows:
+        return classification_loss(logits, target, multilabel, pos_weight=pos_weight)
+    on_pictures = reads_images and adversarial.modality == "image"
+    sub_pictures = [attacked_pictures[k] for k in rows] if attacked_pictures is not None else None
+    axi, axt = _encoded(detector, [attacked_captions[k] for k in rows], sub_pictures, on_pictures, grad=in_loop)
+    if not on_pictures:
+        axi = xi[rows]
+    if adversarial.modality == "image" and not adversarial.rewrites_caption:
+        axt = xt[rows]
+    return _adversarial_loss(adversarial, logits, detector.logits(axi, axt), target, rows, multilabel, pos_weight)
+
+
 def _adversarial_loss(adversarial, logits_clean, logits_attacked, target, attacked_rows, multilabel, pos_weight):
     """Cross-entropy on the batch as attacked (clean where a meme was kept clean), or TRADES: the clean
     cross-entropy plus beta times KL(clean || attacked), summed over the attacked memes and divided by the batch."""
@@ -243,24 +266,9 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
             if adversarial is None:
                 loss = classification_loss(logits, target, multilabel, pos_weight=pos_weight)
             else:
-                module.eval()
-                rows, attacked_captions, attacked_pictures = attack_batch(
-                    adversarial, detector, [memes[i] for i in idx], batch_captions, batch_pictures,
-                    target.cpu().numpy(), xi.detach().cpu().numpy(), seed, epoch)
-                module.train()
-                if rows:
-                    sub_captions = [attacked_captions[k] for k in rows]
-                    sub_pictures = [attacked_pictures[k] for k in rows] if attacked_pictures is not None else None
-                    axi, axt = _encoded(detector, sub_captions, sub_pictures,
-                                        reads_images and adversarial.modality == "image", grad=in_loop)
-                    if not (reads_images and adversarial.modality == "image"):
-                        axi = xi[rows]
-                    if adversarial.modality == "image" and not adversarial.rewrites_caption:
-                        axt = xt[rows]
-                    loss = _adversarial_loss(adversarial, logits, detector.logits(axi, axt), target, rows,
-                                             multilabel, pos_weight)
-                else:
-                    loss = classification_loss(logits, target, multilabel, pos_weight=pos_weight)
+                loss = _attacked_batch_loss(detector, adversarial, logits, (xi, xt), target,
+                                            ([memes[i] for i in idx], batch_captions, batch_pictures),
+                                            reads_images, in_loop, multilabel, pos_weight, seed, epoch)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
