@@ -183,6 +183,24 @@ def test_same_seed_same_initial_weights(bert_folders):
     assert all(not first[k].any() for k in first if "lora_B" in k)  # B starts at zero, as published
 
 
+def test_compacters_start_from_the_seed_near_identity(bert_folders):
+    """The same seed gives the same PHM rules and factors (a rerun of a training command starts where it did), another
+    seed others; and at the start the adapted encoder computes almost what the base did (Houlsby's near-identity)."""
+    card = _card({"kind": "minilm", "name": str(bert_folders[0])})
+    base = load_detector(card).encode_texts(CAPTIONS)
+    initial = {}
+    for seed in (3, 3, 4):
+        detector = load_detector(card)
+        adapt(detector, parse_adaptation(TINY_SPECS["compacter"]), seed=seed)
+        initial.setdefault(seed, []).append({k: v.clone() for k, v in detector.shipped_state().items()
+                                             if ".compacter." in k})
+    first, again, other = initial[3][0], initial[3][1], initial[4][0]
+    assert first and all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first if k.endswith(("rules", "factors")))
+    moved = float(abs(detector.encode_texts(CAPTIONS) - base).max())
+    assert 0 < moved < 1e-3  # features of size ~0.5 move by ~1e-5, as under a Houlsby adapter
+
+
 def test_a_checkpoint_loaded_onto_another_base_is_refused_naming_both_digests(bert_folders, tmp_path):
     """The checkpoint names its encoder's folder; weights there that are not those it was adapted from (a
     re-download, another model copied in) are refused."""
