@@ -726,8 +726,9 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     many rules could not be judged and why, the conditions only one side has (`new`: run but not in the baseline;
     `missing`: in the baseline, not run), the error control, the power, and the failing comparisons plus the
     `closest` nearest to failing, for a side-by-side table. Beside them the improvement family's: how many
-    conditions improved (`improved`, `improved_summary`; `banner`: the summary line with the improved count, for a
-    verdict) and the improved comparisons (`improvements`, also in the table's rows). A condition several suites
+    conditions improved (`improved`, `improved_summary`, and its count alone, `improved_count`, which
+    `improved_count_clause` puts after the summary where a verdict names the baseline in one line) and the improved
+    comparisons (`improvements`, also in the table's rows). A condition several suites
     run (clean, in each) counts once."""
     comparisons = list({(c.model, c.dataset, c.condition, c.rule): c for c in comparisons}.values())
     conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if not c.members))
@@ -777,7 +778,7 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     return {"conditions": len(conditions), "family_means": len(means), "regressed": len(failing),
             "clean_regressed": bool(clean), "summary": line,
             "improved": len(better), "improved_summary": improved_line,
-            "banner": line + (f"; {improved_count}" if better else ""),
+            "improved_count": improved_count,
             "improvements": [c.as_dict() for c in improved],
             "mode": mode, "control": judged[0].control if judged else None,
             "method": " and ".join(methods) if methods else None,
@@ -788,6 +789,14 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
             "power": _power(judged) if mode == "regressions" else {},
             "memes_needed": _memes_needed(comparisons) if mode == "non-inferiority" else None,
             "rows": [c.as_dict() for c in shown] + [c.as_dict() for c in unjudged]}
+
+
+def improved_count_clause(summary: dict) -> str:
+    """`; 5 of 5 conditions and 1 of 1 family mean improved, clean included`: the improvement family's count, to follow
+    the regressed count where a verdict or report names the baseline in one line; empty when nothing was judged. A
+    summary from before `improved_count` was kept (an older JSON report) gives it from its `improved_summary`."""
+    line = summary.get("improved_count") or (summary.get("improved_summary") or "").partition(";")[0]
+    return f"; {line}" if line else ""
 
 
 def _count_line(found: list[tuple], conditions: list[tuple], means: list[tuple], verb: str) -> str:

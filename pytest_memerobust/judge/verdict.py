@@ -278,7 +278,9 @@ def _summary_line(models: list[dict], gate_summary: dict | None, gate: str) -> s
                      + ("" if gate in ("thresholds", "both") else ", not gating")
                      + (f", {raised} more raised an error ({kinds})" if raised else ""))
     if gate_summary is not None:
-        parts.append(f"against the baseline: {gate_summary.get('banner', gate_summary['summary'])}"
+        from .gate import improved_count_clause
+
+        parts.append(f"against the baseline: {gate_summary['summary']}{improved_count_clause(gate_summary)}"
                      + ("" if gate in ("regressions", "both") else ", not gating"))
     return "; ".join(parts)
 

@@ -146,13 +146,6 @@ def _plain(value, sign: str = "") -> str:
     return "nan" if value is None or value != value else f"{value:{sign}.3f}"
 
 
-def improved_count(summary: dict) -> str:
-    """`; 5 of 5 conditions and 1 of 1 family mean improved, clean included`: the improvement family's count, to
-    follow the regressed count where a report names the baseline in one line; empty when nothing was judged."""
-    line = summary.get("improved_summary")
-    return f"; {line.partition(';')[0]}" if line else ""
-
-
 LISTED = 12  # rules a terminal lists per direction (regressed, improved); every one is in the JSON
 
 

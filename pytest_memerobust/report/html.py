@@ -249,10 +249,10 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
                      + ".</p>")
     baseline = verdict.get("baseline")
     if baseline:
-        from .gate_tables import improved_count
+        from ..judge.gate import improved_count_clause
 
         parts.append(f"<p><b>Baseline</b> <code>{_e(baseline.get('path', ''))}</code>: "
-                     f"{_e(baseline.get('summary', '') + improved_count(baseline))} "
+                     f"{_e(baseline.get('summary', '') + improved_count_clause(baseline))} "
                      "<a href='#baseline'>(comparison)</a></p>")
     cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
     failing = list(verdict.get("failing") or [])

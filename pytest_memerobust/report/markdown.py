@@ -137,10 +137,10 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
                    + (f"; {chance} may be chance" if chance > 0 else "") + ".")
     baseline = verdict.get("baseline")
     if baseline:
-        from .gate_tables import improved_count
+        from ..judge.gate import improved_count_clause
 
         out.append(f"**Baseline** `{baseline.get('path', '')}`: "
-                   f"{cell(baseline.get('summary', '') + improved_count(baseline))} ([comparison](#baseline))")
+                   f"{cell(baseline.get('summary', '') + improved_count_clause(baseline))} ([comparison](#baseline))")
     cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
     failing = list(verdict.get("failing") or [])
     out += ['<a id="failing"></a>', f"### Failing cases ({len(failing)})"]

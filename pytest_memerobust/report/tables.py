@@ -502,8 +502,10 @@ def verdict_lines(verdict: dict) -> list[str]:
                      + (f" ({fdr['failing'] - fdr['surviving']} may be chance)" if fdr["surviving"] < fdr["failing"]
                         else ""))
     if verdict.get("baseline"):
+        from ..judge.gate import improved_count_clause
+
         b = verdict["baseline"]  # what improved said beside what regressed (an improvement never passes a run)
-        lines.append(f"against the baseline {b['path']}: {b.get('banner', b['summary'])}")
+        lines.append(f"against the baseline {b['path']}: {b['summary']}{improved_count_clause(b)}")
     if verdict.get("interrupted"):  # never PASSED nor FAILED: the cases that did not run decided nothing
         from ..judge.verdict import cases_ran_text
 
