@@ -31,6 +31,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_memerobust.report.gate_tables import change_line  # the gate's own wording of a decision
+
 CARD = "memeblip2-tda"
 ADVERSARIAL = {"pgd": "ce", "trades": "trades:6"}
 RECIPES = {  # name -> the flags of `memerobust train` beyond the card's demo recipe
@@ -161,14 +163,6 @@ def compare(plain: Path, other: Path, out: Path, args) -> dict:
     return json.loads(out.read_text())
 
 
-def change_line(c: dict, improved: bool) -> str:
-    """One comparison as the gate words it: condition and rule, before -> now, the change, its bound and p."""
-    what = f"{c['condition']} {c['what']}"
-    bound, p = (c["improved_bound"], c["improved_p_value"]) if improved else (c["bound"], c["p_value"])
-    return (f"{what} {c['before']:.3f} -> {c['now']:.3f} ({c['difference']:+.3f}, "
-            f"{'improved' if improved else 'regressed'}; bound {bound:+.3f}, adjusted p {p:.3g})")
-
-
 def _ci(value: float, ci) -> str:
     return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
@@ -227,8 +221,8 @@ def run(recipes: list[str], work: Path, args) -> int:
         document = compare(results["plain"]["baseline"], results[recipe]["baseline"],
                            work / f"compare-plain-{recipe}.json", args)
         verdict = document["verdict"]
-        improved = [change_line(c, True) for c in document["comparisons"] if c.get("improved")]
-        regressed = [change_line(c, False) for c in document["comparisons"] if c.get("regressed")]
+        improved = [change_line(c, True, c["condition"]) for c in document["comparisons"] if c.get("improved")]
+        regressed = [change_line(c, False, c["condition"]) for c in document["comparisons"] if c.get("regressed")]
         print(f"\n{recipe} against plain (memerobust compare):\n  {verdict['summary']}\n  "
               f"{verdict.get('improved_summary') or 'nothing improved'}")
         print(f"  improved ({len(improved)}):" + "".join(f"\n    {line}" for line in improved))
