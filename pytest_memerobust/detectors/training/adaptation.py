@@ -103,8 +103,7 @@ LORA_REFUSAL = {"open_clip": "its attention is torch's MultiheadAttention, whose
 def parse_adaptation(value) -> dict:
     """A normalised spec {"method": ..., that method's keys with their defaults} from a CLI string (`lora`,
     `lora:rank=4,alpha=8`, `lora:targets=query+value`, `adapter:reduction=8`, `compacter:phm=4`, `prompt:tokens=8`),
-    a card's inline
-    table ({method = "lora", rank = 8, targets = ["query", "value"]}) or a spec already normalised."""
+    a card's inline table ({method = "lora", rank = 8, targets = ["query", "value"]}) or a spec already normalised."""
     if isinstance(value, str):
         method, _, rest = value.strip().partition(":")
         given = {}
@@ -264,7 +263,7 @@ class PHMLinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, n: int, generator: torch.Generator):
         super().__init__()
-        self.in_features, self.out_features, self.n = in_features, out_features, n
+        self.in_features, self.out_features = in_features, out_features
         bound = (6 / (2 * n)) ** 0.5  # Glorot-uniform on each n x n rule
         self.rules = nn.Parameter(torch.rand((n, n, n), generator=generator) * 2 * bound - bound)
         self.factors = nn.Parameter(_truncated((n, in_features // n, out_features // n), ADAPTER_INIT_STD, generator))
