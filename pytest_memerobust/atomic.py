@@ -30,6 +30,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
 @contextmanager
 def folder_locked(folder: Path):
     """Hold an exclusive lock on `folder` (POSIX; elsewhere nothing) while the block runs: processes that update

@@ -254,6 +254,9 @@ def pytest_sessionfinish(session, exitstatus):
                                  baseline_conditions=baseline_conditions(rs),
                                  interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
                                  collected=collect.collected_count(session))
+        from .run.detectors import detectors_verdict
+
+        rs.verdict["detectors"] = detectors_verdict(rs)
         if rs.options.baseline is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
             import copy
 

@@ -244,6 +244,12 @@ def summary(terminalreporter, config) -> None:
             _say(tr, line)
         for line in baseline_notes(b):  # the error control, the power, conditions only one side has
             _say(tr, line)
+    if verdict.get("detectors"):
+        from .report.comparisons import detector_section_lines
+
+        tr.write_sep("=", "memerobust detectors: which loses less to the edits, beyond noise")
+        for line in detector_section_lines(verdict["detectors"]):  # the table cropped, the sentences wrapped
+            tr.write_line(_fit(line, tr)) if "\n" in line else _say(tr, line)
     undecided = bool(verdict.get("interrupted") or verdict.get("no_verdict"))  # neither PASSED nor FAILED
     tr.write_sep("=", "memerobust verdict", red=not verdict["passed"] and not undecided, yellow=undecided,
                  green=verdict["passed"])

@@ -1,5 +1,5 @@
 """The `memerobust` command: train a card's detector, list what is registered, re-render a saved report, compare and
-merge saved baselines."""
+merge saved baselines, show a report's verdict where reviewers look (CI job summary, pull-request comment)."""
 from __future__ import annotations
 
 import argparse
@@ -7,12 +7,14 @@ import sys
 
 from ..data.loaders import OutsideFolder
 from ..errors import MemeRobustError
-from . import augment, baseline, budgets, compare, export, history, listing, plot, preview, report, train
+from . import (augment, baseline, budgets, card, ci_summary, compare, export, history, leaderboard, listing, plot,
+               pr_comment, preview, report, train)
 from .common import OUTSIDE_PATHS, PIPE_CLOSED, Interrupted, signals_interrupt, silence_stdout
 
 # Each subcommand's module: its add_parser(sub) and run(args) -> exit status, in the order `--help` lists them.
 COMMANDS = {"train": train, "augment": augment, "list": listing, "report": report, "plot": plot, "history": history,
-            "export": export, "preview": preview, "budgets": budgets, "compare": compare, "baseline": baseline}
+            "export": export, "preview": preview, "budgets": budgets, "compare": compare, "baseline": baseline,
+            "leaderboard": leaderboard, "card": card, "ci-summary": ci_summary, "pr-comment": pr_comment}
 
 
 def main(argv=None) -> int:

@@ -2,6 +2,7 @@
 long command shows, and how a command stops (SIGINT, SIGTERM, a closed pipe) with the shell's exit statuses."""
 from __future__ import annotations
 
+import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,3 +134,35 @@ def silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def parsed_rules(args, default=None) -> tuple:
+    """(the rules, the error control) asked for with --fail-on and --gate-error, checked with the other numbers
+    (confidence, resamples) before any file is read."""
+    from ..errors import ConfigError
+    from ..judge.gate import DEFAULT_CHECKS, ErrorControl, RegressionCheck, check_resamples
+
+    try:
+        checks = tuple(RegressionCheck.parse(s) for s in args.fail_on) if args.fail_on else (default or
+                                                                                             DEFAULT_CHECKS)
+    except ValueError as exc:
+        raise ConfigError(f"--fail-on: {exc}") from None
+    try:
+        control = ErrorControl.parse(args.gate_error)
+    except ValueError as exc:
+        raise ConfigError(f"--gate-error: {exc}") from None
+    if not 0 < args.confidence < 1:
+        raise ConfigError(f"--confidence {args.confidence}: must lie strictly between 0 and 1, e.g. 0.95")
+    check_resamples(control, args.resamples, "--resamples")  # too few resamples: a gate that cannot fail
+    return checks, control
+
+
+def strict_json(value):
+    """`value` with every NaN or infinity as None (null), so the file is JSON every reader parses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value

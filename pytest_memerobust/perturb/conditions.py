@@ -100,3 +100,27 @@ def _parameters(name: str) -> tuple[str, str]:
     `apgd_ce:restarts=5` -> ("apgd_ce", ":restarts=5"); a name without parameters -> (name, "")."""
     base, tail = split_parameters(name)
     return base, ":" + tail if tail else ""
+
+
+def attack_conditions(conditions) -> frozenset:
+    """The conditions with a white-box or score-based attack on a side (a registered perturbation that needs the
+    model): their accuracy is compared as accuracy under attack."""
+    from . import registry
+
+    attacks = set()
+    for condition in conditions:
+        if condition == "clean":
+            continue
+        try:
+            parsed = Condition.parse(condition)
+        except ValueError:
+            continue
+        for name in (parsed.text, parsed.image, parsed.prompt):
+            if not name:
+                continue
+            try:
+                if registry.get(name).needs_model:
+                    attacks.add(condition)
+            except (KeyError, ValueError, LookupError):
+                continue
+    return frozenset(attacks)

@@ -554,3 +554,51 @@ def read_report(path: Path) -> dict:
         raise ConfigError(f"{path} is a pytest-memerobust report of format {report.get('format')!r}; this version "
                           f"reads format {REPORT_FORMAT}: render it with the version that wrote it")
     return report
+
+
+def recipe_arm(paths, name: str) -> dict:
+    """The baselines at `paths` (each one or more checkpoints of one recipe, one seed each) as one baseline of the
+    recipe's checkpoints (`merged_baselines`: refused, naming the field, where they differ in anything but their
+    checkpoints, or hold one checkpoint twice). `name` says which arm, for the messages."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ConfigError(f"recipe {name}: no baseline given")
+    merged = load_baseline(paths[0])
+    for path in paths[1:]:
+        merged = merged_baselines(merged, load_baseline(path), names=(f"recipe {name} ({paths[0]}, ...)", str(path)))
+    return merged
+
+
+def recipe_cells(first: dict, other: dict, names=("recipe A", "recipe B")):
+    """(model, dataset, condition, A's cells, B's cells) for every condition both recipes hold, after the gate's
+    refusals (other seed, limit, data, card, task, versions) and the recipe's own: a checkpoint in both arms (a seed
+    cannot stand for both recipes), other memes or labels."""
+    refuse_incomparable(first, other, names)
+    refuse_incomparable(other, first, names[::-1])
+    for c in baseline_checkpoints(other):
+        held = {(m, d) for cp in baseline_checkpoints(first) for m, d in cp["models"].items() if d}
+        shared = next(((m, d) for m, d in c["models"].items() if (m, d) in held), None)
+        if shared is not None:
+            raise ConfigError(f"{names[0]} and {names[1]} both hold a checkpoint of {shared[0]} (sha256 "
+                              f"{shared[1]:.12}): each checkpoint is one seed of one recipe")
+    for model, by_spec in other["results"].items():
+        for spec, by_condition in by_spec.items():
+            ids = [d.get("memes", {}).get(model, {}).get(spec, {}).get("ids") for d in (first, other)]
+            for condition, entry in by_condition.items():
+                then = first["results"].get(model, {}).get(spec, {}).get(condition)
+                if then is None:
+                    continue
+                a, b = checkpoint_cells(then), checkpoint_cells(entry)
+                if a[0]["y"] != b[0]["y"] or (None not in ids and ids[0] != ids[1]):
+                    raise ConfigError(f"{names[0]} and {names[1]} hold other memes or labels for {model} on {spec!r} "
+                                      f"({condition}): the comparison is refused")
+                yield model, spec, condition, a, b
+
+
+def held_checkpoint_index(baseline: dict, digests: dict) -> int | None:
+    """Which of `baseline`'s checkpoints (0-based) is the one `digests` (model -> sha256) names, if any: a candidate
+    compared with a recipe that already holds it is compared with itself."""
+    for i, c in enumerate(baseline_checkpoints(baseline)):
+        if any(d and c["models"].get(m) == d for m, d in digests.items()):
+            return i
+    return None

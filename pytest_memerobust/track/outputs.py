@@ -1,7 +1,7 @@
-"""What a finished run leaves behind, in order: the report files (or, for an interrupted run, its verdict alone),
-the run history, the baseline, the flip ledger, the counterexample manifest, the trackers' runs and the exports.
-The pytest face calls `write_outputs` from pytest_sessionfinish and prints the lines it returns; nothing here
-needs pytest."""
+"""What a finished run leaves behind, in order: the report files (an interrupted run's hold its verdict alone) and
+the CI job summary, the run history, the baseline, the flip ledger, the counterexample manifest, the trackers'
+runs and the exports. The pytest face calls `write_outputs` from pytest_sessionfinish and prints the lines it
+returns; nothing here needs pytest."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,6 +23,10 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     report = _built_once(rs, lines, amend_report)
     history, entry = _history_before_reports(rs, report, root, lines)
     lines += _write_reports(rs.options.reports, report)
+    if rs.options.reports:  # and where reviewers look: the CI job summary, when CI names its file (track/github.py)
+        from .github import job_summary_lines
+
+        lines += job_summary_lines(report)
     if history is not None:
         lines += _append_history(history, entry, report)
     lines += _baseline_and_ledger(rs, write)
