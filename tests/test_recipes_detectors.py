@@ -211,9 +211,9 @@ def test_compare_of_two_detectors_says_which_is_more_robust_per_rule(detector_fi
                      "--every"]) == 0
     out = capsys.readouterr().out
     assert "detectors: memeclip, memeblip2 on the same 300 memes" in out
-    assert "memeblip2 LESS robust than memeclip" in out
+    assert any(line.startswith("LESS robust") and "memeblip2 vs memeclip" in line for line in out.splitlines())
     assert "memeblip2 against memeclip: more robust on 0, less robust on" in out
-    hotflip = [line for line in out.splitlines() if "hotflip@1" in line and "accuracy under attack" in line]
+    hotflip = [line for line in out.splitlines() if "hotflip@1" in line and "acc. under attack" in line]
     assert hotflip, "the hotflip condition's accuracy is compared as accuracy under attack"
 
 
@@ -289,3 +289,59 @@ def test_the_robustness_card_reads_back_with_huggingface_hub(detector_files, tmp
     assert "typos: mean drop of accuracy" in results and "## Robustness" in loaded.text
     assert cli_main(["card", detector_files["memeclip"], "--out", str(card)]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+# --- in a pytest run ------------------------------------------------------------------------------------------------
+
+def test_a_run_with_two_detectors_says_which_loses_less_in_its_verdict(pytester, tmp_path):
+    import torch  # noqa: F401  (imported once, before pytester runs: see tests/test_plugin.py)
+
+    from test_gate import SUITE
+    from test_gate_improved import QUICK
+
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    report = tmp_path / "r.json"
+    result = pytester.runpytest("--memerobust-model=demo", "--memerobust-model=memeblip2-tda", *QUICK,
+                                f"--memerobust-report={report}", ".")
+    out = result.stdout.str()
+    assert "memerobust detectors: which loses less to the edits, beyond noise" in out
+    assert "detectors: demo, memeblip2-tda on the same 60 memes" in out
+    assert "memeblip2-tda against demo: more robust on" in out
+    section = json.loads(report.read_text())["verdict"]["detectors"]
+    assert section["detectors"] == ["demo", "memeblip2-tda"]
+    assert {c["verdict"] for c in section["comparisons"]} <= {"better", "worse", "none", "not judged"}
+    assert {c["model"] for c in section["comparisons"]} == {"memeblip2-tda vs demo"}
+
+
+def test_a_gated_run_names_its_checkpoint_among_a_two_seed_recipe_and_warns_of_the_spread(pytester, tmp_path):
+    """A recipe baseline of two checkpoints, one of them this run's: the run says both."""
+    import torch  # noqa: F401
+
+    from test_gate import SUITE
+    from test_gate_improved import QUICK
+
+    pytester.makefile(".toml", **{"memerobust-gate": SUITE})
+    base = tmp_path / "base.json"
+    pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}", ".")
+    data = json.loads(base.read_text())
+    other = {"models": {"demo": "f" * 64}, "paths": {"demo": "other.safetensors"}}
+    data["checkpoints"].append(other)
+    for by_condition in data["results"]["demo"].values():
+        for condition, cell in by_condition.items():
+            by_condition[condition] = [cell, cell]
+    base.write_text(json.dumps(data))
+    result = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}", ".")
+    out = " ".join(result.stdout.str().split())
+    assert "this run's checkpoint is checkpoint 1 of the 2 in the recipe baseline" in out
+    assert "warning: 2 checkpoints cannot estimate a recipe's spread" in out
+
+
+def test_a_recipe_stands_on_the_leaderboard_as_one_entry_of_its_seeds(recipe_files, tmp_path, capsys):
+    merged = tmp_path / "plain-recipe.json"
+    assert cli_main(["baseline", "merge", str(merged), *recipe_files["plain"]]) == 0
+    capsys.readouterr()
+    assert cli_main(["leaderboard", str(merged), recipe_files["aug"][0], "--resamples", "300"]) == 0
+    out = capsys.readouterr().out
+    entry = next(line for line in out.splitlines() if "minilm (recipe, 3 seeds) [plain-recipe.json]" in line)
+    assert "| 3 |" in entry  # its seeds
+    assert any("| minilm [aug0.json] |" in line and "| 1 |" in line for line in out.splitlines())

@@ -33,9 +33,9 @@ def load_entries(paths: list[str]) -> tuple[list, dict, str]:
     from ..track.baseline import baseline_checkpoints, checkpoint_cells, load_baseline
 
     entries, first = [], None
-    names = set()
-    for path in paths:
-        data = load_baseline(Path(path))
+    loaded = [(path, load_baseline(Path(path))) for path in paths]
+    held = [m for _, data in loaded for m in data["results"] if split_model(m)[1] is None]
+    for path, data in loaded:
         k = len(baseline_checkpoints(data))
         for model, by_spec in data["results"].items():
             if split_model(model)[1] is not None:
@@ -45,9 +45,8 @@ def load_entries(paths: list[str]) -> tuple[list, dict, str]:
                                   "leaderboard ranks on one: save one result per dataset")
             facts = protocol(data, model)
             name = model + (f" (recipe, {k} seeds)" if k > 1 else "")
-            if name in names:
-                name = f"{name} [{path}]"
-            names.add(name)
+            if held.count(model) > 1:  # one card in several files: say which file
+                name = f"{name} [{Path(path).name}]"
             if first is None:
                 first = (name, path, facts)
             else:

@@ -31,9 +31,9 @@ DETECTOR_CHECKS = (RegressionCheck("absolute", "accuracy"), RegressionCheck("abs
                    RegressionCheck("metric", "flip_rate"), AttackAccuracy("metric", "accuracy"))
 
 # How a rule reads for detectors: what is compared, and whether the score is shown as a loss (1 - robustness).
-RULE_TEXTS = {"abs_acc": ("drop of accuracy", True), "abs_auroc": ("drop of AUROC", True),
-              "abs_f1": ("drop of macro-F1", True), "rel_acc": ("dropping rate of accuracy", True),
-              "flip": ("flip rate", False), "acc": ("accuracy under attack", False)}
+RULE_TEXTS = {"abs_acc": ("drop (acc.)", True), "abs_auroc": ("drop (AUROC)", True), "abs_f1": ("drop (F1)", True),
+              "rel_acc": ("dropping rate (acc.)", True), "flip": ("flip rate", False),
+              "acc": ("acc. under attack", False)}
 VERDICTS = {"better": "more robust", "worse": "less robust", "none": "no difference beyond noise"}
 
 

@@ -84,7 +84,7 @@ def _files(paths) -> str:
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-DETECTOR_VERDICTS = {"better": "MORE robust", "worse": "LESS robust", "none": "no difference",
+DETECTOR_VERDICTS = {"better": "MORE robust", "worse": "LESS robust", "none": "no diff.",
                      "not judged": "not judged"}
 
 
@@ -102,12 +102,9 @@ def detector_rows(rows: list[dict], every: bool = False, limit: int | None = Non
     shown.sort(key=lambda r: (r["verdict"] not in ("better", "worse"), not r["members"]))
     out = []
     for r in shown[:limit]:
-        b, _, a = r["model"].partition(" vs ")
         what = RULE_TEXTS.get(r["rule"].partition(":")[0], (r["what"], False))[0]
-        decided = r["verdict"] in ("better", "worse")
-        out.append([f"{b} {DETECTOR_VERDICTS[r['verdict']]} than {a}" if decided else
-                    DETECTOR_VERDICTS[r["verdict"]], r["model"], short_condition(r["condition"]), what,
-                    f"{_number(shown_score(r['rule'], r['before']))} vs {_number(shown_score(r['rule'], r['now']))}",
+        out.append([DETECTOR_VERDICTS[r["verdict"]], r["model"], short_condition(r["condition"]), what,
+                    f"{_number(shown_score(r['rule'], r['before']))} → {_number(shown_score(r['rule'], r['now']))}",
                     _p(_toward_p_of(r))])
     return out
 
@@ -125,7 +122,7 @@ def detector_counts(rows: list[dict]) -> list[str]:
     return lines
 
 
-DETECTOR_HEADERS = ["verdict", "pair (B vs A)", "condition", "rule", "A vs B", "adj. p"]
+DETECTOR_HEADERS = ["B is", "B vs A", "condition", "rule", "A → B", "adj. p"]
 
 
 def detector_method(alpha: float, method: str, rules: int) -> str:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ..judge.gate import POWER
+from ..judge.recipes import FEWEST_SEEDS
 
 NAN = float("nan")
 
@@ -54,8 +55,13 @@ def recipe_line(summary: dict) -> str | None:
     recipe = summary.get("recipe")
     if not recipe:
         return None
-    return (f"judged against the recipe's spread over {recipe['checkpoints']} checkpoints (seed-to-seed noise "
+    line = (f"judged against the recipe's spread over {recipe['checkpoints']} checkpoints (seed-to-seed noise "
             f"x{recipe['inflation']:.2f} the memes' own)")
+    if recipe["checkpoints"] < FEWEST_SEEDS:
+        line += (f"; warning: {recipe['checkpoints']} checkpoints cannot estimate a recipe's spread (it may sit at the "
+                 f"floor, x1.00, and one of its own seeds then regress against the rest): add seeds up to "
+                 f"{FEWEST_SEEDS} or more")
+    return line
 
 
 def gate_notes(summary: dict) -> list[str]:

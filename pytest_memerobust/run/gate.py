@@ -204,6 +204,7 @@ def check_baseline(session, cases) -> None:
     planned = session.cases  # (nodeid, model, data, task, group, captions, condition) of the run's cases
     if session.baseline is not None:
         _refuse_unlike(session, session.baseline, facts, labels, f"baseline {session.options.baseline}")
+        _note_held_candidate(session)
         held = [c for _, model, data, _, _, captions, c in planned
                 if baseline_key(session, model, c, data, captions)]
         if planned and not held:  # the gate would compare nothing and pass
@@ -232,6 +233,22 @@ def check_baseline(session, cases) -> None:
                 raise ConfigError(f"{side} {len(only)} condition{'s' * (len(only) != 1)} the other does not "
                                   f"({', '.join(only[:3])}{', ...' if len(only) > 3 else ''}): the checkpoints of "
                                   "one recipe are run on the same conditions (the same suites and -k selection)")
+
+
+def _note_held_candidate(session) -> None:
+    """A candidate that is one of the recipe baseline's own checkpoints is compared with a recipe that holds it: its
+    seed pulls the recipe's mean toward itself, so the run says so in its notes."""
+    from ..track.baseline import held_checkpoint_index
+
+    held = baseline_checkpoints(session.baseline)
+    if len(held) < 2:
+        return
+    digests = {session.model_label(m): session.detector(m).fingerprint for m in session.options.models}
+    index = held_checkpoint_index(session.baseline, digests)
+    if index is not None:
+        session.notes.append(f"this run's checkpoint is checkpoint {index + 1} of the {len(held)} in the recipe "
+                             f"baseline {session.options.baseline} (the same weights): it is compared with a recipe "
+                             "that holds it")
 
 
 def _run_facts(session, cases) -> tuple[list[tuple], dict]:
