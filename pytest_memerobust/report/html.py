@@ -254,6 +254,22 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
         parts.append(f"<p><b>Baseline</b> <code>{_e(baseline.get('path', ''))}</code>: "
                      f"{_e(baseline.get('summary', '') + improved_count_clause(baseline))} "
                      "<a href='#baseline'>(comparison)</a></p>")
+    detectors = verdict.get("detectors")
+    if detectors:
+        from .comparisons import DETECTOR_HEADERS, LISTED, detector_counts, detector_method, detector_rows
+
+        from ..judge.gate import ErrorControl
+
+        control = ErrorControl.parse(detectors["control"])
+        rows = detectors["comparisons"]
+        parts.append(f"<p><b>Detectors: which loses less to the edits, beyond noise</b> "
+                     f"({_e(detector_method(control.alpha, control.method, len(rows)))}): "
+                     + "; ".join(_e(line) for line in detector_counts(rows)) + ".</p>")
+        decided = detector_rows(rows, limit=LISTED)
+        if decided:
+            head = "".join(f"<th>{_e(h)}</th>" for h in DETECTOR_HEADERS)
+            body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in decided)
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
     cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
     failing = list(verdict.get("failing") or [])
     parts.append(f"<h2 id='failing'>Failing cases ({len(failing)})</h2>")

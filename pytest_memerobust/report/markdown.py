@@ -141,6 +141,20 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
 
         out.append(f"**Baseline** `{baseline.get('path', '')}`: "
                    f"{cell(baseline.get('summary', '') + improved_count_clause(baseline))} ([comparison](#baseline))")
+    detectors = verdict.get("detectors")
+    if detectors:
+        from .comparisons import DETECTOR_HEADERS, LISTED, detector_counts, detector_method, detector_rows
+
+        from ..judge.gate import ErrorControl
+
+        control = ErrorControl.parse(detectors["control"])
+        rows = detectors["comparisons"]
+        out.append("**Detectors: which loses less to the edits, beyond noise** ("
+                   + cell(detector_method(control.alpha, control.method, len(rows))) + "): "
+                   + "; ".join(cell(line) for line in detector_counts(rows)) + ".")
+        decided = detector_rows(rows, limit=LISTED)
+        if decided:
+            out.append(table(DETECTOR_HEADERS, [[cell(c) for c in row] for row in decided], {4, 5}))
     cases = {c.get("nodeid"): c for c in report.get("cases") or [] if isinstance(c, dict)}
     failing = list(verdict.get("failing") or [])
     out += ['<a id="failing"></a>', f"### Failing cases ({len(failing)})"]
