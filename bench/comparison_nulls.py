@@ -59,7 +59,7 @@ def baseline_pair(path: Path) -> tuple[dict, dict, str]:
     from pytest_memerobust.track.baseline import checkpoint_cells, load_baseline
 
     data = load_baseline(path)
-    models = list(data["results"])[:2]
+    models = [m for m in data["results"] if ":" not in m][:2]  # detectors, not one detector's channels
     spec = next(iter(data["results"][models[0]]))
     cells = [{c: checkpoint_cells(e)[0] for c, e in data["results"][m][spec].items()} for m in models]
     common = set(cells[0]) & set(cells[1])
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--comparisons", type=int, default=300)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--memes", type=int, default=300)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[3, 5])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[3, 5], help="seeds a side (none: detectors only)")
     parser.add_argument("--shift", type=float, default=0.3, help="the recipe effect for the power line")
     parser.add_argument("--baseline", type=Path, help="a saved baseline of a run with two or more models")
     args = parser.parse_args()
