@@ -43,7 +43,8 @@ def protocol(baseline: dict, model: str) -> dict:
     return {"seed": baseline.get("seed"), "limit": baseline.get("run", {}).get("limit"),
             "datasets": {spec: baseline["datasets"].get(spec) for spec in sorted(results)},
             "memes": memes,
-            "tasks": {spec: baseline.get("run", {}).get("tasks", {}).get(model, {}).get(spec) for spec in sorted(results)},
+            "tasks": {spec: baseline.get("run", {}).get("tasks", {}).get(model, {}).get(spec)
+                      for spec in sorted(results)},
             "conditions": {spec: sorted(results[spec]) for spec in sorted(results)},
             "versions": dict(baseline.get("versions") or {})}
 
@@ -99,14 +100,13 @@ class Entry:
 
 def _figure(values: np.ndarray, draws: np.ndarray, confidence: float) -> dict:
     """A figure over k checkpoints: the seed mean, and an interval from the memes' draws of the seed mean (its
-    percentile interval, widened by the seeds' standard error where k >= 2)."""
+    percentile interval, widened by 1.96 seeds' standard errors in quadrature where k >= 2)."""
     value = float(np.mean(values))
     mean_draws = draws.mean(axis=0)
     low, high = _percentile_interval(mean_draws, confidence)
-    if len(values) >= 2:
-        extra = float(np.std(values, ddof=1)) / np.sqrt(len(values))
-        half = 1.959963984540054 * extra
-        low, high = low - half, high + half
+    if len(values) >= 2:  # each side's half-width and the seeds' in quadrature: independent sources of noise
+        half = 1.959963984540054 * float(np.std(values, ddof=1)) / np.sqrt(len(values))
+        low, high = value - np.hypot(value - low, half), value + np.hypot(high - value, half)
     return {"value": value, "low": float(low), "high": float(high), "draws": mean_draws,
             "seed_var": float(np.var(values, ddof=1)) / len(values) if len(values) >= 2 else 0.0}
 

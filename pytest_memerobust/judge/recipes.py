@@ -72,9 +72,10 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
                   family_means: bool = True, two_sided: bool = True) -> list[Comparison]:
     """Every rule that applies to every `RecipeCell`, arm B against arm A, as one family under `control` (see the
     module's docstring); `two_sided`: worse and better each at half the level, so that a claim either way errs at
-    most at the level (a recipe comparison has no side it guards, as the gate guards the baseline). `before` is arm A's seed mean, `now` arm B's, `recipe` the seeds a side (A's; B's is in the
-    test's name), `detectable` the worsening detected with 80% power; the interval is the difference's at
-    `confidence`. A pure function of the per-meme outputs."""
+    most at the level (a recipe comparison has no side it guards, as the gate guards the baseline). `before` is arm
+    A's seed mean, `now` arm B's, `recipe` the seeds a side (A's; B's is in the test's name), `detectable` the
+    worsening detected with 80% power; the interval is the difference's at `confidence`. A pure function of the
+    per-meme outputs."""
     cells = list(cells)
     if not cells:
         raise ValueError("no condition to compare")
@@ -150,7 +151,8 @@ def _family_means(tests: list[dict]) -> list[dict]:
                 "members": tuple(t["where"][2] for t in members), "reason": None}
         unjudged = [t for t in members if t["reason"] is not None]
         if unjudged:
-            mean["reason"] = f"not judged: {unjudged[0]['where'][2]} {unjudged[0]['reason'].removeprefix('not judged: ')}"
+            why = unjudged[0]["reason"].removeprefix("not judged: ")
+            mean["reason"] = f"not judged: {unjudged[0]['where'][2]} {why}"
             mean.pop("scores", None), mean.pop("draws", None)
         else:
             mean["scores"] = [np.mean([t["scores"][arm] for t in members], axis=0) for arm in (0, 1)]
