@@ -311,6 +311,9 @@ def test_a_run_with_two_detectors_says_which_loses_less_in_its_verdict(pytester,
     assert section["detectors"] == ["demo", "memeblip2-tda"]
     assert {c["verdict"] for c in section["comparisons"]} <= {"better", "worse", "none", "not judged"}
     assert {c["model"] for c in section["comparisons"]} == {"memeblip2-tda vs demo"}
+    from pytest_memerobust.report.ci import ci_markdown
+
+    assert "memeblip2-tda against demo: more robust on" in ci_markdown(json.loads(report.read_text()))
 
 
 def test_a_gated_run_names_its_checkpoint_among_a_two_seed_recipe_and_warns_of_the_spread(pytester, tmp_path):

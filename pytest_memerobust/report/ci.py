@@ -52,6 +52,12 @@ def _render(report: dict, comment: bool, link: str | None, shown: int, listed: i
         out.append(f"Not gated against a baseline: judged by the suites' thresholds alone ({GATES['thresholds']}). "
                    "Save a baseline with `--memerobust-save-baseline` and pass it with `--memerobust-baseline` to "
                    "gate on regressions.")
+    if verdict.get("detectors"):  # a run with several detectors: which loses less, per pair (report/comparisons.py)
+        from .comparisons import detector_counts
+
+        out.append("**Which detector loses less to the edits** (beyond noise, two-sided, every pair and rule under "
+                   "one error rate):  \n" + "  \n".join(cell(line) for line in
+                                                      detector_counts(verdict["detectors"]["comparisons"])))
     failing = list(verdict.get("failing") or [])
     if failing:
         out.append(_failing(failing))
