@@ -11,6 +11,7 @@ baselines: clean accuracy and AUROC with 95% bootstrap intervals, each family's 
 X` per family, whose improved and regressed lists are decided under the gate's family-wise error control.
 
     python bench/hardening_pridemm.py --data /path/to/PrideMM --work runs/ --cache-dir .cache/memerobust
+    python bench/hardening_pridemm.py ... --seeds 1 2 3 --recipes plain typos --families typos   # recipe level
 
 Training and the runs are subprocesses of the installed `memerobust` and `pytest`, the commands a user types; a
 checkpoint or baseline already in --work is reused (delete it to redo it). Universal triggers (refitted for every
@@ -119,9 +120,13 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, default=Path("hardening-runs"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".pytest_cache/d/memerobust"))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", help="several seeds (each in WORK/seedN), then every recipe "
+                        "against plain over them with `memerobust compare --recipe`")
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     args = parser.parse_args(argv)
+    if args.seeds:
+        return over_seeds(args)
     recipes = [PLAIN] + [r for r in args.recipes if r != PLAIN]
     rows, done = [], []
     for recipe in recipes:
@@ -153,6 +158,28 @@ def main(argv=None) -> int:
                             args.work / recipe / f"{family}.compare.json")
             print(f"\n{recipe} against plain, {family} family (memerobust compare):")
             print("\n".join(f"  {line}" for line in lines))
+    return 0
+
+
+def over_seeds(args) -> int:
+    """Each seed's checkpoints and baselines in WORK/seedN (this script with --seed N), then per recipe and family
+    `memerobust compare --recipe` of plain's seeds against the recipe's: the recipe's effect against the seeds'
+    spread."""
+    for seed in args.seeds:
+        main(["--data", str(args.data), "--work", str(args.work / f"seed{seed}"), "--cache-dir", str(args.cache_dir),
+              "--seed", str(seed), "--recipes", *args.recipes, "--families", *args.families])
+    for recipe in [r for r in args.recipes if r != PLAIN]:
+        for family in args.families:
+            arms = [[str(args.work / f"seed{s}" / r / f"{family}.base.json") for s in args.seeds]
+                    for r in (PLAIN, recipe)]
+            if not all(Path(p).exists() for arm in arms for p in arm):
+                continue
+            done = subprocess.run([_bin("memerobust"), "compare", "--recipe", *arms[0], "--recipe", *arms[1],
+                                   "--json", str(args.work / f"{recipe}-{family}.recipes.json")],
+                                  capture_output=True, text=True)
+            print(f"\n{recipe} against plain over seeds {', '.join(map(str, args.seeds))}, {family} family "
+                  "(memerobust compare --recipe):")
+            print(done.stdout.rstrip() or done.stderr.rstrip())
     return 0
 
 
