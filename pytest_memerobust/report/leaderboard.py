@@ -93,7 +93,7 @@ def html_page(board: dict, fingerprint: str, facts: dict, png: bytes | None = No
     image = (f'<img alt="average drop with its interval" src="data:image/png;base64,'
              f'{base64.b64encode(png).decode()}">' if png else "")
     style = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;"
-             "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:nth-child(2),"
+             "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}td:nth-child(2),"
              "th:nth-child(2){text-align:left}th{background:#f3f3f3}p.note{color:#555;max-width:60em}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Robustness leaderboard</title>"
             f"<style>{style}</style></head><body><h1>Robustness leaderboard</h1>"
