@@ -256,7 +256,9 @@ def pytest_sessionfinish(session, exitstatus):
                                  collected=collect.collected_count(session))
         from .run.detectors import detectors_verdict
 
-        rs.verdict["detectors"] = detectors_verdict(rs)
+        detectors = detectors_verdict(rs)  # several detectors on the same memes: which loses less
+        if detectors is not None:
+            rs.verdict["detectors"] = detectors
         if rs.options.baseline is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
             import copy
 
