@@ -130,7 +130,9 @@ def test_checkpoints_of_one_recipe_are_added_or_merged_into_one_baseline_and_gat
     gated.assert_outcomes(passed=4)
     gated.stdout.fnmatch_lines(["Decided on 400 resamples: the paired bootstrap of the memes.",
                                 "Judged against the recipe's spread over 2 checkpoints (seed-to-seed noise x*.** the "
-                                "memes' own)."])
+                                "memes' own); warning: 2 checkpoints cannot estimate a recipe's spread (it may sit at "
+                                "the floor, x1.00, and one of its own seeds then regress against the rest): add seeds up "
+                                "to 3 or more."])
     gated.stdout.fnmatch_lines([f"memerobust: no flip ledger: {added} holds 2 checkpoints of a recipe and a ledger "
                                 "pairs two checkpoints*"])
     recipe_of = json.loads((tmp_path / "r.json").read_text())["verdict"]["baseline"]["recipe"]
