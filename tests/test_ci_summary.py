@@ -7,7 +7,6 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import numpy as np
 import pytest
 import torch  # noqa: F401  (imported once, before pytester runs: see tests/test_plugin.py)
 
@@ -17,7 +16,7 @@ from pytest_memerobust.report import REPORT_FORMAT
 from pytest_memerobust.report.ci import MARKER, ci_markdown
 from pytest_memerobust.track.github import job_summary_lines, next_page, upsert_comment
 from test_gate import SUITE  # the gate's suite: typos at 2 and 5, contrast at 3
-from test_gate_improved import QUICK  # 60 memes, few resamples
+from test_gate_improved import QUICK, worse_typos_better_contrast  # 60 memes, few resamples
 
 TOKEN = "ghs_secret-token-0123456789"
 
@@ -33,12 +32,7 @@ def test_a_gated_run_appends_its_table_to_the_job_summary_after_the_ungated_one(
     first = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}",
                                f"--memerobust-report={tmp_path / 'base-report.json'}", ".")
     assert first.ret == 0 and f"memerobust: job summary appended to {summary}" in first.stdout.str()
-    data = json.loads(base.read_text())
-    cells = data["results"]["demo"]["demo"]
-    y = np.array(cells["text=typos@5"]["y"])
-    cells["text=typos@5"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.1, 0.9).tolist()
-    cells["image=contrast@3"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.9, 0.1).tolist()
-    base.write_text(json.dumps(data))
+    worse_typos_better_contrast(base)
     gated = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                                "--memerobust-gate=regressions", f"--memerobust-report={report}", ".")
     assert gated.ret == 1

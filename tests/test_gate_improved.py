@@ -215,6 +215,17 @@ QUICK = ["--memerobust-limit=60", "--memerobust-bootstrap=200", "--memerobust-ga
          "no:cacheprovider"]
 
 
+def worse_typos_better_contrast(base) -> None:
+    """The demo baseline at `base` rewritten: every answer wrong under typos@5, every answer right under contrast@3,
+    so a run of the same checkpoint improves on the one and regresses on the other."""
+    data = json.loads(base.read_text())
+    cells = data["results"]["demo"]["demo"]
+    y = np.array(cells["text=typos@5"]["y"])
+    cells["text=typos@5"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.1, 0.9).tolist()
+    cells["image=contrast@3"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.9, 0.1).tolist()
+    base.write_text(json.dumps(data))
+
+
 def test_a_gated_run_lists_both_in_its_terminal_html_and_markdown_and_an_improvement_never_passes_it(pytester,
                                                                                                      tmp_path):
     """The baseline made worse under typos@5 (every answer wrong) and better under contrast@3 (every answer right):
@@ -223,12 +234,7 @@ def test_a_gated_run_lists_both_in_its_terminal_html_and_markdown_and_an_improve
     pytester.makefile(".toml", **{"memerobust-gate": SUITE})
     base = tmp_path / "base.json"
     pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-save-baseline={base}", ".")
-    data = json.loads(base.read_text())
-    cells = data["results"]["demo"]["demo"]
-    y = np.array(cells["text=typos@5"]["y"])
-    cells["text=typos@5"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.1, 0.9).tolist()
-    cells["image=contrast@3"]["perturbed"] = np.where(y[:, None] == np.arange(2), 0.9, 0.1).tolist()
-    base.write_text(json.dumps(data))
+    worse_typos_better_contrast(base)
     html, md, js = tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.json"
     run = pytester.runpytest("--memerobust-model=demo", *QUICK, f"--memerobust-baseline={base}",
                              "--memerobust-gate=regressions", f"--memerobust-report={html}",

@@ -612,15 +612,17 @@ def _recipe_inflation(tests: list[dict]) -> float:
     return max(1.0, float(np.mean(ratios))) if ratios else 1.0
 
 
-def _family_means(tests: list[dict]) -> list[dict]:
+def _family_means(tests: list[dict], average=None) -> list[dict]:
     """Per (model, dataset, perturbation family, rule) with two or more severities judged on the same draws, the mean
     of their changes as one more test: its resampled values are the row means of the severities' (already drawn).
-    A family any of whose severities cannot be judged has its mean not judged, naming it."""
+    A family any of whose severities cannot be judged has its mean not judged, naming it. `average(members)` gives
+    the judged mean's fields (default: the gate's before, now, w and samples; judge/recipes.py averages each
+    checkpoint's scores and draws)."""
     groups: dict[tuple, list[tuple[int, dict]]] = {}
     for t in tests:
         family = _family_of(t["where"][2])
         if family is not None:
-            groups.setdefault((*t["where"][:2], family[0], t["check"].spec, t["side"]), []).append((family[1], t))
+            groups.setdefault((*t["where"][:2], family[0], t["check"].spec, t.get("side")), []).append((family[1], t))
     means = []
     for (model, dataset, family, _, _), severities in groups.items():
         if len({severity for severity, _ in severities}) < 2:
@@ -635,12 +637,17 @@ def _family_means(tests: list[dict]) -> list[dict]:
             mean.update(reason=f"not judged: {unjudged[0]['where'][2]} {why}", before=float("nan"),
                         now=float("nan"), w=float("nan"), samples=None)
         else:
-            mean.update(before=float(np.mean([t["before"] for t in members])),
-                        now=float(np.mean([t["now"] for t in members])),
-                        w=float(np.mean([t["w"] for t in members])),
-                        samples=np.mean([t["samples"] for t in members], axis=0))
+            mean.update((average or _mean_change)(members))
         means.append(mean)
     return means
+
+
+def _mean_change(members: list[dict]) -> dict:
+    """A family mean's fields in the gate: the mean of its severities' scores, changes and resampled changes."""
+    return {"before": float(np.mean([t["before"] for t in members])),
+            "now": float(np.mean([t["now"] for t in members])),
+            "w": float(np.mean([t["w"] for t in members])),
+            "samples": np.mean([t["samples"] for t in members], axis=0)}
 
 
 def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: int, confidence: float,

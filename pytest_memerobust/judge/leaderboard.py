@@ -24,7 +24,7 @@ from itertools import combinations
 import numpy as np
 
 from .gate import _family_of, _Resampler
-from .metrics import _percentile_interval, correct
+from .metrics import METRICS, _percentile_interval, correct
 from .multiplicity import maxt_adjusted_p
 
 PROTOCOL_FACTS = ("seed", "limit", "datasets", "memes", "tasks", "conditions", "versions")
@@ -123,18 +123,17 @@ def entry_figures(entry: Entry, side: _Resampler, confidence: float = 0.95) -> d
 
     clean_key = "clean" if "clean" in entry.cells else conditions[0]
     clean_probas = per_checkpoint(clean_key, "clean")
-    out = {}
+    out, clean = {}, {}
     for name in ("accuracy", "auroc", "macro_f1"):
-        values = np.array([_metric_value(name, y, p) for p in clean_probas])
-        draws = np.stack([side.metric(name, p) for p in clean_probas])
-        out[f"clean {name}"] = _figure(values, draws, confidence)
-    clean_acc = np.array([_metric_value("accuracy", y, p) for p in clean_probas])
-    clean_draws = np.stack([side.metric("accuracy", p) for p in clean_probas])
+        clean[name] = (np.array([METRICS[name](y, p) for p in clean_probas]),
+                       np.stack([side.metric(name, p) for p in clean_probas]))
+        out[f"clean {name}"] = _figure(*clean[name], confidence)
+    clean_acc, clean_draws = clean["accuracy"]
     perturbed = [c for c in conditions if c != "clean"]
     drops = {}
     for condition in perturbed:
         probas = per_checkpoint(condition, "perturbed")
-        acc = np.array([_metric_value("accuracy", y, p) for p in probas])
+        acc = np.array([METRICS["accuracy"](y, p) for p in probas])
         draws = np.stack([side.metric("accuracy", p) for p in probas])
         drops[condition] = (clean_acc - acc, clean_draws - draws)
     families: dict[str, list[str]] = {}
@@ -162,12 +161,6 @@ def entry_figures(entry: Entry, side: _Resampler, confidence: float = 0.95) -> d
         draws = np.stack([side.resamples.mean(w) for w in worst])
         out["robust accuracy"] = {**_figure(values, draws, confidence), "attacks": len(attacked)}
     return out
-
-
-def _metric_value(name: str, y, proba) -> float:
-    from .metrics import METRICS
-
-    return float(METRICS[name](y, proba))
 
 
 RANKED_BY = "average drop"

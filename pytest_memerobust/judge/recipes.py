@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, Comparison, ErrorControl, _family_of, _Resampler,
+from .gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, Comparison, ErrorControl, _family_means, _Resampler,
                    _too_few_of_a_class, _why_undefined)
 from .metrics import _percentile_interval
 from .multiplicity import bh_adjusted_p, decision_critical_values, holm_adjusted_p, marginal_p, maxt_adjusted_p
@@ -111,7 +111,7 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
             if any(np.isnan(s).any() for s in scores):
                 test["reason"] = _why_undefined(check, y)
     if family_means:
-        tests += _family_means(tests)
+        tests += _family_means(tests, _mean_scores)
     rng = _seed_rng(seed, cells)
     df = k_a + k_b - 2
     shuffled, chi2 = rng.permutation(n_resamples), rng.chisquare(df, n_resamples) / df
@@ -134,31 +134,10 @@ def _seed_rng(seed: int, cells) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
-def _family_means(tests: list[dict]) -> list[dict]:
-    """Per (model, dataset, perturbation family, rule) of two or more severities, each checkpoint's mean score over
-    them (and its draws' row means) as one more test; not judged when any member is not, naming it."""
-    groups: dict[tuple, list[tuple[int, dict]]] = {}
-    for t in tests:
-        family = _family_of(t["where"][2])
-        if family is not None:
-            groups.setdefault((*t["where"][:2], family[0], t["check"].spec), []).append((family[1], t))
-    means = []
-    for (model, dataset, family, _), severities in groups.items():
-        if len({s for s, _ in severities}) < 2:
-            continue
-        members = [t for _, t in sorted(severities, key=lambda pair: pair[0])]
-        mean = {**members[0], "where": (model, dataset, f"{family} (mean of {len(members)})"),
-                "members": tuple(t["where"][2] for t in members), "reason": None}
-        unjudged = [t for t in members if t["reason"] is not None]
-        if unjudged:
-            why = unjudged[0]["reason"].removeprefix("not judged: ")
-            mean["reason"] = f"not judged: {unjudged[0]['where'][2]} {why}"
-            mean.pop("scores", None), mean.pop("draws", None)
-        else:
-            mean["scores"] = [np.mean([t["scores"][arm] for t in members], axis=0) for arm in (0, 1)]
-            mean["draws"] = [np.mean([t["draws"][arm] for t in members], axis=0) for arm in (0, 1)]
-        means.append(mean)
-    return means
+def _mean_scores(members: list[dict]) -> dict:
+    """A family mean's fields here: each checkpoint's mean score over the severities, and its draws' row means."""
+    return {"scores": [np.mean([t["scores"][arm] for t in members], axis=0) for arm in (0, 1)],
+            "draws": [np.mean([t["draws"][arm] for t in members], axis=0) for arm in (0, 1)]}
 
 
 def _statistics(t: dict, shuffled: np.ndarray, chi2: np.ndarray, k_a: int, k_b: int) -> None:

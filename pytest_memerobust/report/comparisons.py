@@ -29,13 +29,7 @@ def recipe_rows(comparisons) -> list[list[str]]:
     shown = [c for c in comparisons if c.members or c.condition == "clean" or c.regressed or c.improved
              or not c.judged]
     return [[_recipe_state(c), short_condition(c.condition), c.rule, f"{_number(c.before)} → {_number(c.now)}",
-             _signed(c.difference), _interval(c), _p(toward_p(c)), _number(c.detectable)] for c in shown]
-
-
-def toward_p(c) -> float:
-    """The adjusted p of the direction the change went: better's where B scored better, else worse's."""
-    better = (c.difference > 0) == c.higher_is_better and c.difference != 0
-    return c.improved_p_value if better else c.p_value
+             _signed(c.difference), _interval(c), _p(toward_p(c.as_dict())), _number(c.detectable)] for c in shown]
 
 
 def count_lines(comparisons, worse: str, better: str) -> list[str]:
@@ -88,7 +82,9 @@ DETECTOR_VERDICTS = {"better": "MORE robust", "worse": "LESS robust", "none": "n
                      "not judged": "not judged"}
 
 
-def _toward_p_of(row: dict) -> float:
+def toward_p(row: dict) -> float:
+    """A comparison's (Comparison.as_dict) adjusted p in the direction its change went: better's where B scored
+    better, else worse's."""
     better = (row["difference"] > 0) == row["higher_is_better"] and row["difference"] != 0
     return row["improved_p_value"] if better else row["p_value"]
 
@@ -105,7 +101,7 @@ def detector_rows(rows: list[dict], every: bool = False, limit: int | None = Non
         what = RULE_TEXTS.get(r["rule"].partition(":")[0], (r["what"], False))[0]
         out.append([DETECTOR_VERDICTS[r["verdict"]], r["model"], short_condition(r["condition"]), what,
                     f"{_number(shown_score(r['rule'], r['before']))} → {_number(shown_score(r['rule'], r['now']))}",
-                    _p(_toward_p_of(r))])
+                    _p(toward_p(r))])
     return out
 
 

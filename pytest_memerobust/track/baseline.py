@@ -379,14 +379,21 @@ def paired_cells(before: dict, after: dict, names=("baseline A", "baseline B")):
     if held > 1:
         raise ConfigError(f"{names[1]} holds {held} checkpoints of a recipe: the candidate is one checkpoint (compare "
                           f"the baseline of each on its own, or gate against {names[1]} instead)")
+    yield from _entries_in_both(before, after, names)
+
+
+def _entries_in_both(before: dict, after: dict, names):
+    """(model, dataset, condition, before's entry, after's entry) for every condition both hold, in the later one's
+    order; refused, naming the condition, where they hold other memes (ids) or labels."""
     for model, by_spec in after["results"].items():
         for spec, by_condition in by_spec.items():
+            ids = [data.get("memes", {}).get(model, {}).get(spec, {}).get("ids") for data in (before, after)]
             for condition, now in by_condition.items():
                 then = before["results"].get(model, {}).get(spec, {}).get(condition)
                 if then is None:
                     continue
-                ids = [data.get("memes", {}).get(model, {}).get(spec, {}).get("ids") for data in (before, after)]
-                if checkpoint_cells(then)[0]["y"] != now["y"] or (None not in ids and ids[0] != ids[1]):
+                if checkpoint_cells(then)[0]["y"] != checkpoint_cells(now)[0]["y"] or (None not in ids
+                                                                                       and ids[0] != ids[1]):
                     raise ConfigError(f"{names[0]} and {names[1]} hold other memes or labels for {model} on "
                                       f"{spec!r} ({condition}): the comparison is refused")
                 yield model, spec, condition, then, now
@@ -575,24 +582,14 @@ def recipe_cells(first: dict, other: dict, names=("recipe A", "recipe B")):
     cannot stand for both recipes), other memes or labels."""
     refuse_incomparable(first, other, names)
     refuse_incomparable(other, first, names[::-1])
+    held = {(m, d) for cp in baseline_checkpoints(first) for m, d in cp["models"].items() if d}
     for c in baseline_checkpoints(other):
-        held = {(m, d) for cp in baseline_checkpoints(first) for m, d in cp["models"].items() if d}
         shared = next(((m, d) for m, d in c["models"].items() if (m, d) in held), None)
         if shared is not None:
             raise ConfigError(f"{names[0]} and {names[1]} both hold a checkpoint of {shared[0]} (sha256 "
                               f"{shared[1]:.12}): each checkpoint is one seed of one recipe")
-    for model, by_spec in other["results"].items():
-        for spec, by_condition in by_spec.items():
-            ids = [d.get("memes", {}).get(model, {}).get(spec, {}).get("ids") for d in (first, other)]
-            for condition, entry in by_condition.items():
-                then = first["results"].get(model, {}).get(spec, {}).get(condition)
-                if then is None:
-                    continue
-                a, b = checkpoint_cells(then), checkpoint_cells(entry)
-                if a[0]["y"] != b[0]["y"] or (None not in ids and ids[0] != ids[1]):
-                    raise ConfigError(f"{names[0]} and {names[1]} hold other memes or labels for {model} on {spec!r} "
-                                      f"({condition}): the comparison is refused")
-                yield model, spec, condition, a, b
+    for model, spec, condition, a, b in _entries_in_both(first, other, names):
+        yield model, spec, condition, checkpoint_cells(a), checkpoint_cells(b)
 
 
 def held_checkpoint_index(baseline: dict, digests: dict) -> int | None:
