@@ -16,7 +16,10 @@ Two splits change float results in their last bits, and a report prints them (di
   19 captions in 20). The feature store encodes an input once and reuses it in every later condition, so what it was
   batched with depends on which conditions ran before, in this process: a pytest-xdist worker's history is not a
   single run's. So the store encodes in batches of one shape (`fixed_shapes`): always `batch_size` rows (the last
-  batch filled up), and the backbones tokenize every caption to their full length (detectors/backbones.py). Other
+  batch filled up), and each caption padded to a length that is a function of the caption alone (`bucket_length`:
+  its token count rounded up to a multiple of 16), its batch made of captions of that length only
+  (engine/features.py `shaped_batches`). Until issue 61 every caption was padded to the encoder's full length
+  (MiniLM's 128), which cost 4.4x in the encoder on PrideMM's captions. Other
   batches (an attack's queries, the heads over a dataset) are made of the same inputs in the same order in every
   process, so their shapes are already the same everywhere.
 - Libraries other than torch. OCR (data/ocr.py: captions read off pictures, the text boxes the typographic edits
@@ -36,6 +39,9 @@ import contextlib
 import contextvars
 import sys
 import threading
+from typing import Callable, Sequence
+
+import numpy as np
 
 RESULT_THREADS = 1  # intra-op threads of every computation a reported number depends on
 
@@ -89,23 +95,84 @@ def _opencv_threads(threads: int):
                 cv2.setNumThreads(_opencv_before)
 
 
-_FIXED_SHAPES = contextvars.ContextVar("memerobust_fixed_shapes", default=False)
+_FIXED_SHAPES = contextvars.ContextVar("memerobust_fixed_shapes", default=None)
+CAPTION_BUCKET = 16  # tokens: a caption's padded length is its token count rounded up to a multiple of this
+
+
+def bucket_length(tokens: int, max_length: int) -> int:
+    """The length a caption of `tokens` tokens is padded to where its features must not depend on its batch: its
+    count rounded up to a multiple of CAPTION_BUCKET, at most the encoder's `max_length`. A function of the caption
+    alone, so every batch it joins pads it alike (PrideMM's captions: 41 tokens on average, padded to 48 rather than
+    MiniLM's 128)."""
+    return min(max_length, -(-max(int(tokens), 1) // CAPTION_BUCKET) * CAPTION_BUCKET)
 
 
 @contextlib.contextmanager
-def fixed_shapes():
+def fixed_shapes(length: int | None = None):
     """Encoders called in the body give each input the features it would get in any other batch of the same number
-    of rows: a caption is padded to the encoder's full length, not to the longest caption beside it."""
-    token = _FIXED_SHAPES.set(True)
+    of rows: every caption is padded to `length` tokens (a bucket_length all its captions share; None: the
+    encoder's full length), not to the longest caption beside it."""
+    token = _FIXED_SHAPES.set(0 if length is None else int(length))
     try:
         yield
     finally:
         _FIXED_SHAPES.reset(token)
 
 
-def shapes_fixed() -> bool:
-    """Whether the caller is inside `fixed_shapes` (an encoder pads its captions to its full length then)."""
+def shapes_fixed() -> int | None:
+    """None outside `fixed_shapes`; inside, the length its captions are padded to (0: the encoder's full length)."""
     return _FIXED_SHAPES.get()
+
+
+def caption_buckets(detector) -> Callable[[list], list[int]] | None:
+    """The detector's `caption_buckets` (each caption's padded length in a fixed-shape batch), or None for a
+    detector that pads every caption alike (or none: hashed features, a prompted model)."""
+    buckets = getattr(detector, "caption_buckets", None)
+    return buckets if callable(buckets) else None
+
+
+def shaped_batches(count: int, batch_size: int, buckets: Sequence[int] | None = None) -> list[tuple[int | None, list[int]]]:
+    """(padded length, input indexes) of the batches that encode `count` inputs: at most `batch_size` each, and,
+    given each caption's bucket (its padded length: determinism.bucket_length), captions of one bucket only, the
+    buckets shortest first. Length None: one shape for all (pictures, or captions padded to the encoder's full
+    length)."""
+    groups: dict = {}
+    for i in range(count):
+        groups.setdefault(None if buckets is None else int(buckets[i]), []).append(i)
+    return [(length, members[start : start + batch_size])
+            for length, members in sorted(groups.items(), key=lambda kv: -1 if kv[0] is None else kv[0])
+            for start in range(0, len(members), batch_size)]
+
+
+def encode_batch(encode: Callable[[list], np.ndarray], chunk: list, length: int | None, batch_size: int) -> np.ndarray:
+    """One fixed-shape batch: `chunk` filled up to `batch_size` rows with copies of its last input (whose rows are
+    dropped), its captions padded to `length` (None: the encoder's full length), so each input's row is the one it
+    gets in any other batch of its bucket (determinism.py)."""
+    with fixed_shapes(length):
+        return np.asarray(encode(chunk + chunk[-1:] * (batch_size - len(chunk))))[: len(chunk)]
+
+
+def encode_fixed(encode: Callable[[list], np.ndarray], items: Sequence, batch_size: int,
+                 buckets: Callable[[list], list[int]] | None = None, run_batches: Callable | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Rows of `items`, each computed in a fixed-shape batch (`shaped_batches`, `encode_batch`): the same bytes in
+    any batch, order, process or worker count. `buckets(items)`: each caption's padded length (None: all at the
+    full length). `run_batches(encode, [(length, chunk), ...], batch_size)`: where the batches run, yielding (batch
+    number, rows) in any order (None: here, one after the other); `progress(n, total)` after each batch."""
+    items = list(items)
+    if not items:
+        return np.zeros((0, 0), dtype=np.float32)
+    batches = shaped_batches(len(items), batch_size, None if buckets is None else buckets(items))
+    work = [(length, [items[i] for i in members]) for length, members in batches]
+    ran = (run_batches(encode, work, batch_size) if run_batches is not None
+           else ((k, encode_batch(encode, chunk, length, batch_size)) for k, (length, chunk) in enumerate(work)))
+    out: list = [None] * len(items)
+    for k, rows in ran:
+        for i, row in zip(batches[k][1], rows):
+            out[i] = row
+        if progress is not None:
+            progress(len(rows), len(items))
+    return np.stack(out)
 
 
 def device_type(computes) -> str:

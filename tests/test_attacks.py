@@ -13,7 +13,7 @@ from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.engine import Engine
 from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.perturb import attacks, get, translation
-from pytest_memerobust.perturb.attacks import AttackContext, find_trigger, trigger_for
+from pytest_memerobust.perturb.attacks import SALIENCY_BATCH, AttackContext, find_trigger, trigger_for
 from pytest_memerobust.perturb.distance import levenshtein
 from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.run.options import Options, training_spec
@@ -194,9 +194,14 @@ def test_hotflip_white_box_ranks_words_by_saliency_once_per_step_for_the_batch(b
 
     monkeypatch.setattr(type(blip), "text_saliency", spy)
     out = get("hotflip").apply(texts[:3], ids[:3], 2, 0, white)
-    # one gradient pass per step for the whole batch (of captions still being edited), at most one per edit
-    assert 1 <= len(calls) <= BUDGET[2] and calls[0] == texts[:3]
-    assert all(1 <= len(c) <= 3 for c in calls)
+    # per step, one gradient pass per caption bucket (determinism.bucket_length) for all the captions of that bucket
+    # still being edited, filled up to SALIENCY_BATCH rows with copies of its last caption
+    buckets = dict(zip(texts[:3], blip.caption_buckets(texts[:3])))
+    first_step = calls[: len(set(buckets.values()))]
+    assert sorted({c for call in first_step for c in call}) == sorted(texts[:3])
+    assert all(len(c) == SALIENCY_BATCH for c in calls)
+    assert 1 <= len(calls) <= BUDGET[2] * len(set(buckets.values()))
+    assert all(len({buckets.get(c) for c in call if c in buckets}) <= 1 for call in calls)
     assert all(o != t for o, t in zip(out, texts[:3]))
 
 
@@ -208,6 +213,18 @@ def test_hotflip_batched_equals_one_caption_at_a_time(detector, request, memes, 
     batched = (flipped if detector == "white" else flipped_black)[2]
     alone = [p.fn(t, 2, p.rng(0, mid, 2), context, i) for i, (t, mid) in enumerate(zip(texts, ids))]
     assert alone == batched
+
+
+def test_a_query_gets_the_same_probabilities_alone_as_among_other_captions(white, memes):
+    """Issue 61: the attacks' queries run in fixed-shape batches (one caption bucket, QUERY_BATCH rows, encoder and
+    head alike), so a meme attacked alone is scored as it is among others, to the last bit."""
+    texts, _ = _texts_ids(memes)
+    queries = texts + [t.upper() for t in texts]
+    rows = list(range(len(texts))) * 2
+    together = white.probabilities(queries, rows)
+    alone = np.concatenate([white.probabilities([q], [r]) for q, r in zip(queries, rows)])
+    np.testing.assert_array_equal(together, alone)
+    assert together.shape == (len(queries), 2)
 
 
 def test_hotflip_black_box_through_queries(black, memes, flipped_black, demo_detector):

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_memerobust.determinism import RESULT_THREADS, fixed_threads
+from pytest_memerobust.determinism import (RESULT_THREADS, bucket_length, encode_batch, encode_fixed,
+                                           fixed_threads, shapes_fixed)
 from pytest_memerobust.engine.features import FeatureStore
 from report_compare import comparable
 from test_vlm import _card_file
@@ -287,3 +288,44 @@ def test_a_caption_gets_the_same_features_whatever_was_encoded_before(detector):
         alone = fresh.features("text", captions, detector.encode_texts, batch_size=4)
         after = warm.features("text", captions, detector.encode_texts, batch_size=4)
     np.testing.assert_array_equal(alone, after)
+
+
+def test_a_captions_padded_length_is_its_token_count_rounded_up_to_sixteen():
+    assert [bucket_length(n, 128) for n in (1, 16, 17, 41, 128, 284)] == [16, 16, 32, 48, 128, 128]
+    assert [bucket_length(n, 77) for n in (70, 77, 90)] == [77, 77, 77]  # CLIP's context is no multiple of 16
+
+
+def test_the_store_encodes_each_bucket_at_its_own_length_with_the_same_bytes_in_any_batch(detector):
+    """Issue 61: captions are padded to their bucket (determinism.bucket_length), not the encoder's full length;
+    each batch holds one bucket and has `batch_size` rows, so a caption's features are the same bytes alone, among
+    others and whatever was encoded before, and close to its full-length features (the padding is masked)."""
+    long = ("they should all be sent back where they came from, every single one of them, and their friends and "
+            "their families and everyone who ever stood with them at a parade")
+    captions = ["love is love", "no", "pride month", "no way", long, "drag queens belong here and everywhere"]
+    buckets = detector.caption_buckets(captions)
+    assert len(set(buckets)) >= 2 and max(buckets) < detector.text_backbone.max_length
+    calls = []
+
+    def encode(texts):
+        calls.append((shapes_fixed(), len(texts), set(detector.caption_buckets(texts))))
+        return detector.encode_texts(texts)
+
+    with fixed_threads():
+        out = FeatureStore("a").features("text", captions, encode, batch_size=4, buckets=detector.caption_buckets)
+        alone = [FeatureStore("b").features("text", [c], detector.encode_texts, batch_size=4,
+                                            buckets=detector.caption_buckets)[0] for c in captions]
+        warm = FeatureStore("c")
+        warm.features("text", ["no", long], detector.encode_texts, batch_size=4, buckets=detector.caption_buckets)
+        after = warm.features("text", captions, detector.encode_texts, batch_size=4, buckets=detector.caption_buckets)
+        full = FeatureStore("d").features("text", captions, detector.encode_texts, batch_size=4)
+        # batches run anywhere, in any order (a worker pool): the same rows
+        backwards = encode_fixed(detector.encode_texts, captions, 4, detector.caption_buckets,
+                                 lambda encode, work, size: reversed([(k, encode_batch(encode, chunk, length, size))
+                                                                      for k, (length, chunk) in enumerate(work)]))
+    assert all(rows == 4 and seen == {length} for length, rows, seen in calls)  # one bucket per batch, 4 rows
+    np.testing.assert_array_equal(out, backwards)
+    batches = sorted(length for length in set(buckets) for _ in range(-(-buckets.count(length) // 4)))
+    assert sorted(length for length, _, _ in calls) == batches  # each bucket in batches of 4 captions at most
+    np.testing.assert_array_equal(out, np.stack(alone))
+    np.testing.assert_array_equal(out, after)
+    np.testing.assert_allclose(out, full, atol=1e-5)

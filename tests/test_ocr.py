@@ -200,3 +200,35 @@ def test_attacks_fitted_on_training_memes_find_them_when_captions_are_read_by_oc
     captions, labels, memes = session.training_memes("demo" + CAPTIONS_BY_OCR, "hate")
     assert len(captions) == len(labels) == len(memes) == 480  # the demo train split, its own captions
     assert all(m.meta["split"] == "train" for m in memes)
+
+
+def test_the_worker_pool_reads_pictures_as_this_process_does_and_the_cache_keeps_each_reading_once(tmp_path):
+    """Issue 61: an OCR run's pictures are read on the worker pool (LocalPool.ocr_readings), each reading the same
+    as this process's, written to the cache once; a second pass over the same pictures reads none of them again."""
+    import functools
+
+    from pytest_memerobust.data import demo_dataset
+    from pytest_memerobust.data.ocr import ocr_backend, read_texts
+    from pytest_memerobust.engine.executors import LocalPool
+
+    pictures = [m.picture() for m in demo_dataset("test").memes[:5]]
+    here = [ocr_backend("rapidocr").reading(p) for p in pictures]
+    pool = LocalPool(2, start_s=0)  # every chunk to the pool at once
+    try:
+        reader = ocr_backend("rapidocr", tmp_path)
+        read, handed = pool.ocr_readings(functools.partial(ocr_backend, "rapidocr")), []
+
+        def counted(batch, read_here):
+            handed.append(len(batch))
+            return read(batch, read_here)
+
+        reader.read_elsewhere = counted
+        texts = read_texts(reader, pictures + pictures[:2])  # two pictures twice: each distinct one read once
+        assert handed == [5] and pool.read_pictures == 5 and pool.size >= 1
+        assert [reader.read_boxes(p) for p in pictures] == here
+        assert texts == [reader.read(p) for p in pictures + pictures[:2]]
+        assert len(list(reader.cache_dir.rglob("*.json"))) == 5
+        assert read_texts(reader, pictures) == texts[:5] and handed == [5, 0]  # all from memory
+        assert "the OCR readings of 5 pictures ran on" in pool.note()
+    finally:
+        pool.close()

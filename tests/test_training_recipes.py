@@ -157,6 +157,22 @@ def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_
     assert _digest(plain) != _digest(outs[0])  # the recipe changed what was trained
 
 
+def test_the_encoding_on_two_worker_processes_writes_the_same_checkpoint_bytes(tiny_card, tmp_path, monkeypatch):
+    """Issue 61: `memerobust train` encodes on the evaluation's worker pool (--workers); every fixed-shape batch's
+    rows are the same bytes in any process, so the checkpoint is the same at 1 and 2 workers."""
+    from pytest_memerobust.engine import executors
+
+    monkeypatch.setattr(executors, "POOL_START_S", 0)  # every batch to the pool at once
+    outs = {workers: tmp_path / f"w{workers}" / "m.safetensors" for workers in (1, 2)}
+    for workers, out in outs.items():
+        assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(out), "--epochs", "2", "--no-cache",
+                         "--quiet", "--workers", str(workers), "--augment", "typos@2:0.5"]) == 0
+    assert _digest(outs[1]) == _digest(outs[2])
+    metrics = {w: json.loads(out.with_suffix(".metrics.json").read_text(encoding="utf-8")) for w, out in outs.items()}
+    assert metrics[1]["encoding_workers"] == 1 and metrics[2]["encoding_workers"] == 2
+    assert metrics[1]["feature_cache"]["encoded"] == metrics[2]["feature_cache"]["encoded"]
+
+
 def test_a_rerun_of_an_augmented_command_encodes_nothing(tiny_card, tmp_path):
     cache = tmp_path / "cache"
     first = cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(tmp_path / "a.safetensors"),

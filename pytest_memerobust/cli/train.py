@@ -9,7 +9,7 @@ from .common import CACHE_DIR, OCR_OPTION, OUTSIDE_PATHS, Progress, ocr_reader
 
 def add_parser(sub) -> None:
     from ..data.ocr import OCR_BACKENDS
-    from ..options import device
+    from ..options import device, workers
 
     train = sub.add_parser("train", help="fit a card's trainable head and write its checkpoint")
     train.add_argument("card", help="model card name or .toml path")
@@ -35,6 +35,9 @@ def add_parser(sub) -> None:
     train.add_argument("--batch-size", dest="batch_size", type=int, help="default: card, else 16")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", type=device, default="cpu", help="cpu (default), auto, cuda, cuda:N or mps")
+    train.add_argument("--workers", type=workers, default=None, metavar="N",
+                       help="on a CPU, encode the inputs on N worker processes, each at one thread (default auto: the "
+                            "usable cores), the same checkpoint bytes at any N; the epochs run in this process")
     train.add_argument("--cache-dir", dest="cache_dir", default=CACHE_DIR,
                        help="where encoded features are kept, by backbone, for later heads and pytest runs (default: "
                             "the plugin's, .pytest_cache/d/memerobust)")
@@ -80,7 +83,7 @@ def _run_allowed(args) -> int:
         cache_dir=None if args.no_cache else Path(args.cache_dir), allow_outside_paths=args.allow_outside_paths,
         flags={k: getattr(args, k) for k in TRAINING_DEFAULTS}, ocr_option=OCR_OPTION,
         augment=tuple(args.augment) if args.augment else None, adversarial=args.adversarial,
-        adversarial_loss=args.adversarial_loss, adaptation=args.adaptation)
+        adversarial_loss=args.adversarial_loss, adaptation=args.adaptation, workers=args.workers)
     plan = plan_training(request)
     data = load_training(plan, request, ocr=lambda: ocr_reader(args))
     card, hyper = data.card, plan.hyper
@@ -106,7 +109,9 @@ def _run_allowed(args) -> int:
     elif cached:
         read, encoded = sum(cached["disk_hits"].values()), sum(cached["encoded"].values())
         where = f"the feature cache in {request.cache_dir}" if request.cache_dir else "no feature cache (--no-cache)"
-        print(f"encoded {encoded} inputs and read {read} from {where}: features are kept by backbone, so every "
+        on = (f" on {result.encoding_workers} worker processes in {result.encoding_seconds:.0f} s"
+              if result.encoding_workers > 1 else "")
+        print(f"encoded {encoded} inputs{on} and read {read} from {where}: features are kept by backbone, so every "
               f"head on this backbone reuses them")
     written = save_head(plan, request, data, result)
     print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {result.adaptation}, "

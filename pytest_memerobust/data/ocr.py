@@ -58,6 +58,7 @@ class RapidOcr:
         self._engine = RapidOCR(intra_op_num_threads=RESULT_THREADS, inter_op_num_threads=RESULT_THREADS, **cuda)
         self.cache_dir = Path(cache_dir) / "ocr" if cache_dir is not None else None
         self._memory: dict[str, tuple[TextBox, ...]] = {}
+        self.read_elsewhere = None  # `read(pictures, here)` that reads many pictures at once (read_all), or None
 
     def read(self, image) -> str:
         """The text on a picture, cached by its content."""
@@ -66,20 +67,48 @@ class RapidOcr:
     def read_boxes(self, image) -> tuple[TextBox, ...]:
         """The text boxes on a picture, in reading order and in its own pixels, cached by its content."""
         key = input_digest(image)
+        boxes = self._cached(key)
+        return boxes if boxes is not None else self._keep(key, self.reading(image))
+
+    def read_all(self, images: list) -> list[str]:
+        """The text on each picture (`read`), those not in the cache read by `read_elsewhere(pictures, here)` when
+        it is set (run/session.py: the worker pool's `ocr_readings`), each distinct picture once."""
+        if self.read_elsewhere is None:
+            return [self.read(image) for image in images]
+        keys = [input_digest(image) for image in images]
+        unread = {key: image for key, image in zip(keys, images) if self._cached(key) is None}
+        for key, boxes in zip(unread, self.read_elsewhere(list(unread.values()), self.reading)):
+            self._keep(key, boxes)
+        return [joined_text(self._memory[key]) for key in keys]
+
+    def reading(self, image) -> tuple[TextBox, ...]:
+        """The text boxes on a picture, read now (uncached): reading order, run-together words split."""
+        return reading_order(split_run_together(d) for d in self.detections(image))
+
+    def _entry_path(self, key: str) -> Path | None:
+        return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
+
+    def _cached(self, key: str) -> tuple[TextBox, ...] | None:
+        """A picture's boxes from memory, else from its cache file (then held in memory); None when unread."""
         if key not in self._memory:
-            path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
-            boxes = _read_entry(path, self.name)
+            boxes = _read_entry(self._entry_path(key), self.name)
             if boxes is None:
-                boxes = reading_order(split_run_together(d) for d in self.detections(image))
-                if path is not None:
-                    entry = {"backend": self.name, "version": CACHE_VERSION, "text": joined_text(boxes),
-                             "boxes": [b.to_json() for b in boxes]}
-                    try:
-                        atomic_write_text(path, json.dumps(entry))
-                    except OSError:  # a read-only cache costs time, not the run
-                        pass
+                return None
             self._memory[key] = boxes
         return self._memory[key]
+
+    def _keep(self, key: str, boxes: tuple[TextBox, ...]) -> tuple[TextBox, ...]:
+        """A reading held in memory and written to the cache, once."""
+        path = self._entry_path(key)
+        if path is not None:
+            entry = {"backend": self.name, "version": CACHE_VERSION, "text": joined_text(boxes),
+                     "boxes": [b.to_json() for b in boxes]}
+            try:
+                atomic_write_text(path, json.dumps(entry))
+            except OSError:  # a read-only cache costs time, not the run
+                pass
+        self._memory[key] = boxes
+        return boxes
 
     def detections(self, image) -> list[Detection]:
         """What the reader finds on a picture, uncached, in its own order, with each character's place."""
@@ -155,11 +184,24 @@ def ocr_backend(name: str, cache_dir: Path | None = None, device: str = "cpu") -
     return RapidOcr(cache_dir, use_cuda=str(device).startswith("cuda") and gpu_available())
 
 
+OCR_PREFETCH = 64  # memes whose missing captions fill_missing_captions reads at once
+
+
+def read_texts(ocr: OcrBackend, pictures: list) -> list[str]:
+    """The text on each picture: all at once where the backend can (`read_all`: on the worker pool when the run
+    has one), else one by one."""
+    read_all = getattr(ocr, "read_all", None)
+    return read_all(list(pictures)) if callable(read_all) else [ocr.read(picture) for picture in pictures]
+
+
 def fill_missing_captions(dataset: Dataset, ocr: OcrBackend) -> Dataset:
     """The dataset with every empty caption read off its picture; those memes get meta["caption_source"] = the
-    backend's name, and its text boxes (meta[TEXT_BOXES]) when the backend gives them."""
-    memes = []
-    for meme in dataset.memes:
+    backend's name, and its text boxes (meta[TEXT_BOXES]) when the backend gives them. A backend that reads many
+    pictures at once (`read_all`: on the run's worker pool) reads them OCR_PREFETCH at a time first."""
+    memes, read_all = [], getattr(ocr, "read_all", None)
+    for k, meme in enumerate(dataset.memes):
+        if callable(read_all) and k % OCR_PREFETCH == 0:  # a bounded number of decoded pictures at a time
+            read_all([m.image for m in dataset.memes[k : k + OCR_PREFETCH] if not m.text.strip()])
         if meme.text.strip():
             memes.append(meme)
             continue

@@ -36,7 +36,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..determinism import shapes_fixed
+from ..determinism import bucket_length, shapes_fixed
 from ..errors import ConfigError
 from ..data.pictures import DEFAULT_RESIZE, as_picture, check_resize, fit_to_encoder
 from ..data.hub import hub_offline, in_hf_cache
@@ -46,7 +46,8 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 # Bump when what an encoder computes from the same weights and inputs changes (pooling, fitting, padding).
 # 2: captions the feature store encodes are padded to the encoder's full length (determinism.fixed_shapes).
-FEATURES_VERSION = 2
+# 3: ... to their bucket's length (determinism.bucket_length: token count rounded up to a multiple of 16).
+FEATURES_VERSION = 3
 
 
 def minilm_path():
@@ -169,22 +170,30 @@ class Backbone(torch.nn.Module):
                 p.data = p.data.half().float()
         return self.eval()
 
-    @staticmethod
-    def padding() -> bool | str:
-        """Captions padded to the longest of their batch, or, where a caption's features must not depend on the
-        captions beside it (determinism.fixed_shapes: the feature store's batches), to `max_length`."""
-        return "max_length" if shapes_fixed() else True
+    def padding(self) -> dict:
+        """The tokenizer's padding and length: to the longest caption of the batch, or, where a caption's features
+        must not depend on the captions beside it (determinism.fixed_shapes: the feature store's batches, the
+        attacks' queries), to the length the batch was made for (every caption in it shorter), else `max_length`."""
+        fixed = shapes_fixed()
+        if fixed is None:
+            return {"padding": True, "truncation": True, "max_length": self.max_length}
+        return {"padding": "max_length", "truncation": True,
+                "max_length": min(fixed, self.max_length) if fixed else self.max_length}
+
+    def caption_buckets(self, texts: Sequence[str]) -> list[int]:
+        """The length each caption is padded to in a fixed-shape batch (determinism.bucket_length of its token
+        count, special tokens included, as `tokenize` truncates it): a function of the caption alone."""
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        return [bucket_length(len(row), self.max_length) for row in ids]
 
     def tokenize(self, texts: Sequence[str]) -> dict:
-        batch = self.tokenizer(list(texts), padding=self.padding(), truncation=True, max_length=self.max_length,
-                               return_tensors="pt")
+        batch = self.tokenizer(list(texts), return_tensors="pt", **self.padding())
         return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
 
     def token_offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Character span of every token `tokenize` produces (special tokens and padding are (0, 0)), so a
         token-embedding gradient can be traced back to the words of the caption."""
-        batch = self.tokenizer(list(texts), padding=self.padding(), truncation=True, max_length=self.max_length,
-                               return_offsets_mapping=True)
+        batch = self.tokenizer(list(texts), return_offsets_mapping=True, **self.padding())
         return [[tuple(span) for span in row] for row in batch["offset_mapping"]]
 
     center_crop = True  # how `pixels` fits a picture to the encoder: CLIP crops, BLIP-2 resizes
@@ -332,6 +341,11 @@ class OpenClipBackbone(Backbone):
 
     def tokenize(self, texts):
         return {"text": self.tokenizer_fn(list(texts)).to(self.device)}
+
+    def caption_buckets(self, texts):
+        """open_clip's tokenizer pads every caption to its fixed context (77 for CLIP), which its text transformer's
+        causal mask and positions are built for: one bucket, the full context, as before issue 61."""
+        return [int(getattr(self.tokenizer_fn, "context_length", 77))] * len(texts)
 
     def token_offsets(self, texts):
         """open_clip's tokenizer gives no offsets: spans come from encoding word by word."""

@@ -432,6 +432,13 @@ class DefendedDetector:
     def encode_texts(self, texts, *args, **kwargs):
         return self.wrapped.encode_texts(self._normalised(texts), *args, **kwargs)
 
+    @property
+    def caption_buckets(self):
+        """The wrapped detector's caption buckets (engine/features.shaped_batches) of the captions as it reads them,
+        normalised; None when it pads no caption by bucket."""
+        buckets = getattr(self.wrapped, "caption_buckets", None)
+        return None if buckets is None else (lambda texts: buckets(self._normalised(texts)))
+
     def predict_proba(self, images, texts, *args, **kwargs):
         return self.wrapped.predict_proba(self._pictures(images), self._normalised(texts), *args, **kwargs)
 

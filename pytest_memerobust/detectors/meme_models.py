@@ -133,6 +133,10 @@ class MemeDetector:
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         return self.text_backbone.encode_texts(texts).float().cpu().numpy()
 
+    def caption_buckets(self, texts: Sequence[str]) -> list[int]:
+        """The length each caption is padded to in a fixed-shape batch (engine/features.shaped_batches)."""
+        return self.text_backbone.caption_buckets(texts)
+
     def logits(self, image_features, text_features):
         return self.head_module(image_features, text_features)
 

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..data.meme import Dataset
+from ..data.ocr import read_texts
 from ..detectors.base import is_split
 from ..determinism import fixed_threads
 from ..perturb import get as get_perturbation
@@ -158,7 +159,7 @@ class Engine:
         if key not in computed:
             read = caption_side[:1] == ("ocr",)
             if read:  # captions read off this condition's pictures
-                clean = [self.ocr.read(picture) for picture in self.inputs("image", *caption_side[1:])]
+                clean = read_texts(self.ocr, self.inputs("image", *caption_side[1:]))
                 caption_side = ()
             else:
                 clean = self.sides.clean(modality)

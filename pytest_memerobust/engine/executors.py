@@ -13,9 +13,11 @@ import os
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..determinism import encode_batch
 from ..errors import ConfigError
 from . import pool_worker
 from .features import CacheStats
@@ -87,6 +89,8 @@ class LocalPool:
         self.requested = workers if requested is None else requested  # what the run asked for (the note's cap)
         self.start_s = start_s  # a start cost fixed by the caller (None: measured, POOL_START_S until measured)
         self.passes = self.shards = self.here = self.fits = 0  # what the pool did in this run (the run's notes)
+        self.batches = self.batches_here = 0  # encoder batches run on the pool, and here meanwhile (encode_batches)
+        self.read_pictures = 0  # pictures whose text the pool's workers read (ocr_readings)
         self.size = 0  # the most worker processes that ran at once
         self.rerun: list[int] = []  # shards run again on a new pool after a worker died
         self.unstarted: str | None = None  # why the pool could not start, when it could not (the run's note)
@@ -168,6 +172,57 @@ class LocalPool:
                                 lambda side: (side, fit_side(engine, side)[1]), _fit_in_pool_worker, shared,
                                 received, lost)
 
+    def encode_batches(self, recipe: Callable) -> Callable:
+        """A `run_batches` for determinism.encode_fixed (as `run(modality, encode, work, batch_size)`): the
+        fixed-shape batches of one encoding run here until they have taken as long as the pool's start, then the
+        rest on the workers, each of which builds `recipe()` once (an object with encode_texts / encode_images
+        that computes what `encode` computes: training checks its encoders' fingerprints); rows come back with
+        their batch's number. A batch's rows are the same bytes in any process (one thread, one shape). A pool
+        that breaks twice leaves its batches to this process."""
+        import pickle
+
+        def run(modality: str, encode: Callable, work: list, batch_size: int) -> Iterator[tuple[int, object]]:
+            if self.workers < 2 or len(work) < 2:
+                yield from ((k, encode_batch(encode, chunk, length, batch_size)) for k, (length, chunk)
+                            in enumerate(work))
+                return
+            shared = pickle.dumps((recipe, modality, batch_size), protocol=pickle.HIGHEST_PROTOCOL)
+            items = [EncoderBatch(k, length, chunk) for k, (length, chunk) in enumerate(work)]
+
+            def here(item: EncoderBatch) -> tuple[int, object]:
+                return item.number, encode_batch(encode, item.chunk, item.length, batch_size)
+
+            yield from self._spread(recipe, items, here, _encode_in_pool_worker, shared,
+                                    lambda item, rows: (item.number, rows),
+                                    lambda lost, cause: [here(item) for item in lost])
+
+        return run
+
+    def ocr_readings(self, recipe: Callable) -> Callable:
+        """A `read_elsewhere` for an OCR reader (data/ocr.py RapidOcr.read_all), as `read(pictures, here)`: the
+        pictures' readings (`here(picture)`: its text boxes) in this process until they have taken as long as the
+        pool's start, then on the workers, each building the reader `recipe()` once, OCR_CHUNK pictures a task;
+        the readings come back in the pictures' order. A reading depends on the picture alone (determinism.py:
+        onnxruntime and OpenCV at one thread), so it is the same wherever it ran."""
+        import pickle
+
+        def read(pictures: list, here: Callable) -> list:
+            if self.workers < 2 or len(pictures) < 2:
+                return [here(picture) for picture in pictures]
+            shared = pickle.dumps(recipe, protocol=pickle.HIGHEST_PROTOCOL)
+            chunks = [PictureChunk(k, pictures[start : start + OCR_CHUNK])
+                      for k, start in enumerate(range(0, len(pictures), OCR_CHUNK))]
+
+            def read_here(chunk: PictureChunk) -> tuple[int, list]:
+                return chunk.number, [here(picture) for picture in chunk.pictures]
+
+            read_back = dict(self._spread(recipe, chunks, read_here, _read_in_pool_worker, shared,
+                                          lambda chunk, readings: (chunk.number, readings),
+                                          lambda lost, cause: [read_here(chunk) for chunk in lost]))
+            return [reading for k in range(len(chunks)) for reading in read_back[k]]
+
+        return read
+
     def _spread(self, recipe: Callable, items: list, here: Callable, remote: Callable, shared: bytes,
                 received: Callable, lost: Callable, tick=None) -> Iterator:
         """Each item's output: `here(item)` in this process, one item after the other, until this call has run
@@ -217,6 +272,10 @@ class LocalPool:
                 if isinstance(items[0], ShardTask):
                     self.passes, self.shards = self.passes + 1, self.shards + len(handed)
                     self.here += ran_here
+                elif isinstance(items[0], EncoderBatch):
+                    self.batches, self.batches_here = self.batches + len(handed), self.batches_here + ran_here
+                elif isinstance(items[0], PictureChunk):
+                    self.read_pictures += sum(len(item.pictures) for item in handed.values())
                 else:
                     self.fits += len(handed)
                 yield from self._collected(handed, remote, shared, received, lost, tick)
@@ -321,15 +380,20 @@ class LocalPool:
         """What the pool did, for the run's notes (None when no pass repaid its start and nothing was capped)."""
         capped = (f"--memerobust-workers={self.requested} capped at the {self.workers} usable "
                   f"core{'s' if self.workers > 1 else ''}" if self.requested > self.workers else "")
-        if self.unstarted and not self.passes and not self.fits:
+        worked = self.passes or self.fits or self.read_pictures
+        if self.unstarted and not worked:
             return f"worker processes could not start ({self.unstarted}); every pass ran in this process"
-        if not self.passes and not self.fits:
+        if not worked:
             return f"{capped}: no pass repaid starting worker processes; all ran in this process" if capped else None
-        fits = f" (and {self.fits} universal attack fits)" if self.fits else ""
+        extras = ([f"{self.fits} universal attack fits"] if self.fits else []) + (
+            [f"the OCR readings of {self.read_pictures} picture{'s' if self.read_pictures != 1 else ''}"]
+            if self.read_pictures else [])
+        done = (f"{self.shards} shard{'s' if self.shards != 1 else ''} of {self.passes} "
+                f"pass{'es' if self.passes > 1 else ''}" + "".join(f" (and {extra})" for extra in extras)
+                if self.passes else " and ".join(extras))
         here = f"; {self.here} more ran in this process while the workers started" if self.here else ""
         rerun = f"; a worker died, and {_named(self.rerun)} ran again on a new pool" if self.rerun else ""
-        return (f"{self.shards} shard{'s' if self.shards != 1 else ''} of {self.passes} "
-                f"pass{'es' if self.passes > 1 else ''}{fits} ran on "
+        return (f"{done} ran on "
                 f"{self.size} worker process{'es' if self.size != 1 else ''}, one thread each "
                 f"({capped or '--memerobust-workers'}; the same numbers as one process){here}{rerun}")
 
@@ -395,6 +459,47 @@ def _evaluate_in_pool_worker(shared: bytes, task: ShardTask) -> tuple[ShardResul
     result = evaluate_shard(engine, task, conditions, memo, tick)
     hold_for_tests(task.index)
     return result, timing
+
+
+@dataclass(frozen=True)
+class EncoderBatch:
+    """One fixed-shape batch of an encoding handed to the pool (LocalPool.encode_batches)."""
+
+    number: int
+    length: int | None
+    chunk: list
+
+
+def _encode_in_pool_worker(shared: bytes, item: EncoderBatch) -> tuple[object, tuple]:
+    """One fixed-shape batch encoded by this worker's encoder (built once from the recipe): (rows, timing)."""
+    import pickle
+
+    from ..determinism import fixed_threads
+
+    recipe, modality, batch_size = pickle.loads(shared)
+    encoder, timing = _pool_engine(recipe)
+    encode = encoder.encode_texts if modality == "text" else encoder.encode_images
+    with fixed_threads():
+        return encode_batch(encode, item.chunk, item.length, batch_size), timing
+
+
+OCR_CHUNK = 4  # pictures per OCR task handed to the pool (about 1.2 s each at 512 px on one CPU thread)
+
+
+@dataclass(frozen=True)
+class PictureChunk:
+    """Pictures whose text a pool worker reads (LocalPool.ocr_readings)."""
+
+    number: int
+    pictures: list
+
+
+def _read_in_pool_worker(shared: bytes, chunk: PictureChunk) -> tuple[list, tuple]:
+    """The text boxes of a chunk of pictures, read by this worker's OCR reader (built once from the recipe)."""
+    import pickle
+
+    reader, timing = _pool_engine(pickle.loads(shared))
+    return [reader.reading(picture) for picture in chunk.pictures], timing
 
 
 def _fit_in_pool_worker(shared: bytes, side: tuple) -> tuple[tuple[dict, Exception | None], tuple]:

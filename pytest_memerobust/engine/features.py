@@ -26,7 +26,7 @@ import numpy as np
 
 from ..atomic import atomic_path
 from ..data.digests import input_digests
-from ..determinism import device_type, fixed_shapes
+from ..determinism import device_type, encode_fixed
 
 FORMAT = 2  # 2: pictures keyed by `pictures.digests` (computed on their device)
 MODALITIES = ("image", "text")
@@ -149,10 +149,12 @@ class FeatureStore:
 
     def features(self, modality: str, items: Sequence, encode: Callable[[list], np.ndarray],
                  batch_size: int, progress: Callable[[int, int], None] | None = None,
-                 digests: Sequence[str] | None = None) -> np.ndarray:
+                 digests: Sequence[str] | None = None, buckets: Callable[[list], list[int]] | None = None,
+                 run_batches: Callable | None = None) -> np.ndarray:
         """Features of `items` [N, D]: from memory, else from this side's file, else encoded (each distinct missing
-        input once, in batches of `batch_size`; after each batch `progress(encoded in it, to encode in all)`).
-        `digests`: the items' `input_digests`, where the caller has them already."""
+        input once, in fixed-shape batches of `batch_size`: `encode_fixed`, with `buckets` giving each caption's
+        padded length and `run_batches` where the batches run; after each batch `progress(encoded in it, to encode
+        in all)`). `digests`: the items' `input_digests`, where the caller has them already."""
         digests = list(digests) if digests is not None else input_digests(items)
         found = self._found(modality, digests)
         missing = [d for d in dict.fromkeys(digests) if d not in found]
@@ -161,18 +163,12 @@ class FeatureStore:
             for i, d in enumerate(digests):
                 first.setdefault(d, i)
             todo = [items[first[d]] for d in missing]
-            for start in range(0, len(todo), batch_size):
-                # Which inputs are missing depends on what was encoded before (in this process: a pytest-xdist
-                # worker's history is not a single run's), so every batch has one shape: the last one is filled up
-                # with copies of its last input, whose rows are dropped (determinism.py).
-                chunk = todo[start : start + batch_size]
-                with fixed_shapes():
-                    rows = np.asarray(encode(chunk + chunk[-1:] * (batch_size - len(chunk))))[: len(chunk)]
-                for d, row in zip(missing[start : start + batch_size], rows):
-                    found[d] = row
-                    self._remember(modality, d, row)
-                if progress is not None:
-                    progress(len(rows), len(todo))
+            # Which inputs are missing depends on what was encoded before (in this process: a pytest-xdist
+            # worker's history is not a single run's), so every batch has one shape (determinism.py).
+            rows = encode_fixed(encode, todo, batch_size, buckets, run_batches, progress)
+            for d, row in zip(missing, rows):
+                found[d] = row
+                self._remember(modality, d, row)
             self.stats.encoded[modality] += len(missing)
         out = np.stack([found[d] for d in digests])
         path = self.path(modality, digests) if self.directory is not None else None

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..atomic import atomic_write_text
-from ..determinism import device_type
+from ..determinism import caption_buckets, device_type, encode_fixed, fixed_shapes, shaped_batches
 from .registry import register
 from .text import _check_caption
 
@@ -47,25 +47,34 @@ class AttackContext:
     seed: int = 0  # the run's seed: an attack made of other registered attacks draws each one's own generator
 
     def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int | None = None) -> np.ndarray:
-        """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`.
+        """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`, in batches of
+        `batch_size` (default: QUERY_BATCH for the detector's device).
 
-        The queries go to the detector shortest caption first, in batches of `batch_size` (default: QUERY_BATCH
-        for the detector's device): a batch is padded to its longest caption, so captions of like length batched
-        together cost about their own length, not the longest query's (PrideMM's captions: median 31 tokens, a
-        tenth beyond 87). The order depends on the captions alone, so every process batches them alike."""
+        A detector that pads captions by bucket (engine/features.caption_buckets) is asked in fixed-shape batches:
+        captions of one bucket together, each batch filled to `batch_size` rows, encoder and head alike, so each
+        query's answer is the same bytes in any batch, and a meme attacked alone gets the caption it gets among
+        others. Any other detector (a black box: filling its batches would cost queries) is asked shortest
+        caption first, each batch padded to its longest caption (PrideMM's captions: median 31 tokens, a tenth
+        beyond 87), in an order that depends on the captions alone."""
         det, rows, captions = self.detector, list(rows), list(captions)
         if batch_size is None:
             batch_size = QUERY_BATCH["cuda" if device_type(det) == "cuda" else "cpu"]
+        split = hasattr(det, "head") and self.image_features is not None
+
+        def ask(part_rows: list[int], part: list[str]) -> np.ndarray:
+            if split:
+                return det.head(self.image_features[part_rows], det.encode_texts(part))
+            pictures = [self.images[r] for r in part_rows] if self.images is not None else [None] * len(part)
+            return det.predict_proba(pictures, part)
+
+        buckets = caption_buckets(det)
+        if buckets is not None:
+            return encode_fixed(lambda ks: ask([rows[k] for k in ks], [captions[k] for k in ks]),
+                                list(range(len(captions))), batch_size,
+                                lambda ks: buckets([captions[k] for k in ks]))
         order = sorted(range(len(captions)), key=lambda k: len(captions[k]))
-        out = []
-        for k in range(0, len(order), batch_size):
-            part_rows = [rows[j] for j in order[k : k + batch_size]]
-            part = [captions[j] for j in order[k : k + batch_size]]
-            if hasattr(det, "head") and self.image_features is not None:
-                out.append(det.head(self.image_features[part_rows], det.encode_texts(part)))
-            else:
-                pictures = [self.images[r] for r in part_rows] if self.images is not None else [None] * len(part)
-                out.append(det.predict_proba(pictures, part))
+        out = [ask([rows[j] for j in order[k : k + batch_size]], [captions[j] for j in order[k : k + batch_size]])
+               for k in range(0, len(order), batch_size)]
         proba = np.concatenate(out)
         back = np.empty(len(order), dtype=np.int64)
         back[order] = np.arange(len(order))
@@ -109,11 +118,7 @@ def _word_scores(texts: Sequence[str], rows: Sequence[int], context: AttackConte
     spans = [[(m.start(), m.end()) for m in _WORD.finditer(t)] for t in texts]
     labels = [int(context.labels[r]) for r in rows]
     if context.white_box:
-        tokens = []
-        for k in range(0, len(texts), 64):
-            chunk = slice(k, k + 64)
-            tokens += context.detector.text_saliency(list(texts[chunk]), labels[chunk],
-                                                     context.image_features[list(rows[chunk])])
+        tokens = _saliencies(list(texts), list(rows), labels, context)
         scores = [[sum(g for a, b, g in toks if a < end and b > start) for start, end in sp]
                   for toks, sp in zip(tokens, spans)]
     else:
@@ -126,6 +131,30 @@ def _word_scores(texts: Sequence[str], rows: Sequence[int], context: AttackConte
             scores.append(list(dropped[k : k + len(sp)] - base[i]))
             k += len(sp)
     return [[(sc, a, b) for sc, (a, b) in zip(score, sp)] for score, sp in zip(scores, spans)]
+
+
+SALIENCY_BATCH = 16  # captions per gradient pass of a white-box word ranking (fixed-shape: filled up to it)
+
+
+def _saliencies(texts: list[str], rows: list[int], labels: list[int], context: AttackContext) -> list[list[tuple]]:
+    """Per caption, (start, end, gradient norm) of its tokens (`text_saliency`). A detector that pads captions by
+    bucket is asked in fixed-shape batches (one bucket, SALIENCY_BATCH rows, the fill's rows dropped: the loss is a
+    sum, so a row's gradient is its own), so a caption's ranking is the same bytes in any batch; any other in
+    batches of 64 padded to their longest caption."""
+    detector, buckets = context.detector, caption_buckets(context.detector)
+    if buckets is None:
+        return [tokens for k in range(0, len(texts), 64)
+                for tokens in detector.text_saliency(texts[k : k + 64], labels[k : k + 64],
+                                                     context.image_features[rows[k : k + 64]])]
+    out: list = [None] * len(texts)
+    for length, members in shaped_batches(len(texts), SALIENCY_BATCH, buckets(texts)):
+        filled = members + members[-1:] * (SALIENCY_BATCH - len(members))
+        with fixed_shapes(length):
+            found = detector.text_saliency([texts[i] for i in filled], [labels[i] for i in filled],
+                                           context.image_features[[rows[i] for i in filled]])
+        for i, tokens in zip(members, found):
+            out[i] = tokens
+    return out
 
 
 def _char_edits(word: str, rng: np.random.Generator, limit: int) -> list[str]:

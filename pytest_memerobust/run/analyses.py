@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..data.digests import input_digest
+from ..data.ocr import read_texts
 from ..determinism import fixed_threads
 from ..judge.budgets import budget_summary, worst
 from ..judge.ocr_view import ocr_view_rows
@@ -256,7 +257,7 @@ def ocr_view(session, model: str, spec: str) -> list[dict]:
         key = ("ocr-view", spec.removesuffix(CAPTIONS_BY_OCR), condition.image, condition.image_severity,
                model if attack else None)
         if key not in session.analyses.ocr_readings:
-            session.analyses.ocr_readings[key] = [reader.read(engine.picture(condition, i)) for i in indices]
+            session.analyses.ocr_readings[key] = read_texts(reader, [engine.picture(condition, i) for i in indices])
         return session.analyses.ocr_readings[key]
 
     readings = {r.condition.id: read(r.condition) for r in results}

@@ -359,6 +359,9 @@ class RobustnessSession:
             from ..data.ocr import ocr_backend
 
             self._ocr = ocr_backend(name, self.options.cache_dir, resolve_device(self.options.device))
+            readings = getattr(self.executor, "ocr_readings", None)  # the local worker pool reads pictures too
+            if readings is not None and not getattr(self._ocr, "use_cuda", False):
+                self._ocr.read_elsewhere = readings(functools.partial(ocr_backend, name))
         return self._ocr
 
     def engine(self, model: str, spec: str, task: str | None = None, defence: str | None = None,

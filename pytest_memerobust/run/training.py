@@ -101,6 +101,7 @@ class TrainingRequest:
     adversarial: str | None = None  # --adversarial spec (None: the card's)
     adversarial_loss: str | None = None
     adaptation: str | None = None  # --adaptation (None: the card's, else head)
+    workers: int | None = None  # processes the one-off encoding runs on, on a CPU (None: the usable cores)
 
 
 @dataclass(frozen=True)
@@ -280,16 +281,64 @@ def _pictures_checked(augment, detector, train) -> None:
 
 def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
     """The head fitted (detectors/training/loop.train_head: each input encoded once, then the epochs), resuming from the
-    state an interrupted run of the same request left when `request.resume`, else from scratch. `encoding(what, n,
+    state an interrupted run of the same request left when `request.resume`, else from scratch. The one-off
+    encoding runs on the worker pool the evaluation uses (`encoding_pool`), the epochs here. `encoding(what, n,
     total)` and `progress(row)` follow it (row: an epoch's loss and validation figures)."""
     from ..detectors.training import train_head
 
     state_path = plan.out.with_suffix(".train-state.pt")
     if not request.resume:
         state_path.unlink(missing_ok=True)
-    return train_head(data.detector, data.train, data.val, task=data.task, seed=request.seed, progress=progress,
-                      state_path=state_path, encoding=encoding, cache_dir=request.cache_dir,
-                      augment=plan.augment, adversarial=plan.adversarial, adaptation=data.adaptation, **plan.hyper)
+    pool, recipe = encoding_pool(plan, request, data)
+    try:
+        result = train_head(data.detector, data.train, data.val, task=data.task, seed=request.seed, progress=progress,
+                            state_path=state_path, encoding=encoding, cache_dir=request.cache_dir,
+                            augment=plan.augment, adversarial=plan.adversarial, adaptation=data.adaptation,
+                            run_batches=None if pool is None else pool.encode_batches(recipe), **plan.hyper)
+    finally:
+        if pool is not None:
+            pool.close()
+    result.encoding_workers = pool.size if pool is not None and pool.batches else 1
+    return result
+
+
+def encoding_pool(plan: TrainingPlan, request: TrainingRequest, data: TrainingData):
+    """(the pool of worker processes the one-off encoding runs on, the recipe its workers build their encoders
+    from), or (None, None): on a GPU (one process feeds it), at one worker, or when the encoders train (nothing is
+    encoded once). The workers build the detector as `load_training` did (the same card, --init, seed) and check
+    that its encoders' fingerprints are this run's, so their features are the ones this process would compute."""
+    import functools
+
+    from ..determinism import device_type
+    from ..engine.executors import make_executor
+    from ..engine.features import encoder_namespaces
+
+    adaptation = data.adaptation
+    if device_type(data.detector) != "cpu" or (adaptation is not None and adaptation.encoders_trainable):
+        return None, None
+    pool = make_executor(workers=request.workers)
+    if pool is None:
+        return None, None
+    fresh = replace(plan.card, checkpoint=None, checkpoint_sha256=None)
+    namespaces = encoder_namespaces(data.detector, "fp32")[0]
+    return pool, functools.partial(training_encoders, fresh, request.init, request.device, request.seed, namespaces)
+
+
+def training_encoders(card, init: str | None, device: str, seed: int, namespaces: dict):
+    """A training run's detector built again (in a pool worker) for its frozen encoders; an error when they are not
+    the run's (their fingerprints differ): features from other encoders must never join the run's."""
+    import torch
+
+    from ..detectors import load_detector
+    from ..engine.features import encoder_namespaces
+
+    torch.manual_seed(seed)
+    detector = load_detector(card, checkpoint=init, device=device)
+    built = encoder_namespaces(detector, "fp32")[0]
+    if built != namespaces:
+        raise RuntimeError(f"a pool worker built other encoders than the training run's (card {card.name!r}, "
+                           f"--init {init}): {built} != {namespaces}")
+    return detector
 
 
 def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, result) -> list[str]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...atomic import atomic_path
 from ...data.meme import Dataset, is_multilabel
+from ...determinism import caption_buckets, encode_fixed
 from ...engine.features import FeatureStore, detector_feature_store
 from ..base import class_probabilities, classification_loss
 from .adversarial import attack_batch
@@ -43,14 +44,16 @@ class TrainingResult:
     encoders_in_loop: bool = False  # the encoders ran on every batch: nothing of the training split was cached
     encoding_seconds: float = 0.0  # wall time of the one-off encoding (0 when the encoders train)
     training_seconds: float = 0.0  # wall time of the epochs (augmentation, attacks and validation included)
+    encoding_workers: int = 1  # processes the one-off encoding ran on (run/training.py encoding_pool)
 
 
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
 
 
-def _features(detector, dataset: Dataset, store: FeatureStore, encoding=None):
+def _features(detector, dataset: Dataset, store: FeatureStore, encoding=None, run_batches=None):
     """`encoding(what, n, total)` after each batch encoded (`what`: e.g. `demo:train captions`); inputs read
-    from the cache are not encoded, and not counted."""
+    from the cache are not encoded, and not counted. `run_batches`: where the encoder's batches run
+    (engine/features.encode_fixed; None: here)."""
     import torch
 
     tick = _ticker(encoding, dataset.name)
@@ -58,9 +61,9 @@ def _features(detector, dataset: Dataset, store: FeatureStore, encoding=None):
         return _pair_features(detector, dataset, tick("memes")), torch.zeros((len(dataset), 0))
 
     needs_images = "image" in getattr(detector, "modalities", ("image", "text"))
-    images = (_stored(detector, store, "image", [m.image for m in dataset.memes], tick("pictures"))
+    images = (_stored(detector, store, "image", [m.image for m in dataset.memes], tick("pictures"), run_batches)
               if needs_images else torch.zeros((len(dataset), 0)))
-    return images, _stored(detector, store, "text", [m.text for m in dataset.memes], tick("captions"))
+    return images, _stored(detector, store, "text", [m.text for m in dataset.memes], tick("captions"), run_batches)
 
 
 def _ticker(encoding, what: str):
@@ -69,12 +72,16 @@ def _ticker(encoding, what: str):
     return lambda side: None if encoding is None else lambda n, total: encoding(f"{what} {side}", n, total)
 
 
-def _stored(detector, store: FeatureStore, side: str, inputs: list, tick=None):
-    """These inputs' features through the feature store (each input encoded once, in any run that shares it)."""
+def _stored(detector, store: FeatureStore, side: str, inputs: list, tick=None, run_batches=None):
+    """These inputs' features through the feature store (each input encoded once, in any run that shares it);
+    `run_batches(side, encode, work, batch_size)` runs its batches (None: here)."""
     import torch
 
     encode = detector.encode_images if side == "image" else detector.encode_texts
-    return torch.as_tensor(store.features(side, inputs, encode, ENCODE_BATCH_SIZE, tick))
+    buckets = caption_buckets(detector) if side == "text" else None
+    run = None if run_batches is None else lambda *work: run_batches(side, *work)
+    return torch.as_tensor(store.features(side, inputs, encode, ENCODE_BATCH_SIZE, tick, buckets=buckets,
+                                          run_batches=run))
 
 
 def _pair_features(detector, dataset: Dataset, progress=None):
@@ -101,38 +108,31 @@ def _save_state(path: Path, state: dict) -> None:
 
 def _encoded(detector, captions: list[str], pictures: list | None, reads_images: bool, grad: bool):
     """Features of these inputs straight from the encoders: with `grad`, the adapted encoders' tensors that the
-    loss trains through; without, the test runs' no-gradient path (caption padding fixed, as the feature store
-    encodes), in batches of ENCODE_BATCH_SIZE."""
+    loss trains through; without, the test runs' no-gradient path (fixed-shape batches of ENCODE_BATCH_SIZE, as the
+    feature store encodes)."""
     import torch
-
-    from ...determinism import fixed_shapes
 
     if grad:
         text = detector.text_backbone.encode_texts(captions).float()
         image = (detector.backbone.encode_images(pictures).float() if reads_images
                  else torch.zeros((len(captions), 0), device=text.device))
         return image, text
-    images, texts = [], []
-    for begin in range(0, len(captions), ENCODE_BATCH_SIZE):
-        with fixed_shapes():
-            texts.append(torch.as_tensor(detector.encode_texts(captions[begin : begin + ENCODE_BATCH_SIZE])))
-            if reads_images:
-                images.append(torch.as_tensor(detector.encode_images(pictures[begin : begin + ENCODE_BATCH_SIZE])))
-    text = torch.cat(texts)
-    image = torch.cat(images) if reads_images else torch.zeros((len(captions), 0))
+    text = torch.as_tensor(encode_fixed(detector.encode_texts, captions, ENCODE_BATCH_SIZE, caption_buckets(detector)))
+    image = (torch.as_tensor(encode_fixed(detector.encode_images, pictures, ENCODE_BATCH_SIZE)) if reads_images
+             else torch.zeros((len(captions), 0)))
     return image.to(detector.device), text.to(detector.device)
 
 
 def _epoch_features(detector, captions, pictures, store: FeatureStore, clean, augmented: bool, what: str,
-                    encoding=None):
+                    encoding=None, run_batches=None):
     """The training split's features as this epoch's augmentation left it: through the feature store (an input
     seen before, in this run or an earlier one, is read, not encoded)."""
     if not augmented:
         return clean
     tick = _ticker(encoding, what)
-    xi = (_stored(detector, store, "image", pictures, tick("pictures")).to(detector.device)
+    xi = (_stored(detector, store, "image", pictures, tick("pictures"), run_batches).to(detector.device)
           if pictures is not None and clean[0].shape[1] else clean[0])
-    return xi, _stored(detector, store, "text", captions, tick("captions")).to(detector.device)
+    return xi, _stored(detector, store, "text", captions, tick("captions"), run_batches).to(detector.device)
 
 
 def _attacked_batch_loss(detector, adversarial, logits, features, target, batch, reads_images: bool, in_loop: bool,
@@ -182,22 +182,24 @@ def _adversarial_loss(adversarial, logits_clean, logits_attacked, target, attack
 def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
                weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
                state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None,
-               encoding=None, augment=(), adversarial=None, adaptation=None) -> TrainingResult:
+               encoding=None, augment=(), adversarial=None, adaptation=None, run_batches=None) -> TrainingResult:
     """AdamW on what the adaptation trains (default: the head); keep the weights of the epoch with the best
     validation AUROC. `augment`: Augmentations (augmentation.py) drawn per meme and epoch; `adversarial`: an
     Adversarial (adversarial.py) attacking each batch; `adaptation`: an Adaptation (adaptation.py) already applied
     to the detector (None: the head on frozen encoders). `on_encoded()` is called once the one-off encoding is
     done; `encoding(what, n, total)` after each batch of it, `progress(row)` after each epoch. `cache_dir`: where
-    frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`); None keeps them in memory."""
+    frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`); None keeps them in memory.
+    `run_batches`: where the one-off encoding's fixed-shape batches run (run/training.py: the worker pool; None:
+    here); each batch's rows are the same bytes wherever it runs."""
     from ...determinism import fixed_threads
 
     with fixed_threads():
         return _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path,
-                      on_encoded, cache_dir, encoding, tuple(augment), adversarial, adaptation)
+                      on_encoded, cache_dir, encoding, tuple(augment), adversarial, adaptation, run_batches)
 
 
 def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path, on_encoded,
-           cache_dir, encoding, augment, adversarial, adaptation) -> TrainingResult:
+           cache_dir, encoding, augment, adversarial, adaptation, run_batches) -> TrainingResult:
     import time
 
     import torch
@@ -219,8 +221,8 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
     y_val = val.labels(task)
     clean = val_features = None
     if not in_loop:
-        clean = tuple(t.to(device) for t in _features(detector, train, store, encoding))
-        val_features = tuple(t.to(device) for t in _features(detector, val, store, encoding))
+        clean = tuple(t.to(device) for t in _features(detector, train, store, encoding, run_batches))
+        val_features = tuple(t.to(device) for t in _features(detector, val, store, encoding, run_batches))
     if on_encoded:
         on_encoded()
     encoded_at = time.perf_counter()
@@ -248,7 +250,8 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
         else:
             captions, pictures = [m.text for m in memes], None
         features = None if in_loop else _epoch_features(detector, captions, pictures, store, clean,
-                                                         bool(augment), f"{train.name} epoch {epoch}", encoding)
+                                                         bool(augment), f"{train.name} epoch {epoch}", encoding,
+                                                         run_batches)
         module.train()
         order = torch.randperm(len(y), generator=generator).tolist()
         total = 0.0
