@@ -1,61 +1,89 @@
-"""HotFlip's candidate queries, batched as before (256 captions in the order the search made them) and as now
-(shortest caption first, attacks.QUERY_BATCH per batch), side by side in one run on one thread: the seconds each
-takes and whether the attacked captions are the same.
+"""HotFlip per meme on PrideMM captions, this release against an earlier one, side by side in one run at one thread:
+the seconds per meme of the rainbow-noise suite's severities (1, 3 and 5, in that order, on one attack context as
+the engine runs them) and whether the attacked captions are the same.
 
-    python bench/hotflip_batches.py                     # the first 32 PrideMM test memes, severity 3
-    python bench/hotflip_batches.py --memes 64 --severity 5
+    python bench/hotflip_batches.py --previous d0d65e3          # the first 32 PrideMM test memes
+    python bench/hotflip_batches.py --memes 64 --previous d0d65e3
 
-The detector is the MiniLM caption-only card bench/cpu_scaling.py trains on PrideMM's train/val split (trained once
-into its output folder). A query batch is padded to its longest caption, so the batch's composition is the cost.
+Each release runs in a process of its own (the earlier one unpacked from git, first on PYTHONPATH), one after the
+other. The detector is the MiniLM caption-only card bench/cpu_scaling.py trains on PrideMM's train/val split
+(trained once into its output folder), the same checkpoint for both.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from cpu_scaling import SHARED, minilm_card
-from pytest_memerobust.detectors.cards import load_card
-from pytest_memerobust.detectors.registry import load_detector
-from pytest_memerobust.perturb import attacks
+REPO = Path(__file__).resolve().parents[1]
+SEVERITIES = (1, 3, 5)
 
 
-class InSearchOrder(attacks.AttackContext):
-    """The queries as the release before: batches of 256 in the order the search made them."""
+def measure(card: str, memes: int) -> dict:
+    """In this process: HotFlip at SEVERITIES on one context, seconds and captions per severity."""
+    import numpy as np
+    import torch
 
-    def probabilities(self, captions, rows, batch_size=None):
-        det, rows, captions = self.detector, list(rows), list(captions)
-        return np.concatenate([det.head(self.image_features[rows[k : k + 256]], det.encode_texts(captions[k : k + 256]))
-                               for k in range(0, len(captions), 256)])
+    from cpu_scaling import SHARED
+    from pytest_memerobust.detectors.cards import load_card
+    from pytest_memerobust.detectors.registry import load_detector
+    from pytest_memerobust.perturb import attacks, get
+
+    torch.set_num_threads(1)
+    detector = load_detector(load_card(card))
+    rows = [r for r in csv.DictReader(open(SHARED / "data" / "pridemm" / "PrideMM.csv", encoding="utf-8"))
+            if r["split"] == "test"][:memes]
+    texts, ids = [r["text"] for r in rows], [r["name"] for r in rows]
+    labels = np.array([int(r["hate"]) for r in rows])
+    context = attacks.AttackContext(detector, labels, np.zeros((len(texts), 0), np.float32), None)
+    out = {}
+    for severity in SEVERITIES:
+        start = time.perf_counter()
+        captions = get("hotflip").apply(texts, ids, severity, 0, context)
+        out[severity] = {"seconds": time.perf_counter() - start, "captions": captions}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memes", type=int, default=32)
-    parser.add_argument("--severity", type=int, default=3)
+    parser.add_argument("--previous", help="a git ref of this repository to measure beside this checkout")
     parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # the card: measure in this process, print JSON
     options = parser.parse_args()
-    torch.set_num_threads(1)
-    folder = SHARED / "data" / "pridemm"
-    detector = load_detector(load_card(minilm_card(options.out, f"pridemm:{folder}")))
-    memes = [r for r in csv.DictReader(open(folder / "PrideMM.csv")) if r["split"] == "test"][: options.memes]
-    texts, labels = [m["text"] for m in memes], np.array([int(m["hate"]) for m in memes])
-    print(f"HotFlip severity {options.severity} on the first {len(texts)} PrideMM test memes, MiniLM card, 1 thread")
-    outcomes, seconds = {}, {}
-    for name, context_type in (("256 in search order", InSearchOrder), ("sorted, QUERY_BATCH", attacks.AttackContext)):
-        context = context_type(detector, labels, np.zeros((len(texts), 0), np.float32), None)
-        rngs = [np.random.default_rng(i) for i in range(len(texts))]
-        start = time.perf_counter()
-        outcomes[name] = attacks.hotflip_batch(texts, range(len(texts)), options.severity, rngs, context)
-        seconds[name] = time.perf_counter() - start
-        print(f"{name:<22} {seconds[name]:7.1f} s")
-    before, now = outcomes["256 in search order"], outcomes["sorted, QUERY_BATCH"]
-    print(f"speed-up {seconds['256 in search order'] / seconds['sorted, QUERY_BATCH']:.2f}x; the same attacked "
-          f"caption for {sum(a == b for a, b in zip(before, now))} of {len(now)} memes")
+    if options.child:
+        print(json.dumps(measure(options.child, options.memes)))
+        return
+    from cpu_scaling import SHARED, minilm_card, unpack
+
+    card = str(minilm_card(options.out, f"pridemm:{SHARED / 'data' / 'pridemm'}"))
+    releases = {"this checkout": None}
+    if options.previous:
+        releases = {options.previous: unpack(options.previous, options.out), **releases}
+    results = {}
+    for name, package in releases.items():
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(package or ""), str(REPO / "bench")) if p)}
+        run = subprocess.run([sys.executable, __file__, "--child", card, "--memes", str(options.memes)], env=env,
+                             capture_output=True, text=True, check=True)
+        results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+    print(f"HotFlip on the first {options.memes} PrideMM test memes, MiniLM card, one thread, severities "
+          f"{', '.join(map(str, SEVERITIES))} in turn on one context")
+    header = " ".join(f"{'sev ' + str(s) + ' s/meme':>14}" for s in SEVERITIES)
+    print(f"{'release':<16} {header} {'all s/meme':>11}")
+    for name, result in results.items():
+        seconds = [result[str(s)]["seconds"] / options.memes for s in SEVERITIES]
+        print(f"{name:<16} " + " ".join(f"{s:14.3f}" for s in seconds) + f" {sum(seconds):11.3f}")
+    if len(results) == 2:
+        (before, then), (_, now) = results.items()
+        total = [sum(r[str(s)]["seconds"] for s in SEVERITIES) for r in (then, now)]
+        same = {s: sum(a == b for a, b in zip(then[str(s)]["captions"], now[str(s)]["captions"])) for s in SEVERITIES}
+        print(f"speed-up {total[0] / total[1]:.2f}x over the three severities; the same attacked caption as {before}: "
+              + ", ".join(f"severity {s} {n} of {options.memes}" for s, n in same.items()))
 
 
 if __name__ == "__main__":

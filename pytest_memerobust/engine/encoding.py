@@ -9,7 +9,7 @@ import contextlib
 import numpy as np
 
 from ..data.digests import input_digests
-from ..determinism import caption_buckets, device_type, fixed_threads
+from ..determinism import caption_buckets, caption_rows, device_type, fixed_threads
 from .features import pack_digests
 from .progress import PROGRESS_MIN_INPUTS, progress_bar
 from .sides import Sides
@@ -61,8 +61,10 @@ class Encoding:
 
         try:
             with self._precision():
-                held = self.sides.features.features(modality, items, encode, self.batch_size, encoded, digests,
-                                                    caption_buckets(self.detector) if modality == "text" else None)
+                text = modality == "text"
+                rows = caption_rows(device_type(self.detector), self.batch_size) if text else self.batch_size
+                held = self.sides.features.features(modality, items, encode, rows, encoded, digests,
+                                                    caption_buckets(self.detector) if text else None)
         finally:
             if bar is not None:
                 bar.close()

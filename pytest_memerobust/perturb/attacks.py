@@ -23,10 +23,10 @@ from .text import _check_caption
 
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
-# captions per query batch of a model-aware attack, by the detector's device: on one CPU thread a batch of 32
-# costs what its captions cost (measured on PrideMM's HotFlip queries: 2.4x fewer padded tokens than batches of
-# 256), a GPU wants larger batches
-QUERY_BATCH = {"cpu": 32, "cuda": 256}
+# captions per query batch of a model-aware attack, by the detector's device: on one CPU thread a batch of 8 costs
+# about what its captions cost, and a caption bucket's last batch is filled up to it (fixed shapes: measured on
+# PrideMM's HotFlip queries, 8 rows cost 8% less than 16); a GPU wants larger batches
+QUERY_BATCH = {"cpu": 8, "cuda": 256}
 
 
 @dataclass
@@ -45,6 +45,7 @@ class AttackContext:
     captions: Sequence[str] | None = None  # the clean captions (what an image attack holds fixed)
     ids: Sequence[str] | None = None  # the memes' ids (what a per-meme attack's memo is keyed by)
     seed: int = 0  # the run's seed: an attack made of other registered attacks draws each one's own generator
+    searches: dict = field(default_factory=dict)  # HotFlip's searches per meme, shared by its severities
 
     def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int | None = None) -> np.ndarray:
         """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`, in batches of
@@ -133,7 +134,10 @@ def _word_scores(texts: Sequence[str], rows: Sequence[int], context: AttackConte
     return [[(sc, a, b) for sc, (a, b) in zip(score, sp)] for score, sp in zip(scores, spans)]
 
 
-SALIENCY_BATCH = 16  # captions per gradient pass of a white-box word ranking (fixed-shape: filled up to it)
+# captions per gradient pass of a white-box word ranking: one, padded to its bucket (measured on PrideMM's HotFlip at
+# one thread: a gradient pass per caption cost 5.5 s where passes of 16 captions, each bucket's last filled up, cost
+# 21.1 s, and passes of 64 padded to their longest caption 7.8 s)
+SALIENCY_BATCH = 1
 
 
 def _saliencies(texts: list[str], rows: list[int], labels: list[int], context: AttackContext) -> list[list[tuple]]:
@@ -181,41 +185,60 @@ def hotflip_batch(texts: Sequence[str], rows: Sequence[int], severity: int, rngs
     """HotFlip on many captions at once: each step is one gradient pass and one batch of candidate queries for all
     of them, while every caption keeps its own generator, budget and choices. `steps` overrides the severity's
     number of edits (a joint attack spends them over its rounds); `edits(word, rng, limit)` the rewrites of a word
-    tried (default HotFlip's character flips; human_edits.human_candidates keeps them human-plausible)."""
+    tried (default HotFlip's character flips; human_edits.human_candidates keeps them human-plausible).
+
+    The severities of a meme share one greedy search (its generator is keyed without the severity): severity k's
+    caption is that search after HOTFLIP_STEPS[k - 1] edits, so a higher severity never attacks less, and a search
+    a lower severity ran in this context is resumed where it stopped (`context.searches`), not run again. Each
+    step's queries run in fixed-shape batches, so a meme's search is the same bytes alone, among other memes and
+    resumed."""
     edits = _char_edits if edits is None else edits
     budget = HOTFLIP_STEPS[severity - 1] if steps is None else steps
     texts, rows = [_check_caption(t) for t in texts], list(rows)
     labels = [int(context.labels[r]) for r in rows]
-    current = context.losses(texts, rows, labels)
-    active = set(range(len(texts)))  # captions where the last step still found an edit that raised the loss
-    for _ in range(budget):
+    # each meme's search: (caption, loss, still improving, generator state) after 0, 1, 2, ... steps
+    keys = [None if steps is not None else
+            (edits.__module__, edits.__qualname__, row, text, repr(rng.bit_generator.state))
+            for row, text, rng in zip(rows, texts, rngs)]
+    paths = [context.searches.get(key) if key is not None else None for key in keys]
+    fresh = [i for i, path in enumerate(paths) if path is None]
+    if fresh:
+        first = context.losses([texts[i] for i in fresh], [rows[i] for i in fresh], [labels[i] for i in fresh])
+        for i, loss in zip(fresh, first):
+            paths[i] = [(texts[i], float(loss), True, rngs[i].bit_generator.state)]
+            if keys[i] is not None:
+                context.searches[keys[i]] = paths[i]
+    for step in range(1, budget + 1):
+        order = [i for i, path in enumerate(paths) if len(path) == step and path[-1][2]]  # not taken, improving
+        if not order:
+            continue
+        for i in order:
+            rngs[i].bit_generator.state = paths[i][-1][3]
+        now = [paths[i][-1][0] for i in order]
+        scored = _word_scores(now, [rows[i] for i in order], context)
         candidates, owners = [], []
-        order = sorted(active)
-        scored = _word_scores([texts[i] for i in order], [rows[i] for i in order], context) if order else []
-        for i, words in zip(order, scored):
-            text = texts[i]
+        for i, text, words in zip(order, now, scored):
             for _, a, b in sorted(words, key=lambda t: -t[0])[:3]:
                 for edit in edits(text[a:b], rngs[i], 8):
                     candidates.append(text[:a] + edit + text[b:])
                     owners.append(i)
-        if not candidates:
-            break
-        losses = context.losses(candidates, [rows[i] for i in owners], [labels[i] for i in owners])
+        losses = (context.losses(candidates, [rows[i] for i in owners], [labels[i] for i in owners])
+                  if candidates else [])
         best: dict[int, int] = {}
         for k, i in enumerate(owners):
             if i not in best or losses[k] > losses[best[i]]:
                 best[i] = k
         for i in order:
-            k = best.get(i)
-            if k is None or losses[k] <= current[i]:  # no edit raises the loss: stop, never help the detector
-                active.discard(i)
+            k, (text, loss, _, _) = best.get(i), paths[i][-1]
+            if k is None or losses[k] <= loss:  # no edit raises the loss: stop, never help the detector
+                paths[i].append((text, loss, False, rngs[i].bit_generator.state))
             else:
-                texts[i], current[i] = candidates[k], losses[k]
-    return texts
+                paths[i].append((candidates[k], float(losses[k]), True, rngs[i].bit_generator.state))
+    return [path[min(budget, len(path) - 1)][0] for path in paths]
 
 
 @register("hotflip", modality="text", family="hotflip", needs_model=True, tags=("white_box", "char"),
-          batch=hotflip_batch)
+          batch=hotflip_batch, keyed_by_severity=False)
 def hotflip(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
     """HotFlip (Ebrahimi et al. 2018): greedy character edits that raise the detector's loss on the true label.
 
@@ -233,7 +256,7 @@ def hotflip_human_batch(texts: Sequence[str], rows: Sequence[int], severity: int
 
 
 @register("hotflip_human", modality="text", family="hotflip", needs_model=True,
-          tags=("white_box", "char", "human_plausible"), batch=hotflip_human_batch)
+          tags=("white_box", "char", "human_plausible"), batch=hotflip_human_batch, keyed_by_severity=False)
 def hotflip_human(text: str, severity: int, rng: np.random.Generator, context: AttackContext, index: int) -> str:
     """HotFlip's search (the same words ranked, the same budgets) over human-style rewrites of a word (leetspeak,
     emoji, spacing, stretched letters: human_edits.human_candidates) instead of random character flips: the caption

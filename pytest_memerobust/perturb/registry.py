@@ -57,10 +57,14 @@ class Perturbation:
     settings: tuple[tuple[str, int], ...] = ()  # the parameters this name sets (the others keep their defaults)
     # the name its generators are keyed by: an attack with parameters draws what its plain attack draws
     key: str = ""
+    # False: one generator per (seed, meme) for every severity: an attack whose severities are points on one search
+    # (HotFlip: severity k is the search after k's number of edits), so the severities share it
+    keyed_by_severity: bool = True
 
     def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
-        """The generator for one (seed, meme, perturbation, severity): independent of order and batch."""
-        key = f"{seed}\0{meme_id}\0{self.key or self.name}\0{severity}".encode()
+        """The generator for one (seed, meme, perturbation, severity; not the severity for an attack not
+        `keyed_by_severity`): independent of order and batch."""
+        key = f"{seed}\0{meme_id}\0{self.key or self.name}\0{severity if self.keyed_by_severity else '*'}".encode()
         digest = hashlib.blake2b(key, digest_size=16).digest()
         return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
 
@@ -166,10 +170,12 @@ def register(
     takes: str = "array",
     rewrites_caption: bool = False,
     parameters: dict[str, int] | None = None,
+    keyed_by_severity: bool = True,
 ):
     """Decorator that records `fn(x, severity, rng)` under `name`; `takes` says whether an image perturbation's
     `fn` takes a picture tensor or an array (see the module's docstring); `parameters`, an attack's integer
-    parameters with their defaults (its `batch` takes them as keywords)."""
+    parameters with their defaults (its `batch` takes them as keywords); `keyed_by_severity=False`, an attack whose
+    severities share one generator per meme (Perturbation.keyed_by_severity)."""
     if rewrites_caption and (modality != "image" or not needs_model):
         raise ValueError(f"perturbation {name!r}: only an image attack (needs_model) may rewrite the caption")
     if takes not in ("tensor", "array"):
@@ -200,6 +206,7 @@ def register(
             takes=takes,
             rewrites_caption=rewrites_caption,
             parameters=tuple(sorted((parameters or {}).items())),
+            keyed_by_severity=keyed_by_severity,
         )
         return fn
 

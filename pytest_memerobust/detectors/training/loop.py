@@ -22,7 +22,7 @@ import numpy as np
 
 from ...atomic import atomic_path
 from ...data.meme import Dataset, is_multilabel
-from ...determinism import caption_buckets, encode_fixed
+from ...determinism import caption_buckets, caption_rows, device_type, encode_fixed
 from ...engine.features import FeatureStore, detector_feature_store
 from ..base import class_probabilities, classification_loss
 from .adversarial import attack_batch
@@ -78,10 +78,11 @@ def _stored(detector, store: FeatureStore, side: str, inputs: list, tick=None, r
     import torch
 
     encode = detector.encode_images if side == "image" else detector.encode_texts
-    buckets = caption_buckets(detector) if side == "text" else None
+    text = side == "text"
+    rows = caption_rows(device_type(detector), ENCODE_BATCH_SIZE) if text else ENCODE_BATCH_SIZE
     run = None if run_batches is None else lambda *work: run_batches(side, *work)
-    return torch.as_tensor(store.features(side, inputs, encode, ENCODE_BATCH_SIZE, tick, buckets=buckets,
-                                          run_batches=run))
+    return torch.as_tensor(store.features(side, inputs, encode, rows, tick, buckets=caption_buckets(detector)
+                                          if text else None, run_batches=run))
 
 
 def _pair_features(detector, dataset: Dataset, progress=None):
@@ -117,7 +118,8 @@ def _encoded(detector, captions: list[str], pictures: list | None, reads_images:
         image = (detector.backbone.encode_images(pictures).float() if reads_images
                  else torch.zeros((len(captions), 0), device=text.device))
         return image, text
-    text = torch.as_tensor(encode_fixed(detector.encode_texts, captions, ENCODE_BATCH_SIZE, caption_buckets(detector)))
+    rows = caption_rows(device_type(detector), ENCODE_BATCH_SIZE)
+    text = torch.as_tensor(encode_fixed(detector.encode_texts, captions, rows, caption_buckets(detector)))
     image = (torch.as_tensor(encode_fixed(detector.encode_images, pictures, ENCODE_BATCH_SIZE)) if reads_images
              else torch.zeros((len(captions), 0)))
     return image.to(detector.device), text.to(detector.device)
