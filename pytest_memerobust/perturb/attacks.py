@@ -27,6 +27,9 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # about what its captions cost, and a caption bucket's last batch is filled up to it (fixed shapes: measured on
 # PrideMM's HotFlip queries, 8 rows cost 8% less than 16); a GPU wants larger batches
 QUERY_BATCH = {"cpu": 8, "cuda": 256}
+# ... of a set asked only as a whole (a trigger's fit memes), sorted by length and padded to each batch's longest, as
+# before issue 61: a fit's 64 captions spread over several buckets would fill a third of their rows
+SET_QUERY_BATCH = {"cpu": 32, "cuda": 256}
 
 
 @dataclass
@@ -47,19 +50,22 @@ class AttackContext:
     seed: int = 0  # the run's seed: an attack made of other registered attacks draws each one's own generator
     searches: dict = field(default_factory=dict)  # HotFlip's searches per meme, shared by its severities
 
-    def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int | None = None) -> np.ndarray:
+    def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int | None = None,
+                      per_query: bool = True) -> np.ndarray:
         """Class probabilities of `captions`, each paired with the clean image of meme `rows[k]`, in batches of
         `batch_size` (default: QUERY_BATCH for the detector's device).
 
         A detector that pads captions by bucket (engine/features.caption_buckets) is asked in fixed-shape batches:
         captions of one bucket together, each batch filled to `batch_size` rows, encoder and head alike, so each
         query's answer is the same bytes in any batch, and a meme attacked alone gets the caption it gets among
-        others. Any other detector (a black box: filling its batches would cost queries) is asked shortest
-        caption first, each batch padded to its longest caption (PrideMM's captions: median 31 tokens, a tenth
-        beyond 87), in an order that depends on the captions alone."""
+        others. Any other detector (a black box: filling its batches would cost queries), and any set of queries
+        asked only as a whole (`per_query=False`: a universal trigger's fit always asks the same fit memes), is
+        asked shortest caption first, each batch padded to its longest caption (PrideMM's captions: median 31
+        tokens, a tenth beyond 87), in an order that depends on the captions alone."""
         det, rows, captions = self.detector, list(rows), list(captions)
         if batch_size is None:
-            batch_size = QUERY_BATCH["cuda" if device_type(det) == "cuda" else "cpu"]
+            sizes = QUERY_BATCH if per_query else SET_QUERY_BATCH
+            batch_size = sizes["cuda" if device_type(det) == "cuda" else "cpu"]
         split = hasattr(det, "head") and self.image_features is not None
 
         def ask(part_rows: list[int], part: list[str]) -> np.ndarray:
@@ -68,7 +74,7 @@ class AttackContext:
             pictures = [self.images[r] for r in part_rows] if self.images is not None else [None] * len(part)
             return det.predict_proba(pictures, part)
 
-        buckets = caption_buckets(det)
+        buckets = caption_buckets(det) if per_query else None
         if buckets is not None:
             return encode_fixed(lambda ks: ask([rows[k] for k in ks], [captions[k] for k in ks]),
                                 list(range(len(captions))), batch_size,
@@ -81,8 +87,9 @@ class AttackContext:
         back[order] = np.arange(len(order))
         return proba[back]
 
-    def losses(self, captions: Sequence[str], rows: Sequence[int], labels: Sequence[int]) -> np.ndarray:
-        proba = self.probabilities(captions, rows)
+    def losses(self, captions: Sequence[str], rows: Sequence[int], labels: Sequence[int],
+               per_query: bool = True) -> np.ndarray:
+        proba = self.probabilities(captions, rows, per_query=per_query)
         return -np.log(proba[np.arange(len(proba)), np.asarray(labels)] + 1e-12)
 
     @property
@@ -314,7 +321,7 @@ def find_trigger(context: AttackContext, length: int, seed: int, candidates: int
 
     def loss(trigger_words):
         prefix = " ".join(trigger_words)
-        return float(train.losses([f"{prefix} {texts[r]}" for r in rows], rows, target).mean())
+        return float(train.losses([f"{prefix} {texts[r]}" for r in rows], rows, target, per_query=False).mean())
 
     best = loss(words)
     embedding = None
