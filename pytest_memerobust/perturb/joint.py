@@ -56,9 +56,9 @@ class _Counting(AttackContext):
         super().__init__(base.detector, base.labels, base.image_features, base.images)
         self.queries = 0
 
-    def probabilities(self, captions, rows, batch_size: int | None = None):
+    def probabilities(self, captions, rows, batch_size: int | None = None, per_query: bool = True):
         self.queries += len(captions)
-        return super().probabilities(captions, rows, batch_size)
+        return super().probabilities(captions, rows, batch_size, per_query)
 
 
 def _picture_round(target, x0, x, eps: float, rng, first: bool, scales: tuple[float, ...] = (1.0,)):
