@@ -80,9 +80,9 @@ def test_memerobust_train_with_the_same_recipe_trains_on_copy_k_at_epoch_k(augme
     seen = {}
     epoch_features = loop._epoch_features
 
-    def recording(detector, captions, pictures, store, clean, augmented, what, encoding=None):
+    def recording(detector, captions, pictures, store, clean, augmented, what, *rest):
         seen[int(what.rsplit(" ", 1)[1])] = (list(captions), [input_digest(to_array(p)) for p in pictures])
-        return epoch_features(detector, captions, pictures, store, clean, augmented, what, encoding)
+        return epoch_features(detector, captions, pictures, store, clean, augmented, what, *rest)
 
     monkeypatch.setattr(loop, "_epoch_features", recording)
     card = tmp_path / "tiny.toml"
