@@ -64,4 +64,4 @@ def test_what_pool_workers_send_fitting_universal_attacks_reaches_the_note(pytes
     sent = len(Scripted.log)
     assert sent > 2 * 8 * 8, sent  # the fits asked the endpoint
     assert re.findall(r"fake-hosted: (\d+) requests to ", out) == [str(sent)], (sent, out)
-    assert "universal attack fits) ran on" in out, out  # the fits ran on the pool
+    assert "2 universal attack fits ran on 2 worker processes" in out, out  # the fits ran on the pool
