@@ -15,7 +15,9 @@ from pytest_memerobust.detectors.cards import load_card
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
 from pytest_memerobust.detectors.training.adaptation import (
     ADAPTATION_METHODS, LORA_TARGETS, adapt, check_adaptation, parse_adaptation)
+from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
 from pytest_memerobust.errors import CheckpointError, ConfigError
+from minilm_model import require_minilm
 
 CAPTIONS = ["a cat sitting on a mat", "they are all the same, send them back", "happy pride month friends"]
 LABELS = torch.tensor([0, 1, 0])
@@ -26,12 +28,10 @@ def _tiny_bert(folder: Path, seed: int) -> Path:
     """A 2-layer BERT sentence encoder (width 32) with MiniLM's tokenizer, saved the way a downloaded one is."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from pytest_memerobust.detectors.backbones import minilm_path
-
     torch.manual_seed(seed)
     BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(str(minilm_path())).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER)).save_pretrained(folder)
     return folder
 
 
@@ -295,6 +295,7 @@ def test_a_picture_reading_detector_adapts_both_towers(kind, method, tmp_path):
 
 @pytest.mark.parametrize("method", ["adapter", "compacter", "lora", "prompt", "full"])
 def test_the_real_minilm_adapts_and_reloads(method, tmp_path):
+    require_minilm()
     card = _card({"kind": "minilm"})
     detector = load_detector(card)
     base = detector.encode_texts(CAPTIONS)

