@@ -156,12 +156,18 @@ def shaped_batches(count: int, batch_size: int,
             for start in range(0, len(members), batch_size)]
 
 
+def filled(chunk: list, rows: int) -> list:
+    """`chunk` filled up to `rows` items with copies of its last, so its batch has the fixed shape (the caller drops
+    the fill's results: rows past len(chunk))."""
+    return chunk + chunk[-1:] * (rows - len(chunk))
+
+
 def encode_batch(encode: Callable[[list], np.ndarray], chunk: list, length: int | None, batch_size: int) -> np.ndarray:
     """One fixed-shape batch: `chunk` filled up to `batch_size` rows with copies of its last input (whose rows are
     dropped), its captions padded to `length` (None: the encoder's full length), so each input's row is the one it
     gets in any other batch of its bucket (determinism.py)."""
     with fixed_shapes(length):
-        return np.asarray(encode(chunk + chunk[-1:] * (batch_size - len(chunk))))[: len(chunk)]
+        return np.asarray(encode(filled(chunk, batch_size)))[: len(chunk)]
 
 
 def encode_fixed(encode: Callable[[list], np.ndarray], items: Sequence, batch_size: int,

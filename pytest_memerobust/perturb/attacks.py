@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..atomic import atomic_write_text
-from ..determinism import caption_buckets, device_type, encode_fixed, fixed_shapes, shaped_batches
+from ..determinism import caption_buckets, device_type, encode_fixed, filled, fixed_shapes, shaped_batches
 from .registry import register
 from .text import _check_caption
 
@@ -159,10 +159,10 @@ def _saliencies(texts: list[str], rows: list[int], labels: list[int], context: A
                                                      context.image_features[rows[k : k + 64]])]
     out: list = [None] * len(texts)
     for length, members in shaped_batches(len(texts), SALIENCY_BATCH, buckets(texts)):
-        filled = members + members[-1:] * (SALIENCY_BATCH - len(members))
+        batch = filled(members, SALIENCY_BATCH)
         with fixed_shapes(length):
-            found = detector.text_saliency([texts[i] for i in filled], [labels[i] for i in filled],
-                                           context.image_features[[rows[i] for i in filled]])
+            found = detector.text_saliency([texts[i] for i in batch], [labels[i] for i in batch],
+                                           context.image_features[[rows[i] for i in batch]])
         for i, tokens in zip(members, found):
             out[i] = tokens
     return out
