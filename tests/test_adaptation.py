@@ -15,30 +15,19 @@ from pytest_memerobust.detectors.cards import load_card
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
 from pytest_memerobust.detectors.training.adaptation import (
     ADAPTATION_METHODS, LORA_TARGETS, adapt, check_adaptation, parse_adaptation)
-from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
 from pytest_memerobust.errors import CheckpointError, ConfigError
 from minilm_model import require_minilm
+from tiny_backbones import save_tiny_bert
 
 CAPTIONS = ["a cat sitting on a mat", "they are all the same, send them back", "happy pride month friends"]
 LABELS = torch.tensor([0, 1, 0])
 CLASSES = ("non-hateful", "hateful")
 
 
-def _tiny_bert(folder: Path, seed: int) -> Path:
-    """A 2-layer BERT sentence encoder (width 32) with MiniLM's tokenizer, saved the way a downloaded one is."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    torch.manual_seed(seed)
-    BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER)).save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def bert_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("bert")
-    return _tiny_bert(root / "a", seed=0), _tiny_bert(root / "b", seed=1)
+    return save_tiny_bert(root / "a", seed=0), save_tiny_bert(root / "b", seed=1)
 
 
 def _card(backbone: dict, architecture: str = "memeblip2", params=None) -> ModelCard:

@@ -103,12 +103,16 @@ def _forget():
 
 
 HOTFLIP_MEMES = 80  # measured at 80 (of 160): the difference interval's low end 0.15 (open_clip) to 0.49 (minilm)
+# ... except on the real MiniLM, whose queries cost the most (95 s of CI at 80 memes) and whose margin is widest:
+# measured at 32 memes (2026-11-29), its difference interval is 0.344..0.719
+HOTFLIP_MEMES_BY_KIND = {"minilm": 32}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_hotflip_flips_more_than_random_character_edits(kind):
     run = attacked(kind)
-    texts, ids = run.texts[:HOTFLIP_MEMES], run.ids[:HOTFLIP_MEMES]
+    memes = HOTFLIP_MEMES_BY_KIND.get(kind, HOTFLIP_MEMES)
+    texts, ids = run.texts[:memes], run.ids[:memes]
     flipped = get("hotflip").apply(texts, ids, 3, 0, run.context)
     rng = np.random.default_rng(0)
     random = [random_char_edits(t, 4, rng) for t in texts]

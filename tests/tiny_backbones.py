@@ -1,6 +1,7 @@
 """Tiny random configurations of every backbone kind, shared by the tests that run suites and attacks on each:
 open_clip, transformers CLIP and BLIP-2 built from inline configs (random frozen weights), and the real MiniLM
-caption encoder. Each becomes a MemeCLIP / MemeBLIP2 card with a head of width 32."""
+caption encoder (or, where a test needs only its code path, a tiny BERT saved as a downloaded one is:
+`save_tiny_bert`). Each becomes a MemeCLIP / MemeBLIP2 card with a head of width 32."""
 from __future__ import annotations
 
 from pytest_memerobust.detectors.training.checkpoint import _toml_value
@@ -33,9 +34,26 @@ KINDS = {
 }
 
 
-def card_toml(kind: str) -> str:
-    """A model card (TOML) of `kind`'s tiny detector, without a checkpoint: `memerobust train` gives it one."""
-    architecture, params, backbone = KINDS[kind]
+def save_tiny_bert(folder, seed: int = 0):
+    """A 2-layer BERT sentence encoder (width 32) with MiniLM's tokenizer, saved the way a downloaded one is: what
+    `{"kind": "minilm", "name": folder}` loads through the MiniLM backbone's code, at a fraction of its cost."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
+
+    torch.manual_seed(seed)
+    BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER)).save_pretrained(folder)
+    return folder
+
+
+def card_toml(kind: str, backbone: dict | None = None) -> str:
+    """A model card (TOML) of `kind`'s tiny detector, without a checkpoint: `memerobust train` gives it one.
+    `backbone` replaces the kind's backbone spec (a tiny BERT's folder for "minilm")."""
+    architecture, params, spec = KINDS[kind]
+    backbone = spec if backbone is None else backbone
     return "\n".join([f'name = "tiny-{kind}"', f'architecture = "{architecture}"', 'task = "hate"',
                       'classes = ["non-hateful", "hateful"]', "", "[params]",
                       *(f"{key} = {_toml_value(value)}" for key, value in params.items()), "", "[backbone]",

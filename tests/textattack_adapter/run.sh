@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # The textattack adapter's tests, in their own environment: textattack 0.3.11's flair caps transformers below 5, which
 # the core environment (.venv) does not (see constraints-textattack.txt). Builds .venv-textattack the first time
-# (about 3 minutes: torch 2.13.0's CPU build from this machine's disk, textattack and its pins), then runs the tests.
+# (about 3 minutes: torch 2.13.0's CPU build from this machine's disk, textattack and its pins), then runs the tests
+# on 2 cores. `--build-only`: build (or check) the environment and stop (scripts/run-tests builds it meanwhile).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+    build_only=1
+    shift
+fi
 [ -x .venv-textattack/bin/python ] || python3 -m venv .venv-textattack
-.venv-textattack/bin/pip install --quiet -c constraints-textattack.txt -e ".[textattack]"
+.venv-textattack/bin/pip install --quiet -c constraints-textattack.txt -e ".[textattack]" "pytest-xdist>=3.5"
 echo "textattack adapter: its environment was ready in ${SECONDS} s" >&2
-.venv-textattack/bin/python -m pytest tests/textattack_adapter "$@"
+if [ "$build_only" -eq 1 ]; then
+    exit 0
+fi
+.venv-textattack/bin/python -m pytest tests/textattack_adapter -n 2 "$@"
