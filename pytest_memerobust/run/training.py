@@ -23,9 +23,33 @@ def hyperparameters(card, flags: dict | None = None) -> dict:
     card's [training], then the `flags` given (None: not given). For a card with shipped demo weights this is the
     recipe they were trained with, so `train CARD --demo` reproduces them."""
     hyper = {**TRAINING_DEFAULTS, **{k: v for k, v in card.training.items() if k not in RECIPE_KEYS}}
-    if flags is not None:
-        hyper.update({k: flags[k] for k in hyper if flags.get(k) is not None})
-    return hyper
+    given = {k: flags[k] for k in hyper if flags is not None and flags.get(k) is not None}
+    for key in TRAINING_DEFAULTS:
+        where = (f"--{key.replace('_', '-')} {given[key]!r}" if key in given else
+                 f"card {card.name} [training] {key} = {hyper[key]!r}" if key in card.training else None)
+        if where is not None:
+            check_hyperparameter(key, given.get(key, hyper[key]), where)
+    hyper.update(given)
+    return {k: int(v) if k in ("epochs", "batch_size") else v for k, v in hyper.items()}
+
+
+# each number's valid range, said in one line when a value falls outside it
+HYPERPARAMETER_RANGES = {"epochs": "a whole number >= 1", "batch_size": "a whole number >= 1",
+                         "lr": "a finite number > 0", "weight_decay": "a finite number >= 0"}
+
+
+def check_hyperparameter(key: str, value, where: str) -> None:
+    """A training number in its range, else one MemeRobustError naming where it came from (`where`: the flag or the
+    card's line) and the range: said before any encoding, not as a traceback minutes later."""
+    import math
+
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key in ("epochs", "batch_size"):
+        fine = number and float(value).is_integer() and value >= 1
+    else:
+        fine = number and math.isfinite(value) and (value > 0 if key == "lr" else value >= 0)
+    if not fine:
+        raise MemeRobustError(f"{where}: {key.replace('_', ' ')} must be {HYPERPARAMETER_RANGES[key]}")
 
 
 def trained_card_name(out: Path, source: str, given: str | None = None) -> str:
@@ -185,6 +209,7 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
     card = find_card(request.card)
     if request.demo:
         card = card.with_demo()
+    hyper = hyperparameters(card, request.flags)  # each number in its range, said first
     out = Path(request.out) if request.out else (card.checkpoint_path() if request.demo else None)
     if out is None:
         raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's demo weights with "
@@ -209,7 +234,7 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
             demo = "; or --demo to train on the card's small demo backbone" if card.demo and not request.demo else ""
             raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
     augment, adversarial, adaptation = training_recipe(card, request)
-    return TrainingPlan(card, out, name, train_spec, val_spec, hyperparameters(card, request.flags), augment,
+    return TrainingPlan(card, out, name, train_spec, val_spec, hyper, augment,
                         adversarial, adaptation)
 
 
