@@ -56,3 +56,116 @@ def test_whole_numbers_written_as_floats_in_a_card_are_used_as_whole_numbers():
     hyper = hyperparameters(card, {"epochs": 3, "batch_size": 8, "lr": 1e-3, "weight_decay": 0.0})
     assert hyper == {**hyper, "epochs": 3, "batch_size": 8, "lr": 1e-3, "weight_decay": 0.0}
     assert all(isinstance(hyper[k], int) for k in ("epochs", "batch_size"))
+
+
+def _train(*args) -> int:
+    return cli_main(["train", "demo", "--data", "demo", "--epochs", "1", "--no-cache", "--quiet", *args])
+
+
+def test_out_that_is_a_folder_is_refused_before_anything_loads(tmp_path, capsys, never_loads):
+    assert _train("--out", str(tmp_path)) == 2
+    assert capsys.readouterr().err.strip() == (f"memerobust: error: --out {tmp_path} is a folder: name the checkpoint "
+                                               f"file in it, e.g. --out {tmp_path / 'model.safetensors'}")
+
+
+def test_out_in_a_folder_that_cannot_be_written_is_refused_before_anything_loads(tmp_path, capsys, never_loads):
+    """A folder made read-only by chmod (root ignores that, so the test makes the folder a file's path instead when
+    it runs as root: either way the write check is what refuses)."""
+    import os
+
+    if os.geteuid() == 0:
+        blocker = tmp_path / "a-file"
+        blocker.write_text("not a folder")
+        out = blocker / "m.safetensors"
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        out = locked / "m.safetensors"
+    assert _train("--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"memerobust: error: --out {out}: cannot write in ") and "Traceback" not in err
+    assert err.strip().endswith("name a checkpoint in a folder you can write")
+
+
+def test_a_finished_checkpoint_is_replaced_only_with_force(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _train("--out", "m.safetensors", "--lr", "3e-3") == 0
+    capsys.readouterr()
+    written = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert set(written) == {"m.safetensors", "m.metrics.json", "m.card.toml"}
+    assert _train("--out", "m.safetensors", "--lr", "1e-3") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("memerobust: error: --out m.safetensors is a finished checkpoint (best epoch 1, val AUROC ")
+    assert "lr 0.003" in err and err.endswith("name another --out, or pass --force to replace it, its metrics and card")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == written  # nothing touched
+    assert _train("--out", "m.safetensors", "--lr", "1e-3", "--force") == 0
+    metrics = (tmp_path / "m.metrics.json").read_text()
+    assert '"lr": 0.001' in metrics
+
+
+def _interrupted(tmp_path, monkeypatch, *args) -> None:
+    """A run of `args` stopped after its epochs, before its checkpoint was written: its resume state is left."""
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "save_head", stopped)
+    assert _train("--out", str(tmp_path / "m.safetensors"), *args) == 130  # "memerobust train: interrupted"
+    monkeypatch.undo()
+    assert (tmp_path / "m.train-state.pt").is_file() and not (tmp_path / "m.safetensors").exists()
+
+
+def test_a_resume_of_another_command_is_refused_naming_what_differs(tmp_path, capsys, monkeypatch):
+    _interrupted(tmp_path, monkeypatch, "--lr", "3e-3", "--augment", "typos@1:0.5")
+    capsys.readouterr()
+    assert _train("--out", str(tmp_path / "m.safetensors"), "--lr", "1e-3", "--resume") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"memerobust: error: --resume: the interrupted run at {tmp_path / 'm.train-state.pt'} was "
+                          f"another command (augment typos@1:0.5 then, none now; lr 0.003 then, 0.001 now): ")
+    assert not (tmp_path / "m.safetensors").exists()
+    # the same command resumes, and finishes
+    assert _train("--out", str(tmp_path / "m.safetensors"), "--lr", "3e-3", "--augment", "typos@1:0.5",
+                  "--resume") == 0
+    assert (tmp_path / "m.safetensors").is_file() and not (tmp_path / "m.train-state.pt").exists()
+
+
+def test_a_damaged_resume_state_names_the_file_and_the_fix(tmp_path, capsys, monkeypatch):
+    _interrupted(tmp_path, monkeypatch, "--lr", "3e-3")
+    state = tmp_path / "m.train-state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    capsys.readouterr()
+    assert _train("--out", str(tmp_path / "m.safetensors"), "--lr", "3e-3", "--resume") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"memerobust: error: --resume: {state} cannot be read (")
+    assert err.endswith("it is damaged or not a training state: delete it, or run without --resume, to train from "
+                        "the start") and "Traceback" not in err
+
+
+def test_a_run_that_diverges_at_once_says_where_and_writes_nothing(tmp_path, capsys):
+    assert _train("--out", str(tmp_path / "m.safetensors"), "--lr", "1e30", "--epochs", "2") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("memerobust: error: training diverged at epoch 1, ")
+    assert err.endswith("before any epoch could be kept: nothing written; try a lower --lr (this run's: 1e+30)")
+    assert [p.name for p in tmp_path.iterdir()] == ["m.train-state.pt"] or list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_diverges_later_keeps_its_best_epoch_and_says_where_it_stopped():
+    import torch
+
+    from pytest_memerobust.data import demo_dataset
+    from pytest_memerobust.detectors import load_detector
+    from pytest_memerobust.detectors.training import train_head
+
+    torch.manual_seed(0)
+    detector = load_detector(find_card("demo"))
+    params = [p for p in detector.head_module.parameters() if p.requires_grad]
+
+    def poison(row):  # after epoch 1: the weights become NaN, as a too-large step makes them
+        if row["epoch"] == 1:
+            with torch.no_grad():
+                params[0].fill_(float("nan"))
+
+    result = train_head(detector, demo_dataset("train").head(64), demo_dataset("val").head(32), epochs=3, lr=1e-3,
+                        progress=poison)
+    assert result.diverged == {"epoch": 2, "batch": 1, "loss": pytest.approx(float("nan"), nan_ok=True)}
+    assert result.best_epoch == 1 and len(result.history) == 1
+    assert all(torch.isfinite(p).all() for p in params)  # epoch 1's weights are back

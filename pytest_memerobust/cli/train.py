@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
                        "file's name without .safetensors; a registered card's name gets -trained)")
     train.add_argument("--init", help="start from the weights of this checkpoint")
     train.add_argument("--resume", action="store_true", help="continue an interrupted run of the same command")
+    train.add_argument("--force", action="store_true", help="replace a finished checkpoint at --out (refused without)")
     train.add_argument("--task")
     train.add_argument("--epochs", type=int, help="default: the card's [training] (with --demo, updated by its [demo] "
                        "training), else 10")
@@ -83,7 +84,8 @@ def _run_allowed(args) -> int:
         cache_dir=None if args.no_cache else Path(args.cache_dir), allow_outside_paths=args.allow_outside_paths,
         flags={k: getattr(args, k) for k in TRAINING_DEFAULTS}, ocr_option=OCR_OPTION,
         augment=tuple(args.augment) if args.augment else None, adversarial=args.adversarial,
-        adversarial_loss=args.adversarial_loss, adaptation=args.adaptation, workers=args.workers)
+        adversarial_loss=args.adversarial_loss, adaptation=args.adaptation, workers=args.workers,
+        force=args.force)
     plan = plan_training(request)
     data = load_training(plan, request, ocr=lambda: ocr_reader(args))
     card, hyper = data.card, plan.hyper
@@ -116,4 +118,11 @@ def _run_allowed(args) -> int:
     written = save_head(plan, request, data, result)
     print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {result.adaptation}, "
           f"{result.trainable_parameters:,} trainable parameters; wrote {', '.join(written)} in {plan.out.parent}")
+    if result.diverged is not None:
+        from ..detectors.training.loop import divergence_line
+
+        print(f"memerobust: training diverged at {divergence_line(result.diverged)}: stopped there; the checkpoint "
+              f"holds epoch {result.best_epoch}'s weights, the best before it; try a lower --lr "
+              f"(this run's: {hyper['lr']:g})", file=sys.stderr)
+        return 1
     return 0

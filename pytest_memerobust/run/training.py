@@ -99,6 +99,40 @@ def refuse_shipped(out: Path, given: bool) -> None:
                           f"test it with --memerobust-checkpoint={target.name}")
 
 
+def check_out(out: Path, force: bool = False) -> None:
+    """The checkpoint path proved usable before any work (a training run may take hours, and used to find out at its
+    end): in a folder this process can write (tried with a file of its own, removed at once), and not
+    a finished checkpoint, which is replaced only with `force`."""
+    import tempfile
+
+    folder = next(p for p in (out.parent.absolute(), *out.parent.absolute().parents) if p.exists())
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is a file")
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".memerobust-write-check-"):
+            pass
+    except OSError as exc:
+        raise MemeRobustError(f"--out {out}: cannot write in {folder} ({exc.strerror or exc}): name a checkpoint in "
+                              f"a folder you can write") from None
+    if out.exists() and not force:
+        raise MemeRobustError(f"--out {out} is a finished checkpoint{_trained_with(out)}: training never replaces "
+                              f"one unasked; name another --out, or pass --force to replace it, its metrics and card")
+
+
+def _trained_with(out: Path) -> str:
+    """` (card X, best epoch N, val AUROC A, recipe ...)` from the checkpoint's metrics, if they can be read."""
+    import json
+
+    try:
+        metrics = json.loads(out.with_suffix(".metrics.json").read_text())
+        hyper = metrics.get("hyperparameters", {})
+        recipe = ", ".join(f"{k} {v}" for k, v in hyper.items() if k in (*TRAINING_DEFAULTS, *RECIPE_KEYS))
+        return (f" (best epoch {metrics['best_epoch']}, val AUROC {metrics['best_val_auroc']:.4f}"
+                + (f"; {recipe}" if recipe else "") + ")")
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 @dataclass(frozen=True)
 class TrainingRequest:
     """What a training run is asked: the card (name or .toml path), the checkpoint `out` (None: the card's own, with
@@ -126,6 +160,7 @@ class TrainingRequest:
     adversarial_loss: str | None = None
     adaptation: str | None = None  # --adaptation (None: the card's, else head)
     workers: int | None = None  # processes the one-off encoding runs on, on a CPU (None: the usable cores)
+    force: bool = False  # replace a finished checkpoint at `out` (--force)
 
 
 @dataclass(frozen=True)
@@ -216,10 +251,14 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
                               "its [demo] configuration and recipe (on the demo memes unless --data says otherwise; "
                               "into the card's own checkpoint file only for a card outside the installed package, "
                               "else with --out)")
+    if out.is_dir():
+        raise MemeRobustError(f"--out {out} is a folder: name the checkpoint file in it, e.g. --out "
+                              f"{out / 'model.safetensors'}")
     if out.suffix != ".safetensors":  # said before the encoding and training, not after
         raise MemeRobustError(f"--out {out}: checkpoints are written as safetensors; name it "
                               f"{out.with_suffix('.safetensors').name}")
     refuse_shipped(out, given=request.out is not None)
+    check_out(out, force=request.force)
     name = trained_card_name(out, card.name, request.name) if request.out is not None else card.name
     train_spec, val_spec = request.train, request.val
     data = (request.data if request.data is not None or train_spec or val_spec or not request.demo else "demo")
@@ -312,19 +351,58 @@ def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, e
     from ..detectors.training import train_head
 
     state_path = plan.out.with_suffix(".train-state.pt")
+    command = resume_command(plan, request, data)
     if not request.resume:
         state_path.unlink(missing_ok=True)
+    elif state_path.exists():
+        check_resume_state(state_path, command)
     pool, recipe = encoding_pool(plan, request, data)
     try:
         result = train_head(data.detector, data.train, data.val, task=data.task, seed=request.seed, progress=progress,
                             state_path=state_path, encoding=encoding, cache_dir=request.cache_dir,
                             augment=plan.augment, adversarial=plan.adversarial, adaptation=data.adaptation,
-                            run_batches=None if pool is None else pool.encode_batches(recipe), **plan.hyper)
+                            run_batches=None if pool is None else pool.encode_batches(recipe), command=command,
+                            **plan.hyper)
     finally:
         if pool is not None:
             pool.close()
     result.encoding_workers = pool.size if pool is not None and pool.batches else 1
     return result
+
+
+def resume_command(plan: TrainingPlan, request: TrainingRequest, data: TrainingData) -> dict:
+    """What decides a run's weights, as its resume state records it: a resume of any other command is refused
+    (`check_resume_state`), since its epochs would continue another recipe's and its card record only the second."""
+    return {"card": plan.card.name, "train": plan.train_spec, "val": plan.val_spec, "task": data.task,
+            "init": str(Path(request.init).resolve()) if request.init else None, "seed": request.seed,
+            **{k: plan.hyper[k] for k in TRAINING_DEFAULTS}, **{k: None for k in RECIPE_KEYS}, **plan.recipe}
+
+
+def check_resume_state(path: Path, command: dict) -> None:
+    """Before any encoding: the state an interrupted run left at `path` can be read, and was left by this command;
+    else one line that names the file, what differs, and the fix."""
+    import torch
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(saved, dict) or "epoch" not in saved:
+            raise ValueError("not a training state")
+    except Exception as exc:  # torch raises many kinds on a damaged file (pickle, zip, EOF, runtime)
+        raise MemeRobustError(f"--resume: {path} cannot be read ({type(exc).__name__}); it is damaged or not a "
+                              f"training state: delete it, or run without --resume, to train from the start") from None
+    before = saved.get("command")
+    if before is None:
+        raise MemeRobustError(f"--resume: {path} does not record the command that left it (an earlier release): "
+                              f"run without --resume to train from the start")
+    differs = [f"{key} {_shown(before.get(key))} then, {_shown(command.get(key))} now"
+               for key in sorted(set(before) | set(command)) if before.get(key) != command.get(key)]
+    if differs:
+        raise MemeRobustError(f"--resume: the interrupted run at {path} was another command ({'; '.join(differs)}): "
+                              f"resume it with the same command, or run without --resume to start this one over")
+
+
+def _shown(value) -> str:
+    return "none" if value is None else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def encoding_pool(plan: TrainingPlan, request: TrainingRequest, data: TrainingData):

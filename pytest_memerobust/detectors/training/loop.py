@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ...atomic import atomic_path
+from ...errors import MemeRobustError
 from ...data.meme import Dataset, is_multilabel
 from ...determinism import caption_buckets, caption_rows, device_type, encode_fixed
 from ...engine.features import FeatureStore, detector_feature_store
@@ -45,6 +46,17 @@ class TrainingResult:
     encoding_seconds: float = 0.0  # wall time of the one-off encoding (0 when the encoders train)
     training_seconds: float = 0.0  # wall time of the epochs (augmentation, attacks and validation included)
     encoding_workers: int = 1  # processes the one-off encoding ran on (run/training.py encoding_pool)
+    diverged: dict | None = None  # where a non-finite loss stopped the epochs: {"epoch", "batch", "loss"}
+
+
+class TrainingDiverged(MemeRobustError):
+    """A non-finite loss (or validation output) before any epoch could be kept: nothing is written."""
+
+
+def divergence_line(diverged: dict) -> str:
+    """`epoch 3, batch 7 (loss nan)`: where a run stopped on a non-finite loss, in a few words."""
+    where = f"batch {diverged['batch']}" if diverged["batch"] != "validation" else "its validation"
+    return f"epoch {diverged['epoch']}, {where} (loss {diverged['loss']})"
 
 
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
@@ -184,7 +196,8 @@ def _adversarial_loss(adversarial, logits_clean, logits_attacked, target, attack
 def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epochs: int = 10, lr: float = 1e-4,
                weight_decay: float = 1e-4, batch_size: int = 16, seed: int = 0, progress=None,
                state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None,
-               encoding=None, augment=(), adversarial=None, adaptation=None, run_batches=None) -> TrainingResult:
+               encoding=None, augment=(), adversarial=None, adaptation=None, run_batches=None,
+               command: dict | None = None) -> TrainingResult:
     """AdamW on what the adaptation trains (default: the head); keep the weights of the epoch with the best
     validation AUROC. `augment`: Augmentations (augmentation.py) drawn per meme and epoch; `adversarial`: an
     Adversarial (adversarial.py) attacking each batch; `adaptation`: an Adaptation (adaptation.py) already applied
@@ -192,16 +205,20 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
     done; `encoding(what, n, total)` after each batch of it, `progress(row)` after each epoch. `cache_dir`: where
     frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`); None keeps them in memory.
     `run_batches`: where the one-off encoding's fixed-shape batches run (run/training.py: the worker pool; None:
-    here); each batch's rows are the same bytes wherever it runs."""
+    here); each batch's rows are the same bytes wherever it runs. `command`: what the run was asked (run/training.py
+    resume_command), kept in the resume state so that a resume of another command is refused.
+
+    A non-finite loss stops the epochs there: the best epoch so far is kept (`result.diverged` says where it
+    stopped), or, before any epoch could be kept, TrainingDiverged says where."""
     from ...determinism import fixed_threads
 
     with fixed_threads():
         return _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path,
-                      on_encoded, cache_dir, encoding, tuple(augment), adversarial, adaptation, run_batches)
+                      on_encoded, cache_dir, encoding, tuple(augment), adversarial, adaptation, run_batches, command)
 
 
 def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path, on_encoded,
-           cache_dir, encoding, augment, adversarial, adaptation, run_batches) -> TrainingResult:
+           cache_dir, encoding, augment, adversarial, adaptation, run_batches, command=None) -> TrainingResult:
     import time
 
     import torch
@@ -245,6 +262,7 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
         result = TrainingResult(best_epoch=saved["best_epoch"], best_val_auroc=saved["best_val_auroc"],
                                 history=saved["history"], resumed_from_epoch=saved["epoch"])
     memes = list(train.memes)
+    diverged = None
     for epoch in range(start, epochs + 1):
         if augment:
             captions, pictures, _ = augment_memes(memes, augment, seed, epoch, device,
@@ -274,10 +292,15 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
                 loss = _attacked_batch_loss(detector, adversarial, logits, (xi, xt), target,
                                             ([memes[i] for i in idx], batch_captions, batch_pictures),
                                             reads_images, in_loop, multilabel, pos_weight, seed, epoch)
+            if not torch.isfinite(loss.detach()).all():
+                diverged = {"epoch": epoch, "batch": begin // batch_size + 1, "loss": float(loss.detach())}
+                break
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             total += loss.item() * len(idx)
+        if diverged is not None:
+            break
         module.eval()
         with torch.no_grad():
             vi, vt = (val_features if not in_loop else
@@ -285,6 +308,9 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
                                [m.picture(device) for m in val.memes] if reads_images else None, reads_images,
                                grad=False))
             proba = class_probabilities(detector.logits(vi, vt), multilabel).cpu().numpy()
+        if not np.isfinite(proba).all():
+            diverged = {"epoch": epoch, "batch": "validation", "loss": total / len(y)}
+            break
         val_auroc = auroc(y_val, proba)
         row = {"epoch": epoch, "loss": total / len(y), "val_auroc": val_auroc,
                "val_accuracy": METRICS["accuracy"](y_val, proba), "val_macro_f1": METRICS["macro_f1"](y_val, proba)}
@@ -296,9 +322,15 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
             _save_state(Path(state_path), {
                 "epoch": epoch, "trained": [p.detach() for p in params], "optimizer": optimiser.state_dict(),
                 "torch_rng": torch.get_rng_state(), "generator": generator.get_state(), "best": best_state,
-                "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc, "history": result.history})
+                "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc, "history": result.history,
+                "command": command})
         if progress:
             progress(row)
+    if diverged is not None:
+        if best_state is None:
+            raise TrainingDiverged(f"training diverged at {divergence_line(diverged)} before any epoch could be "
+                                   f"kept: nothing written; try a lower --lr (this run's: {lr:g})")
+        result.diverged = diverged
     with torch.no_grad():
         for p, value in zip(params, best_state):
             p.copy_(value)
