@@ -165,6 +165,9 @@ def test_an_imagefolder_writes_each_picture_as_a_file(tmp_path):
     (["--augment", "typos@1:1.5", "--copies", "2"], "demo", "not a number in 0..1"),  # probability
     (["--augment", "hotflip@1", "--copies", "2"], "demo", "--adversarial hotflip"),  # a model-aware attack
     (["--augment", "typos@1", "--copies", "0"], "demo", "--copies 0"),
+    (["--augment", "typos@1", "--copies", "100000000"], "demo", "--copies 100000000: give the number of augmented "
+     "copies of each meme, 1 to 1000 (copy k is what training's epoch k sees)"),
+    (["--augment", "typos@1", "--copies", "1", "--split", "dev"], "demo", "--split dev: demo has the splits"),
     (["--augment", "typos@1", "--augment", "typos@2", "--copies", "1"], "demo", "typos named more than once"),
     # the PrideMM-Aug recipe without back-translation's MarianMT models here
     (["--augment", "back_translation:1", "--augment", "augmix@1-5:1", "--copies", "2"], "demo",
@@ -200,3 +203,18 @@ def test_the_help_says_copy_k_is_epoch_k_and_gives_the_pridemm_aug_recipe(capsys
     shown = " ".join(capsys.readouterr().out.split())
     assert "Copy k uses the draws of epoch k of training" in shown
     assert "--augment back_translation:1 --augment augmix@1-5:1" in shown and "--copies 2 --no-with-clean" in shown
+
+
+def test_data_without_a_split_gives_its_training_split_and_says_so_first(tmp_path, capsys):
+    """`--data demo` used to write the demo's test split while its closing line named a training command: a user
+    building a fine-tuning set this way trained on test memes. Now the training split, said before any row."""
+    out = tmp_path / "set"
+    assert cli_main(["augment", "--data", "demo", "--out", str(out), "--augment", "typos@1:1", "--copies", "1"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0].startswith("writing 960 rows of demo:train (480 memes), about ")
+    recipe = json.loads((out / "recipe.json").read_text(encoding="utf-8"))
+    assert recipe["data"]["spec"] == "demo:train" and recipe["data"]["memes"] == 480
+    assert "memerobust train CARD --train demo:train --val VAL" in captured.out
+    # --split all: the loader's own default (the demo's test split), named as given
+    assert _augment(tmp_path / "all", "--augment", "typos@1:1", "--copies", "1", "--split", "all", data="demo") == 0
+    assert json.loads((tmp_path / "all" / "recipe.json").read_text())["data"]["memes"] == 160

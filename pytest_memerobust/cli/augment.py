@@ -3,6 +3,7 @@ drawn as `memerobust train --augment` draws its epochs (track/augmented.py)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .common import OUTSIDE_PATHS, Progress
@@ -16,11 +17,12 @@ meme_id, copy, caption, image (PNG bytes; no image column for caption-only data)
 applied (e.g. ["typos@3", "augmix@2"]); the recipe is in the set's README.md and recipe.json.
 
 The PrideMM-Aug recipe of Rainbow Noise (10,000 samples: back-translation on captions, AugMix on pictures):
-  memerobust augment --data pridemm:/data/PrideMM --augment back_translation:1 --augment augmix@1-5:1 \\
-      --copies 2 --no-with-clean --out PrideMM-Aug
-gives 2 x 5,063 = 10,126 rows (every split; the split column tells them apart; pridemm:/data/PrideMM:train gives
-the training split's 8,656). Back-translation needs MarianMT models (MEMEROBUST_MARIAN_DIR); without them the
-command stops before writing anything. It is greedy, so both copies carry the same paraphrase and differ in AugMix.
+  memerobust augment --data pridemm:/data/PrideMM --split all \\
+      --augment back_translation:1 --augment augmix@1-5:1 --copies 2 --no-with-clean --out PrideMM-Aug
+with --split all gives 2 x 5,063 = 10,126 rows (every split; the split column tells them apart); without it, the
+training split's 2 x 4,328. --copies is at most 1,000; the rows and an estimate of their size are said first.
+Back-translation needs MarianMT models (MEMEROBUST_MARIAN_DIR); without them the command stops before writing
+anything. It is greedy, so both copies carry the same paraphrase and differ in AugMix.
 """
 
 
@@ -40,6 +42,10 @@ def add_parser(sub) -> None:
                               "in the order given")
     augment.add_argument("--copies", type=int, required=True, metavar="N",
                          help="augmented copies of each meme; copy k holds the draws of training epoch k (1..N)")
+    augment.add_argument("--split", default="train",
+                         help="the split to augment where --data names none and its loader has splits (default "
+                              "train: a fine-tuning set is made of training memes; `all`: the loader's default, "
+                              "e.g. every split of PrideMM, the demo's test split)")
     augment.add_argument("--seed", type=int, default=0, help="the draws' seed, as `memerobust train --seed` "
                          "(default 0)")
     augment.add_argument("--with-clean", dest="with_clean", action=argparse.BooleanOptionalAction, default=True,
@@ -65,7 +71,8 @@ def run(args) -> int:
     try:
         info = augment_dataset(args.data, Path(args.out), args.augment, args.copies, seed=args.seed,
                                layout=args.format, with_clean=args.with_clean, device=args.device,
-                               allow_outside_paths=args.allow_outside_paths,
+                               allow_outside_paths=args.allow_outside_paths, split=args.split,
+                               say=None if args.quiet else lambda line: print(line, file=sys.stderr),
                                progress=lambda done, total: shown.advance("augmenting", 1, total, unit="row"))
     finally:
         shown.close()

@@ -64,14 +64,35 @@ def label_values(dataset, meme) -> dict:
     return out
 
 
+MAX_COPIES = 1000  # copies of each meme: copy k is training's epoch k, and no recipe trains a thousand epochs
+DEFAULT_SPLIT = "train"  # what a fine-tuning set is made of, where the data has splits and its spec names none
+
+
+def with_split(spec: str, split: str) -> str:
+    """`spec` with `split` appended where the loader has splits and the spec names none (`demo` -> `demo:train`);
+    `all`: the spec as given (the loader's own default: every split of PrideMM, the demo's test split)."""
+    from ..data.loaders import LOADER_SPLITS, parse_spec
+
+    if split == "all":
+        return spec
+    loader, path, named = parse_spec(spec)
+    splits = LOADER_SPLITS.get(loader, ())
+    if named is not None or not splits or str(path) in splits:  # `demo:val` names its split where a path would go
+        return spec
+    if split not in splits:
+        raise ConfigError(f"--split {split}: {loader} has the splits {', '.join(splits)} (or all)")
+    return f"{spec}:{split}"
+
+
 def check_recipe(copies: int, augment: Sequence[str], layout: str) -> tuple:
     """The recipe parsed, before the data loads: the augmentations (augmentation.parse_augmentations refuses an
     unknown perturbation, a severity it lacks, a probability outside 0..1, a model-aware attack), the copies and
     the layout."""
     from ..detectors.training.augmentation import parse_augmentations
 
-    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
-        raise ConfigError(f"--copies {copies}: give the number of augmented copies of each meme, 1 or more")
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= MAX_COPIES:
+        raise ConfigError(f"--copies {copies}: give the number of augmented copies of each meme, 1 to {MAX_COPIES} "
+                          f"(copy k is what training's epoch k sees)")
     if not augment:
         raise ConfigError("--augment: name at least one augmentation, e.g. --augment typos@1-5:0.5")
     if layout not in LAYOUTS:
@@ -127,13 +148,16 @@ def copy_rows(dataset, augmentations, seed: int, copy: int, device) -> Iterator[
 
 def augment_dataset(spec: str, out: Path, augment: Sequence[str], copies: int, *, seed: int = 0,
                     layout: str = "parquet", with_clean: bool = True, device: str = "cpu",
-                    allow_outside_paths: bool = False, progress: Callable[[int, int], None] | None = None) -> dict:
+                    allow_outside_paths: bool = False, progress: Callable[[int, int], None] | None = None,
+                    split: str = DEFAULT_SPLIT, say: Callable[[str], None] | None = None) -> dict:
     """`memerobust augment`: write `copies` augmented copies of every meme of the data `spec` (and, `with_clean`,
     the clean memes) to the new or empty folder `out`; returns recipe.json's content. Every check comes before the
-    first meme is augmented; `progress(rows done, rows in all)` follows the writing."""
+    first meme is augmented; `progress(rows done, rows in all)` follows the writing. `split`: the split read where
+    the spec names none (`with_split`); `say(line)` hears the estimate of rows and bytes before any is written."""
     from ..data.loaders import load_dataset
 
     augmentations = check_recipe(copies, augment, layout)
+    spec = with_split(spec, split)
     require_datasets()
     out = check_out(out)
     dataset = load_dataset(spec, require_images=False, allow_outside_paths=allow_outside_paths)
@@ -142,6 +166,8 @@ def augment_dataset(spec: str, out: Path, augment: Sequence[str], copies: int, *
     schema = features(dataset, pictures)
     numbers = range(0 if with_clean else 1, copies + 1)
     total, done = len(dataset) * len(numbers), 0
+    if say is not None:
+        say(estimate_line(dataset, spec, total, pictures))
     edited = {a.spec: 0 for a in augmentations}
     with Staged(out) as folder:
         writer = (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema)
@@ -161,6 +187,25 @@ def augment_dataset(spec: str, out: Path, augment: Sequence[str], copies: int, *
         (folder / "README.md").write_text(card(info), encoding="utf-8")
         (folder / RECIPE_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info
+
+
+def estimate_line(dataset, spec: str, rows: int, pictures: bool) -> str:
+    """`writing 960 rows of demo:train (480 memes), about 12 MB`: said before the first row, from the first meme's
+    picture as PNG and the captions' mean length."""
+    import io
+
+    from PIL import Image
+
+    from ..data.pictures import to_array
+
+    per_row = 64 + sum(len(m.text.encode("utf-8")) for m in dataset.memes) / max(len(dataset), 1)
+    if pictures:
+        buffer = io.BytesIO()
+        Image.fromarray(to_array(dataset.memes[0].picture("cpu"))).save(buffer, format="PNG")
+        per_row += buffer.tell()
+    size = rows * per_row
+    shown = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+    return f"writing {rows:,} rows of {spec} ({len(dataset):,} memes), about {shown}"
 
 
 def training_command(info: dict) -> str:
