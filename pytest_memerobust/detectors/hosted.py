@@ -30,7 +30,9 @@ error names the status and the target's origin, and the user moves base_url ther
 curl do by default). A base_url with credentials in it (https://user:pass@host, or ?api_key=... and other credential
 query parameters) is refused: the key belongs in $api_key_env, not in a card that is committed, printed and copied
 into reports. Every message this module produces, and every reply before it is parsed or cached, goes through
-redaction.py, which finds the key however a server echoed it (JSON-escaped, URL-encoded, base64, cut short).
+redaction.py, which finds the key however a server echoed it (JSON-escaped, URL-encoded, HTML entities, hex, base64,
+wrapped over lines, cut short). The key is read stripped of surrounding whitespace, and one that cannot go in an HTTP
+header is refused before anything is sent.
 
     name = "openai-compatible"
     architecture = "hosted"
@@ -51,6 +53,7 @@ import io
 import json
 import math
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -78,7 +81,20 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 ERROR_BODY_CHARS = 300  # of an error reply's body quoted in the message, after redaction
 ERROR_BODY_BYTES = 64 * 1024  # of an error reply's body read at most
 MAX_REPLY_BYTES = 4 * 2**20  # a reply longer than this is an error, never read further nor cached (max_reply_bytes)
+_NOT_IN_A_HEADER = re.compile(r"[^\t\x20-\x7e\xa0-\xff]")  # control characters, and beyond Latin-1
 USAGE_KEYS = ("requests", "cached", "retries", "input_tokens", "output_tokens", "without_logprobs")
+
+
+def api_key(env: str) -> str:
+    """The key in $`env` ("" where unset), stripped: a secret pasted with its newline, a Windows .env's "\\r". One
+    that cannot go in an HTTP header is a ConfigError naming the variable, never the key (http.client would quote it
+    in its own error, or send a header cut at its line break)."""
+    key = os.environ.get(env, "").strip()
+    bad = _NOT_IN_A_HEADER.search(key)
+    if bad:
+        raise ConfigError(f"${env} holds a key that cannot be sent in an HTTP header (its character {bad.start() + 1} "
+                          f"is a control character or outside Latin-1); set ${env} to the key alone")
+    return key
 
 
 def _shown(text: str, limit: int) -> str:
@@ -125,6 +141,7 @@ class HostedDetector:
         self.card, self.classes, self.device = card, tuple(card.classes), "cpu"
         self.base_url, self.model = endpoint["base_url"].rstrip("/"), endpoint["model"]
         self.key_env = str(key_env)
+        api_key(self.key_env)  # a key that cannot be sent is refused before the run starts
         numbers = {"requests_per_second": 2.0, "timeout_s": 15.0, "retries": 5, "top_logprobs": 20,
                    "price_per_million_input_tokens": 0.0, "price_per_million_output_tokens": 0.0,
                    "max_reply_bytes": MAX_REPLY_BYTES, "max_requests": None}
@@ -222,7 +239,7 @@ class HostedDetector:
         return reply
 
     def _secrets(self) -> tuple[str, ...]:
-        return (os.environ.get(self.key_env, ""),)
+        return (api_key(self.key_env),)
 
     def _send(self, url: str, data: bytes, headers: dict) -> tuple[int, object, bytes]:
         """(status, headers, body) of one try, connect to last byte within timeout_s (endpoint_guard.Deadline); an
@@ -257,7 +274,7 @@ class HostedDetector:
 
     def _post(self, body: dict) -> dict:
         url = f"{self.base_url}/chat/completions"
-        key = os.environ.get(self.key_env, "")
+        key = api_key(self.key_env)
         headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
         data = json.dumps(body).encode()
         hidden = (key,)
@@ -303,12 +320,14 @@ class HostedDetector:
             try:
                 reply = json.loads(text)
             except ValueError:  # kept in the response cache: redacted before it is cut, so no half key survives
-                return {"malformed": redact(text[:64 * 1024], hidden)[:200]}
+                return {"malformed": redact(text[:64 * 1024], hidden, reply=True)[:200]}
             usage = reply.get("usage") if isinstance(reply, dict) else None
             if isinstance(usage, dict):
                 self.usage["input_tokens"] += _count(usage.get("prompt_tokens"))
                 self.usage["output_tokens"] += _count(usage.get("completion_tokens"))
-            return reply if isinstance(reply, dict) else {"malformed": redact(str(reply)[:64 * 1024], hidden)[:200]}
+            if not isinstance(reply, dict):
+                return {"malformed": redact(str(reply)[:64 * 1024], hidden, reply=True)[:200]}
+            return reply
         raise EndpointError(f"{where} did not answer after {int(self.retries) + 1} tries (last: {last})")
 
     def read_reply(self, reply: dict) -> tuple[np.ndarray | None, bool]:
