@@ -169,3 +169,36 @@ def test_a_run_that_diverges_later_keeps_its_best_epoch_and_says_where_it_stoppe
     assert result.diverged == {"epoch": 2, "batch": 1, "loss": pytest.approx(float("nan"), nan_ok=True)}
     assert result.best_epoch == 1 and len(result.history) == 1
     assert all(torch.isfinite(p).all() for p in params)  # epoch 1's weights are back
+
+
+def test_init_from_another_cards_checkpoint_is_refused_naming_both(tmp_path, capsys, never_loads):
+    """memeblip2-tda's head (a BLIP-2 backbone) given to the caption-only memeblip2-minilm card: before, it trained
+    the checkpoint's picture-reading model and wrote a card saying MiniLM."""
+    shipped = find_card("memeblip2-tda").checkpoint_path()
+    assert cli_main(["train", "memeblip2-minilm", "--data", "demo", "--out", str(tmp_path / "m.safetensors"),
+                     "--init", str(shipped), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"memerobust: error: --init {shipped} is a checkpoint of another detector (trained from card "
+                   f"'memeblip2-tda'; its backbone is hf-blip2 (inline config), the card's minilm; its map_dim is 32, "
+                   f"the card's 256) than card "
+                   f"'memeblip2-minilm' describes: start from a checkpoint of 'memeblip2-minilm', or train "
+                   f"'memeblip2-tda'")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_from_the_same_cards_checkpoint_is_taken_and_a_missing_or_foreign_file_is_named(tmp_path):
+    from pytest_memerobust.errors import MemeRobustError
+    from pytest_memerobust.run.training import TrainingRequest, plan_training
+
+    shipped = find_card("memeblip2-tda").checkpoint_path()
+    plan = plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo", init=str(shipped),
+                                         out=str(tmp_path / "m.safetensors")))
+    assert plan.card.name == "memeblip2-tda"
+    with pytest.raises(MemeRobustError, match="--init .*nothing.safetensors: no such checkpoint file"):
+        plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo",
+                                      init=str(tmp_path / "nothing.safetensors"), out=str(tmp_path / "m.safetensors")))
+    foreign = tmp_path / "notes.safetensors"
+    foreign.write_text("not a checkpoint")
+    with pytest.raises(MemeRobustError, match=r"cannot be read as a checkpoint \("):
+        plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo", init=str(foreign),
+                                      out=str(tmp_path / "m.safetensors")))

@@ -266,6 +266,8 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
         train_spec, val_spec = f"{data}:train", f"{data}:val"
     if not (train_spec and val_spec):
         raise MemeRobustError("name the data: --data demo|NAME:PATH (its train/val splits), or --train and --val")
+    if request.init is not None:
+        check_init(card, Path(request.init))
     if request.init is None:  # before torch loads: weights missing here are said at once, nothing waits on the hub
         try:
             check_local_weights(card)
@@ -376,6 +378,44 @@ def resume_command(plan: TrainingPlan, request: TrainingRequest, data: TrainingD
     return {"card": plan.card.name, "train": plan.train_spec, "val": plan.val_spec, "task": data.task,
             "init": str(Path(request.init).resolve()) if request.init else None, "seed": request.seed,
             **{k: plan.hyper[k] for k in TRAINING_DEFAULTS}, **{k: None for k in RECIPE_KEYS}, **plan.recipe}
+
+
+def check_init(card, init: Path) -> None:
+    """`--init` starts from a checkpoint of the detector the card describes: the checkpoint's recorded encoders (and
+    the head sizes the card sets) must be the card's, else one line naming both. Loading prefers a checkpoint's
+    metadata to its card (the shipped demo weights' small backbone), so another card's checkpoint would train that
+    other detector under this card's name."""
+    import json
+
+    from ..detectors.checkpoints import load_state_dict
+
+    if not init.is_file():
+        raise MemeRobustError(f"--init {init}: no such checkpoint file")
+    try:
+        metadata = load_state_dict(init)[1]
+    except Exception as exc:  # safetensors and torch raise their own kinds on a damaged or foreign file
+        raise MemeRobustError(f"--init {init}: cannot be read as a checkpoint ({type(exc).__name__})") from None
+    source = metadata.get("card", "another card")
+    differs = []
+    for key in ("backbone", "text_backbone"):
+        if key in metadata and json.loads(metadata[key]) != (getattr(card, key, None) or {}):
+            differs.append(f"its {key.replace('_', ' ')} is {_encoder(json.loads(metadata[key]))}, the card's "
+                           f"{_encoder(getattr(card, key, None) or {})}")
+    params = json.loads(metadata.get("params", "{}"))
+    differs += [f"its {key} is {params[key]}, the card's {value}" for key, value in sorted(card.params.items())
+                if key in params and params[key] != value]
+    if differs:
+        raise MemeRobustError(f"--init {init} is a checkpoint of another detector (trained from card {source!r}; "
+                              f"{'; '.join(differs)}) than card {card.name!r} describes: start from a checkpoint of "
+                              f"{card.name!r}, or train {source!r}")
+
+
+def _encoder(spec: dict) -> str:
+    """An encoder spec in a few words: its kind and name (`hf-blip2 Salesforce/blip2-itm-vit-g`, `minilm`)."""
+    if not spec:
+        return "none"
+    named = spec.get("name") or ("(inline config)" if "config" in spec else None)
+    return " ".join(str(x) for x in (spec.get("kind"), named) if x)
 
 
 def check_resume_state(path: Path, command: dict) -> None:
