@@ -164,7 +164,7 @@ def test_the_card_train_writes_records_the_recipe_that_ran_under_a_name_of_its_o
     assert cli_main(["train", "demo", "--demo", "--out", str(again), "--epochs", "1", "--no-cache", "--quiet"]) == 0
     assert load_card(again.with_suffix(".card.toml")).name == "demo-trained"
     assert cli_main(["train", "demo", "--demo", "--out", str(again), "--epochs", "1", "--no-cache", "--quiet",
-                     "--name", "run-7"]) == 0
+                     "--name", "run-7", "--force"]) == 0  # the finished checkpoint replaced, as asked
     assert load_card(again.with_suffix(".card.toml")).name == "run-7"
     capsys.readouterr()
     assert cli_main(["train", "demo", "--demo", "--out", str(tmp_path / "x.safetensors"), "--name", "memeclip",

@@ -242,9 +242,9 @@ def test_an_adapted_checkpoint_reloads_with_the_predictions_it_ended_training_wi
     from pytest_memerobust.detectors import find_card, load_detector
     from pytest_memerobust.run.training import TrainingRequest, fit_head, load_training, plan_training, save_head
 
-    from test_adaptation import _tiny_bert
+    from tiny_backbones import save_tiny_bert
 
-    folder = _tiny_bert(tmp_path / "bert", seed=0)
+    folder = save_tiny_bert(tmp_path / "bert", seed=0)
     card = tmp_path / "tiny.toml"
     card.write_text('name = "tiny-bert"\narchitecture = "memeblip2"\ntask = "hate"\n'
                     'classes = ["non-hateful", "hateful"]\n[params]\nmap_dim = 32\n'
