@@ -11,6 +11,22 @@ SAFE_SUFFIXES = (".safetensors",)
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
 
 
+def read_checkpoint_metadata(path: Path) -> dict:
+    """A checkpoint's metadata alone: a safetensors file's header is read without its tensors (a check before a
+    run, e.g. `train --init`, need not load weights the run loads again); a torch file has to be loaded whole."""
+    path = Path(path)
+    if path.is_file() and (path.suffix in SAFE_SUFFIXES or _looks_like_safetensors(path)):
+        from safetensors import SafetensorError
+        from safetensors.torch import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                return dict(f.metadata() or {})
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise CheckpointError(f"corrupt safetensors checkpoint {path}: {exc}") from None
+    return load_state_dict(path)[1]
+
+
 def load_state_dict(path: Path) -> tuple[dict, dict]:
     """(tensors, metadata) from a safetensors file, or from a torch file with `weights_only=True` (no pickle code)."""
     path = Path(path)

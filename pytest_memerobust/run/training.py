@@ -120,7 +120,7 @@ def check_out(out: Path, force: bool = False) -> None:
 
 
 def _trained_with(out: Path) -> str:
-    """` (card X, best epoch N, val AUROC A, recipe ...)` from the checkpoint's metrics, if they can be read."""
+    """` (best epoch N, val AUROC A; lr ..., epochs ...)` from the checkpoint's metrics, if they can be read."""
     import json
 
     try:
@@ -387,12 +387,12 @@ def check_init(card, init: Path) -> None:
     other detector under this card's name."""
     import json
 
-    from ..detectors.checkpoints import load_state_dict
+    from ..detectors.checkpoints import read_checkpoint_metadata
 
     if not init.is_file():
         raise MemeRobustError(f"--init {init}: no such checkpoint file")
     try:
-        metadata = load_state_dict(init)[1]
+        metadata = read_checkpoint_metadata(init)
     except Exception as exc:  # safetensors and torch raise their own kinds on a damaged or foreign file
         raise MemeRobustError(f"--init {init}: cannot be read as a checkpoint ({type(exc).__name__})") from None
     source = metadata.get("card", "another card")
