@@ -8,7 +8,9 @@
   keeps to the card's rate whatever the number of processes.
 - `Breaker`: after BREAKER_FAILURES failed tries in a row (timeouts, connection errors, 5xx) spanning at least
   min(BREAKER_MIN_S, 3 x timeout_s) seconds, no more requests are sent: each later one fails at once with
-  EndpointDown, in every process of the run (the breaker's file in the shared folder), and the run stops.
+  EndpointDown, in every process of the run (the breaker's file in the shared folder), and the run stops. A 429 or 503
+  whose Retry-After asks for longer than RETRY_AFTER_MAX_S opens it at once (`Breaker.stop`): the run would otherwise
+  wait the cap on every try of every meme and never finish.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from ..errors import EndpointDown
 BREAKER_FAILURES = 3  # failed tries in a row that open the breaker ...
 BREAKER_MIN_S = 10.0  # ... once they span this long (or three timeouts, if shorter): a blip of fast 503s retried
 # within a second or two does not stop a run
-RETRY_AFTER_MAX_S = 60.0  # the longest a Retry-After header makes a retry wait
+RETRY_AFTER_MAX_S = 60.0  # the longest a Retry-After header makes a retry wait; asked for longer, the run stops
 ABANDON_POLL_S = 0.5  # how often a request in flight checks whether another process found its endpoint down
 CLOCK_SLACK_S = 3600.0  # a shared slot further ahead than this is a clock that jumped back: it is reset
 
@@ -155,8 +157,8 @@ class _WatchedHTTPS(urllib.request.HTTPSHandler):
 
 
 def retry_after(headers) -> float | None:
-    """Seconds a 429/503 reply's Retry-After asks to wait (a number, or an HTTP date), at most RETRY_AFTER_MAX_S;
-    None without a readable one."""
+    """Seconds a 429/503 reply's Retry-After asks to wait (a number, or an HTTP date), uncapped: the caller compares
+    it with RETRY_AFTER_MAX_S before any wait; None without a readable one."""
     value = (headers.get("Retry-After") if headers is not None else None) or ""
     value = value.strip()
     if not value:
@@ -173,7 +175,12 @@ def retry_after(headers) -> float | None:
         seconds = when.timestamp() - time.time()
     if seconds != seconds:  # NaN
         return None
-    return min(RETRY_AFTER_MAX_S, max(0.0, seconds))
+    return max(0.0, seconds)
+
+
+def utc(t: float) -> str:
+    """Wall-clock time `t` (seconds since the epoch) as a message prints it."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def _locked(path: Path):
@@ -276,8 +283,12 @@ class Breaker:
 
     def trip(self, now: float) -> None:
         stamp = lambda t: time.strftime("%H:%M:%S UTC", time.gmtime(t))  # noqa: E731
-        self.down = (f"{self.where} is down: {self.failures} tries in a row failed from {stamp(self.since)} to "
-                     f"{stamp(now)} (last: {self.last}); no more requests are sent to it and the run stops here")
+        self.stop(f"{self.where} is down: {self.failures} tries in a row failed from {stamp(self.since)} to "
+                  f"{stamp(now)} (last: {self.last}); no more requests are sent to it and the run stops here")
+
+    def stop(self, message: str) -> None:
+        """Open the breaker with `message` (already redacted), here and in every process of the run: EndpointDown."""
+        self.down = message
         with self._lock:
             for deadline in self._open:
                 deadline.expire()

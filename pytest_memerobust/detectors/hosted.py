@@ -5,7 +5,8 @@ Each meme is one request (the picture as a PNG data URL, the prompt, one answer 
 for). Where the server returns logprobs, the class probabilities are the label words' probabilities among the answer
 token's top candidates, renormalised, and AUROC works as for any detector. Where it returns none, the answer's first
 word decides (a one-hot probability; the run notes say AUROC then means little). A reply that is neither a label
-word nor has enough label-word mass (a refusal, or text that cannot be parsed) is an abstention.
+word nor has enough label-word mass (a refusal) is an abstention; so is one that cannot be read (`unreadable`: not
+JSON, no choice, a NaN or infinite logprob), which is never cached and is counted in the run's note with its reason.
 
 A card with `samples` or `temperature` (detectors/sampling.py) asks each meme k times at that temperature, each
 request with a `seed` keyed by (run seed, meme id, condition, sample index); a sample's answer is the word the server
@@ -14,11 +15,13 @@ sampled, and each is cached under its temperature, seed and index.
 Every request is bounded (endpoint_guard.py): `timeout_s` is its whole time, connect to last byte; a reply longer
 than `max_reply_bytes` is an error, never cached; `requests_per_second` holds for the whole run, shared by its pool
 and pytest-xdist workers; HTTP 429, 5xx and timeouts are retried with exponential backoff (or the server's
-Retry-After); and after three failed tries in a row the endpoint is down for the rest of the run (EndpointDown, which
-stops it). Before the first request the run says how many its cases send at most (hosted_cost.py), and refuses a
-run beyond the card's `max_requests`. Every answer is kept in a response cache keyed by (endpoint, model, prompt,
-picture digest), so a re-run sends nothing already answered. Tokens are counted, and their cost where the card gives
-prices; pool workers' requests are counted in the run's note with the driver's.
+Retry-After); and after three failed tries in a row, or a Retry-After longer than RETRY_AFTER_MAX_S, the endpoint is
+down for the rest of the run (EndpointDown, which stops it). Any other exception of the send is one redacted line,
+its chain cut: http.client quotes a header it refuses, Authorization too. Before the first request the run says how
+many its cases send at most (hosted_cost.py), and refuses a run beyond the card's `max_requests`. Every answer read
+is kept in a response cache keyed by (endpoint, model, prompt, picture digest), so a re-run sends nothing already
+answered. Tokens are counted, and their cost where the card gives prices; pool workers' requests are counted in the
+run's note with the driver's.
 
 The client is urllib, not httpx or the `openai` package: their timeouts are per operation too (httpx's read timeout
 is the wait for each chunk), so a total deadline needs the guard this module has anyway, and the rest (Retry-After,
@@ -67,7 +70,8 @@ from ..atomic import atomic_path
 from ..errors import ConfigError, EndpointDown, EndpointError
 from .redaction import redact, redact_json_text, secret_query_parameters  # noqa: F401  (redact: cli/listing.py)
 from .cards import ModelCard
-from .endpoint_guard import BREAKER_FAILURES, BREAKER_MIN_S, Breaker, Deadline, Pacer, retry_after
+from .endpoint_guard import (BREAKER_FAILURES, BREAKER_MIN_S, RETRY_AFTER_MAX_S, Breaker, Deadline, Pacer,
+                             retry_after, utc)
 from .registry import register_architecture
 from .sampling import misplaced
 from .vlm import PARAMS as PROMPT_PARAMS, card_prompt
@@ -82,7 +86,7 @@ ERROR_BODY_CHARS = 300  # of an error reply's body quoted in the message, after 
 ERROR_BODY_BYTES = 64 * 1024  # of an error reply's body read at most
 MAX_REPLY_BYTES = 4 * 2**20  # a reply longer than this is an error, never read further nor cached (max_reply_bytes)
 _NOT_IN_A_HEADER = re.compile(r"[^\t\x20-\x7e\xa0-\xff]")  # control characters, and beyond Latin-1
-USAGE_KEYS = ("requests", "cached", "retries", "input_tokens", "output_tokens", "without_logprobs")
+USAGE_KEYS = ("requests", "cached", "retries", "input_tokens", "output_tokens", "without_logprobs", "unreadable")
 
 
 def api_key(env: str) -> str:
@@ -163,6 +167,7 @@ class HostedDetector:
                               f"{self.timeout_s!r}")
         self.cache_dir: Path | None = None
         self.usage = dict.fromkeys(USAGE_KEYS, 0)
+        self.unreadable_reason = ""  # why the first unreadable reply of the run could not be read, for its note
         self.fingerprint_text = f"hosted:{self.base_url}:{self.model}"
         self.use_run_folder(None)
 
@@ -221,16 +226,21 @@ class HostedDetector:
         if path is not None and path.is_file():
             try:  # redacted again on the way in: an entry an older version wrote may hold the key
                 reply = json.loads(redact_json_text(path.read_text(encoding="utf-8"), self._secrets()))
+            except (OSError, ValueError):  # a damaged entry is asked again
+                reply = None
+            if isinstance(reply, dict) and unreadable(reply) is None:  # (an older version cached unreadable ones)
                 self.usage["cached"] += 1
                 return reply
-            except (OSError, ValueError):  # a damaged entry is asked again
-                pass
         body = {"model": self.model, "messages": self._messages(picture, caption), "max_tokens": 1,
                 "temperature": temperature, "logprobs": True, "top_logprobs": int(self.top_logprobs)}
         if seed is not None:
             body["seed"] = seed
         reply = self._post(body)
-        if path is not None:
+        why = unreadable(reply)
+        if why is not None:  # an abstention this once, never cached: a proxy's error page, a server's bad minute
+            self.usage["unreadable"] += 1
+            self.unreadable_reason = self.unreadable_reason or redact(why, self._secrets())
+        elif path is not None:
             try:
                 with atomic_path(path) as tmp:
                     tmp.write_text(json.dumps(reply), encoding="utf-8")
@@ -293,12 +303,20 @@ class HostedDetector:
             except EndpointError:
                 raise
             except (TimeoutError, OSError, http.client.HTTPException, urllib.error.URLError) as exc:
-                last = redact(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}", hidden)
+                last = _error_text(exc, hidden)
                 self.breaker.failed(last)
                 continue
+            except Exception as exc:  # a header value http.client refuses, an encoding error...: not the network, so
+                # not retried; their text and args may quote the headers, so one redacted line, the original cut off
+                raise EndpointError(f"{where}: the request could not be sent ({_error_text(exc, hidden)})") from None
             if status in RETRY_STATUSES:
-                last = f"HTTP {status}"
                 asked = retry_after(reply_headers) if status in (429, 503) else None
+                if asked is not None and asked > RETRY_AFTER_MAX_S:  # before any wait: the run would never end
+                    self.breaker.stop(f"{where} asked (HTTP {status}, Retry-After) to be called again in "
+                                      f"{asked:,.0f} s, at {utc(time.time() + asked)}: longer than the "
+                                      f"{RETRY_AFTER_MAX_S:g} s a run waits; no more requests are sent to it and "
+                                      f"the run stops here")
+                last = f"HTTP {status}" + ("" if asked is None else f", Retry-After {asked:g} s")
                 wait = wait if asked is None else asked
                 if status != 429:  # 429 is the endpoint pacing us, not failing
                     self.breaker.failed(last)
@@ -319,33 +337,33 @@ class HostedDetector:
             text = redact_json_text(raw.decode("utf-8", "replace"), hidden)  # before it is parsed, kept or cached
             try:
                 reply = json.loads(text)
-            except ValueError:  # kept in the response cache: redacted before it is cut, so no half key survives
-                return {"malformed": redact(text[:64 * 1024], hidden, reply=True)[:200]}
+            except ValueError:  # never cached (`unreadable`), only quoted: redacted before it is cut, no half key
+                return {"malformed": redact(text[:64 * 1024], hidden)[:200]}
             usage = reply.get("usage") if isinstance(reply, dict) else None
             if isinstance(usage, dict):
                 self.usage["input_tokens"] += _count(usage.get("prompt_tokens"))
                 self.usage["output_tokens"] += _count(usage.get("completion_tokens"))
             if not isinstance(reply, dict):
-                return {"malformed": redact(str(reply)[:64 * 1024], hidden, reply=True)[:200]}
+                return {"malformed": redact(str(reply)[:64 * 1024], hidden)[:200]}
             return reply
         raise EndpointError(f"{where} did not answer after {int(self.retries) + 1} tries (last: {last})")
 
     def read_reply(self, reply: dict) -> tuple[np.ndarray | None, bool]:
-        """(class probabilities or None, whether logprobs gave them) of one reply; None is an abstention."""
-        try:
-            choice = reply["choices"][0]
-            content = (choice.get("message") or {}).get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError):
+        """(class probabilities or None, whether logprobs gave them) of one reply; None is an abstention (a refusal,
+        too little label-word mass, or a reply `unreadable` says cannot be read)."""
+        if unreadable(reply) is not None:
             return None, False
+        choice = reply["choices"][0]
+        content = (choice.get("message") or {}).get("content") or ""
         words = [w.lower() for w in self.prompt.label_words]
-        candidates = (((choice.get("logprobs") or {}).get("content") or [{}])[0] or {}).get("top_logprobs")
-        if isinstance(candidates, list) and candidates:
+        candidates = _candidates(choice)
+        if candidates:
             per_class = np.zeros(len(words))
             for candidate in candidates:
-                try:
-                    token, logprob = str(candidate["token"]).strip().lower(), float(candidate["logprob"])
-                except (KeyError, TypeError, ValueError):
+                token, logprob = _token_logprob(candidate)
+                if token is None:
                     continue
+                token = token.lower()
                 for k, word in enumerate(words):
                     if token and word.startswith(token) and (len(token) >= 2 or token == word):
                         per_class[k] += math.exp(logprob)
@@ -409,7 +427,7 @@ class HostedDetector:
         which sums the workers' records into one note (`usage_note`)."""
         return {"card": self.card.name, "endpoint": redact(self.base_url, self._secrets()),
                 "prices": [self.price_per_million_input_tokens, self.price_per_million_output_tokens],
-                "usage": dict(self.usage)}
+                "usage": dict(self.usage), "unreadable_reason": self.unreadable_reason}
 
     def add_usage(self, usage: dict) -> None:
         """Count what another process sent for this detector (a pool worker's shard: ShardResult.hosted_usage)."""
@@ -419,6 +437,41 @@ class HostedDetector:
     def run_note(self) -> str:
         """Requests, answers from the cache, retries, tokens and cost of this run, for the run's notes."""
         return usage_note(self.usage_record())
+
+
+def unreadable(reply: dict) -> str | None:
+    """Why `reply` cannot be read, None where it can: not JSON (a proxy's HTML page, a reply cut short), no
+    choices[0] with a message, or a logprob that is NaN or +Infinity (Python's json reads both). Such a reply is an
+    abstention and is never cached, so a re-run asks again. A logprob of -Infinity is a probability of 0."""
+    if "malformed" in reply:
+        return f"not JSON: {_shown(str(reply['malformed']), 60)}"
+    try:
+        choice = reply["choices"][0]
+        (choice.get("message") or {}).get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return f"no choices[0] with a message (keys: {_shown(', '.join(map(str, reply)), 60)})"
+    for candidate in _candidates(choice):
+        token, logprob = _token_logprob(candidate)
+        if token is not None and (logprob != logprob or logprob == math.inf):
+            return f"the logprob of the candidate token {_shown(repr(token), 40)} is {logprob}, not a finite number"
+    return None
+
+
+def _candidates(choice: dict) -> list:
+    """A choice's top_logprobs (OpenAI's layout: logprobs.content[0].top_logprobs), [] without them."""
+    try:
+        candidates = (((choice.get("logprobs") or {}).get("content") or [{}])[0] or {}).get("top_logprobs")
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return []
+    return candidates if isinstance(candidates, list) else []
+
+
+def _token_logprob(candidate) -> tuple[str | None, float]:
+    """(token, logprob) of one top_logprobs candidate, the token stripped; (None, nan) where either cannot be read."""
+    try:
+        return str(candidate["token"]).strip(), float(candidate["logprob"])
+    except (KeyError, TypeError, ValueError):
+        return None, math.nan
 
 
 def usage_note(record: dict) -> str:
@@ -431,6 +484,10 @@ def usage_note(record: dict) -> str:
     if u["without_logprobs"]:
         note += (f"; {u['without_logprobs']} answers came without logprobs (probabilities from the answer "
                  f"word alone: AUROC means little)")
+    if u.get("unreadable"):
+        why = record.get("unreadable_reason")
+        note += (f"; {u['unreadable']} replies could not be read{f' (the first: {why})' if why else ''}: abstentions, "
+                 f"not cached, so a re-run asks again")
     return note
 
 
@@ -441,6 +498,7 @@ def sum_usage(records) -> list[dict]:
         key = (record["card"], record["endpoint"])
         if key not in summed:
             summed[key] = {**record, "usage": dict.fromkeys(USAGE_KEYS, 0)}
+        summed[key]["unreadable_reason"] = summed[key].get("unreadable_reason") or record.get("unreadable_reason")
         for name in USAGE_KEYS:
             summed[key]["usage"][name] += int(record["usage"].get(name, 0))
     return list(summed.values())
@@ -453,6 +511,13 @@ def usage_delta(detector, before: dict | None) -> dict:
         return {}
     delta = {key: usage.get(key, 0) - before.get(key, 0) for key in USAGE_KEYS}
     return delta if any(delta.values()) else {}
+
+
+def _error_text(exc: BaseException, hidden) -> str:
+    """An exception of the send as one line of a message: its type and text (a urllib error's reason), the key and
+    any credential redacted (http.client quotes a header value it refuses, Authorization too), then clipped."""
+    text = f"{type(exc).__name__}: {exc.reason if isinstance(exc, urllib.error.URLError) else exc}"
+    return _shown(" ".join(redact(text, hidden).split()), ERROR_BODY_CHARS)
 
 
 def _close(response) -> None:
