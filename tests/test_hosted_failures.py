@@ -244,16 +244,19 @@ def test_a_network_error_quoting_the_key_is_retried_and_named_redacted(failing, 
 
 def test_a_run_whose_send_raises_with_the_key_shows_it_nowhere(pytester, failing, monkeypatch):
     """The terminal, the JSON report and the JUnit XML (long tracebacks, locals shown) of a run whose send raised an
-    error quoting the Authorization header."""
+    error quoting the Authorization header: its cases print one line; the prompt-invariance tests, plain test
+    functions, print a traceback whose locals held the key and the headers."""
     monkeypatch.setattr(HostedDetector, "_send", _raising(ValueError(f"Invalid header value b'Bearer {KEY}\\r\\n'")))
     model = _card_file(pytester.path / "raising.toml", failing.url, requests_per_second=0)
     report, junit = pytester.path / "r.json", pytester.path / "junit.xml"
     result = pytester.runpytest(f"--memerobust-model={model}", "--memerobust-limit=4", "-p", "no:cacheprovider",
                                 "--memerobust-bootstrap=20", f"--memerobust-report={report}", f"--junitxml={junit}",
-                                "--tb=long", "-l", "-rA", "-k", "rainbow and typos-3 and not hotflip and not universal")
+                                "--tb=long", "-l", "-rA",
+                                "-k", "(rainbow and typos-3 and not hotflip and not universal) or prompt_invariance")
     out = result.stdout.str() + result.stderr.str()
     said = "the request could not be sent (ValueError: Invalid header value b'Bearer ***\\r\\n')"
     assert said in out and said in junit.read_text(), (out, junit.read_text())
     for text in (out, report.read_text() if report.exists() else "", junit.read_text()):
         assert _leaks(text) == [] and "inner error" not in text, text
-    assert result.parseoutcomes().get("failed", 0) >= 1 and Failing.log == []
+    assert "test_verdicts_do_not_depend_on_the_wording_of_the_prompt" in out and "headers    = " in out, out
+    assert result.parseoutcomes().get("failed", 0) >= 4 and Failing.log == []

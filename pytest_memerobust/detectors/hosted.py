@@ -68,7 +68,7 @@ import numpy as np
 
 from ..atomic import atomic_path
 from ..errors import ConfigError, EndpointDown, EndpointError
-from .redaction import redact, redact_json_text, secret_query_parameters  # noqa: F401  (redact: cli/listing.py)
+from .redaction import HIDDEN, redact, redact_json_text, secret_query_parameters  # noqa: F401  (redact: cli/listing.py)
 from .cards import ModelCard
 from .endpoint_guard import (BREAKER_FAILURES, BREAKER_MIN_S, RETRY_AFTER_MAX_S, Breaker, Deadline, Pacer,
                              retry_after, utc)
@@ -105,6 +105,14 @@ def _shown(text: str, limit: int) -> str:
     """Text from the endpoint for a message: control characters escaped (no terminal codes), clipped."""
     text = text if text.isprintable() else repr(text)[1:-1]
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _Secret(str):
+    """The key, or a header value holding it: a str to urllib and http.client, *** where a traceback shows the locals
+    of the frame that holds it (pytest -l, --showlocals: a hosted detector asked by a plain test function)."""
+
+    def __repr__(self) -> str:
+        return repr(HIDDEN)
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -284,8 +292,8 @@ class HostedDetector:
 
     def _post(self, body: dict) -> dict:
         url = f"{self.base_url}/chat/completions"
-        key = api_key(self.key_env)
-        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        key = _Secret(api_key(self.key_env))
+        headers = {"Content-Type": "application/json", **({"Authorization": _Secret(f"Bearer {key}")} if key else {})}
         data = json.dumps(body).encode()
         hidden = (key,)
         where = self._where()
