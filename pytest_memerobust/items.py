@@ -108,7 +108,8 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         from .stash import session_of
-        from .judge.thresholds import assess, case_p_value, failing
+        from .judge.gate import gates_thresholds
+        from .judge.thresholds import assess, case_p_value, failing, not_judged, not_judged_reason
         from .judge.verdict import case_record
 
         session = session_of(self.config)
@@ -133,7 +134,7 @@ class CaseItem(pytest.Item):
             pytest.skip(str(exc))
         self.user_properties += junit_properties(result)  # CI systems that read JUnit XML show these
         thresholds = suite.thresholds_for(self.condition)
-        violations = assess(result, thresholds)
+        violations, unjudged = assess(result, thresholds), not_judged(result, thresholds)
         from .run.gate import baseline_key, regressions
 
         comparisons = regressions(session, self.model, self.condition, result, data=suite.dataset,
@@ -143,7 +144,7 @@ class CaseItem(pytest.Item):
                              dataset=session.data_spec(suite.dataset, suite.captions), suite=suite.name,
                              condition=self.condition, thresholds=thresholds, violations=violations,
                              decision=thresholds.decision, p_value=case_p_value(result, thresholds),
-                             comparisons=comparisons, gate=session.gate)
+                             comparisons=comparisons, gate=session.gate, unjudged=unjudged)
         record["baseline_key"] = baseline_key(session, self.model, self.condition, suite.dataset, suite.captions)
         failed = failing(violations, thresholds.decision)
         # What the run's verdict reads back from the test reports (also on a pytest-xdist controller).
@@ -153,7 +154,7 @@ class CaseItem(pytest.Item):
             ("memerobust.shortfall", max((v.shortfall for v in violations), default=0.0)),
             ("memerobust.line", compact_line(violations, regressed, result)),
             ("memerobust.decision", thresholds.decision),
-            ("memerobust.p_value", record["p_value"])]
+            *([("memerobust.p_value", record["p_value"])] if record["p_value"] is not None else [])]
         if failed or regressed:
             from .run.replay import case_property
 
@@ -165,6 +166,8 @@ class CaseItem(pytest.Item):
             what = "below its thresholds" if failed else f"{regressed[0].state} against the baseline"
             pytest.xfail(f"{what}, not gating under --memerobust-gate={session.gate}: "
                          f"{compact_line(failed, regressed, result)}")
+        if record["verdict"] == "not judged" and gates_thresholds(session.gate):  # neither a pass nor a failure
+            pytest.skip(not_judged_reason(unjudged))
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, RobustnessFailure):

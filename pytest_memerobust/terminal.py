@@ -250,11 +250,12 @@ def summary(terminalreporter, config) -> None:
         tr.write_sep("=", "memerobust detectors: which loses less to the edits, beyond noise")
         for line in detector_section_lines(verdict["detectors"]):  # the table cropped, the sentences wrapped
             tr.write_line(_fit(line, tr)) if "\n" in line else _say(tr, line)
-    undecided = bool(verdict.get("interrupted") or verdict.get("no_verdict"))  # neither PASSED nor FAILED
+    # neither PASSED nor FAILED: interrupted, nothing measured, or too few cases judged
+    undecided = bool(verdict.get("interrupted") or verdict.get("no_verdict") or verdict.get("partial"))
     tr.write_sep("=", "memerobust verdict", red=not verdict["passed"] and not undecided, yellow=undecided,
                  green=verdict["passed"])
     for line in verdict_lines(verdict):
-        last = line.startswith(("PASSED", "FAILED", "INTERRUPTED", "NO VERDICT"))
+        last = line.startswith(("PASSED", "FAILED", "INTERRUPTED", "NO VERDICT", "PARTIAL"))
         _say(tr, line, bold=last, red=last and not verdict["passed"] and not undecided,
              yellow=last and undecided, green=last and verdict["passed"])
     from .track.outputs import written_line

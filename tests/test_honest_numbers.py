@@ -118,11 +118,12 @@ def test_a_run_whose_cases_all_skipped_has_no_verdict_in_any_rendering():
 
 
 def test_a_pass_on_few_cases_says_how_many_skipped():
+    """Most cases skipped: no PASSED but PARTIAL (issue 62, tests/test_unsupported_verdicts.py)."""
     records = [_record("ran", "pass")] + [_record(f"case-{i}", "skipped") for i in range(9)]
     verdict = run_verdict(records, gate="thresholds", baseline=None)
-    assert verdict["passed"] is True
-    assert verdict_lines(verdict)[-1] == ("PASSED: no robustness tests failed the gate (--memerobust-gate=thresholds), "
-                                          "but 9 of 10 cases skipped (only 1 ran)")
+    assert verdict["passed"] is False
+    assert verdict_lines(verdict)[-1] == ("PARTIAL: 9 of 10 cases skipped (only 1 ran), too few to pass the run; no "
+                                          "robustness tests failed the gate (--memerobust-gate=thresholds)")
     few = run_verdict(records[:1] + records[1:2] + [_record(f"more-{i}", "pass") for i in range(3)],
                       gate="thresholds", baseline=None)
     assert verdict_lines(few)[-1].endswith("(--memerobust-gate=thresholds); 1 of 5 cases skipped")

@@ -198,10 +198,10 @@ def test_what_cannot_be_judged_is_named_and_counted():
                           {"y": y, "clean": proba, "perturbed": proba})
     out = judge_family([cell, declined], n_resamples=50)
     states = {(c.condition, c.rule): c.state for c in out}
-    assert states[("clean", "auroc")] == "not judged: one class left"
+    assert states[("clean", "auroc")] == "not judged: the 4 memes hold one class"  # as the thresholds word it
     assert states[("x", "acc")] == "not judged: no answers"
     summary = summarize(out, new=["m on d: y"], missing=["m on d: z"])
-    assert "5 not judged (one class left: 1, no answers: 4)" in summary["summary"]
+    assert "5 not judged (the 4 memes hold one class: 1, no answers: 4)" in summary["summary"]
     assert summary["summary"].endswith("; 1 new condition not gated; 1 baseline condition not run")
 
 

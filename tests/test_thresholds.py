@@ -200,12 +200,19 @@ def test_no_flip_no_flip_violation():
     assert check(result(proba(P1_CLEAN)), Thresholds(max_flip_rate=0.0)) == []
 
 
-def test_an_undefined_metric_fails_its_floor():
+def test_an_undefined_metric_is_not_judged_never_a_failure():
+    """Issue 62: AUROC of memes of one class is undefined: no violation (let alone a sure one), the case not judged."""
+    from pytest_memerobust.judge.thresholds import case_p_value, not_judged, verdict
+
     y = np.zeros(N, dtype=int)
     p = proba(P1_CLEAN)
     r = ConditionResult("toy", "hand", Condition(), y, p, p, STATS)
     assert np.isnan(r.metric("auroc"))
-    assert check(r, Thresholds(min_clean={"auroc": 0.9})) != []
+    thresholds = Thresholds(min_clean={"auroc": 0.9})
+    assert check(r, thresholds) == []
+    unjudged = not_judged(r, thresholds)
+    assert unjudged == [("clean auroc", f"not judged: the {N} memes hold one class")]
+    assert verdict([], unjudged) == "not judged" and case_p_value(r, thresholds) is None
 
 
 def test_group_gap_is_best_minus_worst_group_and_fails_past_its_limit():

@@ -441,11 +441,10 @@ def _not_judged_reason(answered: np.ndarray | None) -> str | None:
 
 
 def _why_undefined(check: RegressionCheck, y) -> str:
-    if check.metric == "auroc" and len(np.unique(np.asarray(y), axis=0)) < 2:
-        return "not judged: one class left"
-    if check.kind == "relative":
-        return "not judged: clean score 0 (relative robustness undefined)"
-    return "not judged: undefined"
+    """Worded as the suites' thresholds word it (thresholds.why_undefined)."""
+    from .thresholds import why_undefined
+
+    return why_undefined(check.metric, check.kind, y)
 
 
 def _too_few_of_a_class(check: RegressionCheck, y: np.ndarray) -> str | None:
@@ -455,7 +454,7 @@ def _too_few_of_a_class(check: RegressionCheck, y: np.ndarray) -> str | None:
         return None
     classes, counts = np.unique(y, return_counts=True)
     if len(classes) < 2:
-        return None  # one class left: _why_undefined names it
+        return None  # one class: _why_undefined names it
     fewest = int(np.argmin(counts))
     if counts[fewest] < FEWEST_OF_A_CLASS:
         return (f"not judged: too few memes of class {classes[fewest]} ({counts[fewest]} < "

@@ -85,6 +85,11 @@ class ConditionResult:
         arrays = (self.y_true, self.proba_clean, self.proba, self.groups)
         return arrays if rows is None else tuple(None if a is None else np.asarray(a)[rows] for a in arrays)
 
+    @property
+    def scored_truth(self) -> np.ndarray:
+        """The labels of the memes scored: what decides whether a metric of them is defined (thresholds.not_judged)."""
+        return self._scored[0]
+
     def to_wire(self) -> dict:
         """Plain values (arrays as exact bytes) that pytest-xdist can carry from a worker to the controller."""
         def array(a):

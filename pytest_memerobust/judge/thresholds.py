@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
+import numpy as np
+
 from .results import METRIC_NAMES, ConditionResult
+from .verdict import NOT_JUDGED
 
 DECISIONS = ("estimate", "confident")
 
@@ -121,6 +124,18 @@ class Violation:
                 f"({self.confidence:.0%} CI {lo:.4f}..{hi:.4f})")
 
 
+def why_undefined(metric: str, kind: str, y) -> str:
+    """Why a measure of the memes labelled `y` is undefined (NaN), as the verdict words it: the one wording of the
+    suites' thresholds (`not_judged`) and the gate's rules (gate.py), so that both name the same cause alike."""
+    y = np.asarray(y)
+    if metric == "auroc" and len(np.unique(y, axis=0)) < 2:
+        n = len(y)
+        return f"not judged: the {n} meme{'s' * (n != 1)} hold{'s' * (n == 1)} one class"
+    if kind == "relative":
+        return "not judged: clean score 0 (relative robustness undefined)"
+    return "not judged: undefined"
+
+
 def check(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     """Every threshold `result` violates under the suite's decision (empty when it passes): with "estimate" every
     point estimate past its limit, with "confident" only the violations whose whole interval is past it."""
@@ -133,15 +148,23 @@ def failing(violations: list[Violation], decision: str) -> list[Violation]:
     return [v for v in violations if decision == "estimate" or v.sure]
 
 
-VERDICTS = ("pass", "fail for sure", "fail within noise")
+VERDICTS = ("pass", "fail for sure", "fail within noise", NOT_JUDGED)
 
 
-def verdict(violations: list[Violation]) -> str:
-    """A case's verdict from `assess`: it passes, fails for sure (some interval wholly past its limit) or fails
-    within noise (its point estimates fail, but each interval straddles the limit)."""
-    if not violations:
-        return "pass"
-    return "fail for sure" if any(v.sure for v in violations) else "fail within noise"
+def verdict(violations: list[Violation], unjudged: list[tuple[str, str]] = ()) -> str:
+    """A case's verdict from `assess` and `not_judged`: it fails for sure (some interval wholly past its limit),
+    fails within noise (its point estimates fail, but each interval straddles the limit), is not judged (it fails
+    nothing, but a threshold is undefined on its memes: neither a pass nor a failure), or passes."""
+    if violations:
+        return "fail for sure" if any(v.sure for v in violations) else "fail within noise"
+    return NOT_JUDGED if unjudged else "pass"
+
+
+def not_judged_reason(unjudged: list[tuple[str, str]]) -> str | None:
+    """The case's one line for its undefined thresholds (`not_judged`), each cause once: `not judged: the 50 memes
+    hold one class`; None when every threshold is defined."""
+    causes = dict.fromkeys(reason.removeprefix(f"{NOT_JUDGED}: ") for _, reason in unjudged)
+    return f"{NOT_JUDGED}: " + "; ".join(causes) if causes else None
 
 
 def _checks(result: ConditionResult, thresholds: Thresholds) -> list[tuple]:
@@ -174,10 +197,13 @@ def _checks(result: ConditionResult, thresholds: Thresholds) -> list[tuple]:
 
 def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     """Every threshold `result` violates by its point estimate or by its whole interval, whatever the decision;
-    `Violation.sure` tells which are beyond noise."""
+    `Violation.sure` tells which are beyond noise. A threshold whose value is undefined is no violation: it is not
+    judged (`not_judged`)."""
     conf = result.stats.confidence
     out = []
     for what, value, limit, comparison, bootstrap in _checks(result, thresholds):
+        if value != value and bootstrap[1] != "group_gap":
+            continue
         ci = result.ci(*bootstrap)
         if bootstrap[1] == "group_gap":
             if value == value and (value > limit or ci[0] > limit):  # no gap (one group) is not a failure
@@ -186,26 +212,41 @@ def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
                 worst = min(scores, key=lambda g: scores[g]["relative_robustness"])
                 best = max(scores, key=lambda g: scores[g]["relative_robustness"])
                 out.append(Violation(f"{what} (worst {worst}, best {best})", value, limit, comparison, ci, conf))
-        elif comparison == ">=" and not (value >= limit and ci[1] >= limit):  # nan cannot meet a floor
+        elif comparison == ">=" and not (value >= limit and ci[1] >= limit):  # an undefined interval cannot meet it
             out.append(Violation(what, value, limit, comparison, ci, conf))
         elif comparison == "<=" and not (value <= limit and ci[0] <= limit):
             out.append(Violation(what, value, limit, comparison, ci, conf))
     return out
 
 
-def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float:
+def not_judged(result: ConditionResult, thresholds: Thresholds) -> list[tuple[str, str]]:
+    """(what, why) of every threshold whose value is undefined on the memes scored (AUROC of memes of one class, a
+    relative robustness from a clean score of 0): neither met nor violated (STYLE.md rule 12). An undefined group
+    gap (one group) is not among them: `assess` passes it."""
+    y = result.scored_truth
+    return [(what, why_undefined(*bootstrap, y)) for what, value, _limit, _comparison, bootstrap
+            in _checks(result, thresholds) if value != value and bootstrap[1] != "group_gap"]
+
+
+def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float | None:
     """One-sided p-value of "this case meets all its thresholds": per threshold, the share of its bootstrap
     resamples on the passing side (metrics.bootstrap_one_sided_p, from the resamples its interval came from),
-    Bonferroni-adjusted over the case's k thresholds: min(1, k * smallest). A threshold whose value is undefined
-    (no resample defined, e.g. one class among the memes) counts as p = 0, as Violation.sure counts it as failing
-    for sure; a group gap that is undefined (one group) as p = 1, as `assess` passes it. 1.0 without thresholds.
-    What the run's false-discovery-rate control (verdict.py) ranks."""
+    Bonferroni-adjusted over the case's k thresholds: min(1, k * smallest). A threshold whose value is undefined is
+    not judged and takes no part (None when none is defined: the case has no p, and the run's false-discovery-rate
+    control leaves it out); one defined on the memes but on no resample counts as p = 0; a group gap that is
+    undefined (one group) as p = 1, as `assess` passes it. 1.0 without thresholds. What the run's
+    false-discovery-rate control (verdict.py) ranks."""
     from .metrics import bootstrap_one_sided_p
 
     p_values = []
-    for _what, value, limit, comparison, bootstrap in _checks(result, thresholds):
+    checks = _checks(result, thresholds)
+    for _what, value, limit, comparison, bootstrap in checks:
+        if value != value and bootstrap[1] != "group_gap":
+            continue
         p = bootstrap_one_sided_p(result.samples(*bootstrap), limit, "min" if comparison == ">=" else "max")
         if p != p:
             p = 1.0 if bootstrap[1] == "group_gap" else 0.0
         p_values.append(p)
-    return float(min(1.0, len(p_values) * min(p_values))) if p_values else 1.0  # plain float: xdist sends it
+    if not p_values:
+        return None if checks else 1.0
+    return float(min(1.0, len(p_values) * min(p_values)))  # plain float: xdist sends it

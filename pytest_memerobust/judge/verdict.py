@@ -84,10 +84,12 @@ def condition_family(condition) -> str:
 
 
 def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition, thresholds, violations,
-                decision: str, p_value: float, comparisons, gate: str) -> dict:
+                decision: str, p_value: float | None, comparisons, gate: str, unjudged=()) -> dict:
     """One case as the JSON report holds it: its thresholds, every violation (value, limit, interval, whether it is
     sure and whether it fails under the suite's decision), the thresholds' verdict, the one-sided p-value, and the
-    baseline comparisons. `outcome` (what pytest recorded) and `fdr_survives` are filled in at the end of the run."""
+    baseline comparisons; `not_judged`, only where some threshold is undefined on its memes (thresholds.not_judged:
+    `unjudged`), what and why. `outcome` (what pytest recorded) and `fdr_survives` are filled in at the end of the
+    run."""
     from .gate import gates_regressions, gates_thresholds
     from .thresholds import failing, verdict
 
@@ -95,7 +97,7 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
     regressed = any(c.regressed for c in comparisons)
     return {
         "nodeid": nodeid, "model": model, "dataset": dataset, "suite": suite, "condition": condition.id,
-        "family": condition_family(condition), "outcome": None, "verdict": verdict(violations),
+        "family": condition_family(condition), "outcome": None, "verdict": verdict(violations, unjudged),
         "skip_reason": None, "decision": decision, "thresholds": thresholds.as_dict(),
         "violations": [{"what": v.what, "value": v.value, "limit": v.limit, "comparison": v.comparison,
                         "ci": list(v.ci), "sure": v.sure, "fails": v in failing_now} for v in violations],
@@ -103,6 +105,7 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
         "regressions": [c.as_dict() for c in comparisons],
         "gated_by": (["thresholds"] if failing_now and gates_thresholds(gate) else [])
                     + (["regressions"] if regressed and gates_regressions(gate) else []),
+        **({"not_judged": [{"what": what, "reason": why} for what, why in unjudged]} if unjudged else {}),
     }
 
 
@@ -116,8 +119,10 @@ def skipped_record(nodeid: str, where: dict, reason: str) -> dict:
 WEAKEST = 5  # families named per model in the run's verdict
 # The verdicts a case record can carry, each counted per model under its own name: disjoint, they add up to the
 # model's cases. `error`: the case raised instead of being measured (it fails the run, but no threshold was
-# checked, so it is never counted as `fail for sure`).
+# checked, so it is never counted as `fail for sure`). `not judged` (a threshold undefined on the case's memes,
+# thresholds.not_judged) is counted too, under its name, only where a model has such a case.
 COUNTED = ("pass", "fail for sure", "fail within noise", "error", "skipped")
+NOT_JUDGED = "not judged"  # a case measured whose thresholds are undefined on its memes (thresholds.verdict)
 
 
 def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q,
@@ -133,7 +138,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     from .multiplicity import benjamini_hochberg
 
     confident = [r for r in records if r.get("decision") == "confident" and r.get("p_value") is not None
-                 and r["outcome"] != "skipped"]
+                 and r["outcome"] != "skipped" and r["verdict"] != NOT_JUDGED]
     fdr = None
     if confident:
         kept = benjamini_hochberg(np.array([r["p_value"] for r in confident]), q)
@@ -147,7 +152,8 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     for model in dict.fromkeys(r["model"] for r in records):
         mine = [r for r in records if r["model"] == model]
         count = {v: sum(r["verdict"] == v for r in mine) for v in COUNTED}
-        models.append({"model": model, "cases": len(mine), **count,
+        unjudged = sum(r["verdict"] == NOT_JUDGED for r in mine)
+        models.append({"model": model, "cases": len(mine), **count, **({NOT_JUDGED: unjudged} if unjudged else {}),
                        "failed": sum(r["outcome"] == "failed" for r in mine),
                        "regressed": sum(r["regressed"] for r in mine),
                        "errors": dict(Counter(r["error"] for r in mine if r.get("error"))),
@@ -157,44 +163,62 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     if baseline is not None:  # `baseline_conditions`: every `model on spec: condition` the baseline holds
         rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci")},
                            low=c["ci"][0], high=c["ci"][1]) for c in comparisons]
-        ran = {r["baseline_key"] for r in records if r.get("baseline_key") and r["outcome"] != "skipped"}
-        new = [f"{r['model']} on {r['dataset']}: {r['condition']}" for r in records
-               if "baseline_key" in r and r["baseline_key"] is None and r["outcome"] != "skipped"]
+        # a case not judged on its thresholds was measured, and compared with the baseline
+        measured = [r for r in records if r["outcome"] != "skipped" or r["verdict"] == NOT_JUDGED]
+        ran = {r["baseline_key"] for r in measured if r.get("baseline_key")}
+        new = [f"{r['model']} on {r['dataset']}: {r['condition']}" for r in measured
+               if "baseline_key" in r and r["baseline_key"] is None]
         summary_of_gate = {"path": str(baseline), **summarize(
             rows, new=new, missing=[name for name in baseline_conditions if name not in ran])}
     failed = [r["nodeid"] for r in records if r["outcome"] == "failed"]
     skipped = skipped_cases(records)
     no_verdict = None if interrupted else _no_verdict(records)
-    summary = (f"no verdict: {no_verdict}" if no_verdict is not None else
-               _interrupted_summary(interrupted, len(records), collected, _summary_line(models, summary_of_gate, gate))
-               + (f"; {skipped['text']}" if skipped else ""))
-    return {"passed": not failed and not interrupted and no_verdict is None, "gate": gate, "summary": summary,
-            "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
+    # a pass that rests on the few cases judged is no pass: PARTIAL (a failure stands, however few ran)
+    partial = skipped["text"] if skipped and skipped["most"] and not failed and not interrupted \
+        and no_verdict is None else None
+    line = _summary_line(models, summary_of_gate, gate)
+    if no_verdict is not None:
+        summary = f"no verdict: {no_verdict}"
+    elif partial:
+        summary = f"partial: {partial}; {line}"
+    else:
+        summary = (_interrupted_summary(interrupted, len(records), collected, line)
+                   + (f"; {skipped['text']}" if skipped else ""))
+    return {"passed": not failed and not interrupted and no_verdict is None and partial is None, "gate": gate,
+            "summary": summary, "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
             "interrupted": interrupted, "no_verdict": no_verdict, "skipped": skipped,
+            **({"partial": partial} if partial else {}),
             "cases_run": len(records), "cases_collected": collected,
             "errors": [r["nodeid"] for r in records if r.get("error")]}
 
 
 def skipped_cases(records: list[dict]) -> dict | None:
-    """How many of the run's cases skipped, None when none did: `most` when more than half did, so that a run which
-    passes on the few cases that ran says so (`9 of 10 cases skipped (only 1 ran)`)."""
+    """How many of the run's cases pytest skipped (those not judged on their memes, `not_judged`, among them), None
+    when none did: `most` when more than half did, and then a run that failed nothing is PARTIAL, not passed (`9 of
+    10 cases skipped (only 1 ran)`)."""
     n, k = len(records), sum(r["outcome"] == "skipped" for r in records)
     if not k:
         return None
+    unjudged = sum(r["outcome"] == "skipped" and r["verdict"] == NOT_JUDGED for r in records)
     most = 2 * k > n
-    return {"cases": n, "skipped": k, "most": most,
-            "text": f"{k} of {n} cases skipped" + (f" (only {n - k} ran)" if most and k < n else "")}
+    if not unjudged:
+        text = f"{k} of {n} cases skipped" + (f" (only {n - k} ran)" if most and k < n else "")
+    else:
+        text = (f"{unjudged} of {n} cases not judged" + (f", {k - unjudged} skipped" if k > unjudged else "")
+                + (f" (only {n - k} judged)" if most and k < n else ""))
+    return {"cases": n, "skipped": k, "most": most, **({NOT_JUDGED: unjudged} if unjudged else {}), "text": text}
 
 
 def _no_verdict(records: list[dict]) -> str | None:
     """Why a finished run has no verdict (it neither passed nor failed its gate), or None: no robustness case ran
-    (none was selected), or every case skipped. pytest exits 0 on such a run, as on any run whose tests all skipped;
-    the verdict only refuses to call it PASSED."""
+    (none was selected), or every case skipped or was not judged. pytest exits 0 on such a run, as on any run whose
+    tests all skipped; the verdict only refuses to call it PASSED."""
     if not records:
         return "no robustness case ran"
     if all(r["outcome"] == "skipped" for r in records):
         reasons = Counter(r.get("skip_reason") for r in records if r.get("skip_reason"))
-        return (f"every case skipped ({len(records)} of {len(records)})"
+        some_unjudged = any(r["verdict"] == NOT_JUDGED for r in records)
+        return (f"{'no case judged' if some_unjudged else 'every case skipped'} ({len(records)} of {len(records)})"
                 + (f"; e.g. {reasons.most_common(1)[0][0]}" if reasons else ""))
     return None
 
@@ -212,7 +236,8 @@ def _interrupted_summary(interrupted: bool, ran: int, collected: int | None, lin
     return f"{head}; so far {line}" if line else head
 
 
-VERDICT_RANK = {"skipped": 0, "pass": 1, "fail within noise": 2, "fail for sure": 3, "error": 4}  # worse is larger
+# worse is larger
+VERDICT_RANK = {"skipped": 0, NOT_JUDGED: 0, "pass": 1, "fail within noise": 2, "fail for sure": 3, "error": 4}
 
 
 def _shortfall(v: dict) -> float:
@@ -241,7 +266,8 @@ def worst_case(records: list[dict]) -> dict | None:
     """The worst case among `records` (one family's): the one rule behind the verdict's weakest families and the
     reports' per-family "worst case". Among the cases measured (not skipped, not raised), the largest `severity`;
     ties go to the first that ran. None when no case was measured."""
-    measured = [r for r in records if r.get("outcome") != "skipped" and r.get("verdict") not in ("skipped", "error")]
+    measured = [r for r in records if r.get("outcome") != "skipped"
+                and r.get("verdict") not in ("skipped", "error", NOT_JUDGED)]
     return max(measured, key=severity, default=None)
 
 
@@ -261,15 +287,17 @@ def _weakest_families(records: list[dict]) -> list[dict]:
 
 
 def _summary_line(models: list[dict], gate_summary: dict | None, gate: str) -> str:
-    """Per model: how many measured cases are below their thresholds (`fail for sure` + `fail within noise`, the
-    first of them said), then how many more raised an error: the same disjoint counts, under the same names, as
-    the terminal's count line and the reports' tables (COUNTED)."""
+    """Per model: how many cases judged are below their thresholds (`fail for sure` + `fail within noise`, the
+    first of them said), then how many more raised an error: the same disjoint counts, under the same names, as the
+    terminal's count line and the reports' tables (COUNTED); those skipped or not judged are said after them
+    (`skipped_cases`)."""
     parts = []
     for m in models:
         errors = m.get("errors") or {}
-        ran, raised = m["cases"] - m["skipped"], m["error"]
+        unjudged = m.get(NOT_JUDGED, 0)
+        ran, raised = m["cases"] - m["skipped"] - unjudged, m["error"]
         kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors.items())
-        if raised and raised == ran:
+        if raised and raised == ran and not unjudged:
             parts.append(f"{m['model']}: every case ({ran}) raised an error instead of a measurement ({kinds})")
             continue
         bad = m["fail for sure"] + m["fail within noise"]
@@ -297,6 +325,8 @@ def record_from_report(nodeid: str, outcome: str, properties, reason: str | None
     if "memerobust.case" in p:
         record = json.loads(p["memerobust.case"])
         record["outcome"] = outcome
+        if outcome == "skipped":  # measured, but not judged on its memes (items.CaseItem)
+            record["skip_reason"] = reason
         relative = p.get("memerobust.relative_robustness.accuracy")  # what ranks a family's passing cases
         record["relative_accuracy"] = None if relative is None else float(relative)
         if outcome == "xfailed":

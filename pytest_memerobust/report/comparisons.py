@@ -6,12 +6,13 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from .gate_tables import _p, _signed, short_condition
+from .outline import unnumbered
 
 NAN = float("nan")
 
 
 def _number(value: float) -> str:
-    return "nan" if value != value else f"{value:.3f}"
+    return unnumbered(value) or f"{value:.3f}"
 
 
 def _interval(c) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..judge.gate import POWER
 from ..judge.recipes import FEWEST_SEEDS
+from .outline import unnumbered
 
 NAN = float("nan")
 
@@ -149,7 +150,7 @@ def change_line(row: dict, better: bool = False, where: str | None = None) -> st
 
 
 def _plain(value, sign: str = "") -> str:
-    return "nan" if value is None or value != value else f"{value:{sign}.3f}"
+    return unnumbered(value) or f"{value:{sign}.3f}"
 
 
 LISTED = 12  # rules a terminal lists per direction (regressed, improved); every one is in the JSON
@@ -193,7 +194,7 @@ def short_condition(condition_id: str) -> str:
 
 
 def _signed(value: float, digits: int = 3) -> str:
-    return "nan" if value != value else f"{value:+.{digits}f}".replace("-", "−")
+    return unnumbered(value) or f"{value:+.{digits}f}".replace("-", "−")
 
 
 def comparison_conditions(rows: list[dict]) -> int:

@@ -70,7 +70,8 @@ def history_entry(report: dict, *, commit: str | None = None, date: datetime | N
     baseline = verdict.get("baseline") or {}
     return {"format": FORMAT, "date": when.isoformat(), "commit": commit, "run": commit or when.strftime("%m-%d %H:%M"),
             "verdict": "INTERRUPTED" if verdict.get("interrupted") else "NO VERDICT" if verdict.get("no_verdict") else
-            ("PASSED" if verdict.get("passed") else "FAILED") if verdict else None,
+            "PARTIAL" if verdict.get("partial") else ("PASSED" if verdict.get("passed") else "FAILED") if verdict
+            else None,
             "passed": verdict.get("passed"), "gated": bool(baseline),
             "regressed": bool(baseline.get("regressed")) if baseline else False,
             "improved": int(baseline.get("improved") or 0) if baseline else 0,

@@ -11,9 +11,10 @@ import html
 import re
 
 from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
-from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, PALETTE, VERDICT_LABELS,
-                      VERDICT_MEANING, VERDICTS, baseline_cells, baseline_failure_word, baseline_notes, brief,
-                      caption_labels, case_of, gate_shown, model_counts,
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, NOT_JUDGED, PALETTE,
+                      VERDICT_LABELS, VERDICT_MEANING, VERDICTS, baseline_cells, skipped_by_reason, skipped_contents,
+                      skipped_title, some_cases, interval, unnumbered, verdict_columns, baseline_failure_word,
+                      baseline_notes, brief, caption_labels, case_of, gate_shown, model_counts,
                       confidence_level, counts, counts_text, has_verdict, number, p_value, partial_note,
                       regression_line, report_meta, run_details, section_title, severity_order, short_title, signed,
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
@@ -162,6 +163,8 @@ def _case_rows(cases: list[dict], anchors: dict[str, str] | None = None, decidin
             lines.append("<td class='l note' colspan='4'>also past a limit within noise: " + "; ".join(
                 f"{_e(brief(w))} {_e(x)} ({_e(lim)}, CI {_e(ci)})"
                 for w, x, lim, ci in (violation_parts(v) for v in rest)) + "</td>")
+        lines += [f"<td class='l note' colspan='4'>{MARKS[NOT_JUDGED]} {_e(u.get('what', ''))} "
+                  f"{_e(u.get('reason', ''))}</td>" for u in case.get("not_judged") or []]
         if not lines and case.get("message"):  # a test that is not a suite case: its failure message
             lines.append(f"<td class='l' colspan='4'><pre class='msg'>{_e(case['message'])}</pre></td>")
         if not lines:
@@ -191,16 +194,17 @@ def _models_table(models: list[dict]) -> str:
     """One row per model: its cases and how many have each verdict (the non-zero counts in their colour), how many
     failed the run (and regressed against the baseline, when one was compared)."""
     regressions = any("regressed" in m for m in models) and any(m.get("regressed") for m in models)
+    columns = verdict_columns([model_counts(m) for m in models])
     rows = []
     for m in models:
         c = model_counts(m)
         cells = "".join(f"<td class='count'>{_chip(v, f'{MARKS[v]} {c[v]}')}</td>"
-                        if c[v] else "<td class='count zero'>0</td>" for v in VERDICTS)
+                        if c[v] else "<td class='count zero'>0</td>" for v in columns)
         rows.append(f"<tr><td><b>{_e(m.get('model', ''))}</b></td><td>{int(m.get('cases', 0) or 0)}</td>{cells}"
                     f"<td><b>{int(m.get('failed', 0) or 0)}</b></td>"
                     + (f"<td>{int(m.get('regressed', 0) or 0)}</td>" if regressions else "") + "</tr>")
     return ("<div class='scroll'><table class='models'><tr><th class='l'>model</th><th>cases</th>"
-            + "".join(f"<th>{_e(VERDICT_LABELS[v])}</th>" for v in VERDICTS) + "<th>failed the run</th>"
+            + "".join(f"<th>{_e(VERDICT_LABELS[v])}</th>" for v in columns) + "<th>failed the run</th>"
             + ("<th>regressed</th>" if regressions else "") + "</tr>" + "".join(rows) + "</table></div>")
 
 
@@ -284,8 +288,19 @@ def _verdict_section(report: dict, anchors: dict[str, str]) -> str:
                          + ", ".join(f"<code>{_e(n)}</code>" for n in others) + "</p>")
     else:
         parts.append("<p>No case failed the run.</p>")
-    parts.append("</section>")
+    parts.append(_skipped(list(cases.values())) + "</section>")
     return "".join(parts)
+
+
+def _skipped(cases: list[dict]) -> str:
+    """The cases that were skipped or not judged, one row per reason with how many and which."""
+    groups = skipped_by_reason(cases)
+    if not groups:
+        return ""
+    rows = "".join(f"<tr><td class='l'>{_e(reason)}</td><td>{len(mine)}</td><td class='l'>{_e(some_cases(mine))}"
+                   "</td></tr>" for reason, mine in groups)
+    return (f"<h2 id='skipped'>{_e(skipped_title(groups))}</h2><div class='scroll'><table><tr><th class='l'>reason"
+            f"</th><th>cases</th><th class='l'>which</th></tr>{rows}</table></div>")
 
 
 def _baseline_section(report: dict) -> str:
@@ -420,12 +435,13 @@ def _bars(group: dict, cases: list[dict]) -> str:
                      f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{_e(_short(r["condition"]))}</text>'
                      f'<rect x="{x(lo_axis)}" y="{y + 3}" width="{max(0.0, x(value) - x(lo_axis))}" height="12" '
                      f'fill="{colour}" opacity=".78"/>'
-                     + ("" if unanswered(r) else f'<line x1="{x(lo)}" y1="{y + 9}" x2="{x(hi)}" y2="{y + 9}" '
-                                                 f'stroke="#111" stroke-width="1.5"/>')
+                     + ("" if unanswered(r) or unnumbered(lo) or unnumbered(hi) else
+                        f'<line x1="{x(lo)}" y1="{y + 9}" x2="{x(hi)}" y2="{y + 9}" stroke="#111" '
+                        'stroke-width="1.5"/>')
                      + (f'<line x1="{x(floor)}" y1="{y + 1}" x2="{x(floor)}" y2="{y + 17}" stroke="#111" '
                         f'stroke-width="2"/>' if floor is not None else "")
                      + f'<text x="{left + scale + 8}" y="{y + 12}">'
-                     + (NO_ANSWERS if unanswered(r) else f"{value:.3f} ({lo:.3f} .. {hi:.3f})")
+                     + (NO_ANSWERS if unanswered(r) else f"{number(value)} ({interval([lo, hi])})")
                      + f' <tspan fill="{colour}">{_e(note)}</tspan></text></g>')
     for tick in (0.0, 0.5, 1.0):
         parts.append(f'<text x="{x(tick)}" y="{height - 6}" text-anchor="middle">{tick}</text>')
@@ -516,8 +532,8 @@ def _worst(group: dict, cases: list[dict]) -> str:
 
 def _group_section(group: dict, cases: list[dict], anchor: str, level: str = "95%") -> str:
     c = counts(cases)
-    status = (f"<p>{len(cases)} cases: " + " ".join(_chip(v, f"{MARKS[v]} {c[v]} {VERDICT_LABELS[v]}") for v in VERDICTS
-                                                    if c[v] or v == "pass")
+    status = (f"<p>{len(cases)} cases: " + " ".join(_chip(v, f"{MARKS[v]} {c[v]} {VERDICT_LABELS[v]}")
+                                                    for v in verdict_columns([c]) if c[v] or v == "pass")
               + f" · <b>{c['failed']} failed the run</b></p>" + legend()) if cases else (
         f"<p class='note'>{NO_VERDICT}</p>")
     not_passing = [k for k in cases if verdict_of(k) in ("fail for sure", "fail within noise", "error")]
@@ -569,12 +585,13 @@ def _details(report: dict) -> str:
 
 
 def to_html(report: dict) -> str:
-    taken = {"verdict", "failing", "baseline", "contents", "run-details", "trend"}
+    taken = {"verdict", "failing", "skipped", "baseline", "contents", "run-details", "trend"}
     suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
     anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
     sections, toc = [], [("verdict", "Verdict", "")]
     if has_verdict(report):
         toc.append(("failing", f"Failing cases ({len(report['verdict'].get('failing') or [])})", ""))
+        toc += skipped_contents(report)
         if report["verdict"].get("baseline"):
             toc.append(("baseline", "Baseline comparison", ""))
     if (report.get("history") or {}).get("entries"):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import html
 
 from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
-from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, VERDICT_LABELS, VERDICTS,
-                      baseline_cells, baseline_notes, brief, caption_labels, case_of, counts, counts_text, gate_shown,
+from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, NOT_JUDGED, VERDICT_LABELS,
+                      baseline_cells, skipped_by_reason, skipped_contents, skipped_title, some_cases,
+                      verdict_columns, baseline_notes, brief, caption_labels, case_of, counts, counts_text, gate_shown,
                       has_verdict, model_counts, number, partial_note, read_by_ocr, p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
                       signed, slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import FIGURE_NAMES, report_plots
@@ -80,6 +81,8 @@ def case_rows(cases: list[dict], anchors: dict[str, str] | None = None, all_fail
             lines.append(["also past a limit within noise: " + "; ".join(
                 f"{cell(brief(w))} {x} ({cell(lim)}, CI {ci})" for w, x, lim, ci in map(violation_parts, rest)),
                 "", "", ""])
+        lines += [[f"{MARKS[NOT_JUDGED]} {cell(u.get('what', ''))} {cell(u.get('reason', ''))}", "", "", ""]
+                  for u in case.get("not_judged") or []]
         for r in case.get("regressions") or []:
             if r.get("regressed", True):
                 lines.append([cell(regression_line(r)), "", "", ""])
@@ -117,11 +120,12 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
     if models:  # most failing first, as the suites
         models = sorted(models, key=lambda m: (-int(m.get("failed", 0) or 0), -int(m.get("fail for sure", 0) or 0),
                                                -int(m.get("fail within noise", 0) or 0)))
-        out.append(table(["model", "cases", *(f"{MARKS[v]} {VERDICT_LABELS[v]}" for v in VERDICTS),
+        columns = verdict_columns([model_counts(m) for m in models])
+        out.append(table(["model", "cases", *(f"{MARKS[v]} {VERDICT_LABELS[v]}" for v in columns),
                           "failed the run"],
                          [[cell(m.get("model", "")), str(m.get("cases", 0)),
-                           *(str(model_counts(m)[v]) for v in VERDICTS), f"**{m.get('failed', 0)}**"]
-                          for m in models], set(range(1, len(VERDICTS) + 3))))
+                           *(str(model_counts(m)[v]) for v in columns), f"**{m.get('failed', 0)}**"]
+                          for m in models], set(range(1, len(columns) + 3))))
         families = [(m.get("model", ""), f) for m in models for f in m.get("weakest_families") or []]
         if families:
             out.append("**Weakest perturbation families** (worst first)")
@@ -166,7 +170,17 @@ def _verdict(report: dict, anchors: dict[str, str]) -> list[str]:
         out.append("Other failing tests (not suite cases): " + ", ".join(f"`{n}`" for n in others))
     if not failing:
         out.append("No case failed the run.")
-    return out
+    return out + _skipped(list(cases.values()))
+
+
+def _skipped(cases: list[dict]) -> list[str]:
+    """The cases that were skipped or not judged, one row per reason with how many and which."""
+    groups = skipped_by_reason(cases)
+    if not groups:
+        return []
+    return ['<a id="skipped"></a>', f"### {skipped_title(groups)}",
+            table(["reason", "cases", "which"], [[cell(reason), str(len(mine)), cell(some_cases(mine))]
+                                                 for reason, mine in groups], {1})]
 
 
 def _baseline(report: dict) -> list[str]:
@@ -263,12 +277,13 @@ def _group(group: dict, cases: list[dict], anchor: str) -> list[str]:
 def markdown(report: dict, figures: list[tuple] | None = None) -> str:
     """The report as Markdown; `figures`: (Plot, relative link to its PNG) pairs to show in a Figures section (None:
     text alone, naming where the figures are)."""
-    taken = {"verdict", "failing", "baseline", "contents", "run-details", "reliance", "trend", "figures"}
+    taken = {"verdict", "failing", "skipped", "baseline", "contents", "run-details", "reliance", "trend", "figures"}
     suites = [(group, cases, slug(short_title(group), taken)) for group, cases in severity_order(report)]
     anchors = {c.get("nodeid"): anchor for _, cases, anchor in suites for c in cases}
     toc = [("verdict", "Verdict", "")]
     if has_verdict(report):
         toc.append(("failing", f"Failing cases ({len(report['verdict'].get('failing') or [])})", ""))
+        toc += skipped_contents(report)
         if report["verdict"].get("baseline"):
             toc.append(("baseline", "Baseline comparison", ""))
     body: list[str] = []

@@ -7,14 +7,16 @@ from __future__ import annotations
 import math
 import re
 
-from ..judge.verdict import VERDICT_RANK, worst_case  # noqa: F401  (re-exported: the renderers rank by it)
+from ..judge.verdict import NOT_JUDGED, VERDICT_RANK, worst_case  # noqa: F401  (re-exported: renderers rank by it)
 
 # The verdicts of a case as thresholds.verdict and the run name them, worst first, with the mark each wears beside
-# its colour (so the verdict reads without colour too).
+# its colour (so the verdict reads without colour too). `not judged` (measured, but a threshold is undefined on the
+# case's memes) has a column, a count and a colour (no verdict's) only where a run has such a case.
 VERDICTS = ("fail for sure", "fail within noise", "error", "pass", "skipped")
-MARKS = {"fail for sure": "✗", "fail within noise": "~", "error": "!", "pass": "✓", "skipped": "–"}
+COUNTED_VERDICTS = (*VERDICTS[:-1], NOT_JUDGED, VERDICTS[-1])
+MARKS = {"fail for sure": "✗", "fail within noise": "~", "error": "!", "pass": "✓", "skipped": "–", NOT_JUDGED: "∅"}
 # what a count of each verdict is called, the same in the terminal, the reports and the run's summary line
-VERDICT_LABELS = {v: v for v in VERDICTS} | {"error": "raised an error"}
+VERDICT_LABELS = {v: v for v in COUNTED_VERDICTS} | {"error": "raised an error"}
 NO_VERDICT = "no verdict recorded"
 VERDICT_MEANING = {
     "fail for sure": "the whole interval is past a limit: another seed would fail it too",
@@ -23,6 +25,8 @@ VERDICT_MEANING = {
     "error": "raised an error instead of a measurement: no threshold was checked, and the case fails the run",
     "pass": "every threshold met",
     "skipped": "not run (e.g. the detector does not read that channel)",
+    NOT_JUDGED: "measured, but a threshold is undefined on its memes (e.g. they hold one class): neither a pass nor a "
+                "failure",
 }
 # verdict -> (strong colour: marks, bars, borders; light colour: backgrounds, heat map cells)
 PALETTE = {
@@ -51,13 +55,16 @@ def has_verdict(report: dict) -> bool:
 
 
 def verdict_word(verdict: dict) -> tuple[str, str, str]:
-    """(word, mark, the verdict whose colour it wears): PASS, FAIL, INTERRUPTED for a run that did not finish, or
-    NO VERDICT for one that measured nothing (every case skipped): neither passed nor failed its gate, and must not
-    read as either."""
+    """(word, mark, the verdict whose colour it wears): PASS, FAIL, INTERRUPTED for a run that did not finish,
+    NO VERDICT for one that measured nothing (every case skipped), or PARTIAL for one that failed nothing but judged
+    too few of its cases (judge.verdict.run_verdict): neither passed nor failed its gate, and must not read as
+    either."""
     if verdict.get("interrupted"):
         return "INTERRUPTED", "⚠", "fail within noise"
     if verdict.get("no_verdict"):
         return "NO VERDICT", MARKS["skipped"], "skipped"
+    if verdict.get("partial"):
+        return "PARTIAL", MARKS["skipped"], "skipped"
     return ("PASS", MARKS["pass"], "pass") if verdict.get("passed") else ("FAIL", MARKS["fail for sure"],
                                                                           "fail for sure")
 
@@ -97,16 +104,27 @@ def minus(text: str) -> str:
     return text.replace("-", "−")
 
 
+NOT_MEASURED, UNDEFINED = "not measured", "undefined"
+
+
+def unnumbered(value) -> str | None:
+    """How a figure that is no number reads wherever the terminal or a report prints one (headlines, tables): `not
+    measured` where there is none (None), `undefined` where it is NaN (AUROC of memes of one class, a relative
+    robustness from a clean score of 0), never `nan`; None for a number, which its formatter prints."""
+    if value is None:
+        return NOT_MEASURED
+    return UNDEFINED if value != value else None
+
+
 def signed(value, digits: int = 3) -> str:
-    """A change with its sign always shown: `+0.012`, `−0.031`; `nan` when undefined."""
-    if value is None or value != value:
-        return "nan"
-    return minus(f"{value:+.{digits}f}")
+    """A change with its sign always shown: `+0.012`, `−0.031`; worded when undefined (`unnumbered`)."""
+    return unnumbered(value) or minus(f"{value:+.{digits}f}")
 
 
 def number(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "nan"
+    worded = unnumbered(value)
+    if worded:
+        return worded
     if isinstance(value, float) and math.isinf(value):
         return "∞" if value > 0 else "−∞"
     return minus(f"{value:.{digits}f}")
@@ -237,7 +255,7 @@ def model_counts(m: dict) -> dict[str, int]:
     """A model's counts per verdict as the run's verdict recorded them (verdict["models"]). A report written before
     errors were counted apart holds them inside `fail for sure`: they are taken out of it here, so no count holds
     two things."""
-    c = {v: int(m.get(v, 0) or 0) for v in VERDICTS}
+    c = {v: int(m.get(v, 0) or 0) for v in COUNTED_VERDICTS}
     if "error" not in m and m.get("errors"):
         c["error"] = sum((m.get("errors") or {}).values())
         c["fail for sure"] = max(0, c["fail for sure"] - c["error"])
@@ -246,7 +264,7 @@ def model_counts(m: dict) -> dict[str, int]:
 
 def counts(cases: list[dict]) -> dict[str, int]:
     """Per verdict, how many cases; and `failed`: how many failed the run."""
-    out = {v: sum(verdict_of(c) == v for c in cases) for v in VERDICTS}
+    out = {v: sum(verdict_of(c) == v for c in cases) for v in COUNTED_VERDICTS}
     out["failed"] = sum(c.get("outcome") == "failed" for c in cases)
     return out
 
@@ -339,8 +357,43 @@ def short_title(group: dict) -> str:
 
 def counts_text(c: dict[str, int], marks: bool = True) -> str:
     """`✗ 19 fail for sure · ~ 4 fail within noise · ✓ 11 pass · – 4 skipped` (zeros left out but for pass)."""
-    parts = [f"{MARKS[v] + ' ' if marks else ''}{c[v]} {VERDICT_LABELS[v]}" for v in VERDICTS if c[v] or v == "pass"]
+    parts = [f"{MARKS[v] + ' ' if marks else ''}{c[v]} {VERDICT_LABELS[v]}" for v in COUNTED_VERDICTS
+             if c.get(v) or v == "pass"]
     return " · ".join(parts)
+
+
+def verdict_columns(counted: list[dict]) -> tuple[str, ...]:
+    """The verdicts a table of counts gives a column: VERDICTS, with `not judged` before `skipped` where one of
+    `counted` (model_counts, counts) holds such a case."""
+    return COUNTED_VERDICTS if any(c.get(NOT_JUDGED) for c in counted) else VERDICTS
+
+
+def skipped_by_reason(cases: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The cases pytest skipped (those not judged on their memes among them), one entry per reason as recorded, the
+    most frequent first: a caption-only card's 148 picture cases are one entry, not 148."""
+    by_reason: dict[str, list[dict]] = {}
+    for case in cases:
+        if case.get("outcome") == "skipped":
+            by_reason.setdefault(case.get("skip_reason") or "no reason recorded", []).append(case)
+    return sorted(by_reason.items(), key=lambda kv: -len(kv[1]))
+
+
+def skipped_contents(report: dict) -> list[tuple[str, str, str]]:
+    """The contents' entry of the skipped cases' list (anchor `skipped`), where the run skipped any."""
+    groups = skipped_by_reason([c for c in report.get("cases") or [] if isinstance(c, dict)])
+    return [("skipped", skipped_title(groups), "")] if groups else []
+
+
+def skipped_title(groups: list[tuple[str, list[dict]]]) -> str:
+    """`Skipped cases (148)`, or `Skipped or not judged cases (161)` where some were measured but not judged."""
+    n = sum(len(cases) for _, cases in groups)
+    judged = any(verdict_of(c) == NOT_JUDGED for _, cases in groups for c in cases)
+    return f"Skipped {'or not judged ' if judged else ''}cases ({n})"
+
+
+def some_cases(cases: list[dict], shown: int = 5) -> str:
+    """`s::m::typos-1, s::m::typos-2, ... (3 more)`: the first cases of a list, by node id."""
+    return _some_ids([str(c.get("nodeid", "")) for c in cases], shown)
 
 
 def _some_ids(ids: list, shown: int = 5) -> str:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from .outline import VERDICT_LABELS, VERDICT_RANK, group_title, p_value
+from .outline import NOT_JUDGED, VERDICT_LABELS, VERDICT_RANK, group_title, p_value, signed, unnumbered
 
 METRIC_COLUMNS = (("accuracy", "Accuracy"), ("auroc", "AUROC"), ("macro_f1", "F1"))
 
 
 def _fmt(value, digits=3) -> str:
-    return "nan" if value is None or value != value else f"{value:.{digits}f}"
+    return unnumbered(value) or f"{value:.{digits}f}"
 
 
 NO_ANSWERS = "no answers"
@@ -22,8 +22,8 @@ def unanswered(row: dict | None) -> bool:
 
 
 def metric_text(row: dict, value, digits=3) -> str:
-    """A measure of `row`: `no answers` where the detector declined every meme, else the number (`nan` where it is
-    undefined for another reason)."""
+    """A measure of `row`: `no answers` where the detector declined every meme, else the number (worded where it is
+    undefined for another reason, or not measured: `unnumbered`)."""
     return NO_ANSWERS if unanswered(row) and (value is None or value != value) else _fmt(value, digits)
 
 
@@ -68,7 +68,8 @@ def grid_table(group: dict, tablefmt: str) -> str | None:
     else:
         body.append(["Average drop", "", "", "", "", *(_fmt(summary["average_drop"][m], 4) for m, _ in METRIC_COLUMNS)])
         body.append(["Average dropping rate", "", "", "", "",
-                     *(f"{100 * summary['dropping_rate'][m]:.2f}%" for m, _ in METRIC_COLUMNS)])
+                     *(unnumbered(rate) or f"{100 * rate:.2f}%"
+                       for rate in (summary["dropping_rate"][m] for m, _ in METRIC_COLUMNS))])
     headers = ["Text noise", "Image noise", *(h for _, h in METRIC_COLUMNS), "Δ Acc", "Δ AUROC", "Δ F1"]
     table = tabulate(body, headers=headers, tablefmt=tablefmt, disable_numparse=True)
     legend = ("Text-noise indices: " + "; ".join(f"{i} = {t.split('=', 1)[1]}" for i, t in
@@ -302,6 +303,11 @@ def budget_title(entry: dict) -> str:
             f"gets a harmful meme it flags past it)")
 
 
+def _told_apart(pairs: dict) -> str:
+    """`0.222 of 9`; `no pairs` where there are none to tell apart (the share is undefined, never `nan of 0`)."""
+    return f"{_fmt(pairs['told_apart'])} of {pairs['pairs']}" if pairs["pairs"] else "no pairs"
+
+
 def reliance_table(entries: list[dict], tablefmt: str = "simple") -> str:
     """One row per (model, dataset): modality-swap shares and confounder pairs told apart (reliance.py)."""
     rows = []
@@ -309,8 +315,7 @@ def reliance_table(entries: list[dict], tablefmt: str = "simple") -> str:
         swap, same_text, same_image = e["swap"], e["confounders"]["same_text"], e["confounders"]["same_image"]
         rows.append([e["model"], e["dataset"], f"{swap['n_informative']}/{swap['n_swaps']}",
                      _fmt(swap["follows_text"]), _fmt(swap["follows_image"]),
-                     f"{_fmt(same_text['told_apart'])} of {same_text['pairs']}",
-                     f"{_fmt(same_image['told_apart'])} of {same_image['pairs']}"])
+                     _told_apart(same_text), _told_apart(same_image)])
     return tabulate(rows, headers=["model", "data", "informative swaps", "follows caption", "follows picture",
                                    "same-caption pairs told apart", "same-picture pairs told apart"],
                     tablefmt=tablefmt, disable_numparse=True)
@@ -319,12 +324,12 @@ def reliance_table(entries: list[dict], tablefmt: str = "simple") -> str:
 def failure_table(model: str, condition: str, violations, result, regressions=()) -> str:
     """What a failing suite item prints: each violated threshold with its value, limit and interval, and each
     regression against the baseline."""
-    rows = [[v.what, f"{v.value:.4f}", f"{v.comparison} {v.limit:.4f}", f"{v.ci[0]:.4f}..{v.ci[1]:.4f}"]
+    rows = [[v.what, _fmt(v.value, 4), f"{v.comparison} {v.limit:.4f}", f"{_fmt(v.ci[0], 4)}..{_fmt(v.ci[1], 4)}"]
             for v in violations]
     conf = f"{violations[0].confidence:.0%} CI" if violations else "CI"
     table = tabulate(rows, headers=["metric", "value", "required", conf], tablefmt="simple", disable_numparse=True)
     clean, now = result.clean_values, result.values
-    context = ", ".join(f"{m} {clean[m]:.3f} -> {now[m]:.3f}" for m, _ in METRIC_COLUMNS)
+    context = ", ".join(f"{m} {_fmt(clean[m])} -> {_fmt(now[m])}" for m, _ in METRIC_COLUMNS)
     parts = []
     if violations:
         parts.append(f"{model} under {condition} is below the suite's robustness thresholds:\n{table}")
@@ -333,7 +338,7 @@ def failure_table(model: str, condition: str, violations, result, regressions=()
                      + "\n".join(f"  {r}" for r in regressions))
     mcnemar = ("" if result.condition.kind == "clean"
                else f"; McNemar p {p_value(result.mcnemar_p)} (did accuracy change more than chance?)")
-    parts.append(f"clean -> perturbed: {context}; flip rate {result.flip_rate:.3f} (n={len(result.y_true)}){mcnemar}")
+    parts.append(f"clean -> perturbed: {context}; flip rate {_fmt(result.flip_rate)} (n={len(result.y_true)}){mcnemar}")
     return "\n".join(parts)
 
 
@@ -386,7 +391,7 @@ def defence_table(entry: dict, tablefmt: str = "simple") -> str | None:
 
 
 VERDICT_WORDS = {"pass": "pass", "fail for sure": "FAIL", "fail within noise": "noise", "error": "ERROR",
-                 "skipped": "skip"}
+                 "skipped": "skip", NOT_JUDGED: NOT_JUDGED}
 
 
 def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = None) -> str:
@@ -397,7 +402,9 @@ def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = No
     from .gate_tables import short_condition
     from .outline import family_summaries
 
-    clean = {(g["label"], g["dataset"], g["suite"]): g["clean"] for g in report["groups"]}
+    # the clean row is one per model and dataset, whichever suite's group holds it (a suite whose only case ran is
+    # its clean case has none of its own)
+    clean = {(g["label"], g["dataset"]): g["clean"] for g in report["groups"]}
     parts = []
     for entry in family_summaries(report):
         suite, model, dataset, mine = entry["suite"], entry["model"], entry["dataset"], entry["records"]
@@ -409,17 +416,19 @@ def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = No
             if f["worst_row"] is None:  # all skipped, or cases with no condition row (the evasion budgets)
                 done = [r for r in cases if r["outcome"] != "skipped"]
                 worst_verdict = max((r["verdict"] for r in done), key=VERDICT_RANK.get, default=None)
-                lines.append([family, f"{failing}/{len(cases)}" if done else f"{len(cases)} skip", *regressed,
+                unjudged = all(r["verdict"] == NOT_JUDGED for r in cases)  # measured, but none of them judged
+                lines.append([family, f"{failing}/{len(cases)}" if done else
+                              f"{len(cases)} {NOT_JUDGED if unjudged else 'skip'}", *regressed,
                               "", "", "", VERDICT_WORDS[worst_verdict] if worst_verdict else ""])
                 continue
             record, worst = f["worst_record"], f["worst_row"]
             drop = worst["metrics"]["accuracy"] - worst["clean_metrics"]["accuracy"]
             lines.append([family, f"{failing}/{len(cases)}", *regressed, short_condition(worst["condition"]),
-                          NO_ANSWERS if unanswered(worst) else _signed(drop),
+                          NO_ANSWERS if unanswered(worst) else signed(drop),
                           metric_text(worst, worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
-        c = clean.get((model, dataset, suite))
+        c = clean.get((model, dataset))
         clean_record = next((r for r in mine if r["condition"] == "clean"), None)
-        figure = (f": clean accuracy {metric_text(c, (c or {}).get('metrics', {}).get('accuracy', float('nan')))}"
+        figure = (f": clean accuracy {metric_text(c, (c or {}).get('metrics', {}).get('accuracy'))}"
                   + (f" ({clean_record['verdict']}" + (", regressed" if clean_record["regressed"] else "") + ")"
                      if clean_record else ""))
         title = _headline(f"{suite}: {model} on {short_dataset(dataset)}", figure, width)
@@ -452,13 +461,6 @@ def _headline(head: str, figure: str, width: int | None) -> str:
     return head[:room] + "…" + figure
 
 
-def _signed(value: float, digits: int = 3) -> str:
-    """A change as read: `−0.031` for a drop, `+0.012` for a gain (the typographic minus)."""
-    if value != value:
-        return "nan"
-    return f"{value:+.{digits}f}".replace("-", "−")
-
-
 def gate_table(baseline: dict, tablefmt: str = "simple", limit: int | None = 12) -> str:
     """The gate's side-by-side view (the verdict's `baseline` block): per condition, the regressed first (clean
     leading) and then the closest to regressing, baseline beside now, the paired difference, its interval and the
@@ -475,7 +477,8 @@ def gate_table(baseline: dict, tablefmt: str = "simple", limit: int | None = 12)
 def verdict_lines(verdict: dict) -> list[str]:
     """The run's verdict (judge.verdict.run_verdict) as the terminal's last lines: per model the counts and the
     weakest families, the false-discovery-rate line, the gate's summary, and PASSED or FAILED with what decided it
-    (INTERRUPTED with how many cases ran, for a run that did not finish)."""
+    (INTERRUPTED with how many cases ran, for a run that did not finish; NO VERDICT or PARTIAL for one that judged
+    none or too few of its cases)."""
     lines = []
     failed_comparison = ("not shown non-inferior to the baseline"
                          if (verdict.get("baseline") or {}).get("mode") == "non-inferiority"
@@ -485,6 +488,7 @@ def verdict_lines(verdict: dict) -> list[str]:
         lines.append(f"{m['model']}: {n} case{'s' * (n != 1)}: {m['pass']} pass, "
                      f"{m['fail for sure']} fail for sure, {m['fail within noise']} fail within noise"
                      + (f", {m['error']} {VERDICT_LABELS['error']}" if m.get("error") else "")
+                     + (f", {m[NOT_JUDGED]} {NOT_JUDGED}" if m.get(NOT_JUDGED) else "")
                      + (f", {m['skipped']} skipped" if m["skipped"] else "")
                      + (f"; {m['regressed']} {failed_comparison}" if m["regressed"] else ""))
         errors = m.get("errors") or {}
@@ -517,10 +521,11 @@ def verdict_lines(verdict: dict) -> list[str]:
     n = len(verdict["failing"])
     unarmed = gate == "regressions" and not verdict.get("baseline")
     skipped = verdict.get("skipped")
-    lines.append(f"{'PASSED' if verdict['passed'] else 'FAILED'}: {n or 'no'} robustness test{'s' * (n != 1)} "
-                 f"failed the gate (--memerobust-gate={gate}"
-                 + (", no baseline: nothing could regress)" if unarmed else ")")
-                 # a pass that rests on few of the cases says so: skipped cases never make a run green
-                 + ("" if not skipped or not verdict["passed"] else
-                    f", but {skipped['text']}" if skipped["most"] else f"; {skipped['text']}"))
+    failed_gate = (f"{n or 'no'} robustness test{'s' * (n != 1)} failed the gate (--memerobust-gate={gate}"
+                   + (", no baseline: nothing could regress)" if unarmed else ")"))
+    if verdict.get("partial"):  # failed nothing, but judged too few of its cases to pass: neither PASSED nor FAILED
+        return lines + [f"PARTIAL: {verdict['partial']}, too few to pass the run; {failed_gate}"]
+    lines.append(f"{'PASSED' if verdict['passed'] else 'FAILED'}: {failed_gate}"
+                 # a pass with skipped cases says so: skipped cases never make a run green
+                 + (f"; {skipped['text']}" if skipped and verdict["passed"] else ""))
     return lines
