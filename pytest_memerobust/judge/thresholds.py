@@ -202,7 +202,7 @@ def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     conf = result.stats.confidence
     out = []
     for what, value, limit, comparison, bootstrap in _checks(result, thresholds):
-        if value != value and bootstrap[1] != "group_gap":
+        if _undefined(value, bootstrap):
             continue
         ci = result.ci(*bootstrap)
         if bootstrap[1] == "group_gap":
@@ -225,7 +225,12 @@ def not_judged(result: ConditionResult, thresholds: Thresholds) -> list[tuple[st
     gap (one group) is not among them: `assess` passes it."""
     y = result.scored_truth
     return [(what, why_undefined(*bootstrap, y)) for what, value, _limit, _comparison, bootstrap
-            in _checks(result, thresholds) if value != value and bootstrap[1] != "group_gap"]
+            in _checks(result, thresholds) if _undefined(value, bootstrap)]
+
+
+def _undefined(value: float, bootstrap: tuple) -> bool:
+    """A threshold not judged: its value is NaN (a group gap's is not: one group has no gap, and passes)."""
+    return value != value and bootstrap[1] != "group_gap"
 
 
 def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float | None:
@@ -241,7 +246,7 @@ def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float | Non
     p_values = []
     checks = _checks(result, thresholds)
     for _what, value, limit, comparison, bootstrap in checks:
-        if value != value and bootstrap[1] != "group_gap":
+        if _undefined(value, bootstrap):
             continue
         p = bootstrap_one_sided_p(result.samples(*bootstrap), limit, "min" if comparison == ">=" else "max")
         if p != p:
