@@ -181,12 +181,15 @@ def test_a_run_of_the_caption_half_only_is_partial_and_lists_its_skipped_cases(p
     out = result.stdout.str()
     assert ("\nPARTIAL: 3 of 4 cases skipped (only 1 ran), too few to pass the run; no robustness tests failed the "
             "gate (--memerobust-gate=thresholds)\n") in out
-    clean = json.loads(js.read_text())["groups"][0]["clean"]["metrics"]["accuracy"]
+    (group,) = json.loads(js.read_text())["groups"]
+    assert group["suite"] == "mostly-skipped" and group["results"] == []  # the suite's, though only clean ran
+    clean = group["clean"]["metrics"]["accuracy"]
     assert f"mostly-skipped: demo:text on demo: clean accuracy {clean:.3f} (pass)" in out
     assert _no_nan(out)
     text = md.read_text()
     assert "> **– PARTIAL**: partial: 3 of 4 cases skipped (only 1 ran); demo:text: 0 of 1 cases below" in text
     assert "### Skipped cases (3)" in text and "[Skipped cases (3)](#skipped)" in text
+    assert "(#mostly-skipped-demo-text-on-demo): ✓ 1 pass · – 3 skipped" in text and "no verdict recorded" not in text
     suite = "memerobust-mostly-skipped.toml::demo:text"
     assert (f"| demo:text does not read the image | 3 | {suite}::contrast-1, {suite}::contrast-2, "
             f"{suite}::contrast-3 |") in text

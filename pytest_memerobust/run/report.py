@@ -95,7 +95,9 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
 
 def suite_groups(session, model: str, spec: str, rows: list[dict]) -> list[tuple[str | None, list[dict]]]:
     """The results of one (model, dataset) split by the suite that asked for them, in the order the suites ran;
-    a condition two suites share is in both. Results no suite declared (a hand-written test's) form one more group."""
+    a condition two suites share is in both. A suite that ran only its clean case has its group too, without rows
+    (the group's clean row is that case's), so the reports give that case its suite's verdict. Results no suite
+    declared (a hand-written test's) form one more group."""
     suites = [(suite, conditions) for (m, s, suite), (_, _, conditions) in session.grids.items()
               if m == model and s == spec and suite is not None]
     out, claimed = [], set()
@@ -103,8 +105,7 @@ def suite_groups(session, model: str, spec: str, rows: list[dict]) -> list[tuple
         wanted = set(conditions)
         mine = [r for r in rows if r["condition"] in wanted]
         claimed |= {r["condition"] for r in mine}
-        if mine:
-            out.append((suite, mine))
+        out.append((suite, mine))
     rest = [r for r in rows if r["condition"] not in claimed]
     if rest or not out:
         out.append((None, rest))
