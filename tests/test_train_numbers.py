@@ -1,6 +1,7 @@
-"""`memerobust train` checks every number it is given before anything loads (issue 62): a bad one is one line naming
-the flag or the card's line and the valid range, exit code 2, nothing encoded and nothing written; before, each of
-these encoded every input and then ended in a traceback."""
+"""`memerobust train` checks every number it is given before anything loads (issue 62), an adaptation's sizes against
+the card's backbone config too: a bad one is one line naming the flag or the card's line and the valid range, exit
+code 2, nothing encoded and nothing written; before, each of these encoded every input and then ended in a
+traceback."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +10,7 @@ from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.detectors import find_card
 from pytest_memerobust.run import training
 from pytest_memerobust.run.training import hyperparameters
+from minilm_model import require_minilm
 from tiny_backbones import card_toml
 
 
@@ -202,3 +204,74 @@ def test_init_from_the_same_cards_checkpoint_is_taken_and_a_missing_or_foreign_f
     with pytest.raises(MemeRobustError, match=r"cannot be read as a checkpoint \("):
         plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo", init=str(foreign),
                                       out=str(tmp_path / "m.safetensors")))
+
+
+MINILM_TEXT = "the backbone's text encoder (kind 'minilm')"
+
+
+@pytest.mark.parametrize(("card", "adaptation", "said"), [
+    ("memeblip2-minilm", "prompt:tokens=100000", f"tokens = 100000 is more prompt tokens than {MINILM_TEXT} takes: "
+     "valid 1..384 (its 512 positions less 128 for the longest caption)"),
+    ("memeblip2-minilm", "lora:rank=385", f"rank = 385 is more than the layer width of {MINILM_TEXT}: valid 1..384"),
+    ("memeblip2-minilm", "adapter:reduction=385", f"reduction = 385 is more than the layer width of {MINILM_TEXT} (its "
+     "bottleneck, width // reduction, would be empty): valid 1..384"),
+    ("memeblip2-minilm", "compacter:phm=5", "phm = 5 Kronecker factors must divide both the layer width 384 and its "
+     f"bottleneck 24 (width // reduction 16) of {MINILM_TEXT}: valid phm 1, 2, 3, 4, 6, 8, 12, 24"),
+    ("memeblip2", "prompt:tokens=65", "tokens = 65 is more prompt tokens than the backbone's text encoder (kind "
+     "'hf-blip2') takes: valid 1..64 (the Q-Former's 64 positions)"),
+    ("memeclip", "lora:rank=33", "rank = 33 is more than the layer width of the backbone's text encoder (kind "
+     "'hf-clip'): valid 1..32"),
+])
+def test_an_adaptation_size_beyond_the_backbone_is_one_line_before_anything_loads(card, adaptation, said, tmp_path,
+                                                                                 capsys, monkeypatch, never_loads):
+    """Before, `prompt:tokens=100000` encoded with 100,013 positions of MiniLM's 512 and ended in a traceback. The
+    card's backbone config is read (MiniLM's config.json, the demo's inline BLIP-2 and CLIP configs), no weights;
+    the line comes first, even before the missing --out."""
+    if card == "memeblip2-minilm":
+        require_minilm()
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["train", card, "--demo", "--adaptation", adaptation]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [f"memerobust: error: --adaptation {adaptation}: {said}"]
+    assert "Traceback" not in captured.out + captured.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cards_adaptation_beyond_its_backbone_names_the_cards_line(tmp_path, capsys, never_loads):
+    path = tmp_path / "tiny.toml"
+    path.write_text(card_toml("hf-blip2") + '\n[training]\nadaptation = "prompt:tokens=65"\n')
+    assert cli_main(["train", str(path), "--data", "demo", "--out", str(tmp_path / "m.safetensors")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "memerobust: error: card tiny-hf-blip2 [training] adaptation: tokens = 65 is more prompt tokens than the "
+        "backbone's text encoder (kind 'hf-blip2') takes: valid 1..64 (the Q-Former's 64 positions)"]
+
+
+def test_the_sizes_at_the_limits_are_taken_and_the_prompt_limit_is_minilms_own(tmp_path):
+    """The largest sizes pass the plan; on a BERT sentence encoder (MiniLM's code, 512 positions) the largest prompt
+    encodes a caption cut at 128 tokens, one more token is refused before adapting, where the encoder would fail."""
+    import torch
+
+    from pytest_memerobust.detectors import ModelCard, load_detector
+    from pytest_memerobust.detectors.training.adaptation import adapt, parse_adaptation
+    from pytest_memerobust.detectors.training.limits import tower_limits
+    from pytest_memerobust.errors import ConfigError
+    from pytest_memerobust.run.training import TrainingRequest, plan_training
+    from tiny_backbones import BLIP2_TINY, save_tiny_bert
+
+    for adaptation in ("prompt:tokens=64", "lora:rank=32", "compacter:reduction=4,phm=8"):
+        plan = plan_training(TrainingRequest(card="memeblip2", demo=True, data="demo", adaptation=adaptation,
+                                             out=str(tmp_path / "m.safetensors")))
+        assert plan.adaptation == parse_adaptation(adaptation)
+    text, vision = tower_limits({"kind": "hf-blip2", "config": BLIP2_TINY}, ["text", "vision"], "backbone")
+    assert (text.width, text.prompt, vision.width, vision.prompt) == (32, 64, 32, 65)  # 64 / 8 = 8 x 8 patches + 1
+    folder = save_tiny_bert(tmp_path / "bert")
+    card = ModelCard(name="tiny", architecture="memeblip2", classes=("non-hateful", "hateful"),
+                     params={"map_dim": 32}, backbone={"kind": "minilm", "name": str(folder)})
+    detector = load_detector(card)
+    with pytest.raises(ConfigError, match=r"^adaptation 'prompt': tokens = 385 is more prompt tokens than the "
+                                          r"backbone's text encoder \(kind 'minilm'\) takes: valid 1..384 "):
+        adapt(detector, parse_adaptation("prompt:tokens=385"))
+    adapt(detector, parse_adaptation("prompt:tokens=384"))
+    longest = " ".join(f"word{i}" for i in range(300))  # cut at 128 tokens: 384 + 128 = all 512 positions
+    with torch.no_grad():
+        assert detector.text_backbone.encode_texts([longest, "short"]).shape == (2, 32)

@@ -102,6 +102,35 @@ def _hf_model(cls, config_cls, spec: dict, options: dict | None):
     return _from_pretrained(cls, str(spec["name"]), f"{spec['kind']} backbone", options)
 
 
+HF_CONFIGS = {"hf-clip": "CLIPConfig", "hf-blip2": "Blip2Config"}
+
+
+def backbone_config(spec: dict):
+    """The configuration of the encoder `spec` names, read without its weights (training checks an adaptation's
+    sizes against it before anything loads): transformers' config (inline, or config.json of a folder or the local
+    Hugging Face cache), open_clip's model config (a dict), or None where it cannot be read so."""
+    kind = spec.get("kind")
+    if kind == "open_clip":
+        if "config" in spec:
+            return dict(spec["config"])
+        folder = Path(str(spec.get("name", ""))).expanduser()
+        if (folder / "open_clip_config.json").is_file():
+            return json.loads((folder / "open_clip_config.json").read_text(encoding="utf-8")).get("model_cfg")
+        import open_clip
+
+        return open_clip.get_model_config(str(spec.get("name", "")))
+    import transformers
+
+    if kind == "minilm":
+        return transformers.AutoConfig.from_pretrained(str(_minilm_folder(spec)))
+    if kind not in HF_CONFIGS:
+        return None
+    config_cls = getattr(transformers, HF_CONFIGS[kind])
+    if "config" in spec:
+        return config_cls(**spec["config"])
+    return _from_pretrained(config_cls, str(spec["name"]), f"{kind} backbone", _hub_options(spec))
+
+
 class Backbone(torch.nn.Module):
     """Common surface: dims, device, frozen parameters, batch encoders and the token embedding (white-box hooks)."""
 

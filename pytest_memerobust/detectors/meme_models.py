@@ -365,6 +365,23 @@ def resolve_config(card, metadata: dict | None = None) -> tuple[dict, dict, dict
     return params, backbone, text_backbone
 
 
+def card_encoders(card) -> dict:
+    """A MemeCLIP or MemeBLIP2 card's encoders as `build` gives the detector them (its `_encoders_by_prefix`), read
+    from the card without building them: checkpoint prefix -> (backbone spec, towers an adaptation reaches); empty
+    for other architectures (hosted, prompted, the demo's), which are checked once built."""
+    from .training.adaptation import LAYOUTS
+
+    if card.architecture not in DEFAULTS:
+        return {}
+    _, backbone, text = resolve_config(card)
+    layout = LAYOUTS.get(backbone.get("kind"))
+    if layout is not None and "vision" not in layout:  # a caption encoder (minilm): a caption-only detector
+        return {"backbone": (text or backbone, ["text"])}
+    if text:
+        return {"backbone": (backbone, ["vision"]), "text_backbone": (text, ["text"])}
+    return {"backbone": (backbone, ["text", "vision"])}
+
+
 def build(card, params: dict, backbone_spec: dict, text_spec: dict, device: str) -> MemeDetector:
     """A detector with fresh head weights (the classifier initialised from class prompts where the backbone can)."""
     backbone = build_backbone(backbone_spec)

@@ -215,9 +215,13 @@ def training_recipe(card, request: "TrainingRequest") -> tuple[tuple, object, di
     adaptation_value = request.adaptation if request.adaptation is not None else training.get("adaptation")
     adaptation = None
     if adaptation_value is not None:
-        from ..detectors.training.adaptation import parse_adaptation
+        from ..detectors.meme_models import card_encoders
+        from ..detectors.training.adaptation import check_encoders, parse_adaptation
 
         adaptation = parse_adaptation(adaptation_value)
+        where = (f"--adaptation {adaptation_value}" if request.adaptation is not None
+                 else f"card {card.name} [training] adaptation")
+        check_encoders(adaptation, card_encoders(card), where)  # its sizes within the backbone's, before it loads
         if adaptation.get("method") == "head":
             adaptation = None
     return augment, adversarial, adaptation
@@ -236,8 +240,9 @@ class TrainingData:
 
 
 def plan_training(request: TrainingRequest) -> TrainingPlan:
-    """The checks said before torch loads: the checkpoint path (a .safetensors outside the installed package), the
-    data named, the card's weights on this machine (unless `init` gives them); a MemeRobustError names the fix."""
+    """The checks said before torch loads: the numbers and the recipe (an adaptation's sizes within what the card's
+    backbone allows), the checkpoint path (a .safetensors outside the installed package), the data named, the
+    card's weights on this machine (unless `init` gives them); a MemeRobustError names the fix."""
     from ..detectors import find_card
     from ..detectors.cards import WeightsNotHere, check_local_weights
 
@@ -245,6 +250,7 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
     if request.demo:
         card = card.with_demo()
     hyper = hyperparameters(card, request.flags)  # each number in its range, said first
+    augment, adversarial, adaptation = training_recipe(card, request)  # then the recipe's (adaptation sizes too)
     out = Path(request.out) if request.out else (card.checkpoint_path() if request.demo else None)
     if out is None:
         raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's demo weights with "
@@ -274,7 +280,6 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
         except WeightsNotHere as exc:
             demo = "; or --demo to train on the card's small demo backbone" if card.demo and not request.demo else ""
             raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
-    augment, adversarial, adaptation = training_recipe(card, request)
     return TrainingPlan(card, out, name, train_spec, val_spec, hyper, augment,
                         adversarial, adaptation)
 

@@ -209,7 +209,8 @@ def _layers(backbone: nn.Module, tower: Tower) -> list[tuple[str, nn.Module]]:
 def check_adaptation(spec: dict, detector) -> None:
     """Refuse, with one ConfigError before any training, a method the detector's encoders cannot take: any but
     `head` on a detector without encoders of its own (hosted, prompted), LoRA or prompts on an encoder kind this
-    module cannot reach, or a spec on an encoder without the layers it names."""
+    module cannot reach, a size outside what an encoder allows (limits.py), or a spec on an encoder without the
+    layers it names."""
     method = spec["method"]
     if not hasattr(detector, "_encoders_by_prefix"):
         if method == "head":
@@ -217,10 +218,29 @@ def check_adaptation(spec: dict, detector) -> None:
         raise ConfigError(f"adaptation {method!r}: detector {type(detector).__name__} has no encoders of its own "
                           "that can be adapted (a hosted or prompted model): only its trainable head trains, "
                           "method 'head'")
+    encoders = _encoders(detector)
+    check_encoders(spec, {prefix: (b.spec, towers) for prefix, (b, towers) in encoders.items()})
     if method in ("head", "linear", "full"):
         return
-    for prefix, (backbone, towers) in _encoders(detector).items():
+    for prefix, (backbone, towers) in encoders.items():
         kind = backbone.spec.get("kind")
+        for tower in towers:
+            if not _layers(backbone, LAYOUTS[kind][tower]):
+                raise ConfigError(f"adaptation {method!r}: the {prefix}'s {tower} encoder (kind {kind!r}) has no "
+                                  f"transformer layers; methods that need none: head, linear, full")
+
+
+def check_encoders(spec: dict, encoders: dict, where: str | None = None) -> None:
+    """What check_adaptation can tell from the encoders' specs alone (`encoders`: checkpoint prefix -> (backbone
+    spec, towers it adapts)), without building them: the method on each encoder's kind, and its sizes within the
+    limits the encoder's configuration sets; `where` names the flag or card line the spec came from."""
+    from .limits import check_sizes, tower_limits
+
+    method = spec["method"]
+    if method in ("head", "linear", "full"):
+        return
+    for prefix, (backbone, towers) in encoders.items():
+        kind = backbone.get("kind")
         layout, methods = LAYOUTS.get(kind), _methods_for(kind, towers)
         if method not in methods:
             reasons = [LORA_REFUSAL.get(kind, "") if method == "lora" else ""] + [
@@ -228,10 +248,7 @@ def check_adaptation(spec: dict, detector) -> None:
             why = next((f": {r}" for r in reasons if r), ": no layout of its transformer layers is known")
             raise ConfigError(f"adaptation {method!r} cannot be applied to the {prefix} (backbone kind {kind!r}){why}. "
                               f"Methods for kind {kind!r}: {', '.join(methods)}")
-        for tower in towers:
-            if not _layers(backbone, layout[tower]):
-                raise ConfigError(f"adaptation {method!r}: the {prefix}'s {tower} encoder (kind {kind!r}) has no "
-                                  f"transformer layers; methods that need none: head, linear, full")
+        check_sizes(spec, tower_limits(backbone, towers, prefix), where or f"adaptation {method!r}")
 
 
 # -- adapting --------------------------------------------------------------------------------------------------------
@@ -427,11 +444,7 @@ def _add_adapters(backbone: nn.Module, tower: Tower, reduction: int, generator: 
             dim = module.out_features if isinstance(module, nn.Linear) else \
                 _resolve(layer, tower.width)[2].normalized_shape[0]
             dtype = next(module.parameters(), torch.empty(0)).dtype  # the encoder's own precision
-            bottleneck = max(1, dim // reduction)
-            if phm and (dim % phm or bottleneck % phm):
-                raise ConfigError(f"adaptation 'compacter': phm = {phm} Kronecker factors must divide both the layer "
-                                  f"width {dim} and its bottleneck {bottleneck} (width // reduction {reduction}); "
-                                  f"choose phm or reduction so that they do")
+            bottleneck = max(1, dim // reduction)  # (check_adaptation: phm divides both)
             adapter = ResidualAdapter(module, dim, bottleneck, generator, phm)
             setattr(parent, name, adapter.to(dtype))
 
