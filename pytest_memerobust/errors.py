@@ -66,3 +66,26 @@ class EndpointError(MemeRobustError):
 class EndpointDown(EndpointError):
     """A hosted endpoint failed several requests in a row, so no more are sent to it: every later case would wait
     out the same timeouts, so the run stops (items.py) with this message, which says since when and after what."""
+
+
+class DiskFull(MemeRobustError, OSError):
+    """A write ran out of space (ENOSPC) or of quota (EDQUOT): one line naming the file being written (atomic.py
+    leaves nothing half-written). An OSError too, so code that shrugs off a failed write (the feature cache) still
+    does."""
+
+    def __init__(self, path, error: OSError, hint: str = ""):
+        import os
+
+        super().__init__(error.errno, os.strerror(error.errno))  # the system's words (Arrow adds its own)
+        self.filename, self.hint = str(path), hint
+
+    def __str__(self) -> str:
+        import errno
+
+        what = "the disk quota is used up" if self.errno == getattr(errno, "EDQUOT", None) else "the disk is full"
+        return (f"{what} writing {self.filename} ({self.strerror}): nothing half-written is left (a file there before "
+                f"is unchanged); free some space, then " + (self.hint or "run the command again"))
+
+    def named(self, path=None, hint: str | None = None) -> "DiskFull":
+        """The same failure named as `path` (where a staged file will go) or with another `hint` of what to run."""
+        return DiskFull(self.filename if path is None else path, self, self.hint if hint is None else hint)

@@ -76,7 +76,7 @@ def run(args) -> int:
 
 def _run_allowed(args) -> int:
     from ..run.training import (TRAINING_DEFAULTS, TrainingRequest, describe_recipe, fit_head, load_training,
-                                plan_training, save_head)
+                                plan_training, resumable, save_head)
 
     request = TrainingRequest(
         card=args.card, out=args.out, demo=args.demo, name=args.name, data=args.data, train=args.train,
@@ -101,10 +101,11 @@ def _run_allowed(args) -> int:
                       loss=f"{row['loss']:.4f}", val_auroc=f"{row['val_auroc']:.4f}",
                       val_acc=f"{row['val_accuracy']:.4f}", val_f1=f"{row['val_macro_f1']:.4f}")
 
-    try:
-        result = fit_head(plan, request, data, encoding=encoding, progress=progress)
-    finally:
-        shown.close()
+    with resumable(plan):  # a full disk is one line naming the file, and what to run once space is freed
+        try:
+            result = fit_head(plan, request, data, encoding=encoding, progress=progress)
+        finally:
+            shown.close()
     cached = result.feature_cache
     if result.encoders_in_loop:
         print(f"the encoders trained ({result.adaptation}), so they ran on every batch and nothing was cached")
@@ -115,7 +116,8 @@ def _run_allowed(args) -> int:
               if result.encoding_workers > 1 else "")
         print(f"encoded {encoded} inputs{on} and read {read} from {where}: features are kept by backbone, so every "
               f"head on this backbone reuses them")
-    written = save_head(plan, request, data, result)
+    with resumable(plan):
+        written = save_head(plan, request, data, result)
     print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {result.adaptation}, "
           f"{result.trainable_parameters:,} trainable parameters; wrote {', '.join(written)} in {plan.out.parent}")
     if result.diverged is not None:

@@ -96,12 +96,16 @@ def check_weights(state: dict, expected: dict, source: str) -> None:
 def save_state_dict(tensors: dict, path: Path, metadata: dict | None = None) -> None:
     """Write safetensors atomically (a reader never sees a half-written file) and canonically: the same tensors and
     metadata give the same bytes in every process."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(state_dict_bytes(tensors, metadata))
+
+
+def state_dict_bytes(tensors: dict, metadata: dict | None = None) -> bytes:
+    """The safetensors file of `tensors` and `metadata`, canonical (canonical_header)."""
     from safetensors.torch import save
 
     meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
-    data = canonical_header(save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=meta))
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+    return canonical_header(save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=meta))
 
 
 def canonical_header(data: bytes) -> bytes:

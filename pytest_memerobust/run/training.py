@@ -4,12 +4,13 @@ pytest run reads them, then the head fitted on the frozen backbone's features (d
 with its metrics and, for a new checkpoint, a card of its own."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from ..data.reading import OCR_OPTION
-from ..errors import ConfigError, MemeRobustError
+from ..errors import ConfigError, DiskFull, MemeRobustError
 
 # The paper's recipe (AdamW lr 1e-4, weight decay 1e-4, 10 epochs, batch 16): what a card's [training] table (and,
 # with --demo, its [demo] training) overrides, and the flags override in turn.
@@ -487,6 +488,20 @@ def training_encoders(card, init: str | None, device: str, seed: int, namespaces
         raise RuntimeError(f"a pool worker built other encoders than the training run's (card {card.name!r}, "
                            f"--init {init}): {built} != {namespaces}")
     return detector
+
+
+@contextmanager
+def resumable(plan: TrainingPlan):
+    """A full disk during the epochs or the final writes (a DiskFull naming the file) says what to run once space is
+    freed: the same command with --resume where the epochs finished so far are kept in the resume state."""
+    try:
+        yield
+    except DiskFull as exc:
+        state = plan.out.with_suffix(".train-state.pt")
+        if not state.is_file():
+            raise
+        raise exc.named(hint=f"run the same command with --resume: it goes on from the epochs kept in {state}") \
+            from None
 
 
 def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, result) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..errors import ConfigError
 from .export import (LAYOUTS, ExportError, ImageFolderRows, ParquetRows, Staged, check_out, front_matter,
-                     perturbation_info, require_datasets)
+                     perturbation_info, require_datasets, write_texts)
 
 FORMAT = "pytest-memerobust-augment/1"
 RECIPE_FILE = "recipe.json"
@@ -170,8 +170,7 @@ def augment_dataset(spec: str, out: Path, augment: Sequence[str], copies: int, *
         say(estimate_line(dataset, spec, total, pictures))
     edited = {a.spec: 0 for a in augmentations}
     with Staged(out) as folder:
-        writer = (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema)
-        try:
+        with (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema) as writer:
             for copy in numbers:
                 for row, picture in copy_rows(dataset, augmentations, seed, copy, device):
                     writer.add(row, picture)
@@ -180,12 +179,10 @@ def augment_dataset(spec: str, out: Path, augment: Sequence[str], copies: int, *
                     done += 1
                     if progress is not None:
                         progress(done, total)
-        finally:
-            files = writer.close()
+        files = writer.files
         info = recipe(spec, dataset, fingerprint, augmentations, copies, seed, with_clean, device, layout,
                       files + ["README.md", RECIPE_FILE], total, edited, pictures)
-        (folder / "README.md").write_text(card(info), encoding="utf-8")
-        (folder / RECIPE_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        write_texts(folder, {"README.md": card(info), RECIPE_FILE: json.dumps(info, indent=2) + "\n"})
     return info
 
 

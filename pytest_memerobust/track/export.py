@@ -15,6 +15,7 @@ folder beside the target and renamed into place: an export is whole or absent.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MemeRobustError
+from ..atomic import writing
+from ..errors import DiskFull, MemeRobustError
 
 FORMAT = "pytest-memerobust-export/1"
 LAYOUTS = ("parquet", "imagefolder")
@@ -374,7 +376,25 @@ def png_bytes(picture: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-class ParquetRows:
+class Rows:
+    """What both layouts' writers share: used as a context, a writer is closed once the rows are in (its files then
+    in `files`), or after a failure let go of without another write (a writer whose write failed, on a full disk,
+    fails again, or finds its file closed)."""
+
+    files: list[str] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.files = self.close()
+            return
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+class ParquetRows(Rows):
     """Rows written as one parquet file of datasets' schema (its features in the metadata), ROW_GROUP at a time."""
 
     def __init__(self, folder: Path, schema):
@@ -382,7 +402,8 @@ class ParquetRows:
 
         self.features, self.path = schema, folder / PARQUET_FILE
         self.path.parent.mkdir(parents=True)
-        self.writer = pq.ParquetWriter(self.path, schema.arrow_schema)
+        with writing(self.path):
+            self.writer = pq.ParquetWriter(self.path, schema.arrow_schema)
         self.pending: list[dict] = []
 
     def add(self, row: dict, picture) -> None:
@@ -397,16 +418,21 @@ class ParquetRows:
         if self.pending:
             columns = {name: [row[name] for row in self.pending] for name in self.features}
             table = pa.Table.from_pydict(self.features.encode_batch(columns), schema=self.features.arrow_schema)
-            self.writer.write_table(table, row_group_size=ROW_GROUP)
+            with writing(self.path):
+                self.writer.write_table(table, row_group_size=ROW_GROUP)
             self.pending = []
 
     def close(self) -> list[str]:
         self.flush()
-        self.writer.close()
+        with writing(self.path):
+            self.writer.close()
         return [PARQUET_FILE]
 
+    def release(self) -> None:
+        self.writer.close()
 
-class ImageFolderRows:
+
+class ImageFolderRows(Rows):
     """Rows as `datasets`' ImageFolder reads them: each distinct picture once, images/<digest>.png, and one
     metadata.jsonl line per row naming its picture (`file_name`)."""
 
@@ -418,24 +444,37 @@ class ImageFolderRows:
         from ..run.replay import store_picture
 
         name = store_picture(self.folder / PICTURES, picture, row["picture_digest"])
-        self.metadata.write(json.dumps({"file_name": name, **row}, ensure_ascii=False) + "\n")
+        with writing(self.folder / "metadata.jsonl"):
+            self.metadata.write(json.dumps({"file_name": name, **row}, ensure_ascii=False) + "\n")
 
     def close(self) -> list[str]:
-        self.metadata.close()
+        with writing(self.folder / "metadata.jsonl"):
+            self.metadata.close()
         return [f"{PICTURES}/", "metadata.jsonl"]
+
+    def release(self) -> None:
+        self.metadata.close()
+
+
+def write_texts(folder: Path, texts: dict[str, str]) -> None:
+    """A set's text files (its card, its provenance) written into its staged folder; a full disk names the file."""
+    for name, text in texts.items():
+        with writing(folder / name):
+            (folder / name).write_text(text, encoding="utf-8")
 
 
 class Staged:
     """A temporary folder beside `out` that becomes `out` only once the export is whole (and then replaces an
-    earlier export there, with `replace`)."""
+    earlier export there, with `replace`); a full disk while it is written names the file as it would be in `out`."""
 
     def __init__(self, out: Path, replace: bool = False):
         self.out, self.replace = out, replace
 
     def __enter__(self) -> Path:
         parent = self.out.resolve().parent
-        parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{self.out.name}.", suffix=".tmp"))
+        with writing(self.out):
+            parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{self.out.name}.", suffix=".tmp"))
         return self.tmp
 
     def __exit__(self, kind, value, traceback) -> None:
@@ -458,6 +497,8 @@ class Staged:
                 shutil.rmtree(self.tmp, ignore_errors=True)
                 raise ExportError(f"cannot move the export into {self.out}: {exc.strerror or exc}") from None
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if isinstance(value, DiskFull) and Path(value.filename).is_relative_to(self.tmp):
+            raise value.named(self.out / Path(value.filename).relative_to(self.tmp)) from None
 
 
 def perturbation_info(name: str) -> dict:
@@ -553,8 +594,7 @@ def export(session, report: dict, out: Path, *, conditions=None, models=None, co
     schema = features(classes, multilabel)
     counts = []
     with Staged(out, replace) as folder:
-        writer = (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema)
-        try:
+        with (ParquetRows if layout == "parquet" else ImageFolderRows)(folder, schema) as writer:
             for part, result in evaluated:
                 n = 0
                 for row, picture in rows(session, part, result, counterexamples):
@@ -563,15 +603,13 @@ def export(session, report: dict, out: Path, *, conditions=None, models=None, co
                 counts.append({"model": part.label, "dataset": part.dataset, "condition": part.condition,
                                "memes": int(len(result.y_true)), "rows": n,
                                "flipped": int(outcomes(result)["flipped"].sum())})
-        finally:
-            files = writer.close()
+        files = writer.files
         if not any(c["rows"] for c in counts):
             raise ExportError(f"no meme flipped under the {len(parts)} chosen conditions of {path}: no "
                               f"counterexample to export, nothing written")
         info = provenance(report, parts, counts, layout, counterexamples, files + ["README.md", "export.json"],
                           classes, multilabel)
-        (folder / "README.md").write_text(card(info), encoding="utf-8")
-        (folder / "export.json").write_text(json.dumps(info, indent=2, allow_nan=True) + "\n", encoding="utf-8")
+        write_texts(folder, {"README.md": card(info), "export.json": json.dumps(info, indent=2, allow_nan=True) + "\n"})
     return info
 
 

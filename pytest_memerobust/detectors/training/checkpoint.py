@@ -5,24 +5,28 @@ import json
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ...atomic import atomic_write_text
-from ..checkpoints import save_state_dict
+from ...atomic import atomic_write_all
+from ..checkpoints import state_dict_bytes
 
 
 def save_trained(detector, path: Path, card, result, hyperparameters: dict,
                  write_card: bool = True, name: str | None = None) -> None:
     """Next to each other: the checkpoint (safetensors; metadata says what it needs, `card` the card it was trained
     from), the metrics and (unless the checkpoint belongs to an existing card) a card pointing at it, named `name`
-    (default: the card's), whose [training] is the recipe that ran."""
+    (default: the card's), whose [training] is the recipe that ran. Written as one: each replaces its file only once
+    all are written, so a failure (a full disk) leaves the three as they were."""
     path = Path(path)
     summary = {"card": card.name, "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc,
                "hyperparameters": hyperparameters}
-    save_state_dict(detector.shipped_state(), path, metadata={**detector.checkpoint_metadata(), **summary})
-    atomic_write_text(path.with_suffix(".metrics.json"),
-                      json.dumps({**asdict(result), "hyperparameters": hyperparameters}, indent=2) + "\n")
+    checkpoint = state_dict_bytes(detector.shipped_state(), {**detector.checkpoint_metadata(), **summary})
+    texts = {path.with_suffix(".metrics.json"):
+             json.dumps({**asdict(result), "hyperparameters": hyperparameters}, indent=2) + "\n"}
     if write_card:
         trained = replace(card, name=name or card.name, training={**card.training, **hyperparameters})
-        atomic_write_text(path.with_suffix(".card.toml"), card_toml(trained, checkpoint=path.name))
+        texts[path.with_suffix(".card.toml")] = card_toml(trained, checkpoint=path.name)
+    atomic_write_all({path: lambda tmp: tmp.write_bytes(checkpoint),
+                      **{file: lambda tmp, text=text: tmp.write_text(text, encoding="utf-8")
+                         for file, text in texts.items()}})
 
 
 def _toml_value(value) -> str:

@@ -113,10 +113,18 @@ def _pair_features(detector, dataset: Dataset, progress=None):
 
 
 def _save_state(path: Path, state: dict) -> None:
+    """Through a Python file, whose failed write is an OSError with its errno (a full disk: atomic.DiskFull), where
+    torch's own writer of a path raises a RuntimeError that says neither. (Its zip writer, ending the file after a
+    failed write, still raises one: the OSError under it is what failed.)"""
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as file:
+        try:
+            torch.save(state, file)
+        except RuntimeError as exc:
+            if isinstance(exc.__context__, OSError):
+                raise exc.__context__ from None
+            raise
 
 
 def _encoded(detector, captions: list[str], pictures: list | None, reads_images: bool, grad: bool):
