@@ -142,6 +142,13 @@ def modify_items(config, items) -> None:
         except MemeRobustError as exc:
             where = f" (the dataset a suite names, first used by {nodeid})" if data and not rs.options.data else ""
             raise pytest.UsageError(f"memerobust: {exc}{where}") from None
+    if rs.warnings:  # e.g. a --memerobust-limit of one class: once, in pytest's warnings summary
+        import warnings
+
+        from .data.selection import SelectionWarning
+
+        for line in rs.warnings:  # no source line to show: the data caused it
+            warnings.warn_explicit(SelectionWarning(line), SelectionWarning, "memerobust", 0)
     try:  # a suite's [defence] whose extra is missing: one usage error, not every defended case skipped
         from .detectors.defences import check_defences
 

@@ -49,6 +49,9 @@ _OPTIONS = [
      "[ocr] extra) and report how much of the caption it still reads next to the detector's drop"),
     ("seed", conv.seed, False, "seed of every perturbation and bootstrap (default 0)"),
     ("limit", conv.positive_int, False, "use only the first N memes, for quick runs"),
+    ("sample", conv.sample_size, False,
+     "use a sample of N memes of the split, stratified by label and drawn from the seed and the memes' ids (the same "
+     "memes on any machine and in any row order); not with --memerobust-limit"),
     ("task", None, False, "label task to evaluate (default: the model card's, e.g. hate)"),
     ("group", None, False, "meta field to slice every metric by (e.g. target); suites may limit the gap"),
     ("report", conv.report_path, True,
@@ -174,12 +177,15 @@ def build_options(config):
     from .run.options import Options
 
     v = {name.replace("-", "_"): _value(config, name, convert, rep) for name, convert, rep, _ in _OPTIONS}
+    if v["limit"] and v["sample"]:
+        raise ConfigError(f"--memerobust-limit={v['limit']} and --memerobust-sample={v['sample']} both choose the "
+                          "memes evaluated: pass one (the sample keeps each class's share of the split)")
     stats = StatsConfig(n_resamples=v["bootstrap"] or 1000, confidence=v["confidence"] or 0.95,
                         seed=v["seed"] or 0, scale=v["robustness_scale"] or "percent")
     return Options(
         models=tuple(dict.fromkeys(v["model"] or ())), data=v["data"],
         checkpoints=conv.checkpoints(v["checkpoint"] or []), device=v["device"] or "auto",
-        batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], task=v["task"],
+        batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], sample=v["sample"], task=v["task"],
         reports=tuple(v["report"] or ()), stats=stats, group=v["group"],
         cache_dir=v["cache_dir"] or _pytest_cache_dir(config),
         feature_cache=not v["no_cache"], feature_memory_mib=v["feature_memory"] or FEATURE_MEMORY_MIB,

@@ -22,6 +22,11 @@ def positive_int(text: str) -> int:
     return _integer(text, 1, "a positive integer")
 
 
+def sample_size(text: str) -> int:
+    """A number of memes to sample, at least 2: a sample of one meme holds one class."""
+    return _integer(text, 2, "a number of memes >= 2 (a sample of one meme holds one class)")
+
+
 def ray_target(text: str) -> str:
     """auto, local:N or a cluster ADDRESS (checked for reachability when the run starts)."""
     from .engine.executors import parse_ray_target

@@ -118,7 +118,8 @@ def pytest_report_header(config):
         return [DISABLED_HINT]
     o = session.options
     return [f"memerobust: models {', '.join(o.models)}; data {session.data_spec()}; seed {o.seed}; "
-            f"device {o.device}" + (f"; first {o.limit} memes" if o.limit else "")]
+            f"device {o.device}" + (f"; first {o.limit} memes" if o.limit else "")
+            + (f"; a sample of {o.sample} memes stratified by label" if o.sample else "")]
 
 
 def pytest_collect_file(file_path, parent):

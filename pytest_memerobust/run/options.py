@@ -50,6 +50,7 @@ class Options:
     batch_size: int = 64
     seed: int = 0
     limit: int | None = None
+    sample: int | None = None  # evaluate a seeded sample of this many memes, stratified by label (data/selection.py)
     task: str | None = None
     reports: tuple[Path, ...] = ()
     cache_dir: Path | None = None  # where features, fitted attacks (universal triggers, UAPs) are kept between runs

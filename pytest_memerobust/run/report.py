@@ -188,7 +188,7 @@ def _run_header(session) -> dict:
         "tool": "pytest-memerobust", "format": REPORT_FORMAT, "seed": o.seed,
         "verdict": getattr(session, "verdict", None), "cases": list(getattr(session, "case_records", [])),
         "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
-                    "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
+                    "sample": o.sample, "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
                     "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
                     "ocr_view": o.ocr_view},
         "versions": versions(),

@@ -74,6 +74,7 @@ class RobustnessSession:
         self._precisions: dict[str, str] = {}
         self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
         self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
+        self.warnings: list[str] = []  # what may mislead the run's numbers, warned of once (collect.modify_items)
         self.analyses = AnalysisRecords()  # what the analyses that run a detector found (run/analyses.py)
         self.from_workers = WorkerReturns()  # what pytest-xdist workers handed the controller (run/workers.py)
         self._run_folder: Path | None = None  # see `run_folder`
@@ -310,7 +311,7 @@ class RobustnessSession:
         return spec + CAPTIONS_BY_OCR if "ocr" in (captions, self.options.captions) else spec
 
     def dataset(self, spec: str) -> Dataset:
-        """The evaluated memes of `spec` (the first --memerobust-limit), their missing captions read by OCR."""
+        """The evaluated memes of `spec` (`_chosen`), their missing captions read by OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self._datasets:
             self._datasets[spec] = read_missing_captions(self._evaluated_as_stored(spec), spec, self.ocr())
@@ -324,16 +325,19 @@ class RobustnessSession:
         if spec in self._datasets:  # read already (the task and classes are the same)
             return self._datasets[spec]
         if key not in self._datasets:
-            self._datasets[key] = self._read(spec, self.options.limit, ocr=False)
+            self._datasets[key] = self._read(spec, chosen=True, ocr=False)
         return self._datasets[key]
 
-    def _read(self, spec: str, limit: int | None = None, evaluated: Dataset | None = None,
+    def _read(self, spec: str, chosen: bool = False, evaluated: Dataset | None = None,
               ocr: bool = True) -> Dataset:
-        """Memes of `spec` as every part of the run reads them (data/reading.py): the first `limit` (less those of
-        `evaluated`), the captions a meme lacks read off its picture when the run has an OCR backend (and `ocr`)."""
+        """Memes of `spec` as every part of the run reads them (data/reading.py): those the run evaluates
+        (`chosen`), or those outside `evaluated`, the captions a meme lacks read off its picture when the run has
+        an OCR backend (and `ocr`)."""
         dataset = load_memes(spec, require_captions=self.ocr() is None, require_images=self.reads_pictures(),
-                             allow_outside_paths=self.options.allow_outside_paths, limit=limit,
+                             allow_outside_paths=self.options.allow_outside_paths,
                              outside=[m.id for m in evaluated.memes] if evaluated is not None else ())
+        if chosen:
+            dataset = self._chosen(dataset, spec)
         if ocr:
             dataset = read_missing_captions(dataset, spec, self.ocr())
         without = sum(not m.has_picture for m in dataset.memes)
@@ -342,6 +346,21 @@ class RobustnessSession:
         if without and note not in self.notes:
             self.notes.append(note)
         return dataset
+
+    def _chosen(self, dataset: Dataset, spec: str) -> Dataset:
+        """The memes of `spec` the run evaluates: a --memerobust-sample stratified by the run's tasks (its
+        --memerobust-task, else its models' cards'), else the first --memerobust-limit, whose one class where the
+        split holds several is kept in `warnings`."""
+        from ..data.selection import one_class_head, stratified_sample
+
+        o = self.options
+        tasks = [o.task] if o.task else [card.task for card in self.cards.values()]
+        if o.sample is not None:
+            return stratified_sample(dataset, o.sample, o.seed, tasks, spec)
+        warning = one_class_head(dataset, o.limit, tasks, spec)
+        if warning is not None and warning not in self.warnings:
+            self.warnings.append(warning)
+        return dataset.head(o.limit)
 
     def reads_pictures(self) -> bool:
         """Whether any model of this run reads pictures (itself, or through OCR with --memerobust-captions=ocr): only

@@ -217,7 +217,8 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
     return RobustnessSession(Options(
         models=models, data=options.get("data"), checkpoints=wanted, device=device or options.get("device", "auto"),
         batch_size=options.get("batch_size", 64), seed=report.get("seed", 0), limit=options.get("limit"),
-        task=options.get("task"), stats=stats, captions=options.get("captions", "dataset"), ocr=options.get("ocr"),
+        sample=options.get("sample"), task=options.get("task"), stats=stats,
+        captions=options.get("captions", "dataset"), ocr=options.get("ocr"),
         cache_dir=cache_dir, feature_cache=cache_dir is not None, allow_outside_paths=allow_outside_paths))
 
 
