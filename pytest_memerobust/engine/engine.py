@@ -81,6 +81,7 @@ class Engine:
         self._conditions: list[Condition] = []  # the planned conditions, clean first
         self._caption_edits: dict[tuple, dict] = {}  # (text edit, severity) -> caption_edit, once per text side
         self.abstentions: dict[str, np.ndarray] = {}  # condition id -> the memes the detector declined to classify
+        self._unread: np.ndarray | None = None  # see `unread`
         # condition id -> [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
         self.samples: dict[str, np.ndarray] = {}
 
@@ -169,16 +170,19 @@ class Engine:
                 perturbation = get_perturbation(name)
                 if perturbation.modality != modality:
                     raise ValueError(f"perturbation {name!r} is a {perturbation.modality} perturbation, not {modality}")
-                # OCR may read nothing off a badly corrupted picture: an empty caption has nothing to perturb
-                # (attacks index their detector's labels by position, so they get every caption)
-                rows = ([i for i, text in enumerate(clean) if text.strip()] if read and not perturbation.needs_model
-                        else range(len(clean)))
-                out = list(clean)
-                for i, value in zip(rows, self._apply(perturbation, [clean[i] for i in rows], rows, severity,
-                                                      caption_side)):
-                    out[i] = value
-                computed[key] = out
+                computed[key] = self._perturbed(perturbation, clean, severity, caption_side)
         return computed[key]
+
+    def _perturbed(self, perturbation, clean: list, severity: int | None, caption_side: tuple) -> list:
+        """`clean` (every meme's caption or picture) under `perturbation`. OCR may read nothing off a picture (a blank
+        one, or one badly corrupted): an empty caption has nothing to perturb and stays empty (attacks index their
+        detector's labels by position, so they get every caption)."""
+        rows = ([i for i, text in enumerate(clean) if text.strip()]
+                if perturbation.modality == "text" and not perturbation.needs_model else range(len(clean)))
+        out = list(clean)
+        for i, value in zip(rows, self._apply(perturbation, [clean[i] for i in rows], rows, severity, caption_side)):
+            out[i] = value
+        return out
 
     def _joint_captions(self, name: str, severity: int) -> list:
         """The captions joint attack `name` chose with its pictures: kept by the attack when it ran (running it
@@ -228,7 +232,7 @@ class Engine:
         modality, name, severity = key
         clean = self.sides.clean(modality)
         with side_stream() as stream:
-            out = self._apply(get_perturbation(name), clean, range(len(clean)), severity, ())
+            out = self._perturbed(get_perturbation(name), clean, severity, ())
             if stream is not None:
                 stream.synchronize()  # the encoder's stream reads these pictures: they must be finished
         return out
@@ -465,8 +469,28 @@ class Engine:
         self.adopt_attacks({}, evaluated.attacked_captions)  # as this engine's own pass would give them
         self.sides.count(evaluated.boxless, evaluated.encoder_calls)
 
+    def unread(self) -> np.ndarray:
+        """[N] bool: the memes whose clean picture OCR read as nothing (the caption it filled in for the dataset, or
+        under `ocr` the clean picture's reading) for a detector that reads captions. With no caption to judge, each is
+        an abstention under every condition (`predict`): not a prediction on an empty caption, nor an error of
+        every caption edit."""
+        if self._unread is None:
+            captions = (self.inputs(*self.text_side(Condition())) if self.ocr is not None
+                        else self.sides.clean("text"))
+            self._unread = np.array([not text.strip() for text in captions], dtype=bool) & ("text" in self.reads())
+        return self._unread
+
     def predict(self, condition: Condition) -> np.ndarray:
-        """Class probabilities [N, C] under `condition`."""
+        """Class probabilities [N, C] under `condition`; the memes `unread` are abstentions (`abstentions`)."""
+        proba = self._predicted(condition)
+        unread = self.unread()
+        if unread.any():
+            declined = self.abstentions.get(condition.id)
+            self.abstentions[condition.id] = unread if declined is None else np.asarray(declined, bool) | unread
+        return proba
+
+    def _predicted(self, condition: Condition) -> np.ndarray:
+        """Class probabilities [N, C] under `condition`, and the memes the detector itself declined."""
         if condition.defence != (None if self.defence is None else self.defence.id):
             raise ValueError(f"condition {condition.id!r} asks for another defence than this engine's "
                              f"({'none' if self.defence is None else self.defence.id})")

@@ -210,6 +210,15 @@ class RobustnessSession:
 
             lines.append(f"re-rendered captions: {caption_font_name()}")
         for (model, spec, task, *_defence), engine in self.engines.items():
+            unread = engine.unread() if engine.abstentions else ()  # memes it predicted on only
+            if any(unread):
+                ids = [i for i, blank in zip(engine.ids, unread) if blank]
+                line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: OCR read nothing off the pictures of {len(ids)} of "
+                        f"{len(engine.ids)} memes ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}): with no "
+                        f"caption to judge, each is an abstention under every condition of a detector that reads "
+                        f"captions, left out of its metrics (its abstention rate)")
+                if line not in lines:
+                    lines.append(line)
             for edit, pictures in sorted(engine.boxless.items()):
                 hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"
                 line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: {edit} met {len(pictures)} of {len(engine.ids)} "
