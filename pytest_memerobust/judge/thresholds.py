@@ -7,9 +7,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from .results import METRIC_NAMES, ConditionResult
-from .verdict import NOT_JUDGED
-
 DECISIONS = ("estimate", "confident")
+NOT_JUDGED = "not judged"  # a case measured whose thresholds are undefined on its memes (`verdict`)
 
 
 def _is_finite_number(value) -> bool:

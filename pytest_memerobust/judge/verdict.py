@@ -8,6 +8,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from .thresholds import NOT_JUDGED
+
 WORST = 5
 
 
@@ -122,7 +124,6 @@ WEAKEST = 5  # families named per model in the run's verdict
 # checked, so it is never counted as `fail for sure`). `not judged` (a threshold undefined on the case's memes,
 # thresholds.not_judged) is counted too, under its name, only where a model has such a case.
 COUNTED = ("pass", "fail for sure", "fail within noise", "error", "skipped")
-NOT_JUDGED = "not judged"  # a case measured whose thresholds are undefined on its memes (thresholds.verdict)
 
 
 def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: float = FDR_Q,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from .gate_tables import _p, _signed, short_condition
-from .outline import unnumbered
+from .figures import unnumbered
 
 NAN = float("nan")
 

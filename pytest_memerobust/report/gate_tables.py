@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..judge.gate import POWER
 from ..judge.recipes import FEWEST_SEEDS
-from .outline import unnumbered
+from .figures import unnumbered
 
 NAN = float("nan")
 

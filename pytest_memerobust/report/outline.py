@@ -8,6 +8,7 @@ import math
 import re
 
 from ..judge.verdict import NOT_JUDGED, VERDICT_RANK, worst_case  # noqa: F401  (re-exported: renderers rank by it)
+from .figures import minus, unnumbered  # noqa: F401  (unnumbered: re-exported)
 
 # The verdicts of a case as thresholds.verdict and the run name them, worst first, with the mark each wears beside
 # its colour (so the verdict reads without colour too). `not judged` (measured, but a threshold is undefined on the
@@ -96,24 +97,6 @@ def partial_note(report: dict) -> str | None:
                 "replaced so that it is not read as this run's.")
     return (f"{partial}. This report holds the verdict and the records of the cases that ran, not their numbers; "
             "an earlier report at this path was replaced so that it is not read as this run's.")
-
-
-def minus(text: str) -> str:
-    """A typographic minus sign in a formatted number: `−0.031` reads as negative at a glance; `-` looks like a
-    dash."""
-    return text.replace("-", "−")
-
-
-NOT_MEASURED, UNDEFINED = "not measured", "undefined"
-
-
-def unnumbered(value) -> str | None:
-    """How a figure that is no number reads wherever the terminal or a report prints one (headlines, tables): `not
-    measured` where there is none (None), `undefined` where it is NaN (AUROC of memes of one class, a relative
-    robustness from a clean score of 0), never `nan`; None for a number, which its formatter prints."""
-    if value is None:
-        return NOT_MEASURED
-    return UNDEFINED if value != value else None
 
 
 def signed(value, digits: int = 3) -> str:
