@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .errors import BackendMissing, MemeRobustError, ModeNotRead
+from .errors import BackendMissing, MemeRobustError
 from .run.replay import ReplayError, entry_where, read_manifest, replay_entry, truth_probability
 from .stash import session_of
 
@@ -112,17 +112,10 @@ class CaseItem(pytest.Item):
         from .judge.thresholds import assess, case_p_value, failing, not_judged, not_judged_reason
         from .judge.verdict import case_record
 
-        session = session_of(self.config)
-        try:
-            unread = session.unread_modalities(self.model, self.condition, self.suite.captions)
-        except ModeNotRead as exc:  # the channel ablation's `:image` of a caption-only detector
-            pytest.skip(f"{self.model}: {exc}")
-        if unread:
-            pytest.skip(f"{self.model} does not read the {' or '.join(unread)}")
-        suite = self.suite
-        unfittable = session.unfittable(self.model, self.condition, suite.dataset, suite.task, suite.captions)
-        if unfittable:
-            pytest.skip(unfittable)
+        session, suite = session_of(self.config), self.suite
+        skipped = session.skip_reason(self.model, self.condition, suite.dataset, suite.task, suite.captions)
+        if skipped:
+            pytest.skip(skipped)
         session.declare_grid(self.model, suite.dataset, suite.grid_text, suite.grid_image, suite.captions,
                              suite=suite.name, conditions=[c.id for c in suite.conditions])
         if suite.export is not None:  # the run writes this suite's memes as a dataset at its end

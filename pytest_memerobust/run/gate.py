@@ -174,7 +174,7 @@ def gate_family(session) -> dict[tuple, list]:
                 continue
             session.position = session.positions.get(nodeid, here)  # the report orders results by their case
             try:
-                if session.unread_modalities(model, condition, captions):
+                if session.skip_reason(model, condition, data, task, captions):
                     continue
                 result = session.evaluate(model, condition, data=data, task=task, group=group, captions=captions)
             except (MemeRobustError, RuntimeError, ValueError, OSError):
@@ -201,7 +201,10 @@ def check_baseline(session, cases) -> None:
     if session.baseline is None and not add:
         return
     facts, labels = _run_facts(session, cases)
-    planned = session.cases  # (nodeid, model, data, task, group, captions, condition) of the run's cases
+    # (nodeid, model, data, task, group, captions, condition) of the run's cases that evaluate something: a case that
+    # skips (a channel its model does not read) is in no baseline, and no baseline misses it
+    planned = [(nodeid, model, data, task, group, captions, c) for nodeid, model, data, task, group, captions, c
+               in session.cases if not session.skip_reason(model, c, data, task, captions)]
     if session.baseline is not None:
         _refuse_unlike(session, session.baseline, facts, labels, f"baseline {session.options.baseline}")
         _note_held_candidate(session)

@@ -592,6 +592,19 @@ class RobustnessSession:
             unread.append("prompt (it is not prompted)")
         return unread
 
+    def skip_reason(self, model: str, condition: Condition, data: str | None = None, task: str | None = None,
+                    captions: str | None = None) -> str | None:
+        """Why a case of `condition` on `model` skips before it runs, or None: a channel or mode the model does not
+        read, or a universal attack with nothing to fit on. Such a case evaluates nothing, so it is no planned
+        condition of the run (a baseline it is gated on or added to does not miss it)."""
+        try:
+            unread = self.unread_modalities(model, condition, captions)
+        except ModeNotRead as exc:  # the channel ablation's `:image` of a caption-only detector
+            return f"{model}: {exc}"
+        if unread:
+            return f"{model} does not read the {' or '.join(unread)}"
+        return self.unfittable(model, condition, data, task, captions)
+
     def fit_memes_of(self, spec: str) -> list[dict]:
         """For the report: per task, the memes the universal attacks of the results on `spec` were fitted on (their
         source, number, ids and digest); empty when no result of `spec` ran a universal attack. Worked out from the
