@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from .results import METRIC_NAMES, ConditionResult
+
 DECISIONS = ("estimate", "confident")
 NOT_JUDGED = "not judged"  # a case measured whose thresholds are undefined on its memes (`verdict`)
 
