@@ -358,7 +358,7 @@ def test_universal_trigger_is_found_once_cached_on_disk_and_reused(blip, memes, 
     files = list((tmp_path / "triggers").glob("*.json"))
     assert [f.name for f in files] == [f"{blip.fingerprint[:16]}-{context.fit_digest}-2-0-0.json"]
     assert json.loads(files[0].read_text()) == {"trigger": trigger, "fingerprint": blip.fingerprint,
-                                                "fit_memes": context.fit_digest}
+                                                "fit_memes": context.fit_digest, "search": attacks.TRIGGER_SEARCH}
     # another context (another run) with the same cache folder reads it without searching
     again = _trigger_context(blip, memes, training, tmp_path)
     assert trigger_for(again, 2, 0) == trigger and counted == [(2, 0)]
@@ -387,6 +387,7 @@ class _Fingerprinted:
     '{"trigger": ""}',
     '{"fingerprint": "x"}',
     "",
+    '{"trigger": "older search", "fingerprint": "ff", "fit_memes": "none"}',  # before TRIGGER_SEARCH: fitted again
 ])
 def test_a_trigger_cache_entry_of_the_wrong_shape_is_recomputed(content, tmp_path, monkeypatch):
     monkeypatch.setattr(attacks, "find_trigger", lambda context, length, seed: "fresh words")

@@ -27,8 +27,8 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # about what its captions cost, and a caption bucket's last batch is filled up to it (fixed shapes: measured on
 # PrideMM's HotFlip queries, 8 rows cost 8% less than 16); a GPU wants larger batches
 QUERY_BATCH = {"cpu": 8, "cuda": 256}
-# ... of a set asked only as a whole (a trigger's fit memes), sorted by length and padded to each batch's longest, as
-# before issue 61: a fit's 64 captions spread over several buckets would fill a third of their rows
+# ... of a set asked as a whole (a trigger fit's candidates, each over the fit memes: 16 x 64 captions at once, which
+# fill their buckets' batches, where one candidate's 64 captions spread over several buckets would fill a third)
 SET_QUERY_BATCH = {"cpu": 32, "cuda": 256}
 
 
@@ -58,10 +58,10 @@ class AttackContext:
         A detector that pads captions by bucket (engine/features.caption_buckets) is asked in fixed-shape batches:
         captions of one bucket together, each batch filled to `batch_size` rows, encoder and head alike, so each
         query's answer is the same bytes in any batch, and a meme attacked alone gets the caption it gets among
-        others. Any other detector (a black box: filling its batches would cost queries), and any set of queries
-        asked only as a whole (`per_query=False`: a universal trigger's fit always asks the same fit memes), is
-        asked shortest caption first, each batch padded to its longest caption (PrideMM's captions: median 31
-        tokens, a tenth beyond 87), in an order that depends on the captions alone."""
+        others. Any other detector (a black box: filling its batches would cost queries) is asked shortest caption
+        first, each batch padded to its longest caption (PrideMM's captions: median 31 tokens, a tenth beyond 87),
+        in an order that depends on the captions alone. `per_query=False` marks a large set asked as a whole (a
+        universal trigger's candidates): its batches default to SET_QUERY_BATCH rows."""
         det, rows, captions = self.detector, list(rows), list(captions)
         if batch_size is None:
             sizes = QUERY_BATCH if per_query else SET_QUERY_BATCH
@@ -74,7 +74,7 @@ class AttackContext:
             pictures = [self.images[r] for r in part_rows] if self.images is not None else [None] * len(part)
             return det.predict_proba(pictures, part)
 
-        buckets = caption_buckets(det) if per_query else None
+        buckets = caption_buckets(det)
         if buckets is not None:
             return encode_fixed(lambda ks: ask([rows[k] for k in ks], [captions[k] for k in ks]),
                                 list(range(len(captions))), batch_size,
@@ -319,11 +319,14 @@ def find_trigger(context: AttackContext, length: int, seed: int, candidates: int
     vocabulary = (vocabulary_words(backbone) if backbone is not None else []) or list(enumerate(_FALLBACK_WORDS))
     words = ["the"] * length
 
-    def loss(trigger_words):
-        prefix = " ".join(trigger_words)
-        return float(train.losses([f"{prefix} {texts[r]}" for r in rows], rows, target, per_query=False).mean())
+    def losses(trials: list[list[str]]) -> np.ndarray:
+        """The mean target loss over the fit memes of each trigger in `trials`, asked as one set (fixed-shape batches
+        by caption bucket, where the detector pads so: a trial's loss is the same bytes beside any other trials)."""
+        captions = [f"{' '.join(trial)} {texts[r]}" for trial in trials for r in rows]
+        per = train.losses(captions, np.tile(rows, len(trials)), target * len(trials), per_query=False)
+        return per.reshape(len(trials), len(rows)).mean(axis=1)
 
-    best = loss(words)
+    best = float(losses([words])[0])
     embedding = None
     if train.white_box:
         embedding = backbone.token_embedding().weight.detach()
@@ -340,11 +343,12 @@ def find_trigger(context: AttackContext, length: int, seed: int, candidates: int
                 picks = np.argsort(-scores)[:candidates]
             else:
                 picks = rng.choice(len(vocabulary), size=min(candidates, len(vocabulary)), replace=False)
-            for pick in picks:
-                trial = words[:position] + [vocabulary[int(pick)][1]] + words[position + 1 :]
-                trial_loss = loss(trial)
+            # a position's candidates differ from `words` at that position alone, so all of them are asked at once;
+            # the first to beat the best so far, then any lower, is kept, as when they were asked one by one
+            trials = [words[:position] + [vocabulary[int(pick)][1]] + words[position + 1 :] for pick in picks]
+            for trial, trial_loss in zip(trials, losses(trials)):
                 if trial_loss < best:
-                    best, words = trial_loss, trial
+                    best, words = float(trial_loss), trial
     return " ".join(words)
 
 
@@ -352,13 +356,21 @@ _FALLBACK_WORDS = ("the", "and", "not", "love", "pride", "lol", "meme", "joke", 
                    "happy", "peace", "fun", "cute", "wholesome", "nice", "great", "good", "kind")
 
 
+# bump when find_trigger may find another trigger for the same detector and memes (2: a position's candidates asked as
+# one set in fixed-shape batches, issue 61), so a trigger cached by an earlier search is fitted again, never mixed in
+TRIGGER_SEARCH = 2
+
+
 def _cached_trigger(path: Path, length: int) -> str | None:
-    """The trigger stored at `path` if the file holds one of the right shape (`length` lowercase words)."""
+    """The trigger stored at `path` if the file holds one of the right shape (`length` lowercase words) that this
+    search (TRIGGER_SEARCH) found."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError):
         return None
-    trigger = data.get("trigger") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("search") != TRIGGER_SEARCH:
+        return None
+    trigger = data.get("trigger")
     if not isinstance(trigger, str) or len(trigger.split()) != length or not all(w.isalpha() for w in trigger.split()):
         return None
     return trigger
@@ -384,7 +396,7 @@ def trigger_for(context: AttackContext, length: int, seed: int) -> str:
             context.memo[key] = find_trigger(context, length, seed)
             if path is not None:
                 atomic_write_text(path, json.dumps({"trigger": context.memo[key], "fingerprint": context.fingerprint,
-                                                    "fit_memes": fit}))
+                                                    "fit_memes": fit, "search": TRIGGER_SEARCH}))
     return context.memo[key]
 
 
