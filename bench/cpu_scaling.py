@@ -69,6 +69,23 @@ def minilm_card(out: Path, data: str) -> Path:
     return card
 
 
+def releases_side_by_side(script: str, child_args: list[str], previous: str | None, out: Path) -> dict:
+    """Release name -> the JSON `script --child CARD *child_args` prints, run on the MiniLM PrideMM card for the
+    earlier release `previous` (unpacked from git, first on PYTHONPATH) and then for this checkout, one after the
+    other, each in a process of its own."""
+    card = str(minilm_card(out, f"pridemm:{SHARED / 'data' / 'pridemm'}"))
+    releases = {"this checkout": None}
+    if previous:
+        releases = {previous: unpack(previous, out), **releases}
+    results = {}
+    for name, package in releases.items():
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(package or ""), str(REPO / "bench")) if p)}
+        run = subprocess.run([sys.executable, script, "--child", card, *child_args], env=env, capture_output=True,
+                             text=True, check=True)
+        results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+    return results
+
+
 def _default_sigint() -> None:
     """Ctrl-C's default in the job, which a bench started in the background (`nohup ... &`) would pass on ignored,
     so that --previous-timeout's SIGINT stops it as a user's Ctrl-C does."""

@@ -14,13 +14,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 SEVERITIES = (1, 3, 5)
 
 
@@ -59,18 +55,9 @@ def main() -> None:
     if options.child:
         print(json.dumps(measure(options.child, options.memes)))
         return
-    from cpu_scaling import SHARED, minilm_card, unpack
+    from cpu_scaling import releases_side_by_side
 
-    card = str(minilm_card(options.out, f"pridemm:{SHARED / 'data' / 'pridemm'}"))
-    releases = {"this checkout": None}
-    if options.previous:
-        releases = {options.previous: unpack(options.previous, options.out), **releases}
-    results = {}
-    for name, package in releases.items():
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(package or ""), str(REPO / "bench")) if p)}
-        run = subprocess.run([sys.executable, __file__, "--child", card, "--memes", str(options.memes)], env=env,
-                             capture_output=True, text=True, check=True)
-        results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+    results = releases_side_by_side(__file__, ["--memes", str(options.memes)], options.previous, options.out)
     print(f"HotFlip on the first {options.memes} PrideMM test memes, MiniLM card, one thread, severities "
           f"{', '.join(map(str, SEVERITIES))} in turn on one context")
     header = " ".join(f"{'sev ' + str(s) + ' s/meme':>14}" for s in SEVERITIES)

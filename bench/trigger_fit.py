@@ -15,13 +15,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def measure(card: str, lengths: list[int]) -> dict:
@@ -60,18 +56,9 @@ def main() -> None:
     if options.child:
         print(json.dumps(measure(options.child, options.lengths)))
         return
-    from cpu_scaling import SHARED, minilm_card, unpack
+    from cpu_scaling import releases_side_by_side
 
-    card = str(minilm_card(options.out, f"pridemm:{SHARED / 'data' / 'pridemm'}"))
-    releases = {"this checkout": None}
-    if options.previous:
-        releases = {options.previous: unpack(options.previous, options.out), **releases}
-    results = {}
-    for name, package in releases.items():
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(package or ""), str(REPO / "bench")) if p)}
-        run = subprocess.run([sys.executable, __file__, "--child", card, "--lengths", *map(str, options.lengths)],
-                             env=env, capture_output=True, text=True, check=True)
-        results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+    results = releases_side_by_side(__file__, ["--lengths", *map(str, options.lengths)], options.previous, options.out)
     print("universal trigger fits on PrideMM's train split (64 fit memes, 2 rounds x length x 16 candidates), "
           "MiniLM card, one thread")
     print(f"{'release':<16} " + " ".join(f"{'length ' + str(n) + ' s':>12}" for n in options.lengths)
