@@ -11,7 +11,11 @@ if [ "${1:-}" = "--build-only" ]; then
     shift
 fi
 [ -x .venv-textattack/bin/python ] || python3 -m venv .venv-textattack
-.venv-textattack/bin/pip install --quiet -c constraints-textattack.txt -e ".[textattack]" "pytest-xdist>=3.5"
+# --no-compile: pip compiling every module of torch and its neighbours to bytecode is CPU the core tests, running
+# meanwhile on the same 2 cores, lose; these tests import a small part of them, compiled when first imported
+# (scripts/run-tests lets Python keep what it compiles)
+.venv-textattack/bin/pip install --quiet --no-compile -c constraints-textattack.txt -e ".[textattack]" \
+    "pytest-xdist>=3.5"
 echo "textattack adapter: its environment was ready in ${SECONDS} s" >&2
 if [ "$build_only" -eq 1 ]; then
     exit 0
