@@ -30,6 +30,8 @@ MODEL = "memeblip2-tda"
 SUITE = """
 [suite]
 name = "determinism"
+dataset = "DATA"
+task = "label"
 [thresholds]
 min_relative_robustness = { accuracy = 0.0 }
 max_flip_rate = 1.0
@@ -47,13 +49,16 @@ image = ["uap@1"]
 """
 KINDS = {"text=typos@3", "text=homoglyphs@3", "text=hotflip@1", "text=universal_trigger@1",
          "image=gaussian_noise@3", "image=uap@1", "text=typos@3+image=uap@1"}
-RUN = ["--memerobust-limit=24", "--memerobust-bootstrap=100", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+# Demo memes in a csv without a train split: the first MEMES are evaluated (--memerobust-limit), the universal trigger
+# and pattern are fitted on the FIT_MEMES after them (the demo's train split would give them 64 of its 480).
+MEMES, FIT_MEMES = 8, 8
+RUN = [f"--memerobust-limit={MEMES}", "--memerobust-bootstrap=100", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
 
 # A prompted model on memes whose text only OCR knows: a csv of demo pictures without text boxes and with every other
 # caption left out, so OCR reads those captions and every picture's boxes, which the re-typed caption is drawn into.
 OCR = importlib.util.find_spec("rapidocr_onnxruntime") is not None  # in the dev extra
 VLM = "tiny-qwen2_vl"  # a tiny random Qwen2-VL (tiny_vlms.py), its card as test_vlm.py writes it
-OCR_MEMES = 8
+OCR_MEMES = 4
 OCR_SUITE = """
 [suite]
 name = "determinism-ocr-prompts"
@@ -72,57 +77,72 @@ OCR_KINDS = {"prompt=paraphrase@2", "text=typos@3+image=rendered_caption"}
 SELECTED = f"determinism and {MODEL} and not prompts or {VLM} and prompts or verdicts_do_not_depend"
 
 
-def _prompted_run(root) -> list[str]:
-    """The arguments that add the VLM, its suite and its OCR'd memes to a run, written under `root`."""
+def _memes_csv(folder, n: int, caption=lambda i, meme: meme.text):
+    """The first `n` demo test memes as a csv of pngs in `folder`, each with caption(i, meme) (None: none)."""
     from PIL import Image
 
     from pytest_memerobust.data import demo_dataset
 
+    folder.mkdir(exist_ok=True)
     rows = ["id,image,text,label"]
-    for i, meme in enumerate(demo_dataset("test").head(OCR_MEMES).memes):
-        Image.fromarray(meme.image).save(root / f"{meme.id}.png")
-        rows.append(f"{meme.id},{meme.id}.png,{meme.text if i % 2 else ''},{meme.labels['hate']}")
-    (root / "memes.csv").write_text("\n".join(rows) + "\n")
-    (root / "memerobust-determinism-ocr-prompts.toml").write_text(OCR_SUITE.format(data=root / "memes.csv"))
+    for i, meme in enumerate(demo_dataset("test").head(n).memes):
+        Image.fromarray(meme.image).save(folder / f"{meme.id}.png")
+        rows.append(f"{meme.id},{meme.id}.png,{caption(i, meme) or ''},{meme.labels['hate']}")
+    (folder / "memes.csv").write_text("\n".join(rows) + "\n")
+    return folder / "memes.csv"
+
+
+def _prompted_run(root) -> list[str]:
+    """The arguments that add the VLM, its suite and its OCR'd memes to a run, written under `root`."""
+    memes = _memes_csv(root / "ocr", OCR_MEMES, lambda i, meme: meme.text if i % 2 else None)
+    (root / "memerobust-determinism-ocr-prompts.toml").write_text(OCR_SUITE.format(data=memes))
     card = _card_file(root, "qwen2_vl", save_tiny_vlm("qwen2_vl", root / "vlm"))
     return [f"--memerobust-model={card}", f"--memerobust-model={MODEL}", "--memerobust-ocr=rapidocr", "-k", SELECTED]
 
 
+# pytest-xdist gives each of its workers its share of the cores for torch (run/workers.py): two workers, half each
+WORKER_THREADS = max(1, (os.cpu_count() or 1) // 2)
+# the single process runs at another count than the workers, and one of the two runs at one thread
+SINGLE_THREADS = 3 if WORKER_THREADS == 1 else 1
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    """The same selection run three ways: one intra-op thread, three, and three in each of two pytest-xdist workers
-    (each with a fresh cache, so no run reads what another computed). Each: (exit code, report, output)."""
+    """The same selection run twice, each with a fresh cache (so no run reads what another computed): in one process
+    and in two pytest-xdist workers, at two thread counts (SINGLE_THREADS and WORKER_THREADS: 3 and 1 on a machine
+    of 2 or 3 cores), so the xdist run is also the thread-count comparison; without pytest-xdist, in one process at
+    one intra-op thread and at three. Each: (exit code, report, output, torch threads)."""
     root = tmp_path_factory.mktemp("determinism")
-    (root / "memerobust-determinism.toml").write_text(SUITE)
+    (root / "memerobust-determinism.toml").write_text(SUITE.replace("DATA", str(_memes_csv(root / "demo", MEMES + FIT_MEMES))))
     selection = _prompted_run(root) if OCR else [f"--memerobust-model={MODEL}", "-k", "determinism"]
-    runs = {"one-thread": ("1", []), "three-threads": ("3", [])}
     try:
         import xdist  # noqa: F401
 
-        runs["two-workers"] = ("3", ["-n", "2"])
+        runs = {"one-process": (SINGLE_THREADS, []), "two-workers": (WORKER_THREADS, ["-n", "2"])}
     except ImportError:
-        pass
+        runs = {"one-thread": (1, []), "three-threads": (3, [])}
     out = {}
     for name, (threads, extra) in runs.items():
         report = root / f"{name}.json"
         run = subprocess.run([sys.executable, "-m", "pytest", *RUN, *selection, *extra, f"--memerobust-report={report}",
                               f"--memerobust-cache-dir={root / name}"], cwd=root, capture_output=True, text=True,
-                             env={**os.environ, "OMP_NUM_THREADS": threads}, timeout=600)
+                             env={**os.environ, "OMP_NUM_THREADS": str(threads)}, timeout=600)
         assert report.is_file(), run.stdout[-3000:] + run.stderr[-3000:]
-        out[name] = (run.returncode, json.loads(report.read_text()), run.stdout)
+        out[name] = (run.returncode, json.loads(report.read_text()), run.stdout, threads)
     return out
 
 
 def test_every_kind_of_perturbation_is_in_the_runs(reports):
-    _, report, _ = reports["one-thread"]
-    conditions = {r["condition"] for group in report["groups"] if group["model"] == MODEL for r in group["results"]}
-    assert conditions == KINDS
+    for _, report, _, _ in reports.values():
+        conditions = {r["condition"] for group in report["groups"] if group["model"] == MODEL
+                      for r in group["results"]}
+        assert conditions == KINDS
 
 
 def test_ocr_a_typographic_edit_a_prompt_edit_and_prompt_invariance_are_in_the_runs(reports):
     if not OCR:
         pytest.skip("rapidocr-onnxruntime is in the dev and ocr extras")
-    _, report, output = reports["one-thread"]
+    _, report, output, _ = next(iter(reports.values()))  # the first run is a single process: its output is whole
     (group,) = [g for g in report["groups"] if g["model"] != MODEL]
     assert {r["condition"] for r in group["results"]} == OCR_KINDS and group["clean"]["n"] == OCR_MEMES
     # the captions left out were read (the run refuses a meme without one), and so was every picture's text boxes
@@ -132,15 +152,16 @@ def test_ocr_a_typographic_edit_a_prompt_edit_and_prompt_invariance_are_in_the_r
 
 
 def test_the_thread_count_does_not_change_a_single_number(reports):
-    (code_one, one, _), (code_three, three, _) = reports["one-thread"], reports["three-threads"]
-    assert code_one == code_three
-    assert comparable(one) == comparable(three)  # every probability digest, interval, thumbnail and verdict
+    (code_a, a, _, threads_a), (code_b, b, _, threads_b) = reports.values()
+    assert threads_a != threads_b
+    assert code_a == code_b
+    assert comparable(a) == comparable(b)  # every probability digest, interval, thumbnail and verdict
 
 
 def test_pytest_xdist_workers_report_what_one_process_reports(reports):
     if "two-workers" not in reports:
         pytest.skip("pytest-xdist is in the dev extra")
-    (code_one, one, _), (code_split, split, _) = reports["three-threads"], reports["two-workers"]
+    (code_one, one, _, _), (code_split, split, _, _) = reports["one-process"], reports["two-workers"]
     assert code_one == code_split
     assert comparable(one) == comparable(split)  # the cases in the same order too
 
