@@ -114,8 +114,8 @@ def tiny_card(tmp_path):
     return path
 
 
-def _train(card, out, *extra, threads: int | None = None):
-    """`memerobust train` in a fresh process (its own thread count), on 24 + 12 demo memes."""
+def _train(card, out, *extra, threads: int | None = None, data=("--data", "demo")):
+    """`memerobust train` in a fresh process (its own thread count), on the demo memes or the `data` given."""
     import os
 
     env = {**os.environ}
@@ -123,9 +123,30 @@ def _train(card, out, *extra, threads: int | None = None):
         env["OMP_NUM_THREADS"] = str(threads)
     code = ("import sys, torch; from pytest_memerobust.cli import main; "
             f"torch.set_num_threads({threads or 2}); sys.exit(main(sys.argv[1:]))")
-    return subprocess.run([sys.executable, "-c", code, "train", str(card), "--data", "demo", "--out", str(out),
+    return subprocess.run([sys.executable, "-c", code, "train", str(card), *data, "--out", str(out),
                            "--epochs", "2", "--no-cache", "--quiet", *extra],
                           capture_output=True, text=True, env=env, timeout=600)
+
+
+TRAIN_MEMES, VAL_MEMES = 48, 16
+
+
+def _few_demo_memes(folder) -> list[str]:
+    """The first TRAIN_MEMES of the demo's train split and VAL_MEMES of its val split (of 480 and 160), as a Hateful
+    Memes folder (task hate, like the demo): the `--train` and `--val` arguments that train on them."""
+    import json as _json
+
+    from PIL import Image
+
+    (folder / "img").mkdir(parents=True)
+    for split, name, n in (("train", "train", TRAIN_MEMES), ("val", "dev_seen", VAL_MEMES)):
+        rows = []
+        for meme in demo_dataset(split).head(n).memes:
+            Image.fromarray(meme.image).save(folder / "img" / f"{meme.id}.png")
+            rows.append(_json.dumps({"id": meme.id, "img": f"img/{meme.id}.png", "text": meme.text,
+                                     "label": meme.labels["hate"]}))
+        (folder / f"{name}.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return ["--train", f"hateful_memes:{folder}:train", "--val", f"hateful_memes:{folder}:dev_seen"]
 
 
 def _digest(path) -> str:
@@ -134,16 +155,19 @@ def _digest(path) -> str:
 
 def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_at_1_and_2_threads(tiny_card,
                                                                                                   tmp_path):
+    """On TRAIN_MEMES + VAL_MEMES demo memes: twice in fresh processes at 1 and 2 threads, a third time in this
+    process, then without the recipe."""
+    data = _few_demo_memes(tmp_path / "memes")
     recipe = ["--augment", "typos@1-3:0.5", "--augment", "gaussian_noise@2:0.5", "--adversarial", "hotflip@1:0.5",
               "--adversarial-loss", "trades:6"]
     outs = [tmp_path / name / "m.safetensors" for name in ("a", "b")]
-    runs = [_train(tiny_card, outs[0], *recipe, threads=1), _train(tiny_card, outs[1], *recipe, threads=2)]
+    runs = [_train(tiny_card, out, *recipe, threads=threads, data=data) for out, threads in zip(outs, (1, 2))]
     for run in runs:
         assert run.returncode == 0, run.stderr[-2000:]
     assert _digest(outs[0]) == _digest(outs[1])
     again = tmp_path / "again" / "m.safetensors"  # a third time, in this process
-    assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(again), "--epochs", "2", "--no-cache",
-                     "--quiet", *recipe]) == 0
+    assert cli_main(["train", str(tiny_card), *data, "--out", str(again), "--epochs", "2", "--no-cache", "--quiet",
+                     *recipe]) == 0
     assert _digest(again) == _digest(outs[0])
     card = tomllib.loads(outs[0].with_suffix(".card.toml").read_text(encoding="utf-8"))
     assert card["training"]["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"]
@@ -152,7 +176,7 @@ def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_
     assert metrics["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"] and metrics["adaptation"] == "head"
     assert metrics["trainable_parameters"] > 0 and "adaptation head" in runs[0].stdout
     plain = tmp_path / "plain" / "m.safetensors"
-    assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(plain), "--epochs", "2", "--no-cache",
+    assert cli_main(["train", str(tiny_card), *data, "--out", str(plain), "--epochs", "2", "--no-cache",
                      "--quiet"]) == 0
     assert _digest(plain) != _digest(outs[0])  # the recipe changed what was trained
 
