@@ -2,7 +2,10 @@
 shards that did not come back run again on a new pool, as Ray restarts its actors (engine/executors.py LocalPool).
 Lost again, they fail their conditions with an error that names them, instead of a BrokenProcessPool failing every
 case of the run. Each worker notes the shards it evaluated and holds shard 1 (executors.hold_for_tests), so a kill
-lands provably mid-shard: evaluated, its result not handed back."""
+lands provably mid-shard: evaluated, its result not handed back.
+
+The demo detector runs: the point is the pool's restart, not a detector, and its workers start as any do (torch
+imported at their start) without loading BLIP-2 in every worker of the pools a test starts."""
 from __future__ import annotations
 
 import json
@@ -20,7 +23,7 @@ from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
 from report_compare import comparable
 
-MODEL = "memeblip2-tda"
+MODEL = "demo"
 CONDITIONS = [Condition(text="typos", text_severity=3), Condition(image="gaussian_noise", image_severity=3),
               Condition(text="hotflip", text_severity=1)]
 
