@@ -113,7 +113,8 @@ def reports(tmp_path_factory):
     of 2 or 3 cores), so the xdist run is also the thread-count comparison; without pytest-xdist, in one process at
     one intra-op thread and at three. Each: (exit code, report, output, torch threads)."""
     root = tmp_path_factory.mktemp("determinism")
-    (root / "memerobust-determinism.toml").write_text(SUITE.replace("DATA", str(_memes_csv(root / "demo", MEMES + FIT_MEMES))))
+    memes = _memes_csv(root / "demo", MEMES + FIT_MEMES)
+    (root / "memerobust-determinism.toml").write_text(SUITE.replace("DATA", str(memes)))
     selection = _prompted_run(root) if OCR else [f"--memerobust-model={MODEL}", "-k", "determinism"]
     try:
         import xdist  # noqa: F401
