@@ -2,8 +2,11 @@
 outputs of one pass over the whole dataset, for every kind of perturbation, attacks included; the run never holds
 more than a shard's pictures; a condition that cannot be evaluated fails its own case only.
 
-memeblip2-tda has torch encoders (the demo detector's are numpy, which would hide batch effects)."""
+memeblip2-tda has torch encoders (the demo detector's are numpy, which would hide batch effects). The shared folder's
+tests run the demo detector: what they check is the claims and the reads, not a detector."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -12,11 +15,13 @@ from pytest_memerobust.engine import Condition, Engine
 from pytest_memerobust.engine import executors, shards as shard_module
 from pytest_memerobust.engine.shards import ShardRunner, shard_memes
 from pytest_memerobust.judge.results import StatsConfig
+from pytest_memerobust.perturb import attacks, uap
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
 
 MODEL = "memeblip2-tda"
-MEMES, BATCH = 40, 16  # shards of 16, 16 and 8 memes
+PLAIN = "demo"  # where the detector is not the point: the shared folder's claims and reads
+MEMES, BATCH = 20, 8  # shards of 8, 8 and 4 memes
 KINDS = ["clean", "text=typos@3", "text=homoglyphs@3", "text=hotflip@1", "text=universal_trigger@1",
          "image=gaussian_noise@3", "image=jpeg_compression@2", "image=augmix@2", "image=uap@1", "image=sticker@3",
          "image=counter_text@2", "text=typos@3+image=rendered_caption", "text=typos@3+image=uap@1",
@@ -32,6 +37,13 @@ def _session(tmp_path, **options) -> RobustnessSession:
     return session
 
 
+def _small_fits(patch) -> None:
+    """Universal attacks fitted on 16 training memes, the UAP in 5 steps (their defaults: 64 memes, 20 steps): these
+    tests check where the fits run and what every shard gets of them, not their strength."""
+    patch.setattr(attacks, "find_trigger", functools.partial(attacks.find_trigger, examples=16))
+    patch.setattr(uap, "fit_uap", functools.partial(uap.fit_uap, steps=5, examples=16))
+
+
 def _evaluate(session) -> dict:
     out = {}
     for condition in KINDS:
@@ -44,6 +56,7 @@ def _evaluate(session) -> dict:
 def case_major(tmp_path_factory):
     """Each condition over the whole dataset when its case asks (the engine without its shard runner)."""
     with pytest.MonkeyPatch.context() as patch:
+        _small_fits(patch)
         patch.setattr(ShardRunner, "takes", lambda self, engine, condition: False)
         return _evaluate(_session(tmp_path_factory.mktemp("case-major")))
 
@@ -59,10 +72,11 @@ def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_m
         return result
 
     monkeypatch.setattr(shard_module, "evaluate_shard", spy)  # the in-process executor's
+    _small_fits(monkeypatch)  # as the whole pass's
     session = _session(tmp_path, workers=1)  # a pass that runs long enough hands its shards to the pool's workers
     sharded = _evaluate(session)
     # one pass of three shards for the undefended engine and one for the defended one, every condition in it
-    assert shards == [(0, 16), (16, 32), (32, 40)] * 2
+    assert shards == [(0, 8), (8, 16), (16, 20)] * 2
     for condition in KINDS:
         proba, abstained, edit = sharded[condition]
         assert proba.shape == (MEMES, 2)
@@ -85,18 +99,18 @@ def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp
     assert shard_memes(engine, budget_mib=1024) == shards.CPU_SHARD_BATCHES * BATCH
     monkeypatch.setattr(shards, "CPU_SHARD_BATCHES", 1000)  # below that, the pictures' budget decides
     assert shard_memes(engine, budget_mib=1) == max(BATCH, 2**20 // per_picture // BATCH * BATCH) == 32
-    assert shard_memes(engine, size=40) == 32  # rounded down to the batch
+    assert shard_memes(engine, size=39) == 32  # rounded down to the batch
     assert shard_memes(engine, size=3) == BATCH  # at least one batch
     assert shard_memes(engine, budget_mib=1024) % BATCH == 0
 
 
 def test_a_condition_that_cannot_run_fails_its_own_case_only(tmp_path):
-    session = RobustnessSession(Options(models=(MODEL,), limit=20, batch_size=BATCH, shard_size=BATCH,
+    session = RobustnessSession(Options(models=(MODEL,), limit=8, batch_size=BATCH, shard_size=BATCH,
                                         feature_cache=False, stats=StatsConfig(n_resamples=20)))
     prompt = Condition(prompt="paraphrase", prompt_severity=1)  # memeblip2-tda has no prompt to reword
     for condition in (Condition(text="typos", text_severity=3), prompt):
         session.plan(MODEL, None, condition)
-    assert session.evaluate(MODEL, "text=typos@3").proba.shape == (20, 2)
+    assert session.evaluate(MODEL, "text=typos@3").proba.shape == (8, 2)
     with pytest.raises(ValueError, match="rewords the prompt of a detector that has none"):
         session.evaluate(MODEL, prompt)
 
@@ -130,13 +144,13 @@ def test_pytest_xdist_workers_split_a_pass_through_their_shared_folder(tmp_path,
     monkeypatch.setattr(executors, "evaluate_shard", spy)
 
     def worker(folder):
-        session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
+        session = RobustnessSession(Options(models=(PLAIN,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
                                             feature_cache=False, stats=StatsConfig(n_resamples=20),
                                             shard_folder=folder))
         assert isinstance(session.executor, SharedFolder)
         for condition in conditions:
-            session.plan(MODEL, None, condition)
-        return {c.id: session.evaluate(MODEL, c).proba for c in conditions}
+            session.plan(PLAIN, None, condition)
+        return {c.id: session.evaluate(PLAIN, c).proba for c in conditions}
 
     first = worker(tmp_path / "run")
     assert evaluated == [0, 1, 2]
@@ -176,7 +190,7 @@ def test_memory_is_flat_in_memes_at_most_a_shard_of_pictures_is_alive(monkeypatc
 
     monkeypatch.setattr(Meme, "picture", counted)
     most = {}
-    for memes in (32, 96):
+    for memes in (8, 24):
         alive.update(now=0, most=0)
         session = RobustnessSession(Options(models=(MODEL,), limit=memes, batch_size=BATCH, shard_size=BATCH,
                                             feature_cache=False, stats=StatsConfig(n_resamples=20)))
@@ -186,7 +200,7 @@ def test_memory_is_flat_in_memes_at_most_a_shard_of_pictures_is_alive(monkeypatc
         for condition in conditions:
             assert session.evaluate(MODEL, condition).proba.shape == (memes, 2)
         most[memes] = alive["most"]
-    assert most[32] == most[96] <= BATCH + 1  # a shard's pictures (and the first meme's, to size the shards)
+    assert most[8] == most[24] <= BATCH + 1  # a shard's pictures (and the first meme's, to size the shards)
 
 
 def test_pytest_xdist_workers_split_the_universal_fits_through_their_shared_folder(tmp_path, monkeypatch):
@@ -197,22 +211,21 @@ def test_pytest_xdist_workers_split_the_universal_fits_through_their_shared_fold
     import subprocess
     import sys
 
-    from pytest_memerobust.perturb import attacks, uap
-
     conditions = [Condition.parse(c) for c in ("text=universal_trigger@1", "text=universal_trigger@2", "image=uap@1")]
     fits = []
+    _small_fits(monkeypatch)
     find_trigger, fit_uap = attacks.find_trigger, uap.fit_uap
     monkeypatch.setattr(attacks, "find_trigger", lambda *a, **k: fits.append("trigger") or find_trigger(*a, **k))
     monkeypatch.setattr(uap, "fit_uap", lambda *a, **k: fits.append("uap") or fit_uap(*a, **k))
 
     def worker(folder):
-        session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
+        session = RobustnessSession(Options(models=(PLAIN,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
                                             feature_cache=False, stats=StatsConfig(n_resamples=20),
                                             shard_folder=folder))
         for condition in conditions:
-            session.plan(MODEL, None, condition)
-        outputs = {c.id: session.evaluate(MODEL, c).proba for c in conditions}
-        return outputs, session.engine(MODEL, session.data_spec()).attack_memo()
+            session.plan(PLAIN, None, condition)
+        outputs = {c.id: session.evaluate(PLAIN, c).proba for c in conditions}
+        return outputs, session.engine(PLAIN, session.data_spec()).attack_memo()
 
     first, first_memo = worker(tmp_path / "run")
     assert sorted(fits) == ["trigger", "trigger", "uap"]
