@@ -69,6 +69,13 @@ def minilm_card(out: Path, data: str) -> Path:
     return card
 
 
+def add_release_arguments(parser: argparse.ArgumentParser) -> None:
+    """--previous, --out and the hidden --child of a bench that runs releases_side_by_side."""
+    parser.add_argument("--previous", help="a git ref of this repository to measure beside this checkout")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # the card: measure in this process, print JSON
+
+
 def releases_side_by_side(script: str, child_args: list[str], previous: str | None, out: Path) -> dict:
     """Release name -> the JSON `script --child CARD *child_args` prints, run on the MiniLM PrideMM card for the
     earlier release `previous` (unpacked from git, first on PYTHONPATH) and then for this checkout, one after the

@@ -15,7 +15,8 @@ import argparse
 import csv
 import json
 import time
-from pathlib import Path
+
+from cpu_scaling import add_release_arguments, releases_side_by_side
 
 SEVERITIES = (1, 3, 5)
 
@@ -48,15 +49,11 @@ def measure(card: str, memes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memes", type=int, default=32)
-    parser.add_argument("--previous", help="a git ref of this repository to measure beside this checkout")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # the card: measure in this process, print JSON
+    add_release_arguments(parser)
     options = parser.parse_args()
     if options.child:
         print(json.dumps(measure(options.child, options.memes)))
         return
-    from cpu_scaling import releases_side_by_side
-
     results = releases_side_by_side(__file__, ["--memes", str(options.memes)], options.previous, options.out)
     print(f"HotFlip on the first {options.memes} PrideMM test memes, MiniLM card, one thread, severities "
           f"{', '.join(map(str, SEVERITIES))} in turn on one context")

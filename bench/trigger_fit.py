@@ -16,7 +16,8 @@ import argparse
 import csv
 import json
 import time
-from pathlib import Path
+
+from cpu_scaling import add_release_arguments, releases_side_by_side
 
 
 
@@ -49,15 +50,11 @@ def measure(card: str, lengths: list[int]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[2])
-    parser.add_argument("--previous", help="a git ref of this repository to measure beside this checkout")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/memerobust-cpu-scaling"))
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # the card: measure in this process, print JSON
+    add_release_arguments(parser)
     options = parser.parse_args()
     if options.child:
         print(json.dumps(measure(options.child, options.lengths)))
         return
-    from cpu_scaling import releases_side_by_side
-
     results = releases_side_by_side(__file__, ["--lengths", *map(str, options.lengths)], options.previous, options.out)
     print("universal trigger fits on PrideMM's train split (64 fit memes, 2 rounds x length x 16 candidates), "
           "MiniLM card, one thread")
