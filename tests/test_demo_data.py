@@ -43,8 +43,14 @@ def _has_colour(image: np.ndarray, colour) -> bool:
 # --- generate ---------------------------------------------------------------------------------------------------
 
 
+def _drawn_again(seed: int):
+    """generate(seed) with its caches bypassed: the random draws and the pictures made again."""
+    demo._plan.cache_clear()
+    return demo._memes.__wrapped__(seed, IMAGE_SIZE, None)
+
+
 def test_generate_is_deterministic(memes):
-    fresh = generate.__wrapped__(0)  # bypass the cache: really draw again
+    fresh = _drawn_again(0)
     assert fresh is not memes
     assert [m.id for m in fresh] == [m.id for m in memes]
     assert [m.text for m in fresh] == [m.text for m in memes]
@@ -55,7 +61,7 @@ def test_generate_is_deterministic(memes):
 
 
 def test_another_seed_draws_other_memes(memes):
-    other = generate.__wrapped__(1)
+    other = _drawn_again(1)
     assert [m.id for m in other] == [m.id for m in memes]  # ids are positional: demo-0000, demo-0001, ...
     texts_differ = sum(a.text != b.text for a, b in zip(memes, other))
     images_differ = sum(a.image.tobytes() != b.image.tobytes() for a, b in zip(memes, other))
@@ -67,6 +73,18 @@ def test_another_seed_draws_other_memes(memes):
 
 def test_generate_is_cached(memes):
     assert generate(0) is memes
+
+
+def test_a_split_drawn_alone_is_the_bytes_of_that_split_drawn_with_the_others(memes):
+    """A run that reads one split draws only its pictures (demo._plan): the same memes as when every split is drawn."""
+    for split in SPLITS:
+        demo._memes.cache_clear()
+        alone = demo_dataset(split).memes
+        within = [m for m in memes if m.meta["split"] == split]
+        assert [m.id for m in alone] == [m.id for m in within] and len(alone) == SPLITS[split]
+        assert [(m.text, dict(m.labels), dict(m.meta)) for m in alone] == [
+            (m.text, dict(m.labels), dict(m.meta)) for m in within]
+        assert all(a.image.tobytes() == b.image.tobytes() for a, b in zip(alone, within))
 
 
 def test_split_sizes_and_order(memes):
