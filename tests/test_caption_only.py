@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -111,7 +109,7 @@ def write_card(folder: Path) -> Path:
     return card
 
 
-def test_train_and_run_on_caption_only_data_with_the_data_s_task(tmp_path, captions_csv):
+def test_train_and_run_on_caption_only_data_with_the_data_s_task(tmp_path, captions_csv, pytester):
     """No placeholder pictures and no --task: training picks the file's `label` task, the card it writes says so,
     and the suites run on that card with the image cases skipped and one line saying the data has no pictures."""
     card = write_card(tmp_path)
@@ -121,25 +119,31 @@ def test_train_and_run_on_caption_only_data_with_the_data_s_task(tmp_path, capti
                      "--quiet"]) == 0
     written = out.with_suffix(".card.toml").read_text()
     assert 'task = "label"' in written
-    def run_suites(*extra):
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                               f"--memerobust-model={out.with_suffix('.card.toml')}",
-                               f"--memerobust-data=csv:{captions_csv}:test", "--memerobust-no-cache",
-                               "--memerobust-batch-size=8",  # the 8 test memes: the store fills a batch up to its size
-                               "-k", "(rainbow and (clean or typos or gaussian_noise or augmix)) or channel",
-                               f"--rootdir={tmp_path}", *extra], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=600)
 
-    run = run_suites(f"--memerobust-save-baseline={tmp_path / 'base.json'}")
-    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
-    assert "8 of 8 memes have no picture; the models of this run read only captions" in run.stdout
-    assert "does not read the image" in run.stdout or "skipped" in run.stdout
-    assert "error" not in run.stdout.splitlines()[-1]
+    def run_suites(*extra):
+        # in this process: a fresh one per run cost two interpreter starts and two MiniLM imports (20 s of CPU in
+        # all), and nothing here is about processes. Batches of 8, the 8 test memes: the store fills a batch up to
+        # its size
+        result = pytester.runpytest("-p", "no:cacheprovider", "-q",
+                                    f"--memerobust-model={out.with_suffix('.card.toml')}",
+                                    f"--memerobust-data=csv:{captions_csv}:test", "--memerobust-no-cache",
+                                    "--memerobust-batch-size=8",
+                                    "-k", "(rainbow and (clean or typos or gaussian_noise or augmix)) or channel",
+                                    *extra)
+        return result.ret, result.stdout.str(), result.stderr.str()
+
+    code, stdout, stderr = run_suites(f"--memerobust-save-baseline={tmp_path / 'base.json'}")
+    assert code in (0, 1), stdout[-3000:] + stderr[-3000:]
+    assert "8 of 8 memes have no picture; the models of this run read only captions" in stdout
+    assert "does not read the image" in stdout or "skipped" in stdout
+    assert "error" not in stdout.splitlines()[-1]
     # gated against its own baseline, with the channel ablation's `:image` cases (which skip) in the run: no
     # usage error for the mode a caption-only detector does not have, and nothing regressed
-    gated = run_suites(f"--memerobust-baseline={tmp_path / 'base.json'}", "--memerobust-gate=regressions")
-    assert gated.returncode == 0, gated.stdout[-3000:] + gated.stderr[-3000:]
-    assert re.search(r"\b0 of \d+ conditions (and 0 of \d+ family means? )?regressed", gated.stdout), gated.stdout[-3000:]
+    code, stdout, stderr = run_suites(f"--memerobust-baseline={tmp_path / 'base.json'}",
+                                      "--memerobust-gate=regressions")
+    assert code == 0, stdout[-3000:] + stderr[-3000:]
+    regressed = r"\b0 of \d+ conditions (and 0 of \d+ family means? )?regressed"
+    assert re.search(regressed, stdout), stdout[-3000:]
 
 
 def test_real_pridemm_captions_train_a_caption_only_card_without_pictures(tmp_path):
