@@ -1,8 +1,9 @@
-"""Runs on Ray clusters on this machine (engine/executors.py): a local cluster and a two-node cluster on 127.0.0.1
-give the report one process gives, on the built-in suites; an actor killed while it holds a shard (executors'
-test-only hold) is restarted and the shard evaluated again, the report unchanged; SIGTERM mid-shard ends the run on
-pytest's interrupted path with every Ray process of the run gone; a cluster that cannot be reached, an address where
-something else listens, or a cluster without the GPU the run asks for is one usage error before any case.
+"""Runs on Ray clusters on this machine (engine/executors.py): a local cluster gives the report one process gives, on
+the built-in suites, and a two-node cluster on 127.0.0.1 one process's records of the cases it ran, a case of each
+kind of condition; an actor killed while it holds a shard (executors' test-only hold) is restarted and the shard
+evaluated again, the report unchanged; SIGTERM mid-shard ends the run on pytest's interrupted path with every Ray
+process of the run gone; a cluster that cannot be reached, an address where something else listens, or a cluster
+without the GPU the run asks for is one usage error before any case.
 
 Ray is the [ray] extra (also in [dev]); without it these tests skip. Every cluster a test starts is stopped by it,
 and only its own processes are ended."""
@@ -34,18 +35,49 @@ RUN = [f"--memerobust-model={MODEL}", "--memerobust-limit=16", "--memerobust-bat
 RAY_BIN = Path(sys.executable).with_name("ray")
 
 
+# Universal attacks fitted on 16 training memes, the UAP in 5 steps (their defaults: 64 memes, 20 steps): these tests
+# check that a run's fits reach every shard unchanged, not their strength. The fits are made in the run's driver, made
+# small there by the plugin below (-p small_fits) or by _small_fits; Ray's actors get them with the shards (a fit an
+# actor made itself, at full size, would differ from one process's and fail the comparison).
+FIT_MEMES, UAP_STEPS = 16, 5
+SMALL_FITS_PLUGIN = f'''"""Loaded with -p: universal attacks fitted on {FIT_MEMES} memes, a UAP in {UAP_STEPS} steps."""
+import functools
+
+from pytest_memerobust.perturb import attacks, uap
+
+attacks.find_trigger = functools.partial(attacks.find_trigger, examples={FIT_MEMES})
+uap.fit_uap = functools.partial(uap.fit_uap, steps={UAP_STEPS}, examples={FIT_MEMES})
+'''
+
+
+def _small_fits(patch) -> None:
+    """What SMALL_FITS_PLUGIN does, in this process (a session a test makes itself)."""
+    import functools
+
+    from pytest_memerobust.perturb import attacks, uap
+
+    patch.setattr(attacks, "find_trigger", functools.partial(attacks.find_trigger, examples=FIT_MEMES))
+    patch.setattr(uap, "fit_uap", functools.partial(uap.fit_uap, steps=UAP_STEPS, examples=FIT_MEMES))
+
+
 def _run(folder: Path, name: str, *extra: str, env: dict | None = None) -> tuple[int, dict, str]:
     report = folder / f"{name}.json"
-    run = subprocess.run([sys.executable, "-m", "pytest", *RUN, *extra, f"--memerobust-report={report}",
-                          f"--memerobust-cache-dir={folder / name}"], cwd=folder, capture_output=True, text=True,
-                         env={**os.environ, **(env or {})}, timeout=900)
+    plugins = folder / "plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "small_fits.py").write_text(SMALL_FITS_PLUGIN)
+    path = os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-m", "pytest", *RUN, "-p", "small_fits", *extra,
+                          f"--memerobust-report={report}", f"--memerobust-cache-dir={folder / name}"], cwd=folder,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path, **(env or {})},
+                         timeout=900)
     assert report.is_file(), run.stdout[-3000:] + run.stderr[-3000:]
     return run.returncode, json.loads(report.read_text()), run.stdout
 
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("one-process"), "one-process")
+    # workers=1: one process outside pytest-xdist too, where the default is a pool of worker processes
+    return _run(tmp_path_factory.mktemp("one-process"), "one-process", "--memerobust-workers=1")
 
 
 def test_a_local_ray_cluster_reports_what_one_process_reports(one_process, tmp_path):
@@ -123,11 +155,44 @@ def two_nodes(tmp_path):
             _end_session(node)
 
 
+# The two-node run's cases, one of each kind of condition (the local run above has every case): a text edit, HotFlip,
+# the fitted universal trigger and UAP, ImageNet-C and AugMix pictures, and a text x image pair (HotFlip, fitted UAP)
+TWO_NODE_CASES = ("clean", "typos-1", "hotflip-1", "universal_trigger-1", "uap-1", "imagenet_c-1", "augmix-1",
+                  "hotflip-3+uap-3")
+# what a report says of the whole selection of cases (the verdict, the grids, the worst examples), or of the Python
+# suites, which the two-node run leaves out
+SELECTION_WIDE = ("verdict", "grid_text", "grid_image", "grid_summary", "worst_examples", "reliance")
+
+
+def _records(report: dict) -> dict:
+    """A report's records by what each is of: a case by node id, a clean or perturbed result by model, suite and
+    condition, a model's entry by name, and the rest of the run's entries by key; without SELECTION_WIDE's, so a run
+    of some of the cases has the records of a run of every case, where it has one."""
+    report = comparable(report)
+    records = {("case", case["nodeid"]): case for case in report["cases"]}
+    for group in report["groups"]:
+        for result in (group["clean"], *group["results"]):
+            records["result", group["model"], group["suite"], result["condition"]] = result
+        records["group", group["model"], group["suite"]] = {k: v for k, v in group.items()
+                                                             if k not in ("clean", "results", *SELECTION_WIDE)}
+    records.update({("model", name): entry for name, entry in report["models"].items()})
+    records.update({(key,): value for key, value in report.items()
+                    if key not in ("cases", "groups", "models", *SELECTION_WIDE)})
+    return records
+
+
 def test_a_two_node_cluster_on_127_0_0_1_reports_what_one_process_reports(one_process, two_nodes, tmp_path):
     address, env = two_nodes
-    code, report, _ = _run(tmp_path, "two-nodes", f"--memerobust-ray={address}", env=env)
-    assert code == one_process[0]
-    assert comparable(report) == comparable(one_process[1])
+    code, report, _ = _run(tmp_path, "two-nodes", f"--memerobust-ray={address}", "-k",
+                           f"rainbow-noise and ({' or '.join(TWO_NODE_CASES)})", env=env)
+    assert [case["nodeid"] for case in report["cases"]] == [f"rainbow-noise::{MODEL}::{name}"
+                                                           for name in TWO_NODE_CASES]
+    assert len([key for key in _records(report) if key[0] == "result"]) == len(TWO_NODE_CASES)  # clean's, and each's
+    # every record of the cases it ran (each result's probabilities by digest) is the one-process run's
+    alone = _records(one_process[1])
+    assert _records(report) == {key: alone.get(key) for key in _records(report)}
+    assert code == (pytest.ExitCode.TESTS_FAILED if any(case["outcome"] == "failed" for case in report["cases"])
+                    else pytest.ExitCode.OK)
 
 
 @pytest.fixture
@@ -155,7 +220,7 @@ def _noted(hold: Path, index: int, deadline_s: float = 300, running: subprocess.
     raise AssertionError(f"no actor evaluated shard {index} in {deadline_s} s")
 
 
-def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_changing_nothing(hold):
+def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_changing_nothing(hold, monkeypatch):
     from pytest_memerobust.engine import Condition
     from pytest_memerobust.judge.results import StatsConfig
     from pytest_memerobust.run.options import Options
@@ -206,6 +271,7 @@ def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_ch
 
         threading.Thread(target=kill, daemon=True).start()
 
+    _small_fits(monkeypatch)  # for both sessions: their fits are made here
     (hold / "hold-1").touch()
     alone, alone_report, _ = evaluate(None)  # in this process: no actor, nothing held or noted
     assert not list(hold.glob("shard-*"))
@@ -229,9 +295,9 @@ def test_sigterm_mid_shard_ends_a_ray_run_as_interrupted_and_leaves_no_ray_proce
     """Ray's own SIGTERM handler (a sys.exit inside ray.wait) ended pytest in a SIGABRT (exit 134), nothing printed,
     with Ray's agents left running."""
     (hold / "hold-0").touch()
-    report = tmp_path / "r.json"
+    report = tmp_path / "r.json"  # typos and the image noises with them, no UAP: nothing to fit before the shards
     run = subprocess.Popen([sys.executable, "-m", "pytest", *RUN, "--memerobust-ray=local:2", "-k",
-                            "rainbow and typos-3", f"--memerobust-report={report}",
+                            "rainbow and typos-3 and not uap", f"--memerobust-report={report}",
                             f"--memerobust-cache-dir={tmp_path / 'cache'}"],
                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
@@ -286,8 +352,10 @@ def test_an_address_where_something_else_listens_is_one_usage_error_within_secon
 
 def test_an_unreachable_cluster_is_one_usage_error_before_any_case(tmp_path):
     port = _free_port()  # nothing listens there
-    run = subprocess.run([sys.executable, "-m", "pytest", *RUN, f"--memerobust-ray=127.0.0.1:{port}"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    # on the CPU named, not auto: no torch imported to look for a GPU; the cluster is reached before any model loads
+    run = subprocess.run([sys.executable, "-m", "pytest", *RUN, "--memerobust-device=cpu",
+                          f"--memerobust-ray=127.0.0.1:{port}"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
     assert run.returncode == 4  # pytest's usage error
     assert f"--memerobust-ray=127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port}" in run.stderr
     assert "passed" not in run.stdout and "failed" not in run.stdout
