@@ -253,8 +253,6 @@ class LocalPool:
         try:
             if wait_s <= 0:
                 hand_over()
-            else:
-                timer.start()
             while True:
                 with lock:
                     item = todo.popleft() if todo else None
@@ -265,6 +263,10 @@ class LocalPool:
                     if todo:
                         continue
                     break
+                if ran_here == 0 and wait_s > 0:
+                    # timed from the first item taken, so that item runs here however the threads are scheduled
+                    # (started before it, a short timer on a loaded machine handed every item over, the first too)
+                    timer.start()
                 ran_here += 1
                 yield here(item)
             if handed:
