@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from report_compare import comparable
+from small_fits import patch_small_fits, small_fits_plugin
 
 ray = pytest.importorskip("ray", reason="Ray is the [ray] extra (pip install 'pytest-memerobust[ray]')")
 
@@ -36,35 +37,15 @@ RAY_BIN = Path(sys.executable).with_name("ray")
 
 
 # Universal attacks fitted on 16 training memes, the UAP in 5 steps (their defaults: 64 memes, 20 steps): these tests
-# check that a run's fits reach every shard unchanged, not their strength. The fits are made in the run's driver, made
-# small there by the plugin below (-p small_fits) or by _small_fits; Ray's actors get them with the shards (a fit an
-# actor made itself, at full size, would differ from one process's and fail the comparison).
+# check that a run's fits reach every shard unchanged, not their strength. The fits are made in the run's driver,
+# made small there by small_fits_plugin (-p small_fits) or by patch_small_fits; Ray's actors get them with the shards
+# (a fit an actor made itself, at full size, would differ from one process's and fail the comparison).
 FIT_MEMES, UAP_STEPS = 16, 5
-SMALL_FITS_PLUGIN = f'''"""Loaded with -p: universal attacks fitted on {FIT_MEMES} memes, a UAP in {UAP_STEPS} steps."""
-import functools
-
-from pytest_memerobust.perturb import attacks, uap
-
-attacks.find_trigger = functools.partial(attacks.find_trigger, examples={FIT_MEMES})
-uap.fit_uap = functools.partial(uap.fit_uap, steps={UAP_STEPS}, examples={FIT_MEMES})
-'''
-
-
-def _small_fits(patch) -> None:
-    """What SMALL_FITS_PLUGIN does, in this process (a session a test makes itself)."""
-    import functools
-
-    from pytest_memerobust.perturb import attacks, uap
-
-    patch.setattr(attacks, "find_trigger", functools.partial(attacks.find_trigger, examples=FIT_MEMES))
-    patch.setattr(uap, "fit_uap", functools.partial(uap.fit_uap, steps=UAP_STEPS, examples=FIT_MEMES))
-
-
 def _run(folder: Path, name: str, *extra: str, env: dict | None = None) -> tuple[int, dict, str]:
     report = folder / f"{name}.json"
     plugins = folder / "plugins"
     plugins.mkdir(exist_ok=True)
-    (plugins / "small_fits.py").write_text(SMALL_FITS_PLUGIN)
+    (plugins / "small_fits.py").write_text(small_fits_plugin(FIT_MEMES, UAP_STEPS))
     path = os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")]))
     run = subprocess.run([sys.executable, "-m", "pytest", *RUN, "-p", "small_fits", *extra,
                           f"--memerobust-report={report}", f"--memerobust-cache-dir={folder / name}"], cwd=folder,
@@ -271,7 +252,7 @@ def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_ch
 
         threading.Thread(target=kill, daemon=True).start()
 
-    _small_fits(monkeypatch)  # for both sessions: their fits are made here
+    patch_small_fits(monkeypatch, FIT_MEMES, UAP_STEPS)  # for both sessions: their fits are made here
     (hold / "hold-1").touch()
     alone, alone_report, _ = evaluate(None)  # in this process: no actor, nothing held or noted
     assert not list(hold.glob("shard-*"))

@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 from pytest_memerobust.detectors import find_card, load_detector
 from pytest_memerobust.detectors.cards import DOWNLOAD_ENV, available_cards
 from pytest_memerobust.errors import BackendMissing, CheckpointError, ConfigError
+from small_fits import small_fits_plugin
 
 QUICK = ["--memerobust-limit=24", "--memerobust-bootstrap=50", "-p", "no:cacheprovider"]
 
@@ -320,24 +321,12 @@ open(LOG + ".armed", "w").close()  # the guard is in place for this run
 '''
 
 
-SMALL_FITS_PLUGIN = '''
-"""Loaded with -p: universal attacks fitted on 8 training memes (their defaults: 64): the same code, a fraction of
-the queries."""
-import functools
-
-from pytest_memerobust.perturb import attacks, uap
-
-attacks.find_trigger = functools.partial(attacks.find_trigger, examples=8)
-uap.fit_uap = functools.partial(uap.fit_uap, examples=8)
-'''
-
-
 def test_the_main_job_neither_connects_nor_looks_up_a_name(pytester, tmp_path):
     """The README's whole main job (every case of every built-in suite on memeblip2-tda, on 8 memes, its universal
     attacks fitted on 8: about 25 s) with every socket connection and DNS lookup recorded and refused, in a fresh
     process: none is attempted. How many memes are evaluated and fitted on changes no connection (on 24 memes and
     64 fit memes, 40 s, the same cases skipped for the same reasons)."""
-    pytester.makepyfile(nonet=NO_NETWORK_PLUGIN, small_fits=SMALL_FITS_PLUGIN)
+    pytester.makepyfile(nonet=NO_NETWORK_PLUGIN, small_fits=small_fits_plugin(8))
     log = tmp_path / "network.log"
     pytester._monkeypatch.setenv("MEMEROBUST_NETWORK_LOG", str(log))
     pytester._monkeypatch.delenv(DOWNLOAD_ENV, raising=False)

@@ -6,7 +6,6 @@ memeblip2-tda has torch encoders (the demo detector's are numpy, which would hid
 tests run the demo detector: what they check is the claims and the reads, not a detector."""
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.perturb import attacks, uap
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
+from small_fits import patch_small_fits
 
 MODEL = "memeblip2-tda"
 PLAIN = "demo"  # where the detector is not the point: the shared folder's claims and reads
@@ -40,8 +40,7 @@ def _session(tmp_path, **options) -> RobustnessSession:
 def _small_fits(patch) -> None:
     """Universal attacks fitted on 16 training memes, the UAP in 5 steps (their defaults: 64 memes, 20 steps): these
     tests check where the fits run and what every shard gets of them, not their strength."""
-    patch.setattr(attacks, "find_trigger", functools.partial(attacks.find_trigger, examples=16))
-    patch.setattr(uap, "fit_uap", functools.partial(uap.fit_uap, steps=5, examples=16))
+    patch_small_fits(patch, 16, 5)
 
 
 def _evaluate(session) -> dict:

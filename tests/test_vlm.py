@@ -3,7 +3,6 @@ built here and loaded by path through the code a hub id takes; their answers rea
 logits, abstentions counted apart, and the built-in suites run on them end to end."""
 from __future__ import annotations
 
-import functools
 import json
 import re
 
@@ -16,8 +15,8 @@ from pytest_memerobust.detectors.cards import WeightsNotHere
 from pytest_memerobust.detectors.vlm import Prompt, card_prompt, label_token_ids
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.perturb import attacks, uap
 
+from small_fits import patch_small_fits
 from tiny_vlms import FAMILIES, save_tiny_vlm
 
 CLASSES = ("non-hateful", "hateful")
@@ -247,8 +246,7 @@ def test_every_built_in_case_runs_on_a_tiny_qwen2_vl_with_a_verdict(pytester, tm
     # 16 candidates a word, 8 random patterns) made about 13,000 meme queries, most of this test's time; what is
     # checked here is that their cases get a verdict, not their strength. One process, as in a pytest-xdist worker:
     # the fits run here, where they are made small, and not on spawned pool workers
-    monkeypatch.setattr(attacks, "find_trigger", functools.partial(attacks.find_trigger, examples=8))
-    monkeypatch.setattr(uap, "fit_uap", functools.partial(uap.fit_uap, examples=8))
+    patch_small_fits(monkeypatch, 8)
     folder = save_tiny_vlm("qwen2_vl", tmp_path / "qwen2_vl")
     page, report = tmp_path / "r.html", tmp_path / "r.json"
     result = pytester.runpytest(f"--memerobust-model={_card_file(tmp_path, 'qwen2_vl', folder)}", *QUICK, "-rs",
