@@ -183,7 +183,8 @@ class _Ocr:
     name = "fake-ocr"
 
     def read(self, image):
-        return " ".join(["bright"] * (int(np.asarray(image).mean()) // 32) + ["meme", "caption"])
+        level = int(np.asarray(image.cpu() if hasattr(image, "cpu") else image).mean()) // 32  # on a GPU: a cuda tensor
+        return " ".join(["bright"] * level + ["meme", "caption"])
 
 
 @pytest.fixture(scope="module")
