@@ -2,13 +2,19 @@
 # The textattack adapter's tests, in their own environment: textattack 0.3.11's flair caps transformers below 5, which
 # the core environment (.venv) does not (see constraints-textattack.txt). Builds .venv-textattack the first time
 # (about 3 minutes: torch 2.13.0's CPU build from this machine's disk, textattack and its pins), then runs the tests
-# on 2 cores. `--build-only`: build (or check) the environment and stop (scripts/run-tests builds it meanwhile).
+# on 2 cores. `--build-only`: build (or check) the environment and stop (scripts/run-tests builds it meanwhile);
+# `--built`: run the tests on the environment just built, without checking it again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build_only=0
-if [ "${1:-}" = "--build-only" ]; then
-    build_only=1
-    shift
+build_only=0 built=0
+case "${1:-}" in
+  --build-only) build_only=1; shift ;;
+  # scripts/run-tests built the environment with --build-only moments before: pip's check again is 15 to 20 s of
+  # CI in which nothing else runs
+  --built) built=1; shift ;;
+esac
+if [ "$built" -eq 1 ]; then
+    exec .venv-textattack/bin/python -m pytest tests/textattack_adapter -n 2 "$@"
 fi
 [ -x .venv-textattack/bin/python ] || python3 -m venv .venv-textattack
 # --no-compile: pip compiling every module of torch and its neighbours to bytecode is CPU the core tests, running
