@@ -9,27 +9,6 @@ import pytest
 # these tests import torch before the plugin knows whether a run uses it. With `-n 2` on 2 cores the tests took 105 s
 # with spinning threads and 40 s with sleeping ones (docs/benchmarks.md).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import torch  # noqa: E402
-# pytester's in-process runs drop the modules they imported when they end; torch._dynamo (imported lazily, e.g. by
-# an optimizer step) registers C++ operator libraries that cannot be registered twice, so a second in-process run
-# that imports it again fails. Imported once here, it stays for the whole session.
-import torch._dynamo  # noqa: F401
-# Likewise transformers' model modules: re-imported after a pytester run dropped them, a model loaded with
-# from_pretrained is left with CLIP's `position_ids` buffer uninitialised (its weight initialisation looks the
-# module's classes up by identity), and the tiny LLaVA then indexes past its position embeddings.
-import transformers.models.clip.modeling_clip  # noqa: F401,E402
-import transformers.models.llava.modeling_llava  # noqa: F401,E402
-import transformers.models.qwen2_vl.modeling_qwen2_vl  # noqa: F401,E402
-import transformers.models.idefics3.modeling_idefics3  # noqa: F401,E402
-import transformers.models.siglip.modeling_siglip  # noqa: F401,E402
-import transformers.models.gemma3.modeling_gemma3  # noqa: F401,E402
-import transformers.models.shieldgemma2.modeling_shieldgemma2  # noqa: F401,E402
-# And matplotlib, which the re-rendered captions ask for its DejaVu Sans Bold: imported first inside a pytester run and
-# dropped, it comes back with new classes, and a figure made later meets a GridSpec it does not recognise.
-import matplotlib.figure  # noqa: F401,E402
-import matplotlib.lines  # noqa: F401,E402
-import matplotlib.patches  # noqa: F401,E402
-import matplotlib.style  # noqa: F401,E402
 
 # A run that writes reports appends its verdict to the CI job summary GitHub names here (track/github.py): the
 # project's own test runs, in a GitHub Actions job, would append hundreds of them to that job's page. Tests that check
@@ -52,7 +31,39 @@ def _guarded(self, address, *args, **kwargs):
     raise NetworkBlocked(f"network access attempted during tests: connect to {address!r}")
 
 
+def _import_what_tests_share():
+    """The modules every test process needs imported once, before any test runs (why each, below)."""
+    # pytester's in-process runs drop the modules they imported when they end; torch._dynamo (imported lazily, e.g.
+    # by an optimizer step) registers C++ operator libraries that cannot be registered twice, so a second in-process
+    # run that imports it again fails. Imported once here, it stays for the whole session.
+    import torch._dynamo  # noqa: F401
+    # Likewise transformers' model modules: re-imported after a pytester run dropped them, a model loaded with
+    # from_pretrained is left with CLIP's `position_ids` buffer uninitialised (its weight initialisation looks the
+    # module's classes up by identity), and the tiny LLaVA then indexes past its position embeddings.
+    import transformers.models.clip.modeling_clip  # noqa: F401
+    import transformers.models.llava.modeling_llava  # noqa: F401
+    import transformers.models.qwen2_vl.modeling_qwen2_vl  # noqa: F401
+    import transformers.models.idefics3.modeling_idefics3  # noqa: F401
+    import transformers.models.siglip.modeling_siglip  # noqa: F401
+    import transformers.models.gemma3.modeling_gemma3  # noqa: F401
+    import transformers.models.shieldgemma2.modeling_shieldgemma2  # noqa: F401
+    # And matplotlib, which the re-rendered captions ask for its DejaVu Sans Bold: imported first inside a pytester run
+    # and dropped, it comes back with new classes, and a figure made later meets a GridSpec it does not recognise.
+    import matplotlib.figure  # noqa: F401
+    import matplotlib.lines  # noqa: F401
+    import matplotlib.patches  # noqa: F401
+    import matplotlib.style  # noqa: F401
+
+
+def _runs_tests(config) -> bool:
+    """False in pytest-xdist's controller, which hands the tests to its workers and runs none: the imports above
+    cost it 10 to 13 s on one core before the first worker starts."""
+    return getattr(config, "workerinput", None) is not None or not config.getoption("numprocesses", None)
+
+
 def pytest_configure(config):
+    if _runs_tests(config):
+        _import_what_tests_share()
     socket.socket.connect = _guarded
     socket.socket.connect_ex = _guarded
     _share_the_cores(config)
@@ -66,6 +77,8 @@ def _share_the_cores(config):
     theirs."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
+        import torch
+
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(worker.get("workercount", 1)))))
 
 
