@@ -8,8 +8,9 @@ import sys
 
 import numpy as np
 import pytest
-import torch  # noqa: F401  imported here once: pytester's in-process runs would otherwise re-import it and crash
+import torch  # imported here once: pytester's in-process runs would otherwise re-import it and crash
 
+from pytest_memerobust.determinism import device_type
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
 from pytest_memerobust.run.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
@@ -116,6 +117,7 @@ def test_a_caption_is_replayed_verbatim_and_a_changed_picture_is_a_clear_error(r
 
     entries = _copy_manifest(recorded, pytester, change=tamper)["entries"]
     assert entries[0]["condition"] == "image=gaussian_noise@5"
+    here = device_type(session.engine("demo", "demo"))
     result = pytester.runpytest("--memerobust-replay=cx.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=len(entries) - 1)
     result.stdout.fnmatch_lines([f"*ReplayError: cx.json entry 0 (demo, image=gaussian_noise@5, meme "
@@ -123,7 +125,7 @@ def test_a_caption_is_replayed_verbatim_and_a_changed_picture_is_a_clear_error(r
                                  f"000* (its stored picture cx.pictures/*.png is not beside the manifest: copy the "
                                  f"folder cx.pictures/ with it): the meme's clean picture, the perturbations' code and "
                                  f"the seed are as recorded, so the perturbation computes a different picture here "
-                                 f"(recorded on cpu with torch *, regenerated on cpu with torch *)"])
+                                 f"(recorded on {here} with torch *, regenerated on {here} with torch *)"])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -233,7 +235,8 @@ def test_every_picture_fed_is_stored_beside_the_manifest_with_what_it_depends_on
         assert e["perturbation_code"] == ({image: perturbation_code(image)} if image else {})
         if image is None:  # hotflip edits the caption only: the picture fed is the clean one
             assert e["picture_digest"] == e["clean_picture_digest"]
-        assert e["made_on"] == {"device": "cpu", "torch": torch.__version__} and "attack_fingerprint" not in e
+        made_on = {"device": device_type(engine), "torch": torch.__version__}  # cuda on a GPU machine
+        assert e["made_on"] == made_on and "attack_fingerprint" not in e
 
 
 def test_a_replay_uses_the_stored_picture_even_where_it_would_not_regenerate(recorded, pytester):

@@ -90,7 +90,9 @@ def test_shard_major_gives_every_kind_of_condition_the_whole_pass_outputs(case_m
 def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp_path, monkeypatch):
     from pytest_memerobust.engine import shards
 
-    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False))
+    # on the CPU, where CPU_SHARD_BATCHES applies (a GPU's shards follow its memory)
+    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False,
+                                        device="cpu"))
     engine = session.engine(MODEL, session.data_spec())
     one = engine.clean_picture(0)
     per_picture = one.numel() * one.element_size()
