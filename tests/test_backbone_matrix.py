@@ -1,15 +1,19 @@
 """Every built-in suite case on every backbone kind: a tiny random config of open_clip, transformers CLIP, BLIP-2 and
 the MiniLM kind (a tiny BERT saved as a downloaded sentence encoder is, read by the MiniLM backbone's code: the real
 model's 6 layers cost 282 s here where the suites are about the code path; the real weights are run by
-test_attack_strength and the PrideMM tests), each with a head trained for a few epochs on demo memes, ends with a verdict (pass,
-fail or skip), never an error.
+test_attack_strength and the PrideMM tests), each with a head trained for a few epochs on demo memes, ends with a
+verdict (pass, fail or skip), never an error.
 
 Each kind is trained and run once, as a user would: `memerobust train` (its command line, called in this process: a
-fresh one spent as long starting as training), then pytest on the built-in suites with the card it wrote, in a
-subprocess; the parametrised test then reads one case's outcome from that run's JUnit XML. The suites run on the
-first LIMIT demo test memes (`--memerobust-limit`), in batches of BATCH: every case still runs end to end, on fewer
-memes (the feature store fills every batch up to the batch size, and MiniLM's white-box attacks query the encoder for
-every meme: on 160 memes in batches of 64, the MiniLM kind took over 8 minutes on 2 cores).
+fresh one spent as long starting as training), then pytest on the built-in suites with the card it wrote, also in this
+process (pytest.main, as pytester's in-process runs: a fresh process spent a fifth of each kind's time importing and
+loading; the modules a run imports stay, so the next kind's run finds them); the parametrised test then reads one
+case's outcome from that run's JUnit XML. The suites run on the first LIMIT demo test memes (`--memerobust-limit`),
+in batches of BATCH: every case still runs end to end, on fewer memes (the feature store fills every batch up to the
+batch size, and MiniLM's white-box attacks query the encoder for every meme: on 160 memes in batches of 64, the MiniLM
+kind took over 8 minutes on 2 cores). The universal trigger and pattern are fitted small (tests/small_fits.py: on
+FIT_MEMES training memes, the pattern in UAP_STEPS steps): the same code, where these fits at their full 64 memes and
+20 steps were over a quarter of each kind's time.
 
 Once per test session, not per pytest-xdist worker: a kind's run is left in a folder all the workers of the session
 share, under a lock, so a worker that needs a kind another is running does a kind nobody has started meanwhile (the
@@ -22,7 +26,6 @@ import importlib.util
 import io
 import json
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -31,6 +34,7 @@ import pytest
 
 from pytest_memerobust.cli import main as memerobust_command
 from pytest_memerobust.run.suite import builtin_suite_dir, builtin_suite_paths, load_suite
+from small_fits import patch_small_fits
 from tiny_backbones import KINDS, card_toml, save_tiny_bert
 
 VERDICTS = {"passed", "failed", "skipped"}
@@ -65,6 +69,7 @@ def _outcomes(junit: Path) -> dict[str, tuple[str, str]]:
 
 LIMIT = 16  # demo test memes the suites run on: both classes (9 of them hateful), every kind of caption and symbol
 BATCH = 8  # the inference batch size: still two batches a side
+FIT_MEMES, UAP_STEPS = 8, 5  # the universal fits' training memes and the pattern's steps (defaults 64 and 20)
 
 
 def _kinds_tested(items, path: Path) -> set[str]:
@@ -83,13 +88,17 @@ def _train_and_run(kind: str, folder: Path) -> dict:
                                    "3e-3", "--out", str(folder / CARD.replace(".card.toml", ".safetensors")),
                                    "--cache-dir", str(folder / "features"), "--quiet"])
     assert code == 0, f"training on {kind} failed:\n{said.getvalue()}"
-    suites = subprocess.run([sys.executable, "-m", "pytest", str(builtin_suite_dir()), "-p", "no:cacheprovider",
-                             "-q", f"--memerobust-model={folder / CARD}", "--memerobust-no-cache",
-                             f"--memerobust-limit={LIMIT}", f"--memerobust-batch-size={BATCH}",
-                             f"--junitxml={folder / 'junit.xml'}", f"--rootdir={folder}"],
-                            cwd=folder, capture_output=True, text=True, timeout=1800)
-    assert suites.returncode in (0, 1), f"the suites on {kind} did not run:\n{suites.stdout[-4000:]}\n{suites.stderr[-4000:]}"
-    return {"outcomes": _outcomes(folder / "junit.xml"), "log": suites.stdout}
+    args = [str(builtin_suite_dir()), "-p", "no:cacheprovider", "-q", f"--memerobust-model={folder / CARD}",
+            "--memerobust-no-cache", f"--memerobust-limit={LIMIT}", f"--memerobust-batch-size={BATCH}",
+            f"--junitxml={folder / 'junit.xml'}", f"--rootdir={folder}"]
+    said = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        patch.chdir(folder)
+        patch.setattr(sys, "path", list(sys.path))  # the suites' rootdir-relative import puts the checkout first
+        patch_small_fits(patch, FIT_MEMES, UAP_STEPS)
+        code = pytest.main(args)
+    assert code in (0, 1), f"the suites on {kind} did not run (exit code {code}):\n{said.getvalue()[-8000:]}"
+    return {"outcomes": _outcomes(folder / "junit.xml"), "log": said.getvalue()}
 
 
 @contextlib.contextmanager
@@ -176,6 +185,7 @@ def test_the_python_suites_and_the_whole_run_have_no_errors_on_every_backbone_ki
     run = runs(kind)
     errors = {name: message for name, (verdict, message) in run["outcomes"].items() if verdict == "error"}
     assert not errors, f"errors on {kind}: {errors}"
-    python_suites = [name for name in run["outcomes"] if "test_caption_fuzz" in name or "test_modality_reliance" in name]
+    python_suites = [name for name in run["outcomes"]
+                     if "test_caption_fuzz" in name or "test_modality_reliance" in name]
     assert python_suites, f"the Python suites did not run on {kind}:\n{run['log'][-3000:]}"
     assert len(run["outcomes"]) >= len(_cases()) + len(python_suites)
