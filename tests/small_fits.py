@@ -27,3 +27,25 @@ def small_fits_plugin(examples: int, steps: int | None = None) -> str:
             f"import functools\n\nfrom pytest_memerobust.perturb import attacks, uap\n\n"
             f"attacks.find_trigger = functools.partial(attacks.find_trigger, **{trigger!r})\n"
             f"uap.fit_uap = functools.partial(uap.fit_uap, **{pattern!r})\n")
+
+
+def fit_small_in_pool_worker(examples: int, steps: int | None, shared: bytes, side: tuple):
+    """engine/executors._fit_in_pool_worker with the fits made small first, in the LocalPool worker that runs it:
+    the workers are spawned, so a patch made in the driver does not reach them, but this function does (pickled by
+    name; the worker has the driver's sys.path). Hand it to the pool with `patch_small_pool_fits`."""
+    from pytest_memerobust.engine import executors
+    from pytest_memerobust.perturb import attacks
+
+    if not isinstance(attacks.find_trigger, functools.partial):  # once per worker, for its life (it is the test's)
+        import types
+
+        patch_small_fits(types.SimpleNamespace(setattr=setattr), examples, steps)
+    return executors._fit_in_pool_worker(shared, side)
+
+
+def patch_small_pool_fits(patch, examples: int, steps: int | None = None) -> None:
+    """Universal attacks fitted small in this process and in the LocalPool workers it starts, through `patch`."""
+    from pytest_memerobust.engine import executors
+
+    patch_small_fits(patch, examples, steps)
+    patch.setattr(executors, "_fit_in_pool_worker", functools.partial(fit_small_in_pool_worker, examples, steps))

@@ -5,7 +5,9 @@ pool ends its processes; `--memerobust-workers` takes auto or a number.
 
 The bytes are checked on memeblip2-tda, which has torch encoders (the demo detector's are numpy, which would hide
 thread effects). Where the point is the pool's own work (the bar's ticks, a run ended mid-shard), the demo detector
-runs: the same pool and workers (each imports torch at its start), without loading BLIP-2 in every process."""
+runs: the same pool and workers (each imports torch at its start), without loading BLIP-2 in every process. The
+universal fits are made small (tests/small_fits.py: FIT_MEMES training memes, UAP_STEPS steps) in this process and in
+the workers alike: the bytes compared are those of the same fits, wherever they ran."""
 from __future__ import annotations
 
 import os
@@ -19,11 +21,14 @@ from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
 
+from small_fits import patch_small_pool_fits
+
 MODEL = "memeblip2-tda"
 PLAIN = "demo"  # where the detector is not the point
 MEMES, BATCH = 12, 4  # on a CPU: shards of one batch, three of them
 KINDS = ["clean", "text=typos@3", "text=hotflip@1", "text=universal_trigger@1", "image=gaussian_noise@3",
          "image=uap@1", "image=pgd_linf@1", "text=hotflip@1+image=gaussian_noise@3"]
+FIT_MEMES, UAP_STEPS = 8, 5  # the universal fits' training memes and the pattern's steps (defaults 64 and 20)
 
 
 def _evaluate(tmp_path, workers: int) -> tuple[dict, RobustnessSession]:
@@ -41,7 +46,9 @@ def _evaluate(tmp_path, workers: int) -> tuple[dict, RobustnessSession]:
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-    out, session = _evaluate(tmp_path_factory.mktemp("one"), workers=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch_small_pool_fits(patch, FIT_MEMES, UAP_STEPS)
+        out, session = _evaluate(tmp_path_factory.mktemp("one"), workers=1)
     assert session.executor is None
     return out, session.cache_stats()
 
@@ -49,6 +56,7 @@ def one_process(tmp_path_factory):
 def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process_gives(one_process, tmp_path,
                                                                                         monkeypatch):
     monkeypatch.setattr(executors, "POOL_START_S", 0)  # a pass this small would otherwise stay in this process
+    patch_small_pool_fits(monkeypatch, FIT_MEMES, UAP_STEPS)  # the fits go to the workers: small there too
     who = []
     evaluate = executors.LocalPool.run
 
