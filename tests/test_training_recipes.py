@@ -129,6 +129,7 @@ def _train(card, out, *extra, threads: int | None = None, data=("--data", "demo"
 
 
 TRAIN_MEMES, VAL_MEMES = 48, 16
+ENCODE_ROWS = 16  # rows of an encoder batch where the pool's share of the batches is the point (default 64)
 
 
 def _few_demo_memes(folder) -> list[str]:
@@ -155,41 +156,51 @@ def _digest(path) -> str:
 
 def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_at_1_and_2_threads(tiny_card,
                                                                                                   tmp_path):
-    """On TRAIN_MEMES + VAL_MEMES demo memes: twice in fresh processes at 1 and 2 threads, a third time in this
-    process, then without the recipe."""
+    """On TRAIN_MEMES + VAL_MEMES demo memes: once in a fresh process at 1 thread, again in this process at 2 (one
+    fresh interpreter's start, not two: the second run's thread count is set here), then without the recipe."""
+    import torch
+
     data = _few_demo_memes(tmp_path / "memes")
     recipe = ["--augment", "typos@1-3:0.5", "--augment", "gaussian_noise@2:0.5", "--adversarial", "hotflip@1:0.5",
               "--adversarial-loss", "trades:6"]
-    outs = [tmp_path / name / "m.safetensors" for name in ("a", "b")]
-    runs = [_train(tiny_card, out, *recipe, threads=threads, data=data) for out, threads in zip(outs, (1, 2))]
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-2000:]
-    assert _digest(outs[0]) == _digest(outs[1])
-    again = tmp_path / "again" / "m.safetensors"  # a third time, in this process
-    assert cli_main(["train", str(tiny_card), *data, "--out", str(again), "--epochs", "2", "--no-cache", "--quiet",
-                     *recipe]) == 0
-    assert _digest(again) == _digest(outs[0])
-    card = tomllib.loads(outs[0].with_suffix(".card.toml").read_text(encoding="utf-8"))
+    out = tmp_path / "a" / "m.safetensors"
+    run = _train(tiny_card, out, *recipe, threads=1, data=data)
+    assert run.returncode == 0, run.stderr[-2000:]
+    again = tmp_path / "again" / "m.safetensors"  # a second time, in this process, at 2 threads
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert cli_main(["train", str(tiny_card), *data, "--out", str(again), "--epochs", "2", "--no-cache",
+                         "--quiet", *recipe]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert _digest(again) == _digest(out)
+    card = tomllib.loads(out.with_suffix(".card.toml").read_text(encoding="utf-8"))
     assert card["training"]["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"]
     assert (card["training"]["adversarial"], card["training"]["adversarial_loss"]) == ("hotflip@1:0.5", "trades:6")
-    metrics = json.loads(outs[0].with_suffix(".metrics.json").read_text(encoding="utf-8"))
+    metrics = json.loads(out.with_suffix(".metrics.json").read_text(encoding="utf-8"))
     assert metrics["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"] and metrics["adaptation"] == "head"
-    assert metrics["trainable_parameters"] > 0 and "adaptation head" in runs[0].stdout
+    assert metrics["trainable_parameters"] > 0 and "adaptation head" in run.stdout
     plain = tmp_path / "plain" / "m.safetensors"
     assert cli_main(["train", str(tiny_card), *data, "--out", str(plain), "--epochs", "2", "--no-cache",
                      "--quiet"]) == 0
-    assert _digest(plain) != _digest(outs[0])  # the recipe changed what was trained
+    assert _digest(plain) != _digest(out)  # the recipe changed what was trained
 
 
 def test_the_encoding_on_two_worker_processes_writes_the_same_checkpoint_bytes(tiny_card, tmp_path, monkeypatch):
     """Issue 61: `memerobust train` encodes on the evaluation's worker pool (--workers); every fixed-shape batch's
-    rows are the same bytes in any process, so the checkpoint is the same at 1 and 2 workers."""
+    rows are the same bytes in any process, so the checkpoint is the same at 1 and 2 workers. On TRAIN_MEMES +
+    VAL_MEMES demo memes in encoder batches of ENCODE_ROWS (the default 64 would leave the training pictures one
+    batch, which stays here): the pictures and the captions both go to the pool in several batches."""
+    from pytest_memerobust.detectors.training import loop
     from pytest_memerobust.engine import executors
 
     monkeypatch.setattr(executors, "POOL_START_S", 0)  # every batch to the pool at once
+    monkeypatch.setattr(loop, "ENCODE_BATCH_SIZE", ENCODE_ROWS)  # the workers get it with each batch
+    data = _few_demo_memes(tmp_path / "memes")
     outs = {workers: tmp_path / f"w{workers}" / "m.safetensors" for workers in (1, 2)}
     for workers, out in outs.items():
-        assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(out), "--epochs", "2", "--no-cache",
+        assert cli_main(["train", str(tiny_card), *data, "--out", str(out), "--epochs", "2", "--no-cache",
                          "--quiet", "--workers", str(workers), "--augment", "typos@2:0.5"]) == 0
     assert _digest(outs[1]) == _digest(outs[2])
     metrics = {w: json.loads(out.with_suffix(".metrics.json").read_text(encoding="utf-8")) for w, out in outs.items()}
@@ -198,13 +209,14 @@ def test_the_encoding_on_two_worker_processes_writes_the_same_checkpoint_bytes(t
 
 
 def test_a_rerun_of_an_augmented_command_encodes_nothing(tiny_card, tmp_path):
-    cache = tmp_path / "cache"
-    first = cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(tmp_path / "a.safetensors"),
+    """On TRAIN_MEMES + VAL_MEMES demo memes."""
+    cache, data = tmp_path / "cache", _few_demo_memes(tmp_path / "memes")
+    first = cli_main(["train", str(tiny_card), *data, "--out", str(tmp_path / "a.safetensors"),
                       "--epochs", "2", "--quiet", "--cache-dir", str(cache), "--augment", "typos@2:0.5"])
     assert first == 0
     metrics = json.loads((tmp_path / "a.metrics.json").read_text(encoding="utf-8"))
     assert sum(metrics["feature_cache"]["encoded"].values()) > 0
-    assert cli_main(["train", str(tiny_card), "--data", "demo", "--out", str(tmp_path / "b.safetensors"),
+    assert cli_main(["train", str(tiny_card), *data, "--out", str(tmp_path / "b.safetensors"),
                      "--epochs", "2", "--quiet", "--cache-dir", str(cache), "--augment", "typos@2:0.5"]) == 0
     again = json.loads((tmp_path / "b.metrics.json").read_text(encoding="utf-8"))
     assert sum(again["feature_cache"]["encoded"].values()) == 0
