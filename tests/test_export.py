@@ -16,6 +16,7 @@ from pytest_memerobust.run.replay import load_stored_picture, needs_batch, regen
 from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
+from built_once import built_once
 from test_cli_edges import stopped
 
 datasets = pytest.importorskip("datasets")  # the [export] extra
@@ -48,26 +49,33 @@ def offline_hub(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A run of the demo detector whose cases fail: its report, counterexamples (pictures stored) and its own
-    export (--memerobust-export)."""
-    where = tmp_path_factory.mktemp("run")
-    (where / "memerobust-strict.toml").write_text(STRICT_SUITE)
-    done = subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", f"--memerobust-limit={LIMIT}",
-                           "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "--memerobust-report=r.json", "--memerobust-counterexamples=cx.json",
-                           "--memerobust-export=run-export", "."], cwd=where, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr  # the strict cases fail
-    return where, done
+    """A run of the demo detector whose cases fail: its folder, with its report, counterexamples (pictures stored)
+    and its own export (--memerobust-export), and what it printed. Run once for the session, whichever pytest-xdist
+    worker asks first."""
+    def build(where: Path) -> None:
+        (where / "memerobust-strict.toml").write_text(STRICT_SUITE)
+        done = subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", f"--memerobust-limit={LIMIT}",
+                               "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               "--memerobust-report=r.json", "--memerobust-counterexamples=cx.json",
+                               "--memerobust-export=run-export", "."], cwd=where, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 1, done.stdout + done.stderr  # the strict cases fail
+        (where / "stdout.txt").write_text(done.stdout)
+
+    where = built_once(tmp_path_factory, "export-run", build)
+    return where, (where / "stdout.txt").read_text()
 
 
 @pytest.fixture(scope="module")
-def exported(run):
+def exported(run, tmp_path_factory):
     """`memerobust export r.json` of that run (every meme of every perturbed condition), as parquet."""
     where, _ = run
-    assert main(["export", str(where / "r.json"), "--out", str(where / "cli-export"), "--cache-dir",
-                 str(where / "cache")]) == 0
-    return where / "cli-export"
+
+    def build(folder: Path) -> None:
+        assert main(["export", str(where / "r.json"), "--out", str(folder / "cli-export"), "--cache-dir",
+                     str(where / "cache")]) == 0
+
+    return built_once(tmp_path_factory, "export-cli", build) / "cli-export"
 
 
 def load(kind, folder, tmp_path):
@@ -147,8 +155,8 @@ def test_pictures_decode_to_the_bytes_replay_feeds(run, exported, tmp_path):
 
 
 def test_a_run_exports_at_its_end_the_bytes_the_report_regenerates(run, exported):
-    where, done = run
-    assert f"memerobust: exported {LIMIT * len(CONDITIONS)} rows" in done.stdout
+    where, printed = run
+    assert f"memerobust: exported {LIMIT * len(CONDITIONS)} rows" in printed
     ours = sorted(p.relative_to(where / "run-export") for p in (where / "run-export").rglob("*") if p.is_file())
     theirs = sorted(p.relative_to(exported) for p in exported.rglob("*") if p.is_file())
     assert ours == theirs == sorted(map(Path, ["README.md", "export.json", "data/train-00000-of-00001.parquet"]))
@@ -253,38 +261,41 @@ counterexamples = true
 """
 
 
-def _run_suite(where: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", "--memerobust-limit=16",
-                           "--memerobust-bootstrap=50", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "--memerobust-report=r.json", "."], cwd=where, capture_output=True, text=True, timeout=600)
+def _run_suite(pytester):
+    """The suite's run, in this process (pytester): the export is the suite's, made at the run's end."""
+    return pytester.runpytest("--memerobust-model=demo", "--memerobust-limit=16", "--memerobust-bootstrap=50",
+                              "-p", "no:cacheprovider", "-p", "no:randomly", "--memerobust-report=r.json", ".")
 
 
-def test_a_suites_export_table_writes_its_flips_at_the_end_and_replaces_its_earlier_export(tmp_path):
-    (tmp_path / "memerobust-exported.toml").write_text(SUITE_WITH_EXPORT)
-    done = _run_suite(tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr  # the strict cases fail
-    said = next(line for line in done.stdout.splitlines() if line.startswith("memerobust: suite exported:"))
-    rows = load("parquet", tmp_path / "flips", tmp_path)
-    report = json.loads((tmp_path / "r.json").read_text())
+def test_a_suites_export_table_writes_its_flips_at_the_end_and_replaces_its_earlier_export(pytester, tmp_path):
+    where = pytester.path
+    (where / "memerobust-exported.toml").write_text(SUITE_WITH_EXPORT)
+    done = _run_suite(pytester)
+    assert done.ret == 1, done.stdout.str() + done.stderr.str()  # the strict cases fail
+    said = next(line for line in done.stdout.lines if line.startswith("memerobust: suite exported:"))
+    rows = load("parquet", where / "flips", tmp_path)
+    report = json.loads((where / "r.json").read_text())
     group = next(g for g in report["groups"] if g["suite"] == "exported")
     assert sorted(set(rows["condition"])) == sorted(r["condition"] for r in group["results"])
     assert all(rows["flipped"]) and f"exported {len(rows)} rows" in said  # only the memes that flipped
-    info = json.loads((tmp_path / "flips" / "export.json").read_text())
+    info = json.loads((where / "flips" / "export.json").read_text())
     assert info["rows"] == len(rows) == sum(c["flipped"] for c in info["by_condition"]) > 0
-    first = (tmp_path / "flips" / "export.json").read_bytes()
-    assert _run_suite(tmp_path).returncode == 1  # run again: the suite's earlier export is replaced, same bytes
-    assert (tmp_path / "flips" / "export.json").read_bytes() == first
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".flips")]  # nothing left beside it
+    first = (where / "flips" / "export.json").read_bytes()
+    assert _run_suite(pytester).ret == 1  # run again: the suite's earlier export is replaced, same bytes
+    assert (where / "flips" / "export.json").read_bytes() == first
+    assert not [p for p in where.iterdir() if p.name.startswith(".flips")]  # nothing left beside it
 
 
-def test_a_suites_export_into_a_folder_of_other_files_is_refused_before_any_case(tmp_path):
-    (tmp_path / "memerobust-exported.toml").write_text(SUITE_WITH_EXPORT)
-    (tmp_path / "flips").mkdir()
-    (tmp_path / "flips" / "notes.txt").write_text("mine")
-    done = _run_suite(tmp_path)
-    assert done.returncode != 0 and "[export].out" in done.stdout + done.stderr
-    assert "is not empty" in done.stdout + done.stderr and " passed" not in done.stdout
-    assert (tmp_path / "flips" / "notes.txt").read_text() == "mine"
+def test_a_suites_export_into_a_folder_of_other_files_is_refused_before_any_case(pytester):
+    where = pytester.path
+    (where / "memerobust-exported.toml").write_text(SUITE_WITH_EXPORT)
+    (where / "flips").mkdir()
+    (where / "flips" / "notes.txt").write_text("mine")
+    done = _run_suite(pytester)
+    said = done.stdout.str() + done.stderr.str()
+    assert done.ret != 0 and "[export].out" in said
+    assert "is not empty" in said and " passed" not in done.stdout.str()
+    assert (where / "flips" / "notes.txt").read_text() == "mine"
 
 
 TINY_SUITE = """
@@ -300,25 +311,28 @@ typos = [3]
 @pytest.fixture(scope="module")
 def csv_run(tmp_path_factory):
     """A run of the demo detector on a generic csv file (task `label`, classes 0 and 1) whose pictures lie beside
-    its folder, read with --memerobust-allow-outside-paths: its report."""
+    its folder, read with --memerobust-allow-outside-paths: its report. Run once for the session."""
     from PIL import Image
 
-    where = tmp_path_factory.mktemp("csv-run")
-    (where / "pictures").mkdir()
-    (where / "data").mkdir()
-    rng = np.random.default_rng(0)
-    rows = ["id,image,text,label"]
-    for i in range(12):
-        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(where / "pictures" / f"{i}.png")
-        rows.append(f"m{i},../pictures/{i}.png,{'we hate them all' if i % 2 else 'a sunny day'} number {i},{i % 2}")
-    (where / "data" / "memes.csv").write_text("\n".join(rows) + "\n")
-    (where / "memerobust-tiny.toml").write_text(TINY_SUITE)
-    done = subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", "--memerobust-task=label",
-                           "--memerobust-data=csv:data/memes.csv", "--memerobust-allow-outside-paths",
-                           "--memerobust-bootstrap=20", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "--memerobust-report=r.json", "."], cwd=where, capture_output=True, text=True, timeout=600)
-    assert done.returncode in (0, 1) and (where / "r.json").is_file(), done.stdout + done.stderr
-    return where
+    def build(where: Path) -> None:
+        (where / "pictures").mkdir()
+        (where / "data").mkdir()
+        rng = np.random.default_rng(0)
+        rows = ["id,image,text,label"]
+        for i in range(12):
+            Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(where / "pictures" / f"{i}.png")
+            caption = "we hate them all" if i % 2 else "a sunny day"
+            rows.append(f"m{i},../pictures/{i}.png,{caption} number {i},{i % 2}")
+        (where / "data" / "memes.csv").write_text("\n".join(rows) + "\n")
+        (where / "memerobust-tiny.toml").write_text(TINY_SUITE)
+        done = subprocess.run([sys.executable, "-m", "pytest", "--memerobust-model=demo", "--memerobust-task=label",
+                               "--memerobust-data=csv:data/memes.csv", "--memerobust-allow-outside-paths",
+                               "--memerobust-bootstrap=20", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               "--memerobust-report=r.json", "."], cwd=where, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode in (0, 1) and (where / "r.json").is_file(), done.stdout + done.stderr
+
+    return built_once(tmp_path_factory, "export-csv-run", build)
 
 
 def test_export_names_its_own_switch_for_pictures_outside_the_folder(csv_run, tmp_path, capsys, monkeypatch):

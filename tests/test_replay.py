@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch  # imported here once: pytester's in-process runs would otherwise re-import it and crash
 
+from built_once import built_once
 from pytest_memerobust.determinism import device_type
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.results import ConditionResult, StatsConfig
@@ -42,12 +43,16 @@ def _run(cwd, *args):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A run whose two cases fail, and the manifest it wrote."""
-    where = tmp_path_factory.mktemp("recorded")
-    (where / "memerobust-strict.toml").write_text(STRICT_SUITE)
-    run = _run(where, "--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".")
-    assert run.returncode == 1, run.stdout + run.stderr
-    return where, run, json.loads((where / "cx.json").read_text())
+    """A run whose two cases fail: its folder, what it printed, and the manifest it wrote. Run once for the session,
+    whichever pytest-xdist worker asks first."""
+    def build(where):
+        (where / "memerobust-strict.toml").write_text(STRICT_SUITE)
+        run = _run(where, "--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".")
+        assert run.returncode == 1, run.stdout + run.stderr
+        (where / "stdout.txt").write_text(run.stdout)
+
+    where = built_once(tmp_path_factory, "replay-recorded", build)
+    return where, (where / "stdout.txt").read_text(), json.loads((where / "cx.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +69,8 @@ def _copy_manifest(recorded, pytester, name="cx.json", change=None):
 
 
 def test_a_failing_case_writes_its_worst_flips_as_the_engine_fed_them(recorded, session):
-    where, run, manifest = recorded
-    assert "counterexamples of 2 failing cases written to cx.json" in run.stdout
+    where, printed, manifest = recorded
+    assert "counterexamples of 2 failing cases written to cx.json" in printed
     assert manifest["format"] == FORMAT
     entries = manifest["entries"]
     assert {e["case"] for e in entries} == {"memerobust-strict.toml::demo::hotflip-3",
@@ -206,13 +211,14 @@ def test_read_manifest_rejects_what_is_not_one(tmp_path):
     assert read_manifest(path) == []
 
 
-def test_under_xdist_the_controller_writes_the_same_manifest(recorded, tmp_path):
+def test_under_xdist_the_controller_writes_the_same_manifest(recorded, pytester):
+    """The controller runs in this process (pytester), its two workers in their own."""
     pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra")
     where, _, manifest = recorded
-    shutil.copy(where / "memerobust-strict.toml", tmp_path)
-    run = _run(tmp_path, "--memerobust-model=demo", *RUN, "-n", "2", "--memerobust-counterexamples=cx.json", ".")
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert json.loads((tmp_path / "cx.json").read_text()) == manifest
+    shutil.copy(where / "memerobust-strict.toml", pytester.path)
+    run = pytester.runpytest("--memerobust-model=demo", *RUN, "-n", "2", "--memerobust-counterexamples=cx.json", ".")
+    assert run.ret == 1, run.stdout.str() + run.stderr.str()
+    assert json.loads((pytester.path / "cx.json").read_text()) == manifest
 
 
 # --- the pictures stored beside the manifest, and the merge by case ------------------------------------------------
@@ -337,29 +343,31 @@ def test_write_manifest_merges_by_case_and_removes_the_pictures_no_entry_names(t
     assert [e["meme"] for e in json.loads(path.read_text())["entries"]] == ["m5"]
 
 
-def test_a_subset_run_keeps_the_other_cases_counterexamples(recorded, tmp_path):
+def test_a_subset_run_keeps_the_other_cases_counterexamples(recorded, pytester):
+    """Both runs in this process (pytester)."""
+    project = pytester.path
     where, _, manifest = recorded
-    shutil.copy(where / "cx.json", tmp_path)
-    shutil.copytree(where / "cx.pictures", tmp_path / "cx.pictures")
+    shutil.copy(where / "cx.json", project)
+    shutil.copytree(where / "cx.pictures", project / "cx.pictures")
     noisy = "memerobust-strict.toml::demo::gaussian_noise-5"
     # the noise case passes now (same case id, lenient thresholds); only it runs
-    (tmp_path / "memerobust-strict.toml").write_text(STRICT_SUITE.replace("accuracy = 1.5", "accuracy = 0.0"))
-    run = _run(tmp_path, "--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".",
-               "-k", "gaussian_noise")
-    assert run.returncode == 0, run.stdout + run.stderr
-    after = json.loads((tmp_path / "cx.json").read_text())["entries"]
+    (project / "memerobust-strict.toml").write_text(STRICT_SUITE.replace("accuracy = 1.5", "accuracy = 0.0"))
+    run = pytester.runpytest("--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".",
+                             "-k", "gaussian_noise")
+    assert run.ret == 0, run.stdout.str() + run.stderr.str()
+    after = json.loads((project / "cx.json").read_text())["entries"]
     assert after == [e for e in manifest["entries"] if e["case"] != noisy]  # the hotflip case's, untouched
     dropped = len(manifest["entries"]) - len(after)
     assert (f"memerobust: {dropped} counterexamples of cases that now pass or flip no meme removed from cx.json "
-            f"({len(after)} of 1 other case kept from earlier runs)") in run.stdout
-    assert sorted(p.name for p in (tmp_path / "cx.pictures").iterdir()) == \
+            f"({len(after)} of 1 other case kept from earlier runs)") in run.stdout.str()
+    assert sorted(p.name for p in (project / "cx.pictures").iterdir()) == \
         sorted({e["picture_file"].split("/")[1] for e in after})
     # it fails again: its entries come back, and the whole manifest is the full run's again
-    (tmp_path / "memerobust-strict.toml").write_text(STRICT_SUITE)
-    run = _run(tmp_path, "--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".",
-               "-k", "gaussian_noise")
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert json.loads((tmp_path / "cx.json").read_text()) == manifest
+    (project / "memerobust-strict.toml").write_text(STRICT_SUITE)
+    run = pytester.runpytest("--memerobust-model=demo", *RUN, "--memerobust-counterexamples=cx.json", ".",
+                             "-k", "gaussian_noise")
+    assert run.ret == 1, run.stdout.str() + run.stderr.str()
+    assert json.loads((project / "cx.json").read_text()) == manifest
 
 
 def test_an_attacked_picture_replays_against_a_new_checkpoint_without_fitting_the_attack_again(session, tmp_path,

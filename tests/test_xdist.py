@@ -21,8 +21,10 @@ SELECTION = ["--memerobust-model=demo", "--memerobust-limit=40", "--memerobust-b
 
 
 def test_the_merged_report_equals_a_single_process_run(pytester):
-    single = pytester.runpytest_subprocess(*SELECTION, "--memerobust-report=single.json")
-    split = pytester.runpytest_subprocess(*SELECTION, "-n", "2", "--memerobust-report=split.json")
+    """Both runs start in this process (pytester): the single one runs here, the split one's controller here and its
+    two workers in their own processes."""
+    single = pytester.runpytest(*SELECTION, "--memerobust-report=single.json")
+    split = pytester.runpytest(*SELECTION, "-n", "2", "--memerobust-report=split.json")
     assert single.ret == split.ret
     assert "memerobust tables" in split.stdout.str()
     one, two = (json.loads((pytester.path / name).read_text()) for name in ("single.json", "split.json"))
