@@ -16,7 +16,7 @@ from pytest_memerobust.run.workers import merge_wire, to_wire, worker_device
 
 pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra")
 
-SELECTION = ["--memerobust-model=demo", "--memerobust-limit=40", "--memerobust-bootstrap=200",
+SELECTION = ["--memerobust-model=demo", "--memerobust-limit=24", "--memerobust-bootstrap=100",
              "-k", "rainbow and (typos or imagenet_c or clean)", "-p", "no:cacheprovider", "-p", "no:randomly"]
 
 
