@@ -11,10 +11,12 @@ attack that matches a white-box one means the white-box one is broken).
 
 Detectors: each kind's tiny random backbone with a head trained for 40 epochs on the demo memes (for the UAP, on the
 image channel alone); the 160 demo test memes are attacked, by HotFlip the first HOTFLIP_MEMES of them (its queries on
-the real MiniLM cost about half a second a meme on 2 CPU cores; every kind's difference interval stays well above 0).
+the real MiniLM cost about half a second a meme on 2 CPU cores; every kind's difference interval stays well above 0),
+and on the real MiniLM the trigger is fitted on 32 memes in 1 round (TRIGGER_FIT_BY_KIND), not 64 in 2.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -23,7 +25,7 @@ import pytest
 from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.engine import Engine
 from pytest_memerobust.judge.metrics import paired_bootstrap_ci
-from pytest_memerobust.perturb import get
+from pytest_memerobust.perturb import attacks, get
 from pytest_memerobust.perturb.attacks import _LETTERS, vocabulary_words
 from pytest_memerobust.perturb.uap import add_pattern_batch, pattern_for
 from minilm_model import require_minilm
@@ -131,9 +133,18 @@ UAP_AT_CHANCE = pytest.mark.xfail(strict=True, reason="issue 13: the tiny random
                                                       "chance; the pattern's loss rise is not surely significant")
 
 
+# The trigger's fit on the real MiniLM, the costliest (60 s of CPU at find_trigger's 64 memes and 2 rounds), on 32 memes
+# in 1 round (17 s): measured 2026-11-30 against six draws of random words (seeds 0-5), the trigger flips 0.456 and
+# the difference interval's low end is 0.24 to 0.37
+TRIGGER_FIT_BY_KIND = {"minilm": {"examples": 32, "rounds": 1}}
+
+
 @pytest.mark.parametrize("kind", [pytest.param(k, marks=TRIGGER_NO_BETTER) if k == "hf-blip2" else k for k in KINDS])
-def test_the_universal_trigger_flips_more_than_random_words(kind):
+def test_the_universal_trigger_flips_more_than_random_words(kind, monkeypatch):
     run = attacked(kind)
+    if kind in TRIGGER_FIT_BY_KIND:
+        smaller_fit = functools.partial(attacks.find_trigger, **TRIGGER_FIT_BY_KIND[kind])
+        monkeypatch.setattr(attacks, "find_trigger", smaller_fit)
     triggered = get("universal_trigger").apply(run.texts, run.ids, 3, 0, run.context)
     trigger = triggered[0][: -len(run.texts[0]) - 1]
     vocabulary = [w for _, w in vocabulary_words(run.detector.text_backbone)]
