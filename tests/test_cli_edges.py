@@ -37,6 +37,12 @@ sys.exit(cli.main(["list"]))
 """
 
 
+def signals_as_in_a_terminal() -> None:
+    """`preexec_fn` for a child that is sent SIGINT: a test run started in the background (`cmd &` in a shell)
+    ignores SIGINT, and its children would inherit that and never see the signal (as test_run_edges does)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stopped(process: subprocess.Popen, signum: int) -> tuple[str, int, str]:
     """Once `process` prints its first line, send it `signum`: that line, its exit status and standard error. A
     process that outlives the wait is killed (by its own pid) before the test goes on."""
@@ -54,5 +60,5 @@ def stopped(process: subprocess.Popen, signum: int) -> tuple[str, int, str]:
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_a_command_with_one_line(signum, code):
     process = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, preexec_fn=signals_as_in_a_terminal)
     assert stopped(process, signum) == ("started\n", code, "memerobust list: interrupted\n")

@@ -17,7 +17,7 @@ from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
 from built_once import built_once
-from test_cli_edges import stopped
+from test_cli_edges import signals_as_in_a_terminal, stopped
 
 datasets = pytest.importorskip("datasets")  # the [export] extra
 
@@ -388,7 +388,8 @@ def test_an_export_stopped_while_it_writes_leaves_nothing(run, tmp_path, signum,
     out = tmp_path / "out"
     process = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, "export", str(where / "r.json"), "--out", str(out),
                                 "--conditions", "text=typos@3", "--cache-dir", str(where / "cache")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=signals_as_in_a_terminal)
     staging, rc, err = stopped(process, signum)
     assert staging.startswith(".out.") and staging.endswith(".tmp\n")  # stopped inside the staging window
     assert (rc, err) == (code, "memerobust export: interrupted, nothing written\n")
