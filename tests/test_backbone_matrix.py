@@ -35,6 +35,7 @@ import pytest
 from pytest_memerobust.cli import main as memerobust_command
 from pytest_memerobust.run.suite import builtin_suite_dir, builtin_suite_paths, load_suite
 from small_fits import patch_small_fits
+from built_once import locked, session_folder
 from tiny_backbones import KINDS, card_toml, save_tiny_bert
 
 VERDICTS = {"passed", "failed", "skipped"}
@@ -101,32 +102,10 @@ def _train_and_run(kind: str, folder: Path) -> dict:
     return {"outcomes": _outcomes(folder / "junit.xml"), "log": said.getvalue()}
 
 
-@contextlib.contextmanager
-def _lock(path: Path, wait: bool):
-    """Hold an exclusive lock on `path` (POSIX flock; elsewhere every process holds it at once, and runs the kinds
-    it needs itself); yield whether it is held. Without `wait`, yield False at once if another process holds it."""
-    try:
-        import fcntl
-    except ImportError:
-        yield True
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # (closing releases the lock)
-
-
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
     """kind -> outcomes of the built-in suites on that kind's trained tiny detector (run lazily, once a session)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "backbone-matrix"
+    shared = session_folder(tmp_path_factory) / "backbone-matrix"
     shared.mkdir(exist_ok=True)
     wanted = _kinds_tested(request.session.items, request.path)
     done: dict[str, dict] = {}
@@ -139,7 +118,7 @@ def runs(request, tmp_path_factory):
 
     def take(kind: str, wait: bool) -> bool:
         """Run `kind` unless another process is at it (then wait for it, or with `wait` False, say so)."""
-        with _lock(shared / f"{kind}.lock", wait) as held:
+        with locked(shared / f"{kind}.lock", wait) as held:
             if held and result(kind) is None:
                 try:
                     outcome = _train_and_run(kind, tmp_path_factory.mktemp(kind))
