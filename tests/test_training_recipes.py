@@ -158,7 +158,7 @@ def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_
                                                                                                   tmp_path):
     """On TRAIN_MEMES + VAL_MEMES demo memes: once in a fresh process at 1 thread, again in this process at 2 (one
     fresh interpreter's start, not two: the second run's thread count is set here), then without the recipe."""
-    import torch
+    from pytest_memerobust.determinism import fixed_threads
 
     data = _few_demo_memes(tmp_path / "memes")
     recipe = ["--augment", "typos@1-3:0.5", "--augment", "gaussian_noise@2:0.5", "--adversarial", "hotflip@1:0.5",
@@ -167,13 +167,9 @@ def test_the_same_augmented_adversarial_command_writes_the_same_bytes_twice_and_
     run = _train(tiny_card, out, *recipe, threads=1, data=data)
     assert run.returncode == 0, run.stderr[-2000:]
     again = tmp_path / "again" / "m.safetensors"  # a second time, in this process, at 2 threads
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
+    with fixed_threads(2):
         assert cli_main(["train", str(tiny_card), *data, "--out", str(again), "--epochs", "2", "--no-cache",
                          "--quiet", *recipe]) == 0
-    finally:
-        torch.set_num_threads(threads)
     assert _digest(again) == _digest(out)
     card = tomllib.loads(out.with_suffix(".card.toml").read_text(encoding="utf-8"))
     assert card["training"]["augment"] == ["typos@1-3:0.5", "gaussian_noise@2:0.5"]

@@ -172,7 +172,7 @@ def test_a_recipes_report_is_the_same_at_any_thread_count(pytester, tmp_path):
                                   'min_relative_robustness = { accuracy = 0.0 }\n'
                                   '[text]\n"textattack:deepwordbug" = [1]\n'
                                   '[grid]\ntext = ["textattack:pruthi@1"]\nimage = ["gaussian_noise@2"]\n'})
-    import torch
+    from pytest_memerobust.determinism import fixed_threads
 
     reports = []
     for threads in (1, 3):
@@ -184,12 +184,8 @@ def test_a_recipes_report_is_the_same_at_any_thread_count(pytester, tmp_path):
             pytester._monkeypatch.setenv("OMP_NUM_THREADS", "1")
             result = pytester.runpytest_subprocess(*args)
         else:  # and this one at three: most of a fresh run's minute is importing transformers and textattack
-            before = torch.get_num_threads()
-            torch.set_num_threads(threads)
-            try:
+            with fixed_threads(threads):
                 result = pytester.runpytest_inprocess(*args)
-            finally:
-                torch.set_num_threads(before)
         result.assert_outcomes(passed=3)  # clean, the recipe, the grid cell
         reports.append(json.loads(report.read_text()))
     for report in reports:  # versions and the checkpoint's path aside
