@@ -2,6 +2,7 @@
 machine that happens to be online. Only this machine's loopback is reachable (the Ray clusters tests start)."""
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -61,8 +62,18 @@ def _runs_tests(config) -> bool:
     return getattr(config, "workerinput", None) is not None or not config.getoption("numprocesses", None)
 
 
+TEXTATTACK_ADAPTER = Path(__file__).parent / "textattack_adapter"
+
+
+def _runs_only_the_textattack_adapter(config) -> bool:
+    """The adapter's tests (tests/textattack_adapter/run.sh, in their own environment) make one in-process run in a
+    worker at most and load none of the models above: the imports cost each of its workers about 21 s (transformers
+    4's torch._dynamo alone 11 s) before its first test."""
+    return all(Path(arg.partition("::")[0]).resolve().is_relative_to(TEXTATTACK_ADAPTER) for arg in config.args)
+
+
 def pytest_configure(config):
-    if _runs_tests(config):
+    if _runs_tests(config) and not _runs_only_the_textattack_adapter(config):
         _import_what_tests_share()
     socket.socket.connect = _guarded
     socket.socket.connect_ex = _guarded
