@@ -15,7 +15,8 @@ from .errors import ConfigError
 # name, converter (None: plain string), repeatable, help
 _OPTIONS = [
     ("model", None, True, "detector to test: a model card name (e.g. demo) or a card .toml path; repeatable"),
-    ("data", None, False, "dataset spec NAME:PATH[:SPLIT], e.g. pridemm:/data/PrideMM:test (default: demo)"),
+    ("data", None, False, "dataset spec NAME:PATH[:SPLIT], e.g. pridemm:/data/PrideMM:test, or a folder of pictures "
+     "(default: demo)"),
     ("checkpoint", None, True, "weights overriding the card's: PATH, or MODEL=PATH; repeatable"),
     ("device", conv.device, False, "auto (default), cpu, cuda, cuda:N or mps"),
     ("batch-size", conv.positive_int, False, "inference batch size (default 64; halved on a GPU out-of-memory)"),

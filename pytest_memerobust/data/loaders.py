@@ -75,7 +75,8 @@ def parse_spec(spec: str) -> tuple[str, Path, str | None]:
 
     Rules, in order:
     1. a bare path ending in .csv or .jsonl (that exists, or whose text before the first ':' is not a loader
-       name) is read by the generic loader of that suffix, with no split;
+       name) is read by the generic loader of that suffix, with no split; a bare path to an existing folder whose
+       text before the first ':' is not a loader name, by the folder loader, with no split;
     2. otherwise NAME is the text before the first ':' (a bare NAME, with no ':', gets the path '.');
     3. the rest is PATH, unless its last ':' is followed by a SPLIT: a split word the loader declares, or a
        word without '/' or '\\' when the whole rest is not an existing path. So `C:\\data\\x.csv` stays a path.
@@ -85,6 +86,8 @@ def parse_spec(spec: str) -> tuple[str, Path, str | None]:
     head_name = spec.split(":", 1)[0]
     if generic and (as_path.is_file() or head_name not in LOADERS):
         return generic, as_path, None
+    if head_name not in LOADERS and as_path.is_dir():  # a folder of pictures (`folder:PATH` without its name)
+        return FOLDER_LOADER, as_path, None
 
     name, sep, rest = spec.partition(":")
     if name not in LOADERS:
@@ -170,6 +173,9 @@ class _Row:
 
 def _read_text(path: Path) -> str:
     """Whole file as text, decoded strictly, so a bad byte is reported by line instead of becoming U+FFFD."""
+    if path.is_dir():
+        raise DataError(f"{path} is a folder, not a dataset file: read its pictures with folder:{path} (or the "
+                        f"folder's path alone), or name the file in it")
     if not path.is_file():
         raise DataError(f"dataset file not found: {path}")
     try:
@@ -433,7 +439,20 @@ def _image_path(row: _Row, candidates: Sequence[Path], require: bool, *, root: P
     if folders:
         raise DataError(f"{row.where}: image path {_path(folders[0])} is a folder, not a picture file")
     tried = " or ".join(_path(c) for c in candidates)
-    raise DataError(f"{row.where}: image file not found: {tried}")
+    raise DataError(f"{row.where}: image file not found: {tried}{_other_case(candidates)}")
+
+
+def _other_case(candidates: Sequence[Path]) -> str:
+    """A hint naming a file that differs from a candidate only in case (`99.jpg` asked, `99.JPG` there): file names
+    are case-sensitive here, and on the machine the csv was written on they may not have been."""
+    for candidate in candidates:
+        try:
+            found = [entry for entry in candidate.parent.iterdir() if entry.name.lower() == candidate.name.lower()]
+        except OSError:
+            continue
+        if found:
+            return f" (there is {_path(found[0])}: file names are case-sensitive here; rename the file or the path)"
+    return ""
 
 
 def _check_picture(row: _Row, path: Path) -> None:
@@ -549,6 +568,159 @@ def load_jsonl(path: Path, split: str | None = None, *, require_images: bool = T
         for row in rows:
             _require_keys(row, ["split"])  # a split column present on some rows must be on all
     return _generic(rows, path, "jsonl", split, has_split, require_images, require_captions, allow_outside_paths)
+
+
+# ------------------------------------------------------------------------------------------ folders of pictures
+
+FOLDER_LOADER = "folder"
+PICTURE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+# Hugging Face's imagefolder: a top-level folder with one of these names is a split; metadata.csv or metadata.jsonl
+# beside the pictures names each (`file_name`) and may give its caption and label
+FOLDER_SPLITS = ("train", "validation", "valid", "val", "dev", "test")
+FOLDER_METADATA = ("metadata.csv", "metadata.jsonl")
+FOLDER_CAPTION_COLUMNS = ("text", "caption")
+
+
+@dataclass(frozen=True)
+class _PictureRow(_Row):
+    """A picture found in a folder, as a row: its errors name the picture, not a row of a file it is not in."""
+
+    @property
+    def where(self) -> str:
+        return str(self.file)
+
+
+def _pictures(folder: Path) -> list[Path]:
+    """The pictures under `folder`, by their path relative to it (sorted: the order a run evaluates them in);
+    hidden files and folders (`.DS_Store`, `.ipynb_checkpoints`) left out."""
+    found = []
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        if path.suffix.lower() in PICTURE_SUFFIXES and not any(part.startswith(".") for part in relative.parts) \
+                and path.is_file():
+            found.append(relative)
+    return sorted(found, key=lambda r: r.as_posix())
+
+
+def _class_indices(values: Sequence[Any]) -> tuple[list[str], list[int]] | None:
+    """Class names and each value's index: integers are the classes 0..the highest (as a csv's labels), names are
+    sorted (imagefolder's ClassLabel); None where no value is given."""
+    given = [v for v in values if v is not None and str(v).strip() != ""]
+    if not given:
+        return None
+    texts = [str(v).strip() for v in values]
+    if all(re.fullmatch(r"[0-9]{1,2}", t) for t in texts):
+        numbers = [int(t) for t in texts]
+        return [str(i) for i in range(max(numbers) + 1)], numbers
+    names = sorted(set(texts))
+    return names, [names.index(t) for t in texts]
+
+
+def _folder_split_roots(root: Path, split: str | None) -> list[tuple[Path, str | None]]:
+    """(folder, split) pairs to read: every split folder there is (`split` must be one of them), or the folder."""
+    present = [name for name in FOLDER_SPLITS if (root / name).is_dir()]
+    if split is not None and split not in present:
+        listed = ", ".join(present) or "none: the folder has no train/validation/test folders"
+        raise DataError(f"{root}: unknown split {_quoted(split)}; splits present: {listed}")
+    return [(root / name, name) for name in present] or [(root, None)]
+
+
+def _folder_rows(folder: Path) -> tuple[list[_Row], str | None, str | None]:
+    """The rows of one (split) folder: its metadata file's, each naming its picture, or a row per picture found, its
+    class subfolder as its label. Also the caption column and the label column (None: none)."""
+    metadata = [folder / name for name in FOLDER_METADATA if (folder / name).is_file()]
+    if len(metadata) > 1:
+        raise DataError(f"{folder}: has both metadata.csv and metadata.jsonl; keep one")
+    if metadata:
+        file = metadata[0]
+        rows = _read_csv(file)[1] if file.suffix == ".csv" else _read_jsonl(file)
+        _require_rows(rows, file)
+        for row in rows:
+            _require_keys(row, ["file_name"])
+        caption = next((c for c in FOLDER_CAPTION_COLUMNS if c in rows[0].values), None)
+        return rows, caption, "label" if "label" in rows[0].values else None
+    pictures = _pictures(folder)
+    if not pictures:
+        raise DataError(f"{folder}: no pictures ({', '.join(sorted(PICTURE_SUFFIXES))}) in it or its subfolders, "
+                        f"and no metadata.csv or metadata.jsonl")
+    depths = {len(p.parts) for p in pictures}
+    if len(depths) > 1:
+        shallow, deep = (next(p for p in pictures if len(p.parts) == d) for d in (min(depths), max(depths)))
+        raise DataError(f"{folder}: pictures at different depths ({shallow} and {deep}): put every picture in a "
+                        f"subfolder named after its class (its label), or every picture in the folder itself (no "
+                        f"labels)")
+    labelled = depths == {2}
+    if not labelled and depths != {1}:
+        raise DataError(f"{folder}: pictures {max(depths) - 1} folders deep ({pictures[0]}); a class subfolder holds "
+                        f"its pictures directly")
+    rows = [_PictureRow(folder / p, i, i, {"file_name": p.as_posix(), **({"label": p.parts[0]} if labelled else {})})
+            for i, p in enumerate(pictures, start=1)]
+    return rows, None, "label" if labelled else None
+
+
+@loader(FOLDER_LOADER)
+def load_folder(path: Path, split: str | None = None, *, require_images: bool = True,
+                require_captions: bool = True, allow_outside_paths: bool = False) -> Dataset:
+    """A folder of pictures, with Hugging Face's imagefolder conventions: class subfolders are the labels (classes
+    in sorted order), or a metadata.csv / metadata.jsonl names each picture (`file_name`, relative to it) with an
+    optional caption (`text` or `caption`), label (`label`: 0, 1, ... or class names, sorted) and id (`id`); folders
+    train/, validation/, test/ ... are splits. A meme's id is its `id`, or its picture's path in the folder without the
+    suffix; a meme without a caption needs an OCR backend (--memerobust-ocr), which reads it off the picture."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError(f"dataset folder not found: {root}" if not root.exists() else
+                        f"{root} is a file, not a folder of pictures" + (
+                            f": read it with {GENERIC_SUFFIXES[root.suffix.lower()]}:{root}"
+                            if root.suffix.lower() in GENERIC_SUFFIXES else ""))
+    parts = []
+    for folder, named in _folder_split_roots(root, split):
+        rows, caption, label = _folder_rows(folder)
+        parts.append((folder, named, rows, caption, label))
+    labelled = {label is not None for *_, label in parts}
+    if labelled != {True}:
+        unlabelled = next(folder for folder, _, _, _, label in parts if label is None)
+        raise DataError(f"{unlabelled}: its memes have no labels (no class subfolders, no 'label' column in a "
+                        f"metadata file), so they cannot be scored: put each picture in a subfolder named after its "
+                        f"class, or give metadata.csv a label column")
+    every = [row for *_, rows, _, _ in parts for row in rows]
+    values = [row.values.get("label") for row in every]
+    missing = next((row for row, value in zip(every, values) if value is None or str(value).strip() == ""), None)
+    if missing is not None:
+        raise DataError(f"{missing.where}: no label for {_quoted(missing.values['file_name'])}; every meme of a "
+                        f"labelled folder needs one")
+    classes, indices = _class_indices(values)  # (labelled: not None)
+    if len(classes) > MAX_GENERIC_CLASSES:
+        raise DataError(f"{root}: {len(classes)} classes, above {MAX_GENERIC_CLASSES}; a meme task has a handful")
+    # classes come from every split, so each split of one folder shares one label schema (as a csv's)
+    memes, kept, index = [], [], iter(indices)
+    for folder, named, rows, caption, _ in parts:
+        for row in rows:
+            label = next(index)
+            if split is not None and named != split:
+                continue
+            file_name = _string(row, "file_name").strip()
+            meme_id = _meme_id(row, "id") if "id" in row.values else Path(file_name).with_suffix("").as_posix()
+            if named is not None and "id" not in row.values:
+                meme_id = f"{named}/{meme_id}"
+            image = _image_path(row, [folder / file_name], require_images, root=root,
+                                allow_outside=allow_outside_paths)
+            if caption is None and require_captions:
+                raise DataError(f"{row.where}: no caption for meme {_quoted(meme_id)} (no metadata.csv or .jsonl "
+                                f"with a 'text' column names it): an OCR backend reads captions off the pictures: "
+                                f"--memerobust-ocr=rapidocr")
+            if caption is None:  # "": the OCR backend reads it (data/ocr.py)
+                text = ""
+            else:
+                text = _caption(row, caption, meme_id, require_captions)
+            meta = {"split": named} if named is not None else {}
+            memes.append(Meme(meme_id, text, {"label": label}, image, meta=meta))
+            kept.append(row)
+    _check_unique(memes, kept)
+    if len(classes) < 2:
+        raise DataError(f"{root}: one class ({_quoted(classes[0])}): AUROC and every rate against the other class "
+                        f"need two; add memes of another class")
+    name = f"{FOLDER_LOADER}:{split}" if split else FOLDER_LOADER
+    return Dataset(name, memes, {GENERIC_TASK: classes}, str(root))
 
 
 # ---------------------------------------------------------------------------------------------------- PrideMM
