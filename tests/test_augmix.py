@@ -78,3 +78,21 @@ def test_preview_writes_a_gallery_of_every_severity(tmp_path, capsys):
     assert main(["preview", "--perturbations", "typos", "--out", str(tmp_path / "x.png")]) == 2
     assert "not an image perturbation" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_preview_reads_a_dataset_whose_pictures_lie_outside_its_folder_only_when_asked(tmp_path, capsys):
+    from pytest_memerobust.cli import main
+
+    Image.fromarray(np.full((32, 32, 3), 200, dtype=np.uint8)).save(tmp_path / "picture.png")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "memes.csv").write_text("id,image,text,label\nm0,../picture.png,a caption,1\n"
+                                                 "m1,../picture.png,another,0\n")
+    out = tmp_path / "gallery.png"
+    args = ["preview", "--data", str(tmp_path / "data" / "memes.csv"), "--perturbations", "contrast", "--tile", "32",
+            "--out", str(out)]
+    assert main(args) == 2
+    error = capsys.readouterr().err
+    assert "leads outside the dataset folder" in error and "(--allow-outside-paths)" in error
+    assert not out.exists()
+    assert main([*args, "--allow-outside-paths"]) == 0
+    assert Image.open(out).size == (6 * 32, 32 + 14)

@@ -134,3 +134,15 @@ def test_html_report_is_self_contained_with_tables_heat_map_bars_and_examples(re
     drops = [e["p_true_clean"] - e["p_true_perturbed"] for e in worst]
     assert drops == sorted(drops, reverse=True) and all(d > 0 for d in drops)
     assert all(e["caption"] and e["perturbed_caption"] for e in worst)
+
+
+def test_titles_say_ocr_captions_in_words_not_the_records_internal_key():
+    """Results on captions read off the pictures are keyed `SPEC#ocr-captions` in the records; a title says it."""
+    from pytest_memerobust.report.outline import group_title, report_meta, short_title
+
+    group = {"suite": "rainbow-noise", "model": "demo", "dataset": "folder:memes#ocr-captions", "clean": {"n": 8},
+             "task": "label"}
+    assert group_title(group) == "rainbow-noise: demo on folder:memes (OCR captions) (n=8, task=label)"
+    assert short_title(group) == "rainbow-noise: demo on folder:memes (OCR captions)"
+    meta = report_meta({"models": {"demo": {}}, "datasets": {"folder:memes#ocr-captions": {"n": 8}}, "seed": 0})
+    assert meta.startswith("demo on folder:memes (OCR captions): 8 memes; seed 0.")

@@ -7,7 +7,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-OUTSIDE_PATHS = "--allow-outside-paths"  # the switch of the commands that read datasets (train, export, budgets)
+OUTSIDE_PATHS = "--allow-outside-paths"  # the switch of the commands that read datasets (train, export, budgets, preview)
 OCR_OPTION = "--ocr rapidocr"  # how train, budgets and preview ask for captions read off the pictures
 CACHE_DIR = str(Path(".pytest_cache") / "d" / "memerobust")  # the plugin's cache folder, the commands' default
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import MemeRobustError
-from .common import OCR_OPTION, ocr_reader
+from .common import OCR_OPTION, OUTSIDE_PATHS, ocr_reader
 
 
 def add_parser(sub) -> None:
@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
     preview.add_argument("--ocr", choices=OCR_BACKENDS, help="find where the picture shows its text with this OCR "
                          "backend, when the dataset does not say (the typographic edits act there), and read the "
                          "caption off the picture when the dataset has none")
+    preview.add_argument(OUTSIDE_PATHS, dest="allow_outside_paths", action="store_true",
+                         help="read a dataset whose files lie outside its folder")
     preview.add_argument("--perturbations", nargs="+", help="names (default: every model-free image perturbation)")
     preview.add_argument("--seed", type=int, default=0)
     preview.add_argument("--tile", type=int, default=128, help="tile side in pixels")
@@ -41,7 +43,7 @@ def run(args) -> int:
         image, meme_id, caption = load_rgb(Path(args.image)), Path(args.image).name, args.caption
     else:
         dataset = read_memes(args.data, ocr=ocr_reader(args), require_images=not args.render,
-                             ocr_option=OCR_OPTION)
+                             allow_outside_paths=args.allow_outside_paths, ocr_option=OCR_OPTION)
         if not 0 <= args.index < len(dataset):
             raise MemeRobustError(f"--index {args.index} is outside {args.data!r} ({len(dataset)} memes)")
         meme = dataset.memes[args.index]

@@ -9,7 +9,7 @@ import html
 
 from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, NOT_JUDGED, VERDICT_LABELS,
-                      baseline_cells, skipped_by_reason, skipped_contents, skipped_title, some_cases,
+                      baseline_cells, data_title, skipped_by_reason, skipped_contents, skipped_title, some_cases,
                       verdict_columns, baseline_notes, brief, caption_labels, case_of, counts, counts_text, gate_shown,
                       has_verdict, model_counts, number, partial_note, read_by_ocr, p_value, regression_line, report_meta, run_details, section_title, severity_order, short_title,
                       signed, slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
@@ -310,7 +310,7 @@ def markdown(report: dict, figures: list[tuple] | None = None) -> str:
         toc.append((anchor, f"Evasion budgets: {entry.get('label', entry['model'])}", ""))
     for entry in report.get("prompt_invariance", []):
         anchor = slug(f"prompts {entry['model']} {entry['dataset']}", taken)
-        body += [f'<a id="{anchor}"></a>', f"## Prompt invariance: {entry['model']} on {entry['dataset']} "
+        body += [f'<a id="{anchor}"></a>', f"## Prompt invariance: {entry['model']} on {data_title(entry['dataset'])} "
                  f"(n={entry['n']})", prompt_table(entry, "github"), "\n".join(prompt_summary(entry))]
         toc.append((anchor, f"Prompt invariance: {entry['model']}", ""))
     if figures:  # PNG files beside the .md (write_report draws them), linked by relative path

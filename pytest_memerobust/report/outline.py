@@ -75,8 +75,9 @@ def report_meta(report: dict) -> str:
     of the cases' records, for a report that holds only the verdict)."""
     cases = [c for c in report.get("cases") or [] if isinstance(c, dict)]
     models = list(report.get("models") or {}) or list(dict.fromkeys(str(c.get("model")) for c in cases))
-    data = "; ".join(f"{name}: {info.get('n')} memes" for name, info in (report.get("datasets") or {}).items()) \
-        or ", ".join(dict.fromkeys(str(c["dataset"]) for c in cases if c.get("dataset")))
+    datasets = (report.get("datasets") or {}).items()
+    data = "; ".join(f"{data_title(name)}: {info.get('n')} memes" for name, info in datasets) \
+        or ", ".join(dict.fromkeys(data_title(str(c["dataset"])) for c in cases if c.get("dataset")))
     return (f"{', '.join(models)} on {data or 'no data'}; seed {report.get('seed')}. "
             "Suites are ordered most failing first; run details and versions are at the end.")
 
@@ -126,10 +127,19 @@ def p_value(p) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def data_title(spec: str) -> str:
+    """A data spec as a title says it: `folder:memes (OCR captions)` for the results on captions read off the
+    pictures, which the report's records key as `folder:memes#ocr-captions`."""
+    from ..data.reading import CAPTIONS_BY_OCR
+
+    return spec.removesuffix(CAPTIONS_BY_OCR) + (" (OCR captions)" if spec.endswith(CAPTIONS_BY_OCR) else "")
+
+
 def group_title(group: dict) -> str:
     """`rainbow-noise: memeblip2-tda on demo (n=160, task=hate)`: the suite, the model's name and the data."""
     suite = f"{group['suite']}: " if group.get("suite") else ""
-    return (f"{suite}{group.get('label', group['model'])} on {group['dataset']} (n={group['clean']['n']}, "
+    return (f"{suite}{group.get('label', group['model'])} on {data_title(group['dataset'])} "
+            f"(n={group['clean']['n']}, "
             f"task={group['task']})")
 
 
@@ -335,7 +345,7 @@ def table_heading(heading: str, group: dict) -> str:
 def short_title(group: dict) -> str:
     """`rainbow-noise: memeblip2-tda on demo`, for the contents."""
     suite = f"{group['suite']}: " if group.get("suite") else ""
-    return f"{suite}{group.get('label', group['model'])} on {group['dataset']}"
+    return f"{suite}{group.get('label', group['model'])} on {data_title(group['dataset'])}"
 
 
 def counts_text(c: dict[str, int], marks: bool = True) -> str:
