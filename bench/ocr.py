@@ -225,6 +225,28 @@ def lines_in_order(ordered: Sequence[TextBox], drawn, angle: float = 0.0, size: 
     return all(a[0] < b[0] or (a[0] == b[0] and a[1] < b[1]) for a, b in zip(seen, seen[1:]))
 
 
+def word_boundaries(read: str, truth: str) -> tuple[list[str], list[str]]:
+    """Where the read text's word boundaries differ from the drawn caption's: the read tokens that are two or more
+    drawn words run together (`instemfields`), and the drawn words read as two or more tokens (`sex ist`); letters
+    only, lower case, aligned by difflib."""
+    import difflib
+    import re
+
+    def tokens(text):
+        return [t for t in (re.sub(r"[^a-z]", "", w) for w in text.lower().split()) if t]
+
+    a, b = tokens(read), tokens(truth)
+    together, split = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op != "replace" or "".join(a[i1:i2]) != "".join(b[j1:j2]):
+            continue
+        if i2 - i1 == 1 and j2 - j1 > 1:
+            together.append(a[i1])
+        elif i2 - i1 > 1 and j2 - j1 == 1:
+            split.append(" ".join(a[i1:i2]))
+    return together, split
+
+
 def reading_order_bench(args) -> None:
     from pytest_memerobust.data.ocr import RapidOcr
     from pytest_memerobust.data.text_boxes import reading_order
@@ -252,15 +274,18 @@ def reading_order_bench(args) -> None:
                 "lines by overlap + words split": lambda ds: reading_order(split_run_together(d) for d in ds)}
     truths = [" ".join(text for *_, text in drawn) for _, _, drawn, _ in memes]
     multi = [len(drawn) > 1 for _, _, drawn, _ in memes]
-    rows, wrong = [], {}
+    rows, wrong, boundaries = [], {}, {}
     for variant, order in variants.items():
         ordered = [order(ds) for ds in found]
         read = [" ".join(b.text for b in boxes) for boxes in ordered]
         right = [lines_in_order(boxes, drawn, angle, args.size) for boxes, (_, _, drawn, angle) in zip(ordered, memes)]
         wrong[variant] = [i for i, (r, m) in enumerate(zip(right, multi)) if m and not r]
+        together, split = map(lambda lists: [w for ws in lists for w in ws],
+                              zip(*(word_boundaries(r, t) for r, t in zip(read, truths))))
+        boundaries[variant] = together, split
         rows.append([variant, f"{np.mean([min(1.0, character_error_rate(r, t)) for r, t in zip(read, truths)]):.3f}",
                      f"{np.mean([word_recall(r, t) for r, t in zip(read, truths)]):.3f}",
-                     f"{sum(r for r, m in zip(right, multi) if m)} / {sum(multi)}"])
+                     f"{sum(r for r, m in zip(right, multi) if m)} / {sum(multi)}", len(together), len(split)])
     lines = [len(drawn) for _, _, drawn, _ in memes]
     turned = f", text turned by up to {args.tilt:g} degrees" if args.tilt else ""
     print(f"{len(memes)} captions from {source} drawn over {len(photos)} photographs at {args.size} px in "
@@ -268,7 +293,10 @@ def reading_order_bench(args) -> None:
           f"{np.mean(lines):.1f}); OCR {seconds / len(memes):.3f} s per picture on the "
           f"{'GPU' if reader.use_cuda else 'CPU'}")
     print(tabulate(rows, headers=["reading order", "CER vs drawn caption", "words kept",
-                                  "multi-line captions in line order"]))
+                                  "multi-line captions in line order", "words run together", "words split"]))
+    for variant, (together, split) in boundaries.items():
+        print(f"  {variant}: run together: {', '.join(together) or '(none)'}")
+        print(f"  {variant}: split: {', '.join(split) or '(none)'}")
     for variant, indices in wrong.items():
         for i in indices[:5]:
             read = " ".join(b.text for b in variants[variant](found[i]))

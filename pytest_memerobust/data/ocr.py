@@ -26,8 +26,9 @@ from .words import split_run_together
 OCR_BACKENDS = ("rapidocr",)
 MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text only a few pixels high
 # A cached reading is used only when written by this version of the reading: 2 = lines grouped by overlap
-# (text_boxes.reading_order) and run-together words split (words.py); entries without it are read again.
-CACHE_VERSION = 2
+# (text_boxes.reading_order) and run-together words split (words.py); 3 = split by word frequencies; entries of
+# another version are read again.
+CACHE_VERSION = 3
 
 
 class OcrBackend(Protocol):

