@@ -14,16 +14,18 @@
 #
 # The machine has Python 3.12 with torch, torchvision, transformers, tabulate and hypothesis (and the pytest, numpy,
 # scipy and matplotlib earlier runs used); the rest travels as wheels in .whl/, installed below without touching the
-# machine's torch. A real run carries exactly these 12 files, 15,791,898 bytes in all (15.1 MiB of one call's 64 MiB):
+# machine's torch. A real run carries exactly these 14 files, 15,887,077 bytes in all (15.2 MiB of one call's 64 MiB):
 #
 #     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #         -d .whl emoji==2.16.0 confusable-homoglyphs==3.3.1 open_clip_torch==3.3.0 ftfy==6.3.1 wcwidth==0.9.4 \
 #         pytest-xdist==3.8.0 execnet==2.1.2 scikit-learn==1.7.2 joblib==1.6.0 threadpoolctl==3.8.0 \
-#         torchattacks==3.5.1 symspellpy==6.10.1
+#         torchattacks==3.5.1 symspellpy==6.10.1 fontpkg==0.2.2 fontpkg-anton==2.116
 #
 #     confusable_homoglyphs-3.3.1-py2.py3-none-any.whl                                           144,755
 #     emoji-2.16.0-py3-none-any.whl                                                              610,912
 #     execnet-2.1.2-py3-none-any.whl                                                              40,708
+#     fontpkg-0.2.2-py3-none-any.whl                                                               8,793
+#     fontpkg_anton-2.116-py3-none-any.whl                                                        86,386
 #     ftfy-6.3.1-py3-none-any.whl                                                                 44,821
 #     joblib-1.6.0-py3-none-any.whl                                                              306,115
 #     open_clip_torch-3.3.0-py3-none-any.whl                                                   1,547,268

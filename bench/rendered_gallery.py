@@ -2,13 +2,16 @@
 
 Each meme is a photograph of `skimage.data` (astronaut, coffee, chelsea, rocket...) with a caption drawn as meme
 text is (white capitals outlined in black, top and bottom; `data/render.py::draw_meme_text`) in DejaVu Sans Bold
-(matplotlib's copy). Its text boxes are read back by the OCR reader (rapidocr; `--boxes drawn` takes where the
-caption was drawn instead; `--drop-word` leaves the last word of the first line out of its box, as when OCR misses
-a word). Then `rendered_caption` draws the caption with typos (`typos@3`) back in, as typography.py did at the
+(matplotlib's copy), or with `--font anton` in Anton (Impact's kind, as most memes are). Its text boxes are read
+back by the OCR reader (rapidocr; `--boxes drawn` takes where the caption was drawn instead; `--drop-word` leaves
+the last word of the first line out of its box, as when OCR misses a word). Then `rendered_caption` draws the
+caption with typos (`typos@3`) back in, as typography.py did at the
 revision `--before` (loaded from git) and as it does in the working tree. One row per meme: the meme | before |
 after, three memes a row, written as a JPEG.
 
     python bench/rendered_gallery.py --out docs/images/rendered-caption-gallery.jpg
+    python bench/rendered_gallery.py --before dc20813 --font anton --memes 10 --tile 240 \
+        --out docs/images/rendered-caption-anton.jpg
 """
 from __future__ import annotations
 
@@ -74,7 +77,15 @@ def photo(name: str) -> np.ndarray:
     return np.asarray(img.resize((round(img.size[0] * scale), round(img.size[1] * scale)), Image.LANCZOS))
 
 
+MEME_FONTS = {"dejavu": "DejaVu Sans Bold (matplotlib's)", "anton": "Anton (fontpkg-anton: Impact's kind)"}
+meme_face = "dejavu"  # the face the memes' captions are drawn in (--font)
+
+
 def bold_font(size: float):
+    if meme_face == "anton":
+        from pytest_memerobust.perturb.typography import _packaged_anton
+
+        return ImageFont.truetype(_packaged_anton(), max(6, int(size)))
     import matplotlib
 
     return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans-Bold.ttf"),
@@ -123,7 +134,10 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=210)
     parser.add_argument("--out", type=Path, default=Path("rendered-caption-gallery.jpg"))
     parser.add_argument("--pngs", type=Path, help="also write each meme's three pictures here, full size")
+    parser.add_argument("--font", choices=MEME_FONTS, default="dejavu", help="the face the memes are drawn in")
     args = parser.parse_args()
+    global meme_face
+    meme_face = args.font
 
     before = typography_at(args.before)
     typos = get("typos")
@@ -161,7 +175,8 @@ def main() -> None:
             sheet.paste(cell, ((k % per_row) * (3 * width + 8) + j * width, (k // per_row) * height))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     sheet.save(args.out, format="JPEG", quality=72, optimize=True)
-    print(f"{args.out}: {len(cells)} memes, boxes from {args.boxes}{' less a word' if args.drop_word else ''}; "
+    print(f"{args.out}: {len(cells)} memes drawn in {MEME_FONTS[args.font]}, boxes from {args.boxes}"
+          f"{' less a word' if args.drop_word else ''}; "
           f"before ({args.before}) {seconds['before']:.1f} s, after {seconds['after']:.1f} s; "
           f"bold captions drawn in {typography.caption_font_name()}; {args.out.stat().st_size // 1024} KiB")
 

@@ -69,6 +69,18 @@ def test_the_caption_font_is_bold_and_named():
         assert stroke > 1.4 * old_stroke and share > 1.2 * old_share, (face, stroke, old_stroke, share, old_share)
 
 
+def test_a_caption_in_an_impact_like_face_comes_back_in_anton():
+    """Most memes are set in Impact; the packaged Anton (fontpkg-anton, a dependency) is its kind, and the nearest in
+    width: a caption drawn in Anton comes back in Anton, where DejaVu Sans Condensed Bold drew it before."""
+    anton = typography._packaged_anton()
+    assert anton is not None and anton in caption_faces() and "Anton Regular" in caption_font_name()
+    background, _ = draw_meme("", 384, seed=5)
+    picture, boxes = draw_meme_text(background[:320], CAPTION,
+                                    lambda size: ImageFont.truetype(anton, max(6, int(size))))
+    x = as_picture(picture)
+    assert [block_face(x, block) for block in measure_blocks(x, boxes, _styles(x, boxes))] == [anton, anton]
+
+
 def test_bold_outlined_text_comes_back_bold_and_thin_band_text_in_pillows_font(bold_meme):
     picture, boxes, _ = bold_meme
     x = as_picture(picture)

@@ -12,8 +12,9 @@ Re-rendering, step by step:
 - the boxes are grouped into lines and the lines into caption blocks (the top and the bottom caption of a classic
   meme: `text_boxes.caption_blocks`), and every block is drawn at one font size, fitted to its lines' height;
 - the font matches the meme's: bold text (Impact's kind; told by its strokes' width) comes back in a bold face,
-  the first bold condensed one installed (`BOLD_CAPTION_FONTS`) or matplotlib's DejaVu Sans Bold, whichever is
-  nearer the caption's width, regular text in Pillow's own font, and outlined text outlined as thick;
+  the first bold condensed one installed (`BOLD_CAPTION_FONTS`), matplotlib's DejaVu Sans Bold or the packaged
+  Anton (Impact-like), whichever is nearest the caption's width, regular text in Pillow's own font, and outlined
+  text outlined as thick;
   `caption_font_name()` names them, which a run should report (pixels differ between machines with different fonts);
 - the erase takes every box's ink and also the caption's ink the boxes missed (a word OCR did not read): for
   outlined text, strokes of the ink's colour wholly ringed by the outline's on the block's lines or a line above or
@@ -63,11 +64,24 @@ def _bold_face(names: Sequence[str]) -> str | None:
     return None
 
 
+def _packaged_anton() -> str | None:
+    """Anton (an open face drawn after Impact: bold, narrow) from the package fontpkg-anton, a dependency: the same
+    file on every machine, where system fonts differ."""
+    try:
+        from importlib.resources import files
+
+        path = files("fontpkg_anton") / "files" / "Anton-Regular.ttf"
+    except ImportError:
+        return None
+    return _bold_face([str(path)]) if path.is_file() else None
+
+
 @lru_cache(maxsize=None)
 def caption_faces() -> tuple[str, ...]:
-    """The font files bold captions may be re-rendered in, condensed first: the first of `BOLD_CAPTION_FONTS`
-    installed, and matplotlib's DejaVuSans-Bold.ttf (of normal width); each caption block takes the one whose width
-    is nearer its own. Empty when neither is there (bold captions then come back in Pillow's own font)."""
+    """The font files bold captions may be re-rendered in: the first of `BOLD_CAPTION_FONTS` installed, matplotlib's
+    DejaVuSans-Bold.ttf (of normal width) and the packaged Anton (narrowest: Impact's kind, the classic meme face);
+    each caption block takes the one whose width is nearest its own. The first also decides a block's weight
+    (`block_face`). Empty when none is there (bold captions then come back in Pillow's own font)."""
     faces = [_bold_face(BOLD_CAPTION_FONTS)]
     try:
         import matplotlib
@@ -75,6 +89,7 @@ def caption_faces() -> tuple[str, ...]:
         faces.append(_bold_face([str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans-Bold.ttf")]))
     except ImportError:
         pass
+    faces.append(_packaged_anton())
     return tuple(dict.fromkeys(face for face in faces if face))
 
 
@@ -103,7 +118,7 @@ def caption_font_name() -> str:
     differ between machines with different fonts installed."""
     faces = caption_faces()
     bold = " or ".join(face_name(face) for face in faces) if faces else face_name(PILLOW_DEFAULT)
-    which = ", whichever is nearer the caption's width" if len(faces) > 1 else ""
+    which = ", whichever is nearest the caption's width" if len(faces) > 1 else ""
     return f"bold captions in {bold}{which}; regular ones in {face_name(PILLOW_DEFAULT)}"
 
 
