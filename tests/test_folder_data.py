@@ -65,6 +65,19 @@ def test_a_metadata_file_names_pictures_with_captions_labels_and_ids(tmp_path):
     assert data.classes == {"label": ["benign", "hateful"]}
 
 
+def test_a_class_and_its_negation_put_the_negation_first(tmp_path):
+    """Sorted, `hateful/` would be class 0 and `not-hateful/` class 1: every label the other class of a detector's."""
+    folder = tmp_path / "memes"
+    for meme in MEMES:
+        _picture(folder / ["not-hateful", "hateful"][meme.labels["hate"]] / f"{meme.id}.png", meme)
+    data = load_dataset(str(folder), require_captions=False)
+    assert data.classes == {"label": ["not-hateful", "hateful"]}
+    assert sorted((m.id.split("/")[1], m.labels["label"]) for m in data.memes) == sorted(
+        (m.id, m.labels["hate"]) for m in MEMES)
+    (folder / "not-hateful").rename(folder / "benign")  # no negation: sorted, as imagefolder does
+    assert load_dataset(str(folder), require_captions=False).classes == {"label": ["benign", "hateful"]}
+
+
 def test_split_folders_are_splits(tmp_path):
     folder = tmp_path / "memes"
     for i, meme in enumerate(MEMES):

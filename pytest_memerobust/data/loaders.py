@@ -602,9 +602,24 @@ def _pictures(folder: Path) -> list[Path]:
     return sorted(found, key=lambda r: r.as_posix())
 
 
+NEGATIONS = ("non-", "non_", "non", "not-", "not_", "not", "no-", "no_")
+
+
+def _negation_first(names: list[str]) -> list[str]:
+    """Two class names of which one negates the other (`non-hateful` and `hateful`, `not_toxic` and `toxic`): the
+    negation first, class 0, as every binary detector's card orders them; sorted, `hateful` would come first and
+    every label would be the other class. Other names as they are."""
+    if len(names) == 2:
+        for negated, plain in (names, names[::-1]):
+            if any(negated.lower() == prefix + plain.lower() for prefix in NEGATIONS):
+                return [negated, plain]
+    return names
+
+
 def _class_indices(values: Sequence[Any]) -> tuple[list[str], list[int]] | None:
     """Class names and each value's index: integers are the classes 0..the highest (as a csv's labels), names are
-    sorted (imagefolder's ClassLabel); None where no value is given."""
+    sorted (imagefolder's ClassLabel), but for a name and its negation (`_negation_first`); None where no value is
+    given."""
     given = [v for v in values if v is not None and str(v).strip() != ""]
     if not given:
         return None
@@ -612,7 +627,7 @@ def _class_indices(values: Sequence[Any]) -> tuple[list[str], list[int]] | None:
     if all(re.fullmatch(r"[0-9]{1,2}", t) for t in texts):
         numbers = [int(t) for t in texts]
         return [str(i) for i in range(max(numbers) + 1)], numbers
-    names = sorted(set(texts))
+    names = _negation_first(sorted(set(texts)))
     return names, [names.index(t) for t in texts]
 
 
