@@ -78,11 +78,11 @@ def photo(name: str) -> np.ndarray:
 
 
 MEME_FONTS = {"dejavu": "DejaVu Sans Bold (matplotlib's)", "anton": "Anton (fontpkg-anton: Impact's kind)"}
-meme_face = "dejavu"  # the face the memes' captions are drawn in (--font)
 
 
-def bold_font(size: float):
-    if meme_face == "anton":
+def bold_font(size: float, face: str = "dejavu"):
+    """The face the memes' captions are drawn in (--font), at `size`."""
+    if face == "anton":
         from pytest_memerobust.perturb.typography import _packaged_anton
 
         return ImageFont.truetype(_packaged_anton(), max(6, int(size)))
@@ -136,8 +136,6 @@ def main() -> None:
     parser.add_argument("--pngs", type=Path, help="also write each meme's three pictures here, full size")
     parser.add_argument("--font", choices=MEME_FONTS, default="dejavu", help="the face the memes are drawn in")
     args = parser.parse_args()
-    global meme_face
-    meme_face = args.font
 
     before = typography_at(args.before)
     typos = get("typos")
@@ -149,7 +147,8 @@ def main() -> None:
     cells, seconds = [], {"before": 0.0, "after": 0.0}
     for k in range(args.memes):
         caption = CAPTIONS[k % len(CAPTIONS)]
-        meme, drawn = draw_meme_text(photo(PHOTOS[k % len(PHOTOS)]), caption, bold_font)
+        meme, drawn = draw_meme_text(photo(PHOTOS[k % len(PHOTOS)]), caption,
+                                     lambda size: bold_font(size, args.font))
         boxes = reader.read_boxes(meme) if reader else drawn
         if args.drop_word and boxes:
             boxes = (without_last_word(boxes[0]), *boxes[1:])

@@ -86,6 +86,12 @@ def word_counts() -> Mapping[str, int]:
     return {**APOSTROPHE_LOST, **kept}
 
 
+@lru_cache(maxsize=1)
+def _word_total() -> int:
+    """The sum of `word_counts()`, the unigram model's denominator: summed once, not at every segmentation scored."""
+    return sum(word_counts().values()) or 1
+
+
 def known_words() -> frozenset[str]:
     """The words of `word_counts()`."""
     return frozenset(word_counts())
@@ -128,10 +134,9 @@ def segmentations(run: str, words: Mapping[str, int] | frozenset[str] | None = N
     return ends[n]
 
 
-def log_likelihood(run: str, cuts: tuple[int, ...], counts: Mapping[str, int]) -> float:
-    """The unigram log-probability of `run` cut at `cuts`; no cuts in a run that is no word: Norvig's estimate for an
-    unknown word, 10 / (total * 10 ** its length), which falls with every letter."""
-    total = sum(counts.values()) or 1
+def log_likelihood(run: str, cuts: tuple[int, ...], counts: Mapping[str, int], total: int) -> float:
+    """The unigram log-probability of `run` cut at `cuts` (`total`: the sum of `counts`); no cuts in a run that is no
+    word: Norvig's estimate for an unknown word, 10 / (total * 10 ** its length), which falls with every letter."""
     if not cuts and not _count(run, counts):
         return math.log(10 / total) - len(run) * math.log(10)
     bounds = (0, *cuts, len(run))
@@ -156,8 +161,8 @@ def extra_steps(text: str, centres: Sequence[float]) -> list[float] | None:
     return [s / scale - e for s, e in zip(steps, expected)]
 
 
-def _choose(run: str, cuts_found: list[tuple[int, ...]], counts: Mapping[str, int], extra: list[float] | None,
-            offset: int) -> tuple[int, ...] | None:
+def _choose(run: str, cuts_found: list[tuple[int, ...]], counts: Mapping[str, int], total: int,
+            extra: list[float] | None, offset: int) -> tuple[int, ...] | None:
     """The cuts to make in a run that is no word (its first letter at `offset` of the text), among its segmentations
     into known words that are FAR_LIKELIER than the run whole: the likeliest, when CLEARLY_LIKELIER than the next, or
     else the one the gaps clearly favour. With character positions, every cut must sit on a step at least WEAK_STEP
@@ -167,8 +172,8 @@ def _choose(run: str, cuts_found: list[tuple[int, ...]], counts: Mapping[str, in
 
     if extra is not None:
         cuts_found = [cuts for cuts in cuts_found if support(cuts) >= WEAK_STEP]
-    whole = log_likelihood(run, (), counts)
-    scored = sorted(((log_likelihood(run, cuts, counts), cuts) for cuts in cuts_found), reverse=True)
+    whole = log_likelihood(run, (), counts, total)
+    scored = sorted(((log_likelihood(run, cuts, counts, total), cuts) for cuts in cuts_found), reverse=True)
     scored = [(score, cuts) for score, cuts in scored if score - whole >= math.log(FAR_LIKELIER)]
     if len(scored) == 1 or (len(scored) > 1 and scored[0][0] - scored[1][0] >= math.log(CLEARLY_LIKELIER)):
         return scored[0][1]
@@ -184,6 +189,7 @@ def split_text(text: str, centres: Sequence[float] = (),
     sits along its line, in pixels, when the reader says; `words`: counts (a set: each word once), by default
     `word_counts()`."""
     counts = _as_counts(words)
+    total = _word_total() if words is None else sum(counts.values()) or 1
     extra = extra_steps(text, centres)
     cut_at: set[int] = set()  # positions in `text` where a space goes
     if extra is not None:  # wide steps inside a run of MIN_GAP_RUN or more characters that is no known word
@@ -196,7 +202,7 @@ def split_text(text: str, centres: Sequence[float] = (),
             for start, end in zip(bounds, bounds[1:]):
                 run = text[start:end].lower()
                 if len(run) >= MIN_RUN and not _is_word(run, counts):
-                    chosen = _choose(run, segmentations(run, counts), counts, extra, start)
+                    chosen = _choose(run, segmentations(run, counts), counts, total, extra, start)
                     cut_at |= {start + c for c in chosen or ()}
     if not cut_at:
         return text
