@@ -109,7 +109,7 @@ class CaseItem(pytest.Item):
     def runtest(self):
         from .stash import session_of
         from .judge.gate import gates_thresholds
-        from .judge.thresholds import assess, case_p_value, failing, not_judged, not_judged_reason
+        from .judge.thresholds import assess, case_p_value, failing, judged_count, not_judged, not_judged_reason
         from .judge.verdict import case_record
 
         session, suite = session_of(self.config), self.suite
@@ -137,7 +137,8 @@ class CaseItem(pytest.Item):
                              dataset=session.data_spec(suite.dataset, suite.captions), suite=suite.name,
                              condition=self.condition, thresholds=thresholds, violations=violations,
                              decision=thresholds.decision, p_value=case_p_value(result, thresholds),
-                             comparisons=comparisons, gate=session.gate, unjudged=unjudged)
+                             comparisons=comparisons, gate=session.gate, unjudged=unjudged,
+                             judged=judged_count(result, thresholds))
         record["baseline_key"] = baseline_key(session, self.model, self.condition, suite.dataset, suite.captions)
         failed = failing(violations, thresholds.decision)
         # What the run's verdict reads back from the test reports (also on a pytest-xdist controller).

@@ -1,7 +1,8 @@
 """A folder of pictures as a dataset (`--memerobust-data=folder:PATH`, or the folder's path alone; issue 63), with
 Hugging Face's imagefolder conventions: class subfolders are labels, a metadata.csv / metadata.jsonl names pictures
 with their captions and labels, train/ and test/ folders are splits. Captions a meme lacks are left to OCR; a folder
-without labels, a folder given to the csv loader and a file name that differs only in case are each one clear error."""
+without labels is measured without them (tests/test_unlabelled.py); a folder labelled in one split only, a folder given
+to the csv loader and a file name that differs only in case are each one clear error."""
 import json
 from pathlib import Path
 
@@ -94,8 +95,12 @@ def test_what_a_folder_cannot_be_read_as_is_one_error_naming_it(tmp_path):
     flat = tmp_path / "flat"
     for meme in MEMES[:2]:
         _picture(flat / f"{meme.id}.png", meme)
-    with pytest.raises(DataError, match=r"flat: its memes have no labels .* subfolder named after its class"):
-        load_dataset(f"folder:{flat}", require_captions=False)
+    assert load_dataset(f"folder:{flat}", require_captions=False).unlabelled  # measured without labels
+    split = tmp_path / "split"
+    _by_class(split / "train")
+    _picture(split / "test" / "a.png", MEMES[0])
+    with pytest.raises(DataError, match=r"test: its memes have no labels .* but the folder's other splits have"):
+        load_dataset(f"folder:{split}", require_captions=False)
     _picture(flat / "0-benign" / "x.png", MEMES[3])
     with pytest.raises(DataError, match=r"pictures at different depths \(demo-\d+\.png and 0-benign/x\.png\)"):
         load_dataset(f"folder:{flat}", require_captions=False)

@@ -680,7 +680,9 @@ def load_folder(path: Path, split: str | None = None, *, require_images: bool = 
     in sorted order), or a metadata.csv / metadata.jsonl names each picture (`file_name`, relative to it) with an
     optional caption (`text` or `caption`), label (`label`: 0, 1, ... or class names, sorted) and id (`id`); folders
     train/, validation/, test/ ... are splits. A meme's id is its `id`, or its picture's path in the folder without the
-    suffix; a meme without a caption needs an OCR backend (--memerobust-ocr), which reads it off the picture."""
+    suffix; a meme without a caption needs an OCR backend (--memerobust-ocr), which reads it off the picture. A folder
+    with no labels at all (pictures in the folder itself, a metadata file without `label`) is an unlabelled dataset:
+    any detector's task is measured on it by the label-free measures only (meme.Dataset.unlabelled)."""
     root = Path(path)
     if not root.is_dir():
         raise DataError(f"dataset folder not found: {root}" if not root.exists() else
@@ -692,18 +694,20 @@ def load_folder(path: Path, split: str | None = None, *, require_images: bool = 
         rows, caption, label = _folder_rows(folder)
         parts.append((folder, named, rows, caption, label))
     labelled = {label is not None for *_, label in parts}
-    if labelled != {True}:
+    if labelled == {True, False}:
         unlabelled = next(folder for folder, _, _, _, label in parts if label is None)
         raise DataError(f"{unlabelled}: its memes have no labels (no class subfolders, no 'label' column in a "
-                        f"metadata file), so they cannot be scored: put each picture in a subfolder named after its "
-                        f"class, or give metadata.csv a label column")
+                        f"metadata file) but the folder's other splits have: label every split, or none")
     every = [row for *_, rows, _, _ in parts for row in rows]
-    values = [row.values.get("label") for row in every]
-    missing = next((row for row, value in zip(every, values) if value is None or str(value).strip() == ""), None)
-    if missing is not None:
-        raise DataError(f"{missing.where}: no label for {_quoted(missing.values['file_name'])}; every meme of a "
-                        f"labelled folder needs one")
-    classes, indices = _class_indices(values)  # (labelled: not None)
+    if labelled == {False}:
+        classes, indices = [], [None] * len(every)  # an unlabelled run (meme.Dataset.unlabelled)
+    else:
+        values = [row.values.get("label") for row in every]
+        missing = next((row for row, value in zip(every, values) if value is None or str(value).strip() == ""), None)
+        if missing is not None:
+            raise DataError(f"{missing.where}: no label for {_quoted(missing.values['file_name'])}; every meme of a "
+                            f"labelled folder needs one")
+        classes, indices = _class_indices(values)  # (labelled: not None)
     if len(classes) > MAX_GENERIC_CLASSES:
         raise DataError(f"{root}: {len(classes)} classes, above {MAX_GENERIC_CLASSES}; a meme task has a handful")
     # classes come from every split, so each split of one folder shares one label schema (as a csv's)
@@ -728,13 +732,15 @@ def load_folder(path: Path, split: str | None = None, *, require_images: bool = 
             else:
                 text = _caption(row, caption, meme_id, require_captions)
             meta = {"split": named} if named is not None else {}
-            memes.append(Meme(meme_id, text, {"label": label}, image, meta=meta))
+            memes.append(Meme(meme_id, text, {} if label is None else {"label": label}, image, meta=meta))
             kept.append(row)
     _check_unique(memes, kept)
+    name = f"{FOLDER_LOADER}:{split}" if split else FOLDER_LOADER
+    if not classes:
+        return Dataset(name, memes, {}, str(root), unlabelled=True)
     if len(classes) < 2:
         raise DataError(f"{root}: one class ({_quoted(classes[0])}): AUROC and every rate against the other class "
                         f"need two; add memes of another class")
-    name = f"{FOLDER_LOADER}:{split}" if split else FOLDER_LOADER
     return Dataset(name, memes, {GENERIC_TASK: classes}, str(root))
 
 

@@ -12,6 +12,14 @@ from ..errors import DataError
 from .image_files import load_rgb
 
 DECLINED = -1  # the class index of an answer a detector declined to give (scored as no answer, never as a class)
+NO_LABEL = -1  # every meme's label in an unlabelled dataset: no class, so no label-bound measure is defined
+
+
+def unlabelled(y) -> bool:
+    """Whether labels `y` are an unlabelled dataset's (every one NO_LABEL): what tells a label-bound measure (accuracy,
+    AUROC, F1, attack success) "not judged: no labels" from one that is undefined for another cause."""
+    y = np.asarray(y)
+    return y.ndim == 1 and y.size > 0 and bool((y == NO_LABEL).all())
 
 
 @dataclass(frozen=True)
@@ -65,17 +73,23 @@ class Dataset:
     classes: Mapping[str, Sequence[str]]
     source: str = ""
     multilabel: frozenset[str] = frozenset()
+    # no meme has a label (a folder of pictures as they come): any task is measured on it, by the label-free
+    # measures only (flips against the clean prediction, the probability shift, evasion budgets, the gate's flips)
+    unlabelled: bool = False
 
     def __len__(self) -> int:
         return len(self.memes)
 
     def labels(self, task: str) -> np.ndarray:
-        """[N] class indices, or [N, K] 0/1 for a multi-label task."""
+        """[N] class indices, or [N, K] 0/1 for a multi-label task; NO_LABEL for each meme of an unlabelled dataset."""
+        if self.unlabelled:
+            return np.full(len(self.memes), NO_LABEL, dtype=np.int64)
         return np.array([m.labels[task] for m in self.memes], dtype=np.int64)
 
     def labelled(self, task: str) -> "Dataset":
-        """The memes that have a label for `task` (PrideMM's target and ToxicTags' stage II label only some)."""
-        if all(task in m.labels for m in self.memes):
+        """The memes that have a label for `task` (PrideMM's target and ToxicTags' stage II label only some); every
+        meme of an unlabelled dataset, each measured without one."""
+        if self.unlabelled or all(task in m.labels for m in self.memes):
             return self
         return replace(self, name=f"{self.name}[{task}]", memes=[m for m in self.memes if task in m.labels])
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data.meme import Dataset
+from ..data.meme import Dataset, unlabelled
 from ..data.ocr import read_texts
 from ..detectors.base import is_split
 from ..determinism import fixed_threads
@@ -379,7 +379,8 @@ class Engine:
         return np.array([words_changed(a, b) for a, b in zip(clean, edited)], dtype=np.float64)
 
     def attack_context(self):
-        """Detector, true labels and clean image features for the attacks that query the detector (built once)."""
+        """Detector, true labels (an unlabelled dataset's: the detector's clean predictions) and clean image features
+        for the attacks that query the detector (built once)."""
         from ..perturb.attacks import AttackContext
 
         attacks = self.attacks
@@ -400,7 +401,10 @@ class Engine:
                 from ..detectors.defences import DefendedDetector
 
                 detector = DefendedDetector(self.detector, self.defence)
-            attacks.context = AttackContext(detector, np.asarray(attacks.labels), image_features, images,
+            labels = np.asarray(attacks.labels)
+            if unlabelled(labels):  # no truth to move away from: an attack moves the detector off its clean answer
+                labels = self.predict(Condition(defence=self.defence_id)).argmax(axis=1)
+            attacks.context = AttackContext(detector, labels, image_features, images,
                                             training=attacks.training, cache_dir=attacks.cache_dir,
                                             memo=attacks.memo, captions=self.sides.clean("text"),
                                             ids=list(self.ids), seed=self.seed)

@@ -44,6 +44,7 @@ import numpy as np
 from . import metrics
 from .multiplicity import (CONTROLS, bh_adjusted_p, decision_critical_values, holm_adjusted_p, marginal_p,
                            maxt_adjusted_p, studentized)
+from ..data.meme import unlabelled
 from ..errors import ConfigError
 
 GATES = ("thresholds", "regressions", "both", "non-inferiority")
@@ -447,6 +448,11 @@ def _why_undefined(check: RegressionCheck, y) -> str:
     return why_undefined(check.metric, check.kind, y)
 
 
+def _no_labels(check: RegressionCheck, y: np.ndarray) -> str | None:
+    """An unlabelled dataset's memes (meme.Dataset.unlabelled): every rule but the flip rate reads their labels."""
+    return "not judged: no labels" if check.metric != "flip_rate" and unlabelled(y) else None
+
+
 def _too_few_of_a_class(check: RegressionCheck, y: np.ndarray) -> str | None:
     """AUROC and macro-F1 read each class on its own: with a handful of memes of one class, neither resampling nor
     permuting the memes shows how much the class's few memes could vary (1-3 memes of a class false-alarm 6-40%)."""
@@ -528,7 +534,8 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
             sign = 1.0 if check.higher_is_better else -1.0
             margin = check.min_effect or (DEFAULT_MARGIN if inferiority else 0.0)
             test = {"where": (cell.model, cell.dataset, cell.condition), "check": check, "sign": sign,
-                    "null": margin, "reason": reason or _too_few_of_a_class(check, y), "n": len(y), "side": key,
+                    "null": margin, "reason": reason or _no_labels(check, y) or _too_few_of_a_class(check, y),
+                    "n": len(y), "side": key,
                     "method": used, "members": (), "recipe": len(thens) if len(thens) > 1 else 0}
             tests.append(test)
             if test["reason"] is not None:

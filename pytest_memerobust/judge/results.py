@@ -9,10 +9,12 @@ import numpy as np
 
 from . import metrics, sampling
 from .instructions import followed_entry
+from ..data.meme import unlabelled
 from ..perturb.conditions import Condition
 from ..errors import MemeRobustError
 
 METRIC_NAMES = ("accuracy", "auroc", "macro_f1")
+LABEL_BOUND = ("metric", "relative", "absolute", "group_gap")  # the bootstrap kinds that read the memes' labels
 
 
 class AbstainedTooOften(MemeRobustError):
@@ -85,6 +87,13 @@ class ConditionResult:
         arrays = (self.y_true, self.proba_clean, self.proba, self.groups)
         return arrays if rows is None else tuple(None if a is None else np.asarray(a)[rows] for a in arrays)
 
+    @cached_property
+    def labelled(self) -> bool:
+        """Whether the memes have labels: an unlabelled dataset's (meme.Dataset.unlabelled) are measured by the
+        label-free measures only (flips, the confidence drop, abstentions), every label-bound one NaN, "not judged: no
+        labels" (thresholds.why_undefined)."""
+        return not unlabelled(self.y_true)
+
     @property
     def scored_truth(self) -> np.ndarray:
         """The labels of the memes scored: what decides whether a metric of them is defined (thresholds.not_judged)."""
@@ -122,7 +131,7 @@ class ConditionResult:
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
         y, proba_clean, proba, groups = self._scored
-        if groups is None:
+        if groups is None or not self.labelled:
             return {}
         out = {}
         for group in sorted(set(groups.tolist()) - {""}):  # "": memes without a group
@@ -142,10 +151,14 @@ class ConditionResult:
 
     @cached_property
     def values(self) -> dict[str, float]:
+        if not self.labelled:
+            return dict.fromkeys(METRIC_NAMES, float("nan"))
         return metrics.compute_all(self._scored[0], self._scored[2])
 
     @cached_property
     def clean_values(self) -> dict[str, float]:
+        if not self.labelled:
+            return dict.fromkeys(METRIC_NAMES, float("nan"))
         return metrics.compute_all(self._scored[0], self._scored[1])
 
     def metric(self, name: str) -> float:
@@ -177,8 +190,30 @@ class ConditionResult:
         return metrics.flip_rate(*self._scored_labels[1:])
 
     @cached_property
+    def confidence_drop(self) -> float:
+        """How much less probable the clean prediction is under this condition, averaged over the memes scored
+        (negative: surer of it now): a label-free measure of how far the condition moves the detector, seen before
+        any prediction flips."""
+        return float(np.mean(self._confidence_drops))
+
+    @cached_property
+    def _confidence_drops(self) -> np.ndarray:
+        """Per meme scored: its clean prediction's probability clean less under this condition (multi-label: of each
+        label's predicted state, averaged over the labels)."""
+        y, proba_clean, proba, _ = self._scored
+        proba_clean, proba = np.asarray(proba_clean, np.float64), np.asarray(proba, np.float64)
+        if np.ndim(y) == 2:
+            state = proba_clean >= metrics.MULTILABEL_THRESHOLD
+            held = lambda p: np.where(state, p, 1.0 - p).mean(axis=1)  # noqa: E731
+            return held(proba_clean) - held(proba)
+        rows, chosen = np.arange(len(proba_clean)), proba_clean.argmax(axis=1)
+        return proba_clean[rows, chosen] - proba[rows, chosen]
+
+    @cached_property
     def attack_success_rate(self) -> float:
         """Of the memes predicted right when clean, the share predicted wrong now (TextAttack's definition)."""
+        if not self.labelled:
+            return float("nan")
         return metrics.attack_success_rate(*self._scored_labels)
 
     @cached_property
@@ -203,6 +238,8 @@ class ConditionResult:
     def mcnemar_p(self) -> float:
         """Exact McNemar p-value of clean vs perturbed correctness on the same memes: is the change in accuracy
         more than chance? (1.0 when no meme changed from right to wrong or back.)"""
+        if not self.labelled:
+            return float("nan")
         truth, clean, now = self._scored_labels
         return metrics.mcnemar_p_value(clean == truth, now == truth)
 
@@ -251,6 +288,11 @@ class ConditionResult:
     def _scored_samples(self, name: str, kind: str, resampling: dict) -> np.ndarray:
         """The resamples of a measure of the memes scored (answered clean and here)."""
         y, proba_clean, proba, groups = self._scored
+        if kind in LABEL_BOUND and not self.labelled:
+            return np.full(self.stats.n_resamples, np.nan)
+        if kind == "confidence_drop":
+            return metrics.paired_bootstrap_samples(lambda drops: drops.mean(axis=-1), self._confidence_drops,
+                                                    vectorized=True, **resampling)
         if kind == "metric":
             return metrics.metric_samples(name, y, proba, **resampling)
         if kind == "flip_rate":
@@ -267,7 +309,13 @@ class ConditionResult:
 
     @cached_property
     def _truth(self) -> np.ndarray:
-        return np.asarray(self.y_true)
+        """The labels the sampled answers are scored against; for unlabelled memes each meme's most frequent answer
+        under this condition, against which "all its answers agree" (the consistency rate) still reads exactly."""
+        if self.labelled or self.sampled is None:
+            return np.asarray(self.y_true)
+        answers = np.asarray(self.sampled)
+        counts = (answers[..., None] == np.arange(self.proba.shape[1])).sum(axis=1)
+        return counts.argmax(axis=1)
 
     @cached_property
     def sampling(self) -> dict | None:
@@ -278,8 +326,12 @@ class ConditionResult:
             return None
         stats = self.stats
         clean = None if self.condition.kind == "clean" or self.sampled_clean is None else self.sampled_clean
-        return sampling.summary(self.sampled, self._truth, self.proba.shape[1], clean, stats.n_resamples,
-                                stats.confidence, stats.seed)
+        out = sampling.summary(self.sampled, self._truth, self.proba.shape[1], clean, stats.n_resamples,
+                               stats.confidence, stats.seed)
+        if not self.labelled:  # scored against the answers' own mode: no accuracy
+            for name in ("expected_accuracy", "consensus_accuracy"):
+                out[name], out[f"{name}_ci"] = float("nan"), [float("nan")] * 2
+        return out
 
     @property
     def inconsistency(self) -> float | None:
@@ -309,7 +361,8 @@ class ConditionResult:
         if self.sampling is not None:
             out["sampling"] = self.sampling
         if c.kind != "clean":
-            out.update({"flip_rate": nan, "flip_rate_ci": [nan, nan], "mcnemar_p": nan, "attack_success_rate": nan,
+            out.update({"flip_rate": nan, "flip_rate_ci": [nan, nan], "confidence_drop": nan,
+                        "confidence_drop_ci": [nan, nan], "mcnemar_p": nan, "attack_success_rate": nan,
                         "relative_robustness": dict.fromkeys(METRIC_NAMES, nan),
                         "absolute_robustness": dict.fromkeys(METRIC_NAMES, nan),
                         "absolute_robustness_paper_scale": dict.fromkeys(METRIC_NAMES, nan),
@@ -328,9 +381,13 @@ class ConditionResult:
             "n": int(len(self._scored[0])), "metrics": self.values, "clean_metrics": self.clean_values,
             "predictions_sha256": self.predictions_digest,
         }
+        if not self.labelled:
+            out["labelled"] = False
         if c.kind != "clean":
             out["flip_rate"] = self.flip_rate
             out["flip_rate_ci"] = list(self.ci("flip_rate", "flip_rate"))
+            out["confidence_drop"] = self.confidence_drop
+            out["confidence_drop_ci"] = list(self.ci("confidence_drop", "confidence_drop"))
             out["relative_robustness"] = {m: self.relative_robustness(m) for m in METRIC_NAMES}
             out["absolute_robustness"] = {m: self.absolute_robustness(m) for m in METRIC_NAMES}
             out["absolute_robustness_paper_scale"] = {m: self.absolute_robustness(m, "paper") for m in METRIC_NAMES}
@@ -341,7 +398,9 @@ class ConditionResult:
                 out["instruction_followed"] = self.instruction_followed
         if self.caption_edit is not None:
             out["caption_edit"] = self.caption_edit
-        if self.picture_attack is not None:  # with what it fooled of the memes right clean, on this detector
+        if self.picture_attack is not None and not self.labelled:
+            out["picture_attack"] = dict(self.picture_attack)
+        elif self.picture_attack is not None:  # with what it fooled of the memes right clean, on this detector
             fooled = self.fooled
             out["picture_attack"] = {**self.picture_attack, "fooled_of_right_clean": fooled["fooled"],
                                      "right_clean": fooled["right_clean"]}

@@ -6,10 +6,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
-from .results import METRIC_NAMES, ConditionResult
+from .results import LABEL_BOUND, METRIC_NAMES, ConditionResult
+from ..data.meme import unlabelled
 
 DECISIONS = ("estimate", "confident")
 NOT_JUDGED = "not judged"  # a case measured whose thresholds are undefined on its memes (`verdict`)
+NO_LABELS = f"{NOT_JUDGED}: no labels"  # a label-bound threshold of unlabelled memes: left out, by design
 
 
 def _is_finite_number(value) -> bool:
@@ -24,6 +26,9 @@ class Thresholds:
     min_relative_robustness: dict[str, float] = field(default_factory=dict)
     min_absolute_robustness: dict[str, float] = field(default_factory=dict)
     max_flip_rate: float | None = None
+    # the mean drop in the probability of each meme's clean prediction (ConditionResult.confidence_drop): label-free,
+    # as the flip rate, and it moves before predictions flip
+    max_confidence_drop: float | None = None
     min_clean: dict[str, float] = field(default_factory=dict)
     max_group_gap: dict[str, float] = field(default_factory=dict)  # best minus worst group's relative robustness
     # for detectors that can decline (prompted vision-language models): the share of memes declined, and its rise
@@ -53,7 +58,7 @@ class Thresholds:
                 if not _is_finite_number(value):
                     raise ValueError(f"{where}.{key}.{metric}: expected a number, got {value!r}")
         for key, low in (("max_flip_rate", 0), ("max_abstention_rate", 0), ("max_abstention_increase", -1),
-                         ("max_inconsistency", 0)):
+                         ("max_inconsistency", 0), ("max_confidence_drop", -1)):
             if key in data and not (_is_finite_number(data[key]) and low <= data[key] <= 1):
                 raise ValueError(f"{where}.{key}: expected a number in [{low}, 1], got {data[key]!r}")
         if data.get("decision", "estimate") not in DECISIONS:
@@ -61,11 +66,12 @@ class Thresholds:
         return cls(**data)
 
     def as_dict(self) -> dict:
-        """Every key and value, for a case's record; `max_inconsistency` only where set (a run without repeat
-        sampling keeps the record it had before the key existed)."""
+        """Every key and value, for a case's record; `max_inconsistency` and `max_confidence_drop` only where set (a
+        run without them keeps the record it had before the keys existed)."""
         d = asdict(self)
-        if d["max_inconsistency"] is None:
-            del d["max_inconsistency"]
+        for key in ("max_inconsistency", "max_confidence_drop"):
+            if d[key] is None:
+                del d[key]
         return d
 
     def merged(self, override: "Thresholds | dict") -> "Thresholds":
@@ -128,6 +134,8 @@ def why_undefined(metric: str, kind: str, y) -> str:
     """Why a measure of the memes labelled `y` is undefined (NaN), as the verdict words it: the one wording of the
     suites' thresholds (`not_judged`) and the gate's rules (gate.py), so that both name the same cause alike."""
     y = np.asarray(y)
+    if unlabelled(y) and kind in LABEL_BOUND:
+        return NO_LABELS
     if metric == "auroc" and len(np.unique(y, axis=0)) < 2:
         n = len(y)
         return f"not judged: the {n} meme{'s' * (n != 1)} hold{'s' * (n == 1)} one class"
@@ -151,13 +159,16 @@ def failing(violations: list[Violation], decision: str) -> list[Violation]:
 VERDICTS = ("pass", "fail for sure", "fail within noise", NOT_JUDGED)
 
 
-def verdict(violations: list[Violation], unjudged: list[tuple[str, str]] = ()) -> str:
+def verdict(violations: list[Violation], unjudged: list[tuple[str, str]] = (), judged: int = 0) -> str:
     """A case's verdict from `assess` and `not_judged`: it fails for sure (some interval wholly past its limit),
     fails within noise (its point estimates fail, but each interval straddles the limit), is not judged (it fails
-    nothing, but a threshold is undefined on its memes: neither a pass nor a failure), or passes."""
+    nothing, but a threshold is undefined on its memes: neither a pass nor a failure), or passes. A label-bound
+    threshold of unlabelled memes (NO_LABELS) is left out by design: the case passes on the `judged` thresholds
+    that remain (the flip rate), and is not judged only when none does."""
     if violations:
         return "fail for sure" if any(v.sure for v in violations) else "fail within noise"
-    return NOT_JUDGED if unjudged else "pass"
+    blocking = [why for _, why in unjudged if why != NO_LABELS]
+    return NOT_JUDGED if blocking or (unjudged and not judged) else "pass"
 
 
 def not_judged_reason(unjudged: list[tuple[str, str]]) -> str | None:
@@ -192,6 +203,9 @@ def _checks(result: ConditionResult, thresholds: Thresholds) -> list[tuple]:
                  (metric, "group_gap")) for metric, limit in thresholds.max_group_gap.items()]
     if thresholds.max_flip_rate is not None:
         out.append(("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ("flip_rate", "flip_rate")))
+    if thresholds.max_confidence_drop is not None:
+        out.append(("confidence drop", result.confidence_drop, thresholds.max_confidence_drop, "<=",
+                    ("confidence_drop", "confidence_drop")))
     return out
 
 
@@ -202,7 +216,7 @@ def assess(result: ConditionResult, thresholds: Thresholds) -> list[Violation]:
     conf = result.stats.confidence
     out = []
     for what, value, limit, comparison, bootstrap in _checks(result, thresholds):
-        if _undefined(value, bootstrap):
+        if _undefined(value, bootstrap, result):
             continue
         ci = result.ci(*bootstrap)
         if bootstrap[1] == "group_gap":
@@ -225,12 +239,18 @@ def not_judged(result: ConditionResult, thresholds: Thresholds) -> list[tuple[st
     gap (one group) is not among them: `assess` passes it."""
     y = result.scored_truth
     return [(what, why_undefined(*bootstrap, y)) for what, value, _limit, _comparison, bootstrap
-            in _checks(result, thresholds) if _undefined(value, bootstrap)]
+            in _checks(result, thresholds) if _undefined(value, bootstrap, result)]
 
 
-def _undefined(value: float, bootstrap: tuple) -> bool:
-    """A threshold not judged: its value is NaN (a group gap's is not: one group has no gap, and passes)."""
-    return value != value and bootstrap[1] != "group_gap"
+def judged_count(result: ConditionResult, thresholds: Thresholds) -> int:
+    """How many of the case's thresholds are defined on its memes (met or violated): what `verdict` reads."""
+    return sum(not _undefined(value, bootstrap, result) for _, value, _, _, bootstrap in _checks(result, thresholds))
+
+
+def _undefined(value: float, bootstrap: tuple, result: ConditionResult) -> bool:
+    """A threshold not judged: its value is NaN (a group gap's is not: one group has no gap, and passes; but
+    unlabelled memes have no gap to measure)."""
+    return value != value and (bootstrap[1] != "group_gap" or not result.labelled)
 
 
 def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float | None:
@@ -246,7 +266,7 @@ def case_p_value(result: ConditionResult, thresholds: Thresholds) -> float | Non
     p_values = []
     checks = _checks(result, thresholds)
     for _what, value, limit, comparison, bootstrap in checks:
-        if _undefined(value, bootstrap):
+        if _undefined(value, bootstrap, result):
             continue
         p = bootstrap_one_sided_p(result.samples(*bootstrap), limit, "min" if comparison == ">=" else "max")
         if p != p:

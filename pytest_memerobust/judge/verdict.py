@@ -8,7 +8,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from .thresholds import NOT_JUDGED
+from .thresholds import NO_LABELS, NOT_JUDGED
 
 WORST = 5
 
@@ -86,12 +86,12 @@ def condition_family(condition) -> str:
 
 
 def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition, thresholds, violations,
-                decision: str, p_value: float | None, comparisons, gate: str, unjudged=()) -> dict:
+                decision: str, p_value: float | None, comparisons, gate: str, unjudged=(), judged: int = 0) -> dict:
     """One case as the JSON report holds it: its thresholds, every violation (value, limit, interval, whether it is
     sure and whether it fails under the suite's decision), the thresholds' verdict, the one-sided p-value, and the
     baseline comparisons; `not_judged`, only where some threshold is undefined on its memes (thresholds.not_judged:
-    `unjudged`), what and why. `outcome` (what pytest recorded) and `fdr_survives` are filled in at the end of the
-    run."""
+    `unjudged`; `judged`: how many were defined), what and why. `outcome` (what pytest recorded) and `fdr_survives`
+    are filled in at the end of the run."""
     from .gate import gates_regressions, gates_thresholds
     from .thresholds import failing, verdict
 
@@ -99,7 +99,7 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
     regressed = any(c.regressed for c in comparisons)
     return {
         "nodeid": nodeid, "model": model, "dataset": dataset, "suite": suite, "condition": condition.id,
-        "family": condition_family(condition), "outcome": None, "verdict": verdict(violations, unjudged),
+        "family": condition_family(condition), "outcome": None, "verdict": verdict(violations, unjudged, judged),
         "skip_reason": None, "decision": decision, "thresholds": thresholds.as_dict(),
         "violations": [{"what": v.what, "value": v.value, "limit": v.limit, "comparison": v.comparison,
                         "ci": list(v.ci), "sure": v.sure, "fails": v in failing_now} for v in violations],
@@ -185,12 +185,30 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     else:
         summary = (_interrupted_summary(interrupted, len(records), collected, line)
                    + (f"; {skipped['text']}" if skipped else ""))
+    unlabelled = unlabelled_clause(records)
+    if unlabelled:
+        summary += f"; {unlabelled}"
     return {"passed": not failed and not interrupted and no_verdict is None and partial is None, "gate": gate,
-            "summary": summary, "models": models, "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
+            "summary": summary, **({"unlabelled": unlabelled} if unlabelled else {}), "models": models,
+            "failing": failed, "fdr": fdr, "baseline": summary_of_gate,
             "interrupted": interrupted, "no_verdict": no_verdict, "skipped": skipped,
             **({"partial": partial} if partial else {}),
             "cases_run": len(records), "cases_collected": collected,
             "errors": [r["nodeid"] for r in records if r.get("error")]}
+
+
+UNLABELLED_CLAUSE = ("the memes have no labels: judged on flips against the clean prediction (and the confidence "
+                     "drop, evasion budgets, a baseline's flips), which show how much edits move the detector; "
+                     "accuracy, AUROC and F1 are not judged: no labels, so this run cannot show whether the "
+                     "detector is right, and a detector that is steadily wrong passes it")
+
+
+def unlabelled_clause(records: list[dict]) -> str | None:
+    """What a run on unlabelled memes (meme.Dataset.unlabelled) can and cannot show, said once in its verdict where
+    a case left a threshold out for want of labels; None otherwise."""
+    if any(u.get("reason") == NO_LABELS for r in records for u in r.get("not_judged", ())):
+        return UNLABELLED_CLAUSE
+    return None
 
 
 def skipped_cases(records: list[dict]) -> dict | None:

@@ -25,10 +25,17 @@ def ledger_markdown(ledger: dict, max_rows: int = 20) -> str:
              ""]
     for c in ledger["conditions"]:
         p = p_value(c["mcnemar_p"])
-        parts += [f"## {c['model']} on {c['dataset']}: {c['condition']}", "",
-                  f"{c['n']} memes: **{c['n_newly_wrong']} newly wrong**, **{c['n_newly_right']} newly right**; "
-                  f"McNemar p {p if p.startswith('<') else '= ' + p}; accuracy {c['accuracy_before']:.4f} -> "
-                  f"{c['accuracy_after']:.4f}", ""]
+        if c.get("basis"):  # unlabelled memes: each checkpoint against its own clean prediction
+            parts += [f"## {c['model']} on {c['dataset']}: {c['condition']}", "",
+                      f"{c['n']} memes without labels, each checkpoint against its own clean prediction: "
+                      f"**{c['n_newly_wrong']} newly flipped**, **{c['n_newly_right']} no longer flipped**; McNemar "
+                      f"p {p if p.startswith('<') else '= ' + p}; kept {c['accuracy_before']:.4f} -> "
+                      f"{c['accuracy_after']:.4f}", ""]
+        else:
+            parts += [f"## {c['model']} on {c['dataset']}: {c['condition']}", "",
+                      f"{c['n']} memes: **{c['n_newly_wrong']} newly wrong**, **{c['n_newly_right']} newly right**; "
+                      f"McNemar p {p if p.startswith('<') else '= ' + p}; accuracy {c['accuracy_before']:.4f} -> "
+                      f"{c['accuracy_after']:.4f}", ""]
         rows = [(what, e) for what in ("newly_wrong", "newly_right") for e in c[what][:max_rows]]
         if rows:
             parts += ["| flip | id | caption | p(true) before | p(true) after | change |",

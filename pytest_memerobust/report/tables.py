@@ -13,6 +13,12 @@ def _fmt(value, digits=3) -> str:
 
 
 NO_ANSWERS = "no answers"
+NO_LABELS = "no labels"  # a label-bound figure (accuracy, AUROC, F1, their robustness) of unlabelled memes
+
+
+def unlabelled_row(row: dict | None) -> bool:
+    """A result of unlabelled memes (meme.Dataset.unlabelled): its label-bound figures are not judged."""
+    return bool(row) and row.get("labelled") is False
 
 
 def unanswered(row: dict | None) -> bool:
@@ -24,7 +30,12 @@ def unanswered(row: dict | None) -> bool:
 def metric_text(row: dict, value, digits=3) -> str:
     """A measure of `row`: `no answers` where the detector declined every meme, else the number (worded where it is
     undefined for another reason, or not measured: `unnumbered`)."""
-    return NO_ANSWERS if unanswered(row) and (value is None or value != value) else _fmt(value, digits)
+    if value is None or value != value:
+        if unanswered(row):
+            return NO_ANSWERS
+        if unlabelled_row(row):
+            return NO_LABELS
+    return _fmt(value, digits)
 
 
 def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:
@@ -39,8 +50,10 @@ def single_channel_table(group: dict, kind: str, tablefmt: str) -> str | None:
         lo, hi = r["relative_robustness_ci"]["accuracy"]
         body.append([side, *(metric_text(r, r["metrics"][m]) for m, _ in METRIC_COLUMNS),
                      *(["–"] * 4 if unanswered(r) else
-                       [_fmt(r["absolute_robustness"]["accuracy"], 5), _fmt(r["relative_robustness"]["accuracy"], 5),
-                        f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3)]), p_value(r.get("mcnemar_p"))])
+                       [metric_text(r, r["absolute_robustness"]["accuracy"], 5),
+                        metric_text(r, r["relative_robustness"]["accuracy"], 5),
+                        NO_LABELS if unlabelled_row(r) else f"{_fmt(lo, 3)}..{_fmt(hi, 3)}", _fmt(r["flip_rate"], 3)]),
+                     p_value(r.get("mcnemar_p"))])
     # Robustness columns are of accuracy, as the paper prints them; McNemar's exact test asks whether accuracy
     # changed more than chance would (same memes, clean vs perturbed).
     headers = ["Perturbation", *(h for _, h in METRIC_COLUMNS), "Abs. Rob. Acc.", "Rel. Rob. Acc.",
@@ -424,11 +437,13 @@ def family_rollup(report: dict, tablefmt: str = "simple", width: int | None = No
             record, worst = f["worst_record"], f["worst_row"]
             drop = worst["metrics"]["accuracy"] - worst["clean_metrics"]["accuracy"]
             lines.append([family, f"{failing}/{len(cases)}", *regressed, short_condition(worst["condition"]),
-                          NO_ANSWERS if unanswered(worst) else signed(drop),
+                          NO_ANSWERS if unanswered(worst) else NO_LABELS if unlabelled_row(worst) else signed(drop),
                           metric_text(worst, worst.get("flip_rate", float("nan"))), VERDICT_WORDS[record["verdict"]]])
         c = clean.get((model, dataset))
         clean_record = next((r for r in mine if r["condition"] == "clean"), None)
-        figure = (f": clean accuracy {metric_text(c, (c or {}).get('metrics', {}).get('accuracy'))}"
+        accuracy = ("unlabelled memes (flips judged, accuracy not)" if unlabelled_row(c) else
+                    f"clean accuracy {metric_text(c, (c or {}).get('metrics', {}).get('accuracy'))}")
+        figure = (f": {accuracy}"
                   + (f" ({clean_record['verdict']}" + (", regressed" if clean_record["regressed"] else "") + ")"
                      if clean_record else ""))
         title = _headline(f"{suite}: {model} on {short_dataset(dataset)}", figure, width)
@@ -505,6 +520,8 @@ def verdict_lines(verdict: dict) -> list[str]:
                      f"Benjamini-Hochberg at q = {fdr['q']:g} over {fdr['confident']} confident cases"
                      + (f" ({fdr['failing'] - fdr['surviving']} may be chance)" if fdr["surviving"] < fdr["failing"]
                         else ""))
+    if verdict.get("unlabelled"):  # what the run can and cannot show, before the word that passes it
+        lines.append(f"unlabelled: {verdict['unlabelled']}")
     if verdict.get("baseline"):
         from ..judge.gate import improved_count_clause
 

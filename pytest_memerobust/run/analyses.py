@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..data.digests import input_digest
+from ..data.meme import unlabelled
 from ..data.ocr import read_texts
 from ..determinism import fixed_threads
 from ..judge.budgets import budget_summary, worst
@@ -22,6 +23,7 @@ from ..judge.prompt_invariance import confident_memes, prompt_invariance_figures
 from ..judge.reliance import confounder_pairs, confounder_scores, swap_partners, swap_reliance
 from ..judge.transfer import TransferCell, transfer_cell
 from ..perturb.budget_edits import FAMILIES, get_family, minimal_budgets
+from ..perturb.conditions import Condition
 from ..perturb.prompts import prompt_variants, supports_prompts
 
 if TYPE_CHECKING:
@@ -46,7 +48,6 @@ class AnalysisRecords:
 def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None, image_only=None) -> dict:
     """Modality swap, confounder pairs and per-meme unimodal predictions for one detector (`engine`); `text_only`
     and `image_only` are the engines of its channel-ablation views, when it has them."""
-    from ..perturb.conditions import Condition
     from ..errors import DataError
 
     memes = engine.dataset.memes
@@ -181,7 +182,7 @@ def evaluate_budgets(engine, labels, families: Sequence[str] | None = None, *, s
                      n_resamples: int = 1000, confidence: float = 0.95, threshold: float = 0.5,
                      worst_k: int = 5) -> list[dict]:
     """Per family, how little an evader must change to get a harmful meme (label 1) past the detector: the searched
-    memes are the harmful ones it flags when clean. `engine` (engine.Engine) holds the detector and the memes;
+    memes are the harmful ones it flags when clean (without labels, every meme it flags when clean). `engine` (engine.Engine) holds the detector and the memes;
     families default to every one whose modality the detector reads. Each entry is `judge.budgets.budget_summary`
     plus the `worst` memes (smallest budgets) with their ids and evading captions."""
     detector = engine.detector
@@ -193,6 +194,8 @@ def evaluate_budgets(engine, labels, families: Sequence[str] | None = None, *, s
             raise ValueError(f"family {name!r} edits the {fam.modality}, which this detector does not read "
                              f"(it reads: {', '.join(reads)})")
     labels = np.asarray(labels)
+    if unlabelled(labels):  # no labels: the memes it flags when clean are those an evader has to get past it
+        labels = engine.predict(Condition(defence=engine.defence_id)).argmax(axis=1)
     harmful = np.flatnonzero(labels == 1)
     captions = [engine.inputs("text", None, None)[i] for i in harmful]
     pictures = ([engine.inputs("image", None, None)[i] for i in harmful] if "image" in reads else None)
@@ -237,7 +240,6 @@ def ocr_view(session, model: str, spec: str) -> list[dict]:
     by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off. Readings are kept on
     the session (`ocr_readings`), by picture condition."""
     from ..data.reading import CAPTIONS_BY_OCR
-    from ..perturb.conditions import Condition
     from ..perturb import get as get_perturbation
 
     if not session.options.ocr_view:
@@ -274,7 +276,6 @@ def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, 
     """Every (source, target) cell of `condition`'s attack: crafted on the source (its gradients or queries, its
     fitted patterns), evaluated by the target on the same memes (the engine runs both)."""
     from ..engine import Engine
-    from ..perturb.conditions import Condition
 
     clean = {name: Engine(det, dataset, seed=seed, labels=labels).predict(Condition()) for name, det in
              detectors.items()}
@@ -294,7 +295,7 @@ def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, 
 class CaptionFuzzer:
     """A detector and dataset prepared for fuzzing (the check behind suites/test_caption_fuzz.py; users import it
     from `pytest_memerobust.fuzz`): pictures encoded once (split detectors), the confidently and correctly
-    classified memes found, each check one small batch."""
+    classified memes found (unlabelled memes: the confidently classified), each check one small batch."""
 
     @fixed_threads()  # the same confident memes and flips at every thread count (determinism.py)
     def __init__(self, detector, dataset, task: str, threshold: float = 0.9):
@@ -308,7 +309,9 @@ class CaptionFuzzer:
             proba = detector.head(self.image_features, detector.encode_texts([m.text for m in memes]))
         else:
             proba = detector.predict_proba([m.image for m in memes], [m.text for m in memes])
-        keep = (proba.max(axis=1) >= threshold) & (proba.argmax(axis=1) == dataset.labels(task))
+        keep = proba.max(axis=1) >= threshold
+        if not dataset.unlabelled:  # unlabelled memes: every confident prediction, right or not, is to keep
+            keep &= proba.argmax(axis=1) == dataset.labels(task)
         self.confident = [int(i) for i in np.flatnonzero(keep)]
 
     @fixed_threads()

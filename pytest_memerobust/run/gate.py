@@ -102,6 +102,10 @@ def write_run_ledger(session, directory: Path) -> str:
     ledger = flip_ledger_of(session.baseline, baseline_data(session), names=names)
     paths = write_ledger(ledger, directory)
     wrong, right = (sum(c[key] for c in ledger["conditions"]) for key in ("n_newly_wrong", "n_newly_right"))
+    if all(c.get("basis") for c in ledger["conditions"]):  # unlabelled memes: against each one's clean answer
+        return (f"memerobust: flip ledger against {names[0]}: {wrong} memes newly flipped and {right} no longer "
+                f"flipped (no labels: each checkpoint against its clean prediction) over {len(ledger['conditions'])} "
+                f"conditions; written to {paths[0]} and {paths[1]}")
     return (f"memerobust: flip ledger against {names[0]}: {wrong} memes newly wrong and {right} newly right over "
             f"{len(ledger['conditions'])} conditions; written to {paths[0]} and {paths[1]}")
 

@@ -449,6 +449,9 @@ class RobustnessSession:
         key = ("fit", spec, task)
         if key not in self._datasets:
             evaluated = self.dataset(spec)
+            if evaluated.unlabelled:
+                raise NothingToFitOn(f"{spec}: no labels, and universal attacks (triggers, patterns) fit to the memes' "
+                                     f"labels: label a train split (train/ with class subfolders) to run them")
             train, fit = training_spec(spec), None
             if train is not None:
                 try:
@@ -541,6 +544,12 @@ class RobustnessSession:
         explicit = task != self.detector(model).card.task  # asked for (option, suite), not the card's own
         check_task(task, spec.removesuffix(CAPTIONS_BY_OCR), explicit=explicit)  # a generic file: from its spec
         dataset = self._evaluated_as_stored(spec)
+        if dataset.unlabelled:  # any task: measured by the label-free measures, on the detector's own classes
+            if is_multilabel(self.detector(model)):
+                raise ConfigError(f"{spec!r} has no labels, and model {model!r} is multi-label: an unlabelled run "
+                                  f"measures flips of single-label detectors only; label the memes "
+                                  f"(metadata.csv with a label column) to score it")
+            return self.dataset(spec)
         check_task(task, spec.removesuffix(CAPTIONS_BY_OCR), dataset.classes, explicit=explicit)
         dataset = dataset.labelled(task)  # memes without a label for this task are not scored on it
         if not dataset.memes:
