@@ -121,6 +121,8 @@ def test_a_gated_run_on_an_unlabelled_folder_fails_a_candidate_that_flips_more(p
     contrast = next(r for g in data["groups"] for r in g["results"] if r["condition"] == "image=contrast@3")
     assert contrast["labelled"] is False and contrast["flip_rate"] > 0.1 and np.isnan(contrast["metrics"]["accuracy"])
     assert "the memes have no labels" in data["verdict"]["summary"]
+    worst = data["groups"][0]["worst_examples"][0]  # against the detector's own clean answer, never a made-up label
+    assert worst["label_basis"] == "clean prediction" and worst["p_true_clean"] > worst["p_true_perturbed"]
     for report in reports[1:]:
         text = report.read_text()
         assert "no labels" in text and "the memes have no labels" in text

@@ -94,6 +94,14 @@ class ConditionResult:
         labels" (thresholds.why_undefined)."""
         return not unlabelled(self.y_true)
 
+    @cached_property
+    def reference(self) -> np.ndarray:
+        """What a meme's outputs are held against: its label, or, for unlabelled memes, the detector's clean
+        prediction (what a flip, a worst example and a counterexample are then measured from)."""
+        if self.labelled:
+            return np.asarray(self.y_true)
+        return predicted_labels(self.y_true, self.proba_clean)
+
     @property
     def scored_truth(self) -> np.ndarray:
         """The labels of the memes scored: what decides whether a metric of them is defined (thresholds.not_judged)."""

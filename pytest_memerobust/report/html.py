@@ -20,7 +20,7 @@ from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDI
                       slug, table_heading, verdict_of, verdict_word, violation_parts, worst_violations)
 from .plots import budget_plot, group_plots, to_svg
 from .tables import (NO_ANSWERS, budget_table, budget_title, metric_text, prompt_summary, prompt_table,
-                     reliance_table, render, transfer_table, unanswered)
+                     reliance_table, render, transfer_table, unanswered, unlabelled_row)
 
 _CLASS = {"fail for sure": "sure", "fail within noise": "noise", "error": "error", "pass": "pass", "skipped": "skip",
           NO_VERDICT: "none"}
@@ -405,6 +405,9 @@ def _bars(group: dict, cases: list[dict]) -> str:
     rows = [r for r in group["results"] if r["kind"] in ("text", "image")]
     if not rows:
         return ""
+    if all(unlabelled_row(r) for r in rows):  # nothing to draw: the flip rates are in the tables
+        return ("<p>The memes have no labels: relative robustness of accuracy is not judged (no labels); each "
+                "perturbation's flip rate against the clean prediction is in the tables below.</p>")
     scale, row_h = 300, 20
     left = min(300, 14 + int(7 * max(len(_short(r["condition"])) for r in rows)))  # (11 px glyphs: up to 7 px)
     lo_axis, hi_axis = 0.0, 1.2
@@ -518,13 +521,15 @@ def _worst(group: dict, cases: list[dict]) -> str:
         blocks.append(
             f"<div class='example'>{picture}<div><div class='head'><b>{_e(e['id'])}</b> under "
             f"<code>{_e(_short(e['condition']))}</code> {_chip(verdict_of(case)) if cases else ''}<br>"
-            f"true label <b>{_e(e.get('label', ''))}</b>: p(true label) {e['p_true_clean']:.3f} → "
+            f"{_e(e.get('label_basis', 'true label'))} <b>{_e(e.get('label', ''))}</b>: "
+            f"p({_e(e.get('label_basis', 'true label'))}) {e['p_true_clean']:.3f} → "
             f"{e['p_true_perturbed']:.3f} ({signed(e['p_true_perturbed'] - e['p_true_clean'])})</div>"
             "<table class='captions'><tr>" + "".join(f"<th>{_e(label)}</th>" for label in caption_labels(e)) + "</tr>"
             f"<tr><td class='cap'>{clean_html}</td><td class='cap'>{perturbed_html}</td></tr></table>"
             + (f"<div class='also'>also among the worst under: {_e(', '.join(_short(c) for c in also))}</div>"
                if also else "") + "</div></div>")
-    return ("<h3>Worst examples</h3><p>Distinct memes whose probability of the true label fell the most, each under "
+    return ("<h3>Worst examples</h3><p>Distinct memes whose probability of the true label (without labels: of the "
+            "clean prediction) fell the most, each under "
             "the condition that hurt it most. In the captions, <del>struck</del>: what the edit removed; "
             "<ins>highlighted</ins>: what it put in; characters outside ASCII carry their code point "
             "(hover for the name).</p>" + "".join(blocks))

@@ -219,11 +219,12 @@ def _worst(group: dict, cases: list[dict]) -> list[str]:
         also = e.get("also") or []
         rows.append([f"`{e['id']}`", f"`{e['condition']}`" + (f" (also: {', '.join(also)})" if also else ""),
                      _verdict_cell(verdict_of(case_of(cases, e["condition"]) if cases else None)),
-                     f"{cell(e.get('label', ''))}: {e['p_true_clean']:.3f} → {e['p_true_perturbed']:.3f} "
+                     f"{cell(e.get('label', ''))}{' (clean prediction)' if e.get('label_basis') else ''}: "
+                     f"{e['p_true_clean']:.3f} → {e['p_true_perturbed']:.3f} "
                      f"({signed(e['p_true_perturbed'] - e['p_true_clean'])})", before, after])
     return ["### Worst examples",
-            "Distinct memes whose probability of the true label fell the most, each under the condition that hurt it "
-            "most; <del>removed</del> and <ins>inserted</ins> characters marked, characters outside ASCII with their "
+            "Distinct memes whose probability of the true label (without labels: of the clean prediction) fell the "
+            "most, each under the condition that hurt it most; <del>removed</del> and <ins>inserted</ins> characters marked, characters outside ASCII with their "
             "code point.",
             table(["meme", "condition", "verdict", "true label: p clean → perturbed", clean_label,
                    perturbed_label], rows)]

@@ -204,11 +204,13 @@ def baseline_cells(r: dict) -> list[str]:
     """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
     from .gate_tables import POWER, comparison_state
 
+    from ..judge.thresholds import NO_LABELS
+
     needed = f"; about {r['memes_needed']} memes needed for {POWER:.0%} power" if r.get("memes_needed") else ""
+    figures = (["no labels"] * 4 if r.get("state") == NO_LABELS else  # unlabelled memes: a label-bound rule
+               [number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound"))])
     return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
-            number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound")),
-            p_value(r.get("p_raw")), p_value(r.get("p_value")),
-            comparison_state(r) + needed]
+            *figures, p_value(r.get("p_raw")), p_value(r.get("p_value")), comparison_state(r) + needed]
 
 
 def baseline_notes(baseline: dict) -> list[str]:

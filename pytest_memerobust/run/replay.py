@@ -68,13 +68,14 @@ def worst_flips(result, limit: int = MANIFEST_MEMES) -> list[int]:
     largest fall of the true label's probability first, at most `limit`."""
     from ..judge.results import predicted_labels
 
-    truth = truth_codes(result.y_true)
-    flipped = ((predicted_labels(result.y_true, result.proba_clean) == truth)
-               & (predicted_labels(result.y_true, result.proba) != truth))
+    reference = result.reference  # the true labels (unlabelled memes: the clean predictions)
+    truth = truth_codes(reference)
+    flipped = ((predicted_labels(reference, result.proba_clean) == truth)
+               & (predicted_labels(reference, result.proba) != truth))
     if result.answered is not None:
         flipped &= result.answered
     rows = np.flatnonzero(flipped)
-    fall = (truth_probability(result.y_true, result.proba_clean) - truth_probability(result.y_true, result.proba))[rows]
+    fall = (truth_probability(reference, result.proba_clean) - truth_probability(reference, result.proba))[rows]
     return [int(i) for i in rows[np.argsort(-fall, kind="stable")][:limit]]
 
 
@@ -207,7 +208,7 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
         if meme.has_picture:
             recipe = {"image_side": image_side, "seed": engine.seed, "meme": meme.id, "memes": len(engine.ids),
                       "draws_caption": Condition(text=draws[0], text_severity=draws[1]).id if draws else None}
-        y = np.asarray(result.y_true)[i]
+        y, reference = np.asarray(result.y_true)[i], result.reference
         entry = {
             "case": case, "model": result.model, "model_label": model_label or result.model,
             "dataset": result.dataset, "task": result.task, "condition": condition.id, "seed": engine.seed,
@@ -215,8 +216,8 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
             "picture_digest": None, "picture_recipe": recipe, "recipe_needs_batch": batch,
             "proba_clean": np.asarray(result.proba_clean[i], dtype=np.float64).tolist(),
             "proba": np.asarray(result.proba[i], dtype=np.float64).tolist(),
-            "truth_probability_fall": float(truth_probability(y[None], result.proba_clean[i][None])[0]
-                                            - truth_probability(y[None], result.proba[i][None])[0]),
+            "truth_probability_fall": float(truth_probability(reference[i][None], result.proba_clean[i][None])[0]
+                                            - truth_probability(reference[i][None], result.proba[i][None])[0]),
             "version": __version__}
         if reads_pictures and recipe:
             picture = engine.picture(condition, i)  # before the caption: a joint attack computes both at once

@@ -56,7 +56,8 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
         if m != model or s != spec or result.condition.kind == "clean" or (conditions is not None
                                                                           and cid not in conditions):
             continue
-        drop = true_probability(result.proba_clean, result.y_true) - true_probability(result.proba, result.y_true)
+        reference = result.reference  # the true labels (unlabelled memes: the clean predictions)
+        drop = true_probability(result.proba_clean, reference) - true_probability(result.proba, reference)
         declined = [a for a in (result.abstained_clean, result.abstained) if a is not None]
         if declined:  # a meme the detector declined is scored nowhere: its label words' share says nothing
             drop = np.where(np.logical_or.reduce(declined), -np.inf, drop)
@@ -80,15 +81,16 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
         caption = engine.caption(c, i)  # attack's caption is kept with its picture)
         reader = getattr(engine.ocr, "name", "ocr") if engine.ocr is not None else None  # every caption by OCR
         source = reader or meme.meta.get("caption_source") or "dataset"
-        classes, truth = session.detector(model).classes, np.asarray(result.y_true[i])
+        classes, truth = session.detector(model).classes, np.asarray(result.reference[i])
         label = (classes[int(truth)] if truth.ndim == 0
                  else ", ".join(name for name, on in zip(classes, truth) if on) or "none")
-        p_clean, p_perturbed = (float(true_probability(p[i : i + 1], result.y_true[i : i + 1])[0])
+        p_clean, p_perturbed = (float(true_probability(p[i : i + 1], result.reference[i : i + 1])[0])
                                 for p in (result.proba_clean, result.proba))
         out.append({"id": meme.id, "condition": c.id,
                     "caption": engine.caption(Condition(), i) if reader else meme.text, "perturbed_caption": caption,
                     "caption_source": source, **({"perturbed_caption_source": reader} if reader else {}),
-                    "label": label, "p_true_clean": p_clean, "p_true_perturbed": p_perturbed, "also": also[i],
+                    "label": label, **({} if result.labelled else {"label_basis": "clean prediction"}),
+                    "p_true_clean": p_clean, "p_true_perturbed": p_perturbed, "also": also[i],
                     "thumbnail": thumbnail})
     return out
 

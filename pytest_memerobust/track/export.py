@@ -298,7 +298,7 @@ def outcomes(result) -> dict[str, np.ndarray]:
     from ..run.replay import truth_codes
     from ..judge.results import predicted_labels
 
-    y = np.asarray(result.y_true)
+    y = result.reference  # the true labels (unlabelled memes: the clean predictions, so "correct" is "kept")
     truth = truth_codes(y)
     right_clean = predicted_labels(y, result.proba_clean) == truth
     right = predicted_labels(y, result.proba) == truth
