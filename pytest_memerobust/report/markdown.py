@@ -224,8 +224,8 @@ def _worst(group: dict, cases: list[dict]) -> list[str]:
                      f"({signed(e['p_true_perturbed'] - e['p_true_clean'])})", before, after])
     return ["### Worst examples",
             "Distinct memes whose probability of the true label (without labels: of the clean prediction) fell the "
-            "most, each under the condition that hurt it most; <del>removed</del> and <ins>inserted</ins> characters marked, characters outside ASCII with their "
-            "code point.",
+            "most, each under the condition that hurt it most; <del>removed</del> and <ins>inserted</ins> characters "
+            "marked, characters outside ASCII with their code point.",
             table(["meme", "condition", "verdict", "true label: p clean → perturbed", clean_label,
                    perturbed_label], rows)]
 
