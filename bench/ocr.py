@@ -9,6 +9,7 @@
     python bench/ocr.py --data pridemm:../shared/data/pridemm:test --memes 40
     python bench/ocr.py --device cuda      # the OCR models on the GPU where onnxruntime-gpu is installed
     python bench/ocr.py --reading-order --memes 60   # reading order and run-together words, before and after
+    python bench/ocr.py --panels --memes 40          # two panels side by side: read column by column?
 
 PrideMM ships its captions, not its pictures, so the pictures are drawn; their text is the real captions'.
 
@@ -18,6 +19,13 @@ lines in a top and a bottom block. Each picture is read once; the boxes are then
 this package had before (kept verbatim below as `reading_order_before`) and by today's, and today's also with the
 run-together words split (data/words.py). Per variant: character error rate and words kept against the drawn
 caption, and the share of multi-line captions whose boxes come out in the drawn lines' order.
+
+`--panels` draws two such memes side by side (two photographs at 512 px with a white rule between them, each
+with its own real caption cut to 12 words, one to three lines at the top and often a bottom block; `--rule 0`: no
+rule, the photographs touch) and reads them back: by lines across the picture (the reading order
+before the X-Y cut, kept below as `lines_across`) and by today's, which reads one panel after the other. Per order:
+character error rate against the left panel's caption followed by the right's, and the share of pictures whose
+panels' captions come out whole, one after the other.
 """
 from __future__ import annotations
 
@@ -48,9 +56,16 @@ def main() -> None:
                         help="measure the reading order and the word splits on captions drawn over photographs")
     parser.add_argument("--tilt", type=float, default=0.0,
                         help="with --reading-order: turn each meme's text by up to this many degrees")
+    parser.add_argument("--panels", action="store_true",
+                        help="two panels side by side, each with its own caption: read one after the other?")
+    parser.add_argument("--shown", type=int, default=3, help="with --panels: how many misread pictures to print")
+    parser.add_argument("--rule", type=int, default=8,
+                        help="with --panels: the white rule between the panels, in pixels (0: the photographs touch)")
     args = parser.parse_args()
     if args.reading_order:
         return reading_order_bench(args)
+    if args.panels:
+        return panels_bench(args)
 
     memes = load_dataset(args.data, require_images=False).memes[: args.memes]
     drawn = [draw_meme(m.text, args.size, seed=i) for i, m in enumerate(memes)]
@@ -301,6 +316,66 @@ def reading_order_bench(args) -> None:
         for i in indices[:5]:
             read = " ".join(b.text for b in variants[variant](found[i]))
             print(f"  {variant}: meme {i} ({memes[i][0]}): read {read!r}")
+
+
+def lines_across(boxes) -> tuple[TextBox, ...]:
+    """The reading order before panels (text_boxes.reading_order without text_regions), kept for the comparison."""
+    from pytest_memerobust.data.text_boxes import caption_blocks
+
+    return tuple(box for block in caption_blocks(boxes) for line in block for box in line)
+
+
+def one_after_the_other(read: str, left: str, right: str) -> bool:
+    """Whether the words read come from the left caption first, then the right (a word in both captions, or in
+    neither, says nothing): the panels read one after the other, not line by line across them."""
+    words = [set(t.lower().split()) for t in (left, right)]
+    sides = [0 if w in words[0] else 1 for w in read.lower().split() if (w in words[0]) != (w in words[1])]
+    return sides == sorted(sides)
+
+
+def panels_bench(args) -> None:
+    from pytest_memerobust.data.ocr import RapidOcr
+    from pytest_memerobust.data.text_boxes import reading_order
+    from pytest_memerobust.data.words import split_run_together
+
+    captions = [m.text for m in load_dataset(args.data, require_images=False).memes if m.text.strip()]
+    rng = np.random.default_rng(0)
+    fonts, photos = meme_fonts(), photographs(args.size)
+    memes = []
+    for i in range(args.memes):
+        name, path = fonts[i % len(fonts)]
+        halves, truths = [], []
+        for side in range(2):
+            caption = " ".join(captions[(2 * i + side) % len(captions)].split()[:12])  # a panel's share of words
+            picture, drawn, _ = draw_photo_meme(caption, photos[(2 * i + side) % len(photos)], path, rng)
+            halves.append(picture)
+            truths.append(" ".join(text for *_, text in drawn))
+        gap = np.full((args.size, args.rule, 3), 255, np.uint8)  # a white rule between the panels
+        memes.append((name, np.concatenate([halves[0], gap, halves[1]], axis=1), truths))
+    reader = RapidOcr(None, use_cuda=args.device.startswith("cuda"))
+    start = time.perf_counter()
+    found = [reader.detections(picture) for _, picture, _ in memes]
+    seconds = time.perf_counter() - start
+    rows = []
+    start = time.perf_counter()
+    panelled = [reader.reading(picture) for _, picture, _ in memes]  # panels cut at their rule, each read alone
+    panel_seconds = time.perf_counter() - start
+    for variant, order in (("lines across the picture (before)", lambda ds, _: lines_across(
+                                [split_run_together(d) for d in ds])),
+                           ("X-Y cut of the boxes", lambda ds, _: reading_order(split_run_together(d) for d in ds)),
+                           ("panels cut at their rule, each read alone, then X-Y", lambda _, boxes: boxes)):
+        read = [" ".join(b.text for b in order(ds, boxes)) for ds, boxes in zip(found, panelled)]
+        truth = [" ".join(t) for _, _, t in memes]
+        whole = [one_after_the_other(r, *t) for r, (_, _, t) in zip(read, memes)]
+        rows.append([variant, f"{np.mean([min(1.0, character_error_rate(r, t)) for r, t in zip(read, truth)]):.3f}",
+                     f"{sum(whole)} / {len(memes)}"])
+        for i in [i for i, w in enumerate(whole) if not w][:args.shown]:
+            print(f"  {variant}, meme {i}: read {read[i]!r}; drawn {' | '.join(memes[i][2])!r}")
+    print(f"{len(memes)} pictures of two panels ({args.size} px each, at most 12 words each, a {args.rule} px rule, "
+          f"real captions from {args.data}); OCR "
+          f"{seconds / len(memes):.3f} s per picture read whole, {panel_seconds / len(memes):.3f} s in panels")
+    print(tabulate(rows, headers=["reading order", "CER vs left then right caption",
+                                  "panels read one after the other"]))
 
 
 if __name__ == "__main__":

@@ -188,3 +188,65 @@ def test_rapidocr_reads_a_drawn_meme_in_reading_order_with_its_spaces():
     boxes = reader.read_boxes(np.asarray(img))
     assert len(caption_blocks(boxes)) == 2
     assert joined_text(boxes) == "WHEN SHE SEES THE COMMENTS ON HER POST"
+
+
+def test_panels_side_by_side_are_read_one_after_the_other():
+    # two panels whose captions sit at the same heights: read line by line across the picture they interleave
+    # (`LEFT ONE RIGHT ONE LEFT TWO RIGHT TWO`); cut X-Y, each panel is read whole
+    panels = [TextBox.from_rect(10, 300, 200, 340, "LEFT ONE"), TextBox.from_rect(300, 300, 490, 340, "RIGHT ONE"),
+              TextBox.from_rect(10, 350, 200, 390, "LEFT TWO"), TextBox.from_rect(300, 350, 490, 390, "RIGHT TWO")]
+    assert texts(reading_order(panels)) == ["LEFT ONE", "LEFT TWO", "RIGHT ONE", "RIGHT TWO"]
+    over_both = [TextBox.from_rect(20, 10, 480, 50, "OVER BOTH")]  # a caption across both panels comes first
+    assert texts(reading_order(panels + over_both))[:2] == ["OVER BOTH", "LEFT ONE"]
+    words = [TextBox.from_rect(10, 10, 100, 50, "A"), TextBox.from_rect(130, 10, 300, 50, "LINE"),
+             TextBox.from_rect(320, 10, 490, 50, "OF"), TextBox.from_rect(40, 60, 200, 100, "TWO")]
+    assert texts(reading_order(words)) == ["A", "LINE", "OF", "TWO"]  # gaps between words are no panels
+    # boxes read in panels of their own (TextBox.region) keep their panel's order, whatever their place
+    read = [TextBox.from_rect(300, 10, 490, 50, "SECOND").shifted(0, 1), TextBox.from_rect(10, 300, 200, 340, "FIRST")]
+    assert texts(reading_order(read)) == ["FIRST", "SECOND"]
+    assert TextBox.from_json(read[0].to_json()) == read[0] and len(read[1].to_json()) == 3
+
+
+def test_a_plain_rule_from_top_to_bottom_cuts_panels_and_nothing_else_does():
+    from pytest_memerobust.data.ocr import panel_cuts
+
+    rng = np.random.default_rng(0)
+    photo = lambda: rng.integers(0, 256, (120, 200, 3), dtype=np.uint8)  # noqa: E731
+    rule = np.full((120, 8, 3), 255, np.uint8)
+    assert panel_cuts(np.concatenate([photo(), rule, photo()], axis=1)) == [204]
+    assert panel_cuts(np.concatenate([photo(), photo()], axis=1)) == []  # touching panels: the X-Y cut's case
+    crossed = np.concatenate([photo(), rule, photo()], axis=1)
+    crossed[10:30, 150:260] = 0  # a caption drawn over both panels: no rule runs top to bottom
+    assert panel_cuts(crossed) == []
+    assert panel_cuts(np.concatenate([rule, photo(), photo()], axis=1)) == []  # a margin is no rule
+    three = np.concatenate([photo(), rule, photo(), rule, photo()], axis=1)
+    assert panel_cuts(three) == [204, 412]
+    noted = np.concatenate([photo(), np.full((120, 200, 3), 255, np.uint8)], axis=1)
+    noted[40:50, 250:262] = noted[40:50, 300:330] = 0  # words written on a white ground, white between them
+    assert panel_cuts(noted) == []  # a note beside a picture, not two panels
+
+
+def test_rapidocr_reads_two_panels_with_the_same_line_heights_one_after_the_other():
+    pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend is in the dev and ocr extras")
+    pytest.importorskip("symspellpy", reason="its word frequencies put back the spaces OCR lost")
+    import os
+
+    import matplotlib
+    from PIL import Image, ImageDraw, ImageFont
+
+    from pytest_memerobust.data.ocr import RapidOcr
+
+    bold = ImageFont.truetype(os.path.join(matplotlib.get_data_path(), "fonts/ttf/DejaVuSans-Bold.ttf"), 30)
+    halves = []
+    for side, lines in enumerate((("MONDAY", "MORNING"), ("FRIDAY", "EVENING"))):
+        ys = np.linspace(60, 180, 300)[:, None, None]
+        img = Image.fromarray(np.broadcast_to(ys, (300, 300, 3)).astype(np.uint8))
+        draw = ImageDraw.Draw(img)
+        for k, text in enumerate(lines):  # close to the rule on both sides: read whole, lines run across it
+            x = 300 - draw.textlength(text, font=bold) - 6 if side == 0 else 6  # ("MONDAY FRIDAY MORNING ...")
+            draw.text((x, 20 + 40 * k), text, font=bold, fill="white", stroke_width=3, stroke_fill="black")
+        halves.append(np.asarray(img))
+    picture = np.concatenate([halves[0], np.full((300, 8, 3), 255, np.uint8), halves[1]], axis=1)
+    boxes = RapidOcr().read_boxes(picture)
+    assert joined_text(boxes) == "MONDAY MORNING FRIDAY EVENING"
+    assert {b.region for b in boxes} == {0, 1} and all(b.bounds[0] >= 308 for b in boxes if b.region == 1)

@@ -26,9 +26,20 @@ from .words import split_run_together
 OCR_BACKENDS = ("rapidocr",)
 MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text only a few pixels high
 # A cached reading is used only when written by this version of the reading: 2 = lines grouped by overlap
-# (text_boxes.reading_order) and run-together words split (words.py); 3 = split by word frequencies; entries of
-# another version are read again.
-CACHE_VERSION = 3
+# (text_boxes.reading_order) and run-together words split (words.py); 3 = split by word frequencies; 4 = panels side
+# by side read one by one (`panel_cuts`), boxes cut X-Y (text_boxes.text_regions); entries of another version are
+# read again.
+CACHE_VERSION = 4
+# Panels side by side: a plain rule runs top to bottom between them, a band of columns that vary less than
+# PANEL_RULE_STD (in 0-255 levels, any channel) from the top of the picture to its bottom, at least PANEL_RULE_WIDTH
+# pixels wide, with at least PANEL_SHARE of the picture's width on either side (no panel narrower; the picture's own
+# margins are no rules), and panels that are pictures: at most PANEL_PLAIN of each panel's columns plain too (a band of
+# white between the words of a note written on a white ground is no rule). No caption crosses such a band: text drawn
+# over both panels leaves none.
+PANEL_RULE_STD = 6.0
+PANEL_RULE_WIDTH = 3
+PANEL_SHARE = 0.2
+PANEL_PLAIN = 0.1
 
 
 class OcrBackend(Protocol):
@@ -83,8 +94,16 @@ class RapidOcr:
         return [joined_text(self._memory[key]) for key in keys]
 
     def reading(self, image) -> tuple[TextBox, ...]:
-        """The text boxes on a picture, read now (uncached): reading order, run-together words split."""
-        return reading_order(split_run_together(d) for d in self.detections(image))
+        """The text boxes on a picture, read now (uncached): panels side by side (`panel_cuts`) each read on its own,
+        so that the reader never runs a line of one into the next panel's, in reading order, run-together words
+        split."""
+        image = _as_array(image)
+        edges = [0, *panel_cuts(image), image.shape[1]]
+        if len(edges) == 2:
+            return reading_order(split_run_together(d) for d in self.detections(image))
+        return reading_order(split_run_together(d).shifted(left, k)
+                             for k, (left, right) in enumerate(zip(edges, edges[1:]))
+                             for d in self.detections(np.ascontiguousarray(image[:, left:right])))
 
     def _entry_path(self, key: str) -> Path | None:
         return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
@@ -113,11 +132,7 @@ class RapidOcr:
 
     def detections(self, image) -> list[Detection]:
         """What the reader finds on a picture, uncached, in its own order, with each character's place."""
-        if not isinstance(image, np.ndarray):  # the OCR engine reads arrays: an edge
-            from .pictures import to_array
-
-            image = to_array(image)
-        image = np.asarray(image, dtype=np.uint8)
+        image = _as_array(image)
         upscaled = _upscaled(image)
         with fixed_threads():  # OpenCV, which reads and crops for the models (determinism.py)
             found, _ = self._engine(upscaled, return_word_box=True)
@@ -157,6 +172,40 @@ def _read_entry(path: Path | None, backend: str) -> tuple[TextBox, ...] | None:
         return tuple(TextBox.from_json(box) for box in entry["boxes"])
     except (OSError, ValueError):
         return None
+
+
+def _as_array(image) -> np.ndarray:
+    """A picture as the OCR engine reads it: an H x W x 3 uint8 array (a tensor converted here, at the edge)."""
+    if not isinstance(image, np.ndarray):
+        from .pictures import to_array
+
+        image = to_array(image)
+    return np.asarray(image, dtype=np.uint8)
+
+
+def panel_cuts(image: np.ndarray) -> list[int]:
+    """The x of the middle of each plain rule between panels side by side (PANEL_RULE_STD above); [] for one panel."""
+    h, w = image.shape[:2]
+    if h < 2 or w < 2 * PANEL_RULE_WIDTH / PANEL_SHARE:
+        return []
+    spread = image.astype(np.float32).std(axis=0)  # per column (and channel): how much it varies top to bottom
+    plain = (spread.max(axis=-1) if spread.ndim == 2 else spread) < PANEL_RULE_STD
+    cuts, x = [], 0
+    while x < w:
+        if not plain[x]:
+            x += 1
+            continue
+        start = x
+        while x < w and plain[x]:
+            x += 1
+        if x - start >= PANEL_RULE_WIDTH and start >= PANEL_SHARE * w and x <= (1 - PANEL_SHARE) * w and (
+                not cuts or start - cuts[-1][1] >= PANEL_SHARE * w):
+            cuts.append((start, x))
+    edges = [0, *(edge for band in cuts for edge in band), w]
+    panels = [plain[left:right] for left, right in zip(edges[::2], edges[1::2])]
+    if any(panel.mean() > PANEL_PLAIN for panel in panels):  # a plain ground with text on it, not two pictures
+        return []
+    return [(start + end) // 2 for start, end in cuts]
 
 
 def _upscaled(image: np.ndarray) -> np.ndarray:

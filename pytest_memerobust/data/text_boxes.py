@@ -15,11 +15,13 @@ TEXT_BOXES = "text_boxes"  # Meme.meta key: a tuple of TextBox in reading order
 @dataclass(frozen=True)
 class TextBox:
     """One line (or piece) of text on a picture: its four corners (x, y), clockwise from the top left, the text
-    read or drawn there, and the reader's confidence (1 for drawn text)."""
+    read or drawn there, the reader's confidence (1 for drawn text) and the panel it was read in (data/ocr.py
+    `panel_cuts`: panels side by side, numbered left to right, each read whole before the next; 0 for one)."""
 
     corners: tuple[tuple[float, float], ...]
     text: str = ""
     score: float = 1.0
+    region: int = 0
 
     @classmethod
     def from_rect(cls, left: float, top: float, right: float, bottom: float, text: str = "",
@@ -44,22 +46,27 @@ class TextBox:
 
     def scaled(self, factor: float) -> "TextBox":
         """The box on a picture resized by `factor` (OCR reads an upscaled copy of small pictures)."""
-        return TextBox(tuple((x * factor, y * factor) for x, y in self.corners), self.text, self.score)
+        return TextBox(tuple((x * factor, y * factor) for x, y in self.corners), self.text, self.score, self.region)
+
+    def shifted(self, dx: float, region: int) -> "TextBox":
+        """The box moved `dx` pixels right, in panel `region`: from a panel's own pixels to the picture's."""
+        return TextBox(tuple((x + dx, y) for x, y in self.corners), self.text, self.score, region)
 
     def to_json(self) -> list:
-        return [[list(c) for c in self.corners], self.text, self.score]
+        return [[list(c) for c in self.corners], self.text, self.score] + ([self.region] if self.region else [])
 
     @classmethod
     def from_json(cls, value) -> "TextBox":
         """The inverse of `to_json`; ValueError on anything else (a damaged cache entry)."""
         try:
-            corners, text, score = value
+            corners, text, score, *region = value
             corners = tuple((float(x), float(y)) for x, y in corners)
+            region = int(region[0]) if region else 0
         except (TypeError, ValueError):
             raise ValueError(f"not a text box: {value!r}") from None
-        if len(corners) != 4 or not isinstance(text, str):
+        if len(corners) != 4 or not isinstance(text, str) or len(value) > 4:
             raise ValueError(f"not a text box: {value!r}")
-        return cls(corners, text, float(score))
+        return cls(corners, text, float(score), region)
 
 
 # Lines and blocks. A box joins a line when its vertical extent overlaps the line's (at the box's place along the
@@ -155,9 +162,57 @@ def caption_blocks(boxes: Iterable[TextBox]) -> tuple[tuple[tuple[TextBox, ...],
     return tuple(tuple(block) for block in blocks)
 
 
+# Panels. Two panels side by side, each with its own caption, are read one after the other: a recursive X-Y cut
+# (Nagy and Seth, 1984) cuts the boxes where an empty band runs down between them (a column, first) or across between
+# their lines, and reads the parts left to right, top to bottom. A band down counts only when it is wider than
+# PANEL_GAP times the text's median height: the gaps between the words of one line never cut it, and a caption that
+# runs across both panels (a top line over both) leaves no band down until it is cut off across.
+PANEL_GAP = 2.0
+
+
+def _gaps(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(width, middle) of each empty band between the intervals `spans` cover, along one axis."""
+    ordered = sorted(spans)
+    out, reach = [], ordered[0][1]
+    for start, end in ordered[1:]:
+        if start > reach:
+            out.append((start - reach, (start + reach) / 2))
+        reach = max(reach, end)
+    return out
+
+
+def text_regions(boxes: Iterable[TextBox]) -> tuple[tuple[TextBox, ...], ...]:
+    """The boxes cut into the regions a reader takes one after another: the panels they were read in (TextBox.region),
+    then the recursive X-Y cut above: a column band down first (panels side by side), else the widest band across
+    between lines (text_lines, so a tilted line is never cut), each part cut again."""
+    boxes = list(boxes)
+    if len(boxes) < 2:
+        return (tuple(boxes),) if boxes else ()
+    panels = sorted({b.region for b in boxes})
+    if len(panels) > 1:  # read in panels of their own (TextBox.region): each whole, left to right
+        return tuple(r for panel in panels for r in text_regions(b for b in boxes if b.region == panel))
+    heights = sorted(b.height for b in boxes)
+    down = [g for g in _gaps((b.bounds[0], b.bounds[2]) for b in boxes)
+            if g[0] >= PANEL_GAP * heights[len(heights) // 2]]
+    if down:
+        cut = max(down)[1]
+        parts = [[b for b in boxes if b.bounds[2] <= cut], [b for b in boxes if b.bounds[0] >= cut]]
+    else:
+        lines = text_lines(boxes)
+        across = _gaps((min(b.bounds[1] for b in line), max(b.bounds[3] for b in line)) for line in lines)
+        if not across:
+            return (tuple(boxes),)
+        cut = max(across)[1]
+        parts = [[b for line in lines for b in line if min(x.bounds[1] for x in line) < cut],
+                 [b for line in lines for b in line if min(x.bounds[1] for x in line) >= cut]]
+    return tuple(region for part in parts for region in text_regions(part))
+
+
 def reading_order(boxes: Iterable[TextBox]) -> tuple[TextBox, ...]:
-    """Boxes block by block, line by line (top to bottom), left to right within a line, as a reader goes."""
-    return tuple(box for block in caption_blocks(boxes) for line in block for box in line)
+    """Boxes region by region (text_regions: panels one after the other), block by block, line by line (top to
+    bottom), left to right within a line, as a reader goes."""
+    return tuple(box for region in text_regions(boxes) for block in caption_blocks(region) for line in block
+                 for box in line)
 
 
 def joined_text(boxes: Sequence[TextBox]) -> str:
