@@ -199,3 +199,35 @@ def test_a_caption_band_set_flush_left_stays_flush_left():
             after = (out[top:bottom].max(axis=2) < 100).any(axis=0).nonzero()[0]
             if len(after):  # a line may get no words of a shorter caption
                 assert abs(int(after[0]) - int(before[0])) <= 2, (k, box.text)
+
+
+def test_an_outlined_caption_over_a_dark_busy_picture_comes_back_bold_and_no_wider():
+    """Anton's white capitals outlined in black over dark ground with bright spots (skimage's coins): the outline is
+    found past the glyphs' anti-aliased edge, so the caption comes back in Anton, outlined, where it came back in
+    Pillow's regular font, wider than the picture; and no re-rendered line is much wider than the line it replaces."""
+    skimage_data = pytest.importorskip("skimage.data", reason="scikit-image comes with the dev extra")
+    from PIL import Image
+
+    anton = typography._packaged_anton()
+    coins = Image.fromarray(np.repeat(skimage_data.coins()[..., None], 3, axis=2)).resize((420, 331), Image.LANCZOS)
+    ground = np.asarray(coins)
+    caption = "keep your change we want our country back"
+    picture, boxes = draw_meme_text(ground, caption, lambda size: ImageFont.truetype(anton, max(6, int(size))))
+    x = as_picture(picture)
+    blocks = measure_blocks(x, boxes, _styles(x, boxes))
+    assert all(block.outline is not None and float(block.outline.max()) < 60 for block in blocks)
+    assert [block_face(x, block) for block in blocks] == [anton] * len(blocks)
+    for block in blocks:  # a face wider than the meme's (Pillow's regular) is set smaller, as wide as the old line
+        size = typography._block_size(block, [line.text for line in block.lines], PILLOW_DEFAULT, 420)
+        for line, (left, _, right, _) in zip(block.lines, block.glyphs):
+            _, text_left, _, text_right, _ = typography._rendered(line.text, size, PILLOW_DEFAULT)
+            assert text_right - text_left <= typography.WIDTH_SLACK * (right - left) + 1
+    out = to_array(render_caption(x, caption, boxes))  # the same words: as wide as they were
+    for block in blocks:
+        for left, top, right, bottom in block.glyphs:
+            band = out[top:bottom].astype(np.int16)  # the caption's white and the black around it
+            white = torch.from_numpy(band.min(axis=2) > 240)
+            black = torch.from_numpy(band.max(axis=2) < 60).float()
+            ringed = white & (torch.nn.functional.max_pool2d(black[None, None], 7, stride=1, padding=3)[0, 0] > 0)
+            columns = np.flatnonzero(ringed.numpy().any(axis=0))
+            assert 0.85 * (right - left) <= columns.max() - columns.min() <= 1.15 * (right - left)

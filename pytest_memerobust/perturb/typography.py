@@ -359,22 +359,28 @@ def _median(colours: Sequence[torch.Tensor]) -> torch.Tensor:
 
 def _rim(x: torch.Tensor, block: _Block) -> torch.Tensor | None:
     """The colour of an outline `box_colours` could not tell from a background near its colour (black around white
-    capitals over a dark picture), or None: the median of the pixels bordering the glyphs (within 2 pixels of the
-    pixels of the ink's colour, in the lines' boxes) when most of them are near it and it is not the background's."""
+    capitals over a dark picture), or None: the median of the pixels bordering the glyphs (1 pixel from the pixels
+    of the ink's colour, in the lines' boxes; else 2 pixels, past the anti-aliased edge; else both) when most of them
+    are near it and it is not the background's."""
     h, w = x.shape[1:]
-    rims = []
+    rings: dict[tuple[int, int], list[torch.Tensor]] = {(1, 0): [], (2, 1): [], (2, 0): []}
     for line in block.lines:
         left, top, right, bottom = _clipped(line, 0.0, h, w)
         region = x[:, top:bottom, left:right].float()
         ink = _distance(region, block.ink) < INK_LEVEL
-        rims.append(region[:, _dilated(ink, 2) & ~_dilated(ink, 0)])
-    rim = torch.cat(rims, dim=1)
-    if rim.shape[1] == 0:
-        return None
-    colour = rim.median(dim=1).values
-    steady = float(((rim - colour[:, None]).norm(dim=0) < INK_LEVEL).float().mean()) >= 0.6
-    apart = float((colour - block.background).norm()) > INK_LEVEL and float((colour - block.ink).norm()) > 2.5 * INK_LEVEL
-    return colour if steady and apart else None
+        for (outer, inner), found in rings.items():
+            found.append(region[:, _dilated(ink, outer) & ~_dilated(ink, inner)])
+    for found in rings.values():
+        rim = torch.cat(found, dim=1)
+        if rim.shape[1] == 0:
+            return None
+        colour = rim.median(dim=1).values
+        steady = float(((rim - colour[:, None]).norm(dim=0) < INK_LEVEL).float().mean()) >= 0.6
+        apart = (float((colour - block.background).norm()) > INK_LEVEL
+                 and float((colour - block.ink).norm()) > 2.5 * INK_LEVEL)
+        if steady and apart:
+            return colour
+    return None
 
 
 def measure_blocks(x: torch.Tensor, boxes: Sequence[TextBox], styles: Sequence) -> list[_Block]:
@@ -685,15 +691,25 @@ def block_face(x: torch.Tensor, block: _Block) -> str:
     return _nearest(right - left, widths)
 
 
+WIDTH_SLACK = 1.1  # a re-rendered line may be this much wider than its old text would be at the block's size
+
+
 def _block_size(block: _Block, texts: Sequence[str], face: str, w: int) -> int:
-    """The one font size of a block: the median of the sizes that make each line's old text as high as it is on the
-    picture (weighted by the lines' widths), made smaller when a new line would be wider than its line may grow (1.5 x its glyphs' width, within
-    the picture)."""
+    """The one font size of a block, fitted to its lines as the original was: the median of the sizes that make each
+    line's old text as high as it is on the picture (weighted by the lines' widths), no larger than makes any line's
+    old text WIDTH_SLACK times as wide as its glyphs are (a face wider than the meme's comes back smaller, in the
+    same place, not over the picture's edge), and smaller still where a new line would be wider than its line may
+    grow (1.5 x its glyphs' width, within the picture)."""
     sizes = [_size_for(line.text or text or "H", max(1, bottom - top), face)
              for line, (_, top, _, bottom), text in zip(block.lines, block.glyphs, texts)]
     weights = [right - left for left, _, right, _ in block.glyphs]  # a long line is measured the more surely
     order = np.argsort(sizes)
     size = sizes[order[np.searchsorted(np.cumsum(np.array(weights)[order]), sum(weights) / 2)]]
+    for line, (left, _, right, _) in zip(block.lines, block.glyphs):
+        if line.text:
+            _, old_left, _, old_right, _ = _rendered(line.text, size, face)
+            if old_right - old_left > WIDTH_SLACK * (right - left):
+                size = max(6, int(size * WIDTH_SLACK * (right - left) / (old_right - old_left)))
     for (left, _, right, _), text in zip(block.glyphs, texts):
         if text:
             _, text_left, _, text_right, _ = _rendered(text, size, face)
