@@ -10,6 +10,7 @@
     python bench/ocr.py --device cuda      # the OCR models on the GPU where onnxruntime-gpu is installed
     python bench/ocr.py --reading-order --memes 60   # reading order and run-together words, before and after
     python bench/ocr.py --panels --memes 40          # two panels side by side: read column by column?
+    python bench/ocr.py --scene --memes 60           # scene text (signs, watermarks, logos) kept out of the caption?
 
 PrideMM ships its captions, not its pictures, so the pictures are drawn; their text is the real captions'.
 
@@ -22,7 +23,13 @@ caption, and the share of multi-line captions whose boxes come out in the drawn 
 
 `--panels` draws two such memes side by side (two photographs at 512 px with a white rule between them, each
 with its own real caption cut to 12 words, one to three lines at the top and often a bottom block; `--rule 0`: no
-rule, the photographs touch) and reads them back: by lines across the picture (the reading order
+rule, the photographs touch)
+
+`--scene` draws the reading-order memes again with one piece of scene text each, in turn: dark text on a light sign
+or T-shirt mid-picture, a grey watermark in a corner, coloured text printed on the photograph (words from SCENE).
+Per picture: the caption read with every box (before) and without the boxes told as scene text (data/ocr.py
+`scene_text`), the character error rate against the drawn caption, how many captions take in scene text, and how
+many caption boxes were wrongly told as scene text. and reads them back: by lines across the picture (the reading order
 before the X-Y cut, kept below as `lines_across`) and by today's, which reads one panel after the other. Per order:
 character error rate against the left panel's caption followed by the right's, and the share of pictures whose
 panels' captions come out whole, one after the other.
@@ -56,6 +63,9 @@ def main() -> None:
                         help="measure the reading order and the word splits on captions drawn over photographs")
     parser.add_argument("--tilt", type=float, default=0.0,
                         help="with --reading-order: turn each meme's text by up to this many degrees")
+    parser.add_argument("--scene", action="store_true",
+                        help="memes with scene text besides their caption: is it kept out of the caption?")
+    parser.add_argument("--seed", type=int, default=11, help="with --scene: the draws of captions and scene text")
     parser.add_argument("--panels", action="store_true",
                         help="two panels side by side, each with its own caption: read one after the other?")
     parser.add_argument("--shown", type=int, default=3, help="with --panels: how many misread pictures to print")
@@ -66,6 +76,8 @@ def main() -> None:
         return reading_order_bench(args)
     if args.panels:
         return panels_bench(args)
+    if args.scene:
+        return scene_bench(args)
 
     memes = load_dataset(args.data, require_images=False).memes[: args.memes]
     drawn = [draw_meme(m.text, args.size, seed=i) for i, m in enumerate(memes)]
@@ -316,6 +328,69 @@ def reading_order_bench(args) -> None:
         for i in indices[:5]:
             read = " ".join(b.text for b in variants[variant](found[i]))
             print(f"  {variant}: meme {i} ({memes[i][0]}): read {read!r}")
+
+
+SCENE = ("BIBLE", "STOP", "FEMINIST", "OPEN", "EXIT", "PRIDE", "COFFEE", "NEWS", "SALE", "POLICE", "TEAM USA",
+         "THIS IS WHAT A FEMINIST LOOKS LIKE", "imgflip.com", "@memes_daily", "HOLY BIBLE", "NO PARKING")
+
+
+def with_scene_text(picture: np.ndarray, rng: np.random.Generator, font_path: str, k: int):
+    """The picture with scene text of kind k % 3 (a sign, a watermark, a logo) and the text."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.fromarray(picture.copy())
+    draw, size, text = ImageDraw.Draw(img), img.size[0], SCENE[k % len(SCENE)]
+    if k % 3 == 1:  # a grey watermark in a corner
+        font = ImageFont.truetype(font_path, 14)
+        draw.text((size - draw.textlength(text, font=font) - 6, size - 20), text, font=font, fill=(200, 200, 200))
+        return np.asarray(img), text
+    font = ImageFont.truetype(font_path, int(rng.integers(16, 32)))
+    width = draw.textlength(text, font=font)
+    x = int(rng.integers(20, max(21, size - width - 20)))
+    y = int(rng.integers(int(size * 0.35), int(size * 0.6)))
+    if k % 3 == 0:  # dark text on a light sign or T-shirt
+        fill = tuple(int(v) for v in rng.integers(200, 256, 3))
+        draw.rectangle([x - 8, y - 6, x + width + 8, y + font.size + 10], fill=fill)
+        draw.text((x, y), text, font=font, fill=(20, 20, 20))
+    else:  # coloured text printed on the photograph
+        draw.text((x, y), text, font=font, fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
+    return np.asarray(img), text
+
+
+def scene_bench(args) -> None:
+    from pytest_memerobust.data.ocr import RapidOcr
+    from pytest_memerobust.data.text_boxes import joined_text
+
+    captions = [m.text for m in load_dataset(args.data, require_images=False).memes if m.text.strip()]
+    rng = np.random.default_rng(args.seed)  # the thresholds were chosen on seeds 1 and 7
+    fonts, photos = meme_fonts(), photographs(args.size)
+    reader = RapidOcr(None, use_cuda=args.device.startswith("cuda"))
+    rows = {"every box (before)": [], "scene text kept out (after)": []}
+    leaked = {name: 0 for name in rows}
+    lost, told, seconds = 0, 0, 0.0
+    for i in range(args.memes):
+        picture, drawn, _ = draw_photo_meme(captions[i % len(captions)], photos[i % len(photos)],
+                                            fonts[i % len(fonts)][1], rng)
+        picture, scene = with_scene_text(picture, rng, fonts[0][1], i)
+        truth = " ".join(text for *_, text in drawn)
+        start = time.perf_counter()
+        boxes = reader.reading(picture)
+        seconds += time.perf_counter() - start
+        squeezed = lambda t: "".join(t.lower().split())  # noqa: E731
+        for name, read in (("every box (before)", " ".join(b.text for b in boxes)),
+                           ("scene text kept out (after)", joined_text(boxes))):
+            rows[name].append(min(1.0, character_error_rate(read, truth)))
+            leaked[name] += squeezed(scene) in squeezed(read) and squeezed(scene) not in squeezed(truth)
+        for box in boxes:
+            if box.scene:
+                caption_box = squeezed(box.text) in squeezed(truth) and squeezed(box.text) not in squeezed(scene)
+                lost += caption_box
+                told += not caption_box
+    print(f"{args.memes} real captions from {args.data} drawn over photographs at {args.size} px, each with scene "
+          f"text (a sign, a watermark or a logo, in turn); OCR {seconds / args.memes:.3f} s per picture")
+    print(tabulate([[name, f"{np.mean(cer):.3f}", f"{leaked[name]} / {args.memes}"] for name, cer in rows.items()],
+                   headers=["caption read from", "CER vs drawn caption", "captions with the scene text in them"]))
+    print(f"boxes told as scene text: {told} of scene text, {lost} of the caption (its words lost)")
 
 
 def lines_across(boxes) -> tuple[TextBox, ...]:

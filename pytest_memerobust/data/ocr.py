@@ -20,16 +20,17 @@ from ..determinism import RESULT_THREADS, fixed_threads
 from ..errors import BackendMissing
 from .digests import input_digest
 from .meme import Dataset
-from .text_boxes import TEXT_BOXES, Detection, TextBox, joined_text, reading_order
+from .text_boxes import TEXT_BOXES, Detection, TextBox, caption_blocks, joined_text, reading_order
 from .words import split_run_together
 
 OCR_BACKENDS = ("rapidocr",)
+SCENE_TEXT = "scene_text"  # Meme.meta key: the text OCR read off the picture that is not its caption
 MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text only a few pixels high
 # A cached reading is used only when written by this version of the reading: 2 = lines grouped by overlap
 # (text_boxes.reading_order) and run-together words split (words.py); 3 = split by word frequencies; 4 = panels side
-# by side read one by one (`panel_cuts`), boxes cut X-Y (text_boxes.text_regions); entries of another version are
-# read again.
-CACHE_VERSION = 4
+# by side read one by one (`panel_cuts`), boxes cut X-Y (text_boxes.text_regions); 5 = scene text told from the
+# caption (`scene_text`); entries of another version are read again.
+CACHE_VERSION = 5
 # Panels side by side: a plain rule runs top to bottom between them, a band of columns that vary less than
 # PANEL_RULE_STD (in 0-255 levels, any channel) from the top of the picture to its bottom, at least PANEL_RULE_WIDTH
 # pixels wide, with at least PANEL_SHARE of the picture's width on either side (no panel narrower; the picture's own
@@ -40,6 +41,16 @@ PANEL_RULE_STD = 6.0
 PANEL_RULE_WIDTH = 3
 PANEL_SHARE = 0.2
 PANEL_PLAIN = 0.1
+# Caption and scene text. A meme's caption is set in white strokes ringed by a black outline; a T-shirt's, a sign's or
+# a watermark's text is not. A box is set in the caption's style when at least CAPTION_WHITE of it (grown by 2 px) is
+# neutral white (every channel at least 225, within 30 of each other), its white is letters (at most CAPTION_GROUND of
+# it in shapes wider than twice the box's height: dark text on a white sign has white ground) and at least
+# CAPTION_RINGED of the pixels within 2 px around those letters are black (every channel at most 70). Where a picture
+# has boxes in the caption's style, its other boxes are scene text, but for those in a caption block with some in the
+# style and as tall; where it has none (black text on a white band, a screenshot), all its text is caption.
+CAPTION_WHITE = 0.05
+CAPTION_GROUND = 0.3
+CAPTION_RINGED = 0.5
 
 
 class OcrBackend(Protocol):
@@ -100,10 +111,11 @@ class RapidOcr:
         image = _as_array(image)
         edges = [0, *panel_cuts(image), image.shape[1]]
         if len(edges) == 2:
-            return reading_order(split_run_together(d) for d in self.detections(image))
-        return reading_order(split_run_together(d).shifted(left, k)
-                             for k, (left, right) in enumerate(zip(edges, edges[1:]))
-                             for d in self.detections(np.ascontiguousarray(image[:, left:right])))
+            boxes = [split_run_together(d) for d in self.detections(image)]
+        else:
+            boxes = [split_run_together(d).shifted(left, k) for k, (left, right) in enumerate(zip(edges, edges[1:]))
+                     for d in self.detections(np.ascontiguousarray(image[:, left:right]))]
+        return reading_order(scene_text(image, boxes))
 
     def _entry_path(self, key: str) -> Path | None:
         return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
@@ -208,6 +220,45 @@ def panel_cuts(image: np.ndarray) -> list[int]:
     return [(start + end) // 2 for start, end in cuts]
 
 
+def caption_styled(image: np.ndarray, box: TextBox) -> bool:
+    """Whether a box's text is set as a meme's caption is: white letters ringed by a black outline (CAPTION_WHITE
+    above)."""
+    import cv2  # rapidocr's
+
+    left, top, right, bottom = box.bounds
+    h, w = image.shape[:2]
+    crop = image[max(0, top - 2) : min(h, bottom + 2), max(0, left - 2) : min(w, right + 2)].astype(np.int16)
+    if crop.size == 0:
+        return False
+    white = (crop.min(axis=2) >= 225) & (crop.max(axis=2) - crop.min(axis=2) <= 30)
+    if white.mean() < CAPTION_WHITE:
+        return False
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(white.astype(np.uint8), connectivity=8)
+    ground = np.zeros(count, bool)
+    ground[1:] = stats[1:, cv2.CC_STAT_WIDTH] > 2 * box.height  # white wider than letters: a sign's, a band's
+    if stats[1:, cv2.CC_STAT_AREA][ground[1:]].sum() > CAPTION_GROUND * white.sum():
+        return False
+    letters = white & ~ground[labels]
+    ring = cv2.dilate(letters.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool) & ~letters
+    return bool(ring.any()) and float((crop.max(axis=2) <= 70)[ring].mean()) >= CAPTION_RINGED
+
+
+def scene_text(image: np.ndarray, boxes: list[TextBox]) -> list[TextBox]:
+    """The boxes, those not in the caption's style marked as scene text (TextBox.scene) where some are in it; a box
+    in a caption block (text_boxes.caption_blocks) with boxes in the caption's style, and as tall as their median or
+    taller, is caption (a short word over white ground shows too little of its outline to tell; scene text beside a
+    caption is smaller)."""
+    styled = {id(box) for box in boxes if caption_styled(image, box)}
+    if not styled or len(styled) == len(boxes):
+        return boxes
+    in_caption = set(styled)
+    for block in caption_blocks(boxes):
+        heights = sorted(box.height for line in block for box in line if id(box) in styled)
+        if heights:  # as tall as the block's caption lines, or taller: its own
+            in_caption |= {id(box) for line in block for box in line if box.height >= heights[len(heights) // 2]}
+    return [box if id(box) in in_caption else replace(box, scene=True) for box in boxes]
+
+
 def _upscaled(image: np.ndarray) -> np.ndarray:
     h, w = image.shape[:2]
     scale = MIN_SIDE / min(h, w)
@@ -246,7 +297,8 @@ def read_texts(ocr: OcrBackend, pictures: list) -> list[str]:
 
 def fill_missing_captions(dataset: Dataset, ocr: OcrBackend) -> Dataset:
     """The dataset with every empty caption read off its picture; those memes get meta["caption_source"] = the
-    backend's name, and its text boxes (meta[TEXT_BOXES]) when the backend gives them. A backend that reads many
+    backend's name, and its text boxes (meta[TEXT_BOXES]) when the backend gives them, with the scene text kept out
+    of the caption noted (meta[SCENE_TEXT]). A backend that reads many
     pictures at once (`read_all`: on the run's worker pool) reads them OCR_PREFETCH at a time first."""
     memes, read_all = [], getattr(ocr, "read_all", None)
     for k, meme in enumerate(dataset.memes):
@@ -259,6 +311,8 @@ def fill_missing_captions(dataset: Dataset, ocr: OcrBackend) -> Dataset:
         if hasattr(ocr, "read_boxes"):
             boxes = ocr.read_boxes(meme.image)
             text, meta[TEXT_BOXES] = joined_text(boxes), boxes
+            if any(box.scene for box in boxes):
+                meta[SCENE_TEXT] = joined_text(boxes, scene=True)
         else:
             text = ocr.read(meme.image)
         memes.append(replace(meme, text=text, meta=meta))

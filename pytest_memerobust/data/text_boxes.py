@@ -15,13 +15,16 @@ TEXT_BOXES = "text_boxes"  # Meme.meta key: a tuple of TextBox in reading order
 @dataclass(frozen=True)
 class TextBox:
     """One line (or piece) of text on a picture: its four corners (x, y), clockwise from the top left, the text
-    read or drawn there, the reader's confidence (1 for drawn text) and the panel it was read in (data/ocr.py
-    `panel_cuts`: panels side by side, numbered left to right, each read whole before the next; 0 for one)."""
+    read or drawn there, the reader's confidence (1 for drawn text), the panel it was read in (data/ocr.py
+    `panel_cuts`: panels side by side, numbered left to right, each read whole before the next; 0 for one) and
+    whether it is scene text (data/ocr.py `scene_text`: a T-shirt's, a sign's, a watermark's, not the caption's;
+    kept, and noted, but out of the caption and never erased, covered or re-typed)."""
 
     corners: tuple[tuple[float, float], ...]
     text: str = ""
     score: float = 1.0
     region: int = 0
+    scene: bool = False
 
     @classmethod
     def from_rect(cls, left: float, top: float, right: float, bottom: float, text: str = "",
@@ -46,27 +49,29 @@ class TextBox:
 
     def scaled(self, factor: float) -> "TextBox":
         """The box on a picture resized by `factor` (OCR reads an upscaled copy of small pictures)."""
-        return TextBox(tuple((x * factor, y * factor) for x, y in self.corners), self.text, self.score, self.region)
+        return TextBox(tuple((x * factor, y * factor) for x, y in self.corners), self.text, self.score, self.region,
+                       self.scene)
 
     def shifted(self, dx: float, region: int) -> "TextBox":
         """The box moved `dx` pixels right, in panel `region`: from a panel's own pixels to the picture's."""
-        return TextBox(tuple((x + dx, y) for x, y in self.corners), self.text, self.score, region)
+        return TextBox(tuple((x + dx, y) for x, y in self.corners), self.text, self.score, region, self.scene)
 
     def to_json(self) -> list:
-        return [[list(c) for c in self.corners], self.text, self.score] + ([self.region] if self.region else [])
+        return ([[list(c) for c in self.corners], self.text, self.score]
+                + ([self.region] if self.region or self.scene else []) + ([True] if self.scene else []))
 
     @classmethod
     def from_json(cls, value) -> "TextBox":
         """The inverse of `to_json`; ValueError on anything else (a damaged cache entry)."""
         try:
-            corners, text, score, *region = value
+            corners, text, score, *more = value
             corners = tuple((float(x), float(y)) for x, y in corners)
-            region = int(region[0]) if region else 0
+            region, scene = (int(more[0]) if more else 0), (more[1] if len(more) > 1 else False)
         except (TypeError, ValueError):
             raise ValueError(f"not a text box: {value!r}") from None
-        if len(corners) != 4 or not isinstance(text, str) or len(value) > 4:
+        if len(corners) != 4 or not isinstance(text, str) or len(value) > 5 or not isinstance(scene, bool):
             raise ValueError(f"not a text box: {value!r}")
-        return cls(corners, text, float(score), region)
+        return cls(corners, text, float(score), region, scene)
 
 
 # Lines and blocks. A box joins a line when its vertical extent overlaps the line's (at the box's place along the
@@ -215,6 +220,7 @@ def reading_order(boxes: Iterable[TextBox]) -> tuple[TextBox, ...]:
                  for box in line)
 
 
-def joined_text(boxes: Sequence[TextBox]) -> str:
-    """The text of boxes in reading order, joined by single spaces."""
-    return " ".join(box.text.strip() for box in reading_order(boxes) if box.text.strip())
+def joined_text(boxes: Sequence[TextBox], scene: bool = False) -> str:
+    """The caption's text: the boxes in reading order, joined by single spaces, scene text left out (`scene`: the
+    scene text's instead)."""
+    return " ".join(box.text.strip() for box in reading_order(boxes) if box.text.strip() and box.scene == scene)

@@ -71,6 +71,7 @@ def occlusion(x: torch.Tensor, severity: int, rng: np.random.Generator) -> torch
 def caption_cover(x: torch.Tensor, severity: int, rng: np.random.Generator, text_boxes=None) -> torch.Tensor:
     """Paint over the caption so the picture's text is hidden: every text box (grown with the severity), or without
     boxes a share of the bottom band of the picture, where meme captions sit."""
+    text_boxes = [box for box in text_boxes or () if not box.scene]  # the caption's, not the scene's
     if text_boxes:
         pad = [0.1, 0.2, 0.3, 0.45, 0.6][severity - 1]  # growth of each box, as a share of its height
         return cover_boxes(x, text_boxes, pad, _random_colour(rng))

@@ -147,9 +147,12 @@ def _eroded(mask: torch.Tensor, by: int) -> torch.Tensor:
 
 
 def visible(boxes: Sequence[TextBox], h: int, w: int) -> list[TextBox]:
-    """The boxes that show on an h x w picture (a box may lie partly or, from a stale reading, wholly off it)."""
+    """The caption's boxes that show on an h x w picture (a box may lie partly or, from a stale reading, wholly off
+    it); scene text (TextBox.scene) is the picture's own, never erased, covered or re-typed."""
     out = []
     for box in boxes:
+        if box.scene:
+            continue
         left, top, right, bottom = _clipped(box, 0.0, h, w)
         if right > left and bottom > top:
             out.append(box)
