@@ -301,6 +301,9 @@ def reading_order_bench(args) -> None:
                 "lines by overlap + words split": lambda ds: reading_order(split_run_together(d) for d in ds)}
     truths = [" ".join(text for *_, text in drawn) for _, _, drawn, _ in memes]
     multi = [len(drawn) > 1 for _, _, drawn, _ in memes]
+    # a caption too long for the picture at the smallest size is drawn past its edges: letters no reader can see
+    inside = [not angle and all(l >= 0 and t >= 0 and r <= args.size and b <= args.size
+                                for _, _, (l, t, r, b), _ in drawn) for _, _, drawn, angle in memes]
     rows, wrong, boundaries = [], {}, {}
     for variant, order in variants.items():
         ordered = [order(ds) for ds in found]
@@ -310,7 +313,8 @@ def reading_order_bench(args) -> None:
         together, split = map(lambda lists: [w for ws in lists for w in ws],
                               zip(*(word_boundaries(r, t) for r, t in zip(read, truths))))
         boundaries[variant] = together, split
-        rows.append([variant, f"{np.mean([min(1.0, character_error_rate(r, t)) for r, t in zip(read, truths)]):.3f}",
+        cer = [min(1.0, character_error_rate(r, t)) for r, t in zip(read, truths)]
+        rows.append([variant, f"{np.mean(cer):.3f}", f"{np.mean([c for c, k in zip(cer, inside) if k]):.3f}",
                      f"{np.mean([word_recall(r, t) for r, t in zip(read, truths)]):.3f}",
                      f"{sum(r for r, m in zip(right, multi) if m)} / {sum(multi)}", len(together), len(split)])
     lines = [len(drawn) for _, _, drawn, _ in memes]
@@ -319,7 +323,10 @@ def reading_order_bench(args) -> None:
           f"{', '.join(name for name, _ in fonts)}{turned}; {sum(multi)} with more than one line (1-6 lines, mean "
           f"{np.mean(lines):.1f}); OCR {seconds / len(memes):.3f} s per picture on the "
           f"{'GPU' if reader.use_cuda else 'CPU'}")
-    print(tabulate(rows, headers=["reading order", "CER vs drawn caption", "words kept",
+    print(f"{sum(inside)} of the {len(memes)} captions lie wholly inside the picture; the others were drawn past its "
+          f"edges (too long at the smallest size)")
+    print(tabulate(rows, headers=["reading order", "CER vs drawn caption", "CER, caption inside the picture",
+                                  "words kept",
                                   "multi-line captions in line order", "words run together", "words split"]))
     for variant, (together, split) in boundaries.items():
         print(f"  {variant}: run together: {', '.join(together) or '(none)'}")
