@@ -209,7 +209,9 @@ class ConditionResult:
         """Per meme scored: its clean prediction's probability clean less under this condition (multi-label: of each
         label's predicted state, averaged over the labels)."""
         y, proba_clean, proba, _ = self._scored
-        proba_clean, proba = np.asarray(proba_clean, np.float64), np.asarray(proba, np.float64)
+        # to the 1e-6 the predictions' digest keeps: the last bits of a probability differ between thread counts
+        # (determinism.py), the ranks and argmaxes every other measure reads do not
+        proba_clean, proba = (np.round(np.asarray(p, np.float64), 6) for p in (proba_clean, proba))
         if np.ndim(y) == 2:
             state = proba_clean >= metrics.MULTILABEL_THRESHOLD
             held = lambda p: np.where(state, p, 1.0 - p).mean(axis=1)  # noqa: E731
