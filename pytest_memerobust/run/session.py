@@ -27,6 +27,7 @@ from ..engine.shards import ShardRunner
 from ..judge.results import ConditionResult
 from ..data.fit_memes import FitMemes
 from ..data.loaders import check_task
+from ..data.ocr import SCENE_TEXT
 from ..data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
 from .analyses import AnalysisRecords
 from .options import DEFAULT_DATA, Options, split_model, training_spec
@@ -324,6 +325,11 @@ class RobustnessSession:
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self._datasets:
             self._datasets[spec] = read_missing_captions(self._evaluated_as_stored(spec), spec, self.ocr())
+            scene = [m for m in self._datasets[spec].memes if m.meta.get(SCENE_TEXT)]
+            if scene:  # what OCR read that is not the caption: said once, kept on each meme
+                self.notes.append(f"{spec}: OCR kept text of the scene (a sign's, a T-shirt's, a watermark's) out of "
+                                  f"{len(scene)} of the captions it read, e.g. {scene[0].id}: "
+                                  f"{scene[0].meta[SCENE_TEXT]!r} (each meme's meta['{SCENE_TEXT}'])")
         return self._datasets[spec]
 
     def _evaluated_as_stored(self, spec: str) -> Dataset:
