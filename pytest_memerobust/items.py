@@ -190,7 +190,8 @@ def compact_line(violations, regressions, result) -> str:
     worst = sorted(violations, key=lambda v: (not v.sure, -v.shortfall))
     clauses = [v.short() for v in worst[:1]] + ([f"+{len(worst) - 1} more"] if len(worst) > 1 else [])
     clauses += [str(r) for r in regressions[:1]]
-    mcnemar = "" if result.condition.kind == "clean" else f"; McNemar p {p_value(result.mcnemar_p)}"
+    mcnemar = ("" if result.condition.kind == "clean" or not result.labelled  # no labels: no change in accuracy
+               else f"; McNemar p {p_value(result.mcnemar_p)}")
     return "; ".join(clauses) + mcnemar
 
 

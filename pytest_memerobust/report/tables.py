@@ -351,6 +351,9 @@ def failure_table(model: str, condition: str, violations, result, regressions=()
                      + "\n".join(f"  {r}" for r in regressions))
     mcnemar = ("" if result.condition.kind == "clean"
                else f"; McNemar p {p_value(result.mcnemar_p)} (did accuracy change more than chance?)")
+    if not result.labelled:  # no labels: nothing is right or wrong, the flips and the confidence are what moved
+        context, mcnemar = f"{NO_LABELS} (accuracy, AUROC, F1 not judged)", (
+            "" if result.condition.kind == "clean" else f"; confidence drop {_fmt(result.confidence_drop)}")
     parts.append(f"clean -> perturbed: {context}; flip rate {_fmt(result.flip_rate)} (n={len(result.y_true)}){mcnemar}")
     return "\n".join(parts)
 
