@@ -388,9 +388,11 @@ def _heatmap(group: dict, cases: list[dict]) -> str:
             parts.append(f'<rect x="{x + 1}" y="{y + 1}" width="{size - 2}" height="{size - 2}" fill="{fill}" '
                          f'stroke="{stroke}" stroke-width="1.5"><title>{_e(tip)}</title></rect>'
                          f'<text x="{x + size / 2}" y="{y + size / 2 + 1}" text-anchor="middle" font-size="14" '
-                         f'font-weight="bold">{"–" if unanswered(r) else signed(change)}</text>'
+                         f'font-weight="bold">{"–" if unanswered(r) or unlabelled_row(r) else signed(change)}</text>'
                          f'<text x="{x + size / 2}" y="{y + size / 2 + 17}" text-anchor="middle" fill="#3d444d">'
-                         f'{_e(mark)} ' + (NO_ANSWERS if unanswered(r) else f'acc {r["metrics"]["accuracy"]:.3f}')
+                         f'{_e(mark)} ' + (NO_ANSWERS if unanswered(r) else
+                                           f'flips {r["flip_rate"]:.3f}' if unlabelled_row(r) else
+                                           f'acc {r["metrics"]["accuracy"]:.3f}')
                          + '</text>')
     parts.append("</svg>")
     key = ("cell colour: the case's verdict" if cases else "no verdict recorded: cells tinted red by the drop "
@@ -527,7 +529,9 @@ def _worst(group: dict, cases: list[dict]) -> str:
             "<table class='captions'><tr>" + "".join(f"<th>{_e(label)}</th>" for label in caption_labels(e)) + "</tr>"
             f"<tr><td class='cap'>{clean_html}</td><td class='cap'>{perturbed_html}</td></tr></table>"
             + (f"<div class='also'>also among the worst under: {_e(', '.join(_short(c) for c in also))}</div>"
-               if also else "") + "</div></div>")
+               if also else "")
+            + (f"<div class='also'>scene text, kept out of the caption: {_e(e['scene_text'])}</div>"
+               if e.get("scene_text") else "") + "</div></div>")
     return ("<h3>Worst examples</h3><p>Distinct memes whose probability of the true label (without labels: of the "
             "clean prediction) fell the most, each under "
             "the condition that hurt it most. In the captions, <del>struck</del>: what the edit removed; "

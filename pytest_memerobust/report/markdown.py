@@ -216,6 +216,8 @@ def _worst(group: dict, cases: list[dict]) -> list[str]:
             before = f"(OCR) {before}"
         if e.get("caption", "") == e.get("perturbed_caption", ""):
             after += " (unchanged: the picture was edited)"
+        if e.get("scene_text"):
+            before += f" (scene text, kept out: {cell(e['scene_text'])})"
         also = e.get("also") or []
         rows.append([f"`{e['id']}`", f"`{e['condition']}`" + (f" (also: {', '.join(also)})" if also else ""),
                      _verdict_cell(verdict_of(case_of(cases, e["condition"]) if cases else None)),

@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 
+from ..data.ocr import SCENE_TEXT
 from ..judge.metrics import true_probability
 from ..judge.summaries import defence_summary, grid_summary
 from ..judge.transfer import transfer_from_results
@@ -90,6 +91,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
                     "caption": engine.caption(Condition(), i) if reader else meme.text, "perturbed_caption": caption,
                     "caption_source": source, **({"perturbed_caption_source": reader} if reader else {}),
                     "label": label, **({} if result.labelled else {"label_basis": "clean prediction"}),
+                    **({"scene_text": meme.meta[SCENE_TEXT]} if meme.meta.get(SCENE_TEXT) else {}),
                     "p_true_clean": p_clean, "p_true_perturbed": p_perturbed, "also": also[i],
                     "thumbnail": thumbnail})
     return out
