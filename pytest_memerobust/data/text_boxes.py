@@ -220,6 +220,11 @@ def reading_order(boxes: Iterable[TextBox]) -> tuple[TextBox, ...]:
                  for box in line)
 
 
+def caption_boxes(boxes: Iterable[TextBox] | None) -> list[TextBox]:
+    """The boxes of the caption: scene text (TextBox.scene) is the picture's own, never erased, covered or re-typed."""
+    return [box for box in boxes or () if not box.scene]
+
+
 def joined_text(boxes: Sequence[TextBox], scene: bool = False) -> str:
     """The caption's text: the boxes in reading order, joined by single spaces, scene text left out (`scene`: the
     scene text's instead)."""

@@ -378,6 +378,12 @@ class Engine:
         clean, edited = self.sides.clean("text"), self.inputs("text", condition.text, condition.text_severity)
         return np.array([words_changed(a, b) for a, b in zip(clean, edited)], dtype=np.float64)
 
+    def held_against(self, labels) -> np.ndarray:
+        """The classes an attack or an evasion search moves the detector away from: `labels`, or for unlabelled memes
+        (meme.unlabelled: no truth to move away from) the detector's clean answers, behind this engine's defence."""
+        labels = np.asarray(labels)
+        return self.predict(Condition(defence=self.defence_id)).argmax(axis=1) if unlabelled(labels) else labels
+
     def attack_context(self):
         """Detector, true labels (an unlabelled dataset's: the detector's clean predictions) and clean image features
         for the attacks that query the detector (built once)."""
@@ -401,10 +407,7 @@ class Engine:
                 from ..detectors.defences import DefendedDetector
 
                 detector = DefendedDetector(self.detector, self.defence)
-            labels = np.asarray(attacks.labels)
-            if unlabelled(labels):  # no truth to move away from: an attack moves the detector off its clean answer
-                labels = self.predict(Condition(defence=self.defence_id)).argmax(axis=1)
-            attacks.context = AttackContext(detector, labels, image_features, images,
+            attacks.context = AttackContext(detector, self.held_against(attacks.labels), image_features, images,
                                             training=attacks.training, cache_dir=attacks.cache_dir,
                                             memo=attacks.memo, captions=self.sides.clean("text"),
                                             ids=list(self.ids), seed=self.seed)

@@ -449,8 +449,11 @@ def _why_undefined(check: RegressionCheck, y) -> str:
 
 
 def _no_labels(check: RegressionCheck, y: np.ndarray) -> str | None:
-    """An unlabelled dataset's memes (meme.Dataset.unlabelled): every rule but the flip rate reads their labels."""
-    return "not judged: no labels" if check.metric != "flip_rate" and unlabelled(y) else None
+    """An unlabelled dataset's memes (meme.Dataset.unlabelled): every rule but the flip rate reads their labels.
+    Worded as the suites' thresholds word it (thresholds.NO_LABELS)."""
+    from .thresholds import NO_LABELS
+
+    return NO_LABELS if check.metric != "flip_rate" and unlabelled(y) else None
 
 
 def _too_few_of_a_class(check: RegressionCheck, y: np.ndarray) -> str | None:

@@ -31,15 +31,12 @@ def flip_ledger(pairs, names=("baseline A", "baseline B"), models: dict | None =
     for model, spec, condition, then, now, ids, captions in pairs:
         y = np.asarray(now["y"])
         basis = CLEAN_PREDICTION if unlabelled(y) else None
-        if basis:  # each side against its own clean answer: kept (right) or flipped (wrong)
-            own = [predicted_labels(y, np.asarray(c["clean"], dtype=np.float64)) for c in (then, now)]
-            right_before, right_after = (correct(truth, c["perturbed"]) for truth, c in zip(own, (then, now)))
-            p_before, p_after = (true_probability(np.asarray(c["perturbed"], dtype=np.float64), truth)
-                                 for truth, c in zip(own, (then, now)))
-        else:
-            right_before, right_after = correct(y, then["perturbed"]), correct(y, now["perturbed"])
-            p_before, p_after = (true_probability(np.asarray(c["perturbed"], dtype=np.float64), y)
-                                 for c in (then, now))
+        # what each side is held against: the labels, or (no labels) its own clean answer, kept (right) or flipped
+        truths = ([predicted_labels(y, np.asarray(c["clean"], dtype=np.float64)) for c in (then, now)] if basis
+                  else [y, y])
+        right_before, right_after = (correct(truth, c["perturbed"]) for truth, c in zip(truths, (then, now)))
+        p_before, p_after = (true_probability(np.asarray(c["perturbed"], dtype=np.float64), truth)
+                             for truth, c in zip(truths, (then, now)))
 
         def entries(rows) -> list[dict]:
             out = [{"row": int(i), "id": ids[i], "caption": None if captions is None else captions[i],

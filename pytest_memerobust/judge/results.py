@@ -320,12 +320,10 @@ class ConditionResult:
     @cached_property
     def _truth(self) -> np.ndarray:
         """The labels the sampled answers are scored against; for unlabelled memes each meme's most frequent answer
-        under this condition, against which "all its answers agree" (the consistency rate) still reads exactly."""
+        under this condition (sampling.majority_answers)."""
         if self.labelled or self.sampled is None:
             return np.asarray(self.y_true)
-        answers = np.asarray(self.sampled)
-        counts = (answers[..., None] == np.arange(self.proba.shape[1])).sum(axis=1)
-        return counts.argmax(axis=1)
+        return sampling.majority_answers(self.sampled, self.proba.shape[1])
 
     @cached_property
     def sampling(self) -> dict | None:

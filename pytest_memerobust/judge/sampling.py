@@ -100,6 +100,12 @@ def _class_counts(answers, n_classes: int) -> np.ndarray:
     return (answers[..., None] == np.arange(n_classes)).sum(axis=-2)
 
 
+def majority_answers(answers, n_classes: int) -> np.ndarray:
+    """[..., memes]: each meme's most frequent answered class (the lowest on a tie): what unlabelled memes' samples
+    are scored against, so that "all its answers agree" (the consistency rate) still reads exactly."""
+    return _class_counts(answers, n_classes).argmax(axis=-1)
+
+
 def _self_pairs(answers, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Per meme: (pairs of answered samples that disagree, pairs of answered samples)."""
     counts = _class_counts(answers, n_classes)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from PIL import Image, ImageDraw
 
 from ..data.pictures import check_picture
+from ..data.text_boxes import caption_boxes
 from .typography import _colour, cover_boxes
 
 
@@ -71,7 +72,7 @@ def occlusion(x: torch.Tensor, severity: int, rng: np.random.Generator) -> torch
 def caption_cover(x: torch.Tensor, severity: int, rng: np.random.Generator, text_boxes=None) -> torch.Tensor:
     """Paint over the caption so the picture's text is hidden: every text box (grown with the severity), or without
     boxes a share of the bottom band of the picture, where meme captions sit."""
-    text_boxes = [box for box in text_boxes or () if not box.scene]  # the caption's, not the scene's
+    text_boxes = caption_boxes(text_boxes)  # the caption's, not the scene's
     if text_boxes:
         pad = [0.1, 0.2, 0.3, 0.45, 0.6][severity - 1]  # growth of each box, as a share of its height
         return cover_boxes(x, text_boxes, pad, _random_colour(rng))

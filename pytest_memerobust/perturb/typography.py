@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFont
 
 from ..data.render import meme_font, wrap
-from ..data.text_boxes import TextBox, caption_blocks, reading_order
+from ..data.text_boxes import TextBox, caption_blocks, caption_boxes, reading_order
 from ..data.pictures import check_picture
 
 RING = 0.35  # the background is measured on a ring this share of the box height around the box
@@ -147,12 +147,10 @@ def _eroded(mask: torch.Tensor, by: int) -> torch.Tensor:
 
 
 def visible(boxes: Sequence[TextBox], h: int, w: int) -> list[TextBox]:
-    """The caption's boxes that show on an h x w picture (a box may lie partly or, from a stale reading, wholly off
-    it); scene text (TextBox.scene) is the picture's own, never erased, covered or re-typed."""
+    """The caption's boxes (text_boxes.caption_boxes) that show on an h x w picture (a box may lie partly or, from a
+    stale reading, wholly off it)."""
     out = []
-    for box in boxes:
-        if box.scene:
-            continue
+    for box in caption_boxes(boxes):
         left, top, right, bottom = _clipped(box, 0.0, h, w)
         if right > left and bottom > top:
             out.append(box)

@@ -10,6 +10,7 @@ def minus(text: str) -> str:
 
 
 NOT_MEASURED, UNDEFINED = "not measured", "undefined"
+NO_LABELS = "no labels"  # a label-bound figure (accuracy, AUROC, F1, their robustness) of unlabelled memes
 
 
 def unnumbered(value) -> str | None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..judge.gate import POWER
 from ..judge.recipes import FEWEST_SEEDS
-from ..judge.thresholds import NO_LABELS
-from .figures import unnumbered
+from ..judge.thresholds import NO_LABELS as NOT_JUDGED_NO_LABELS
+from .figures import NO_LABELS, unnumbered
 
 NAN = float("nan")
 
@@ -115,7 +115,7 @@ def comparison_rows(rows: list[dict], limit: int | None = None) -> list[list[str
     one detector's modes), with several datasets by the dataset."""
     chosen = [shown_decision(r) for r in _by_condition(rows)]
     where = _placer(chosen)
-    return [[verdict_cell(r), where(r), r["rule"], *(["no labels"] * 3 if r.get("state") == NO_LABELS else
+    return [[verdict_cell(r), where(r), r["rule"], *([NO_LABELS] * 3 if r.get("state") == NOT_JUDGED_NO_LABELS else
                                                     [f"{r['before']:.3f} → {r['now']:.3f}", _signed(r["difference"]),
                                                      _signed(r.get("bound", NAN))]), _p(r["p_value"])]
             for r in chosen[:limit]]

@@ -8,7 +8,7 @@ import math
 import re
 
 from ..judge.verdict import NOT_JUDGED, VERDICT_RANK, worst_case  # noqa: F401  (re-exported: renderers rank by it)
-from .figures import minus, unnumbered  # noqa: F401  (unnumbered: re-exported)
+from .figures import NO_LABELS, minus, unnumbered  # noqa: F401  (unnumbered: re-exported)
 
 # The verdicts of a case as thresholds.verdict and the run name them, worst first, with the mark each wears beside
 # its colour (so the verdict reads without colour too). `not judged` (measured, but a threshold is undefined on the
@@ -204,10 +204,10 @@ def baseline_cells(r: dict) -> list[str]:
     """One comparison of the gate (gate.Comparison.as_dict) as the report's row, under BASELINE_HEADERS."""
     from .gate_tables import POWER, comparison_state
 
-    from ..judge.thresholds import NO_LABELS
+    from ..judge.thresholds import NO_LABELS as NOT_JUDGED_NO_LABELS
 
     needed = f"; about {r['memes_needed']} memes needed for {POWER:.0%} power" if r.get("memes_needed") else ""
-    figures = (["no labels"] * 4 if r.get("state") == NO_LABELS else  # unlabelled memes: a label-bound rule
+    figures = ([NO_LABELS] * 4 if r.get("state") == NOT_JUDGED_NO_LABELS else  # unlabelled memes: a label-bound rule
                [number(r.get("before")), number(r.get("now")), signed(r.get("difference")), signed(r.get("bound"))])
     return [str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("condition", "")), str(r.get("what", "")),
             *figures, p_value(r.get("p_raw")), p_value(r.get("p_value")), comparison_state(r) + needed]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from .figures import NO_LABELS
 from .outline import NOT_JUDGED, VERDICT_LABELS, VERDICT_RANK, group_title, p_value, signed, unnumbered
 
 METRIC_COLUMNS = (("accuracy", "Accuracy"), ("auroc", "AUROC"), ("macro_f1", "F1"))
@@ -13,7 +14,6 @@ def _fmt(value, digits=3) -> str:
 
 
 NO_ANSWERS = "no answers"
-NO_LABELS = "no labels"  # a label-bound figure (accuracy, AUROC, F1, their robustness) of unlabelled memes
 
 
 def unlabelled_row(row: dict | None) -> bool:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..data.digests import input_digest
-from ..data.meme import unlabelled
 from ..data.ocr import read_texts
 from ..determinism import fixed_threads
 from ..judge.budgets import budget_summary, worst
@@ -182,9 +181,10 @@ def evaluate_budgets(engine, labels, families: Sequence[str] | None = None, *, s
                      n_resamples: int = 1000, confidence: float = 0.95, threshold: float = 0.5,
                      worst_k: int = 5) -> list[dict]:
     """Per family, how little an evader must change to get a harmful meme (label 1) past the detector: the searched
-    memes are the harmful ones it flags when clean (without labels, every meme it flags when clean). `engine` (engine.Engine) holds the detector and the memes;
-    families default to every one whose modality the detector reads. Each entry is `judge.budgets.budget_summary`
-    plus the `worst` memes (smallest budgets) with their ids and evading captions."""
+    memes are the harmful ones it flags when clean (without labels, every meme it flags when clean). `engine`
+    (engine.Engine) holds the detector and the memes; families default to every one whose modality the detector
+    reads. Each entry is `judge.budgets.budget_summary` plus the `worst` memes (smallest budgets) with their ids and
+    evading captions."""
     detector = engine.detector
     reads = getattr(detector, "modalities", ("image", "text"))
     names = list(families) if families else [n for n in FAMILIES if FAMILIES[n].modality in reads]
@@ -193,9 +193,7 @@ def evaluate_budgets(engine, labels, families: Sequence[str] | None = None, *, s
         if fam.modality not in reads:
             raise ValueError(f"family {name!r} edits the {fam.modality}, which this detector does not read "
                              f"(it reads: {', '.join(reads)})")
-    labels = np.asarray(labels)
-    if unlabelled(labels):  # no labels: the memes it flags when clean are those an evader has to get past it
-        labels = engine.predict(Condition(defence=engine.defence_id)).argmax(axis=1)
+    labels = engine.held_against(labels)  # no labels: what it flags when clean is what an evader must get past
     harmful = np.flatnonzero(labels == 1)
     captions = [engine.inputs("text", None, None)[i] for i in harmful]
     pictures = ([engine.inputs("image", None, None)[i] for i in harmful] if "image" in reads else None)
