@@ -125,12 +125,10 @@ def test_hotflip_flips_more_than_random_character_edits(kind):
 # about 40% of the memes, and the fitted trigger flips no more than random words do (0.394 vs 0.394).
 TRIGGER_NO_BETTER = pytest.mark.xfail(strict=True, reason="issue 13: on the tiny BLIP-2 the trigger is no better "
                                                           "than random words (0.394 vs 0.394 flipped)")
-# ... and on the tiny random CLIPs the image channel classifies at chance (0.50): the fitted pattern raises its
-# fitting loss (open_clip +0.0019, hf-clip +0.0070 against noise -0.0001) but, on open_clip, not surely: its interval
-# includes 0, so the test fails there, and an xfail that passed would fail the run. On hf-clip the interval excludes 0
-# and the test passes, with no mark.
-UAP_AT_CHANCE = pytest.mark.xfail(strict=True, reason="issue 13: the tiny random open_clip's image channel is at "
-                                                      "chance; the pattern's loss rise is not surely significant")
+# ... and on the tiny random CLIPs the image channel classifies at chance (0.50), so the UAP test judges the fit on its
+# own objective: measured 2026-11-30, the pattern raises the mean fitting loss by 0.0019 (open_clip) and 0.0070
+# (hf-clip), the 19 noise patterns by at most 0.00005 and 0.00026. A bootstrap over the 64 memes, used before, put
+# hf-clip's interval across 0 on one CPU and not on another.
 
 
 # The trigger's fit on the real MiniLM, the costliest (60 s of CPU at find_trigger's 64 memes and 2 rounds), on 32 memes
@@ -160,8 +158,7 @@ def _losses(detector, pictures, texts, labels) -> np.ndarray:
     return -np.log(proba[np.arange(len(proba)), labels] + 1e-12)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=UAP_AT_CHANCE) if k == "open_clip" else k
-                                  for k, (_, _, backbone) in KINDS.items() if backbone["kind"] != "minilm"])
+@pytest.mark.parametrize("kind", [k for k, (_, _, backbone) in KINDS.items() if backbone["kind"] != "minilm"])
 def test_the_uap_beats_random_noise_of_the_same_norm_on_the_image_channel(kind):
     """On a head trained on the image channel alone. Where that channel classifies the held-out memes above chance,
     the UAP flips more of them than the noise does. Where it does not (tiny random CLIPs: accuracy 0.50, so there is
@@ -173,7 +170,7 @@ def test_the_uap_beats_random_noise_of_the_same_norm_on_the_image_channel(kind):
     epsilon = 16 / 255
     pattern = pattern_for(run.context, epsilon)
     assert np.abs(pattern).max() <= epsilon + 1e-6 and (pattern != 0).mean() > 0.5
-    noise = (np.sign(np.random.default_rng(0).standard_normal(pattern.shape)) * epsilon).astype(np.float32)
+    noise = _sign_noise(pattern.shape, epsilon, 0)
     correct = (run.clean == run.context.labels).astype(float)
     low, _ = paired_bootstrap_ci(lambda c: float(c.mean()), correct, n_resamples=2000)
     if low > 0.5:
@@ -184,7 +181,16 @@ def test_the_uap_beats_random_noise_of_the_same_norm_on_the_image_channel(kind):
     rows = np.random.default_rng(0).permutation(len(memes))[:64]  # the memes fit_uap fits on (seed 0, 64 examples)
     pictures, texts, labels = [memes[r].image for r in rows], [texts[r] for r in rows], np.asarray(labels)[rows]
     clean = _losses(run.detector, pictures, texts, labels)
-    rise = _losses(run.detector, add_pattern_batch(pictures, pattern), texts, labels) - clean
-    rise_noise = _losses(run.detector, add_pattern_batch(pictures, noise), texts, labels) - clean
-    low, high = paired_bootstrap_ci(lambda a, b: float(a.mean() - b.mean()), rise, rise_noise, n_resamples=2000)
-    assert low > 0, f"uap@5 on {kind}: fitting loss rise {rise.mean():.5f} vs noise {rise_noise.mean():.5f} ({low:.5f}..{high:.5f})"
+
+    def mean_rise(added) -> float:
+        return float((_losses(run.detector, add_pattern_batch(pictures, added), texts, labels) - clean).mean())
+
+    # The fit maximises the mean loss on these memes, so its objective is the statistic: the pattern must raise it
+    # more than every one of 19 sign-noise patterns of the same norm (p < 1/20 were it no better than noise).
+    noise_rises = [mean_rise(_sign_noise(pattern.shape, epsilon, seed)) for seed in range(19)]
+    assert mean_rise(pattern) > max(noise_rises), \
+        f"uap@5 on {kind}: fitting loss rise {mean_rise(pattern):.5f} vs noise at most {max(noise_rises):.5f}"
+
+
+def _sign_noise(shape, epsilon: float, seed: int) -> np.ndarray:
+    return (np.sign(np.random.default_rng(seed).standard_normal(shape)) * epsilon).astype(np.float32)
