@@ -140,9 +140,21 @@ def test_the_installed_word_list_splits_real_run_together_captions():
     assert split_text("LETUSINTHEYSAID") == "LET US IN THEY SAID"
     assert split_text("WELLIMCHRISTIAN") == "WELL IM CHRISTIAN"  # im: i'm without its apostrophe
     assert split_text("OFTHE") == "OF THE"
-    assert split_text("LGBTSUPPORTER") == "LGBTSUPPORTER"  # lgbt is in no list: no way into known words
+    assert split_text("LGBTSUPPORTER") == "LGBT SUPPORTER"  # lgbt: a word of IDENTITY_TERMS, which the list lacks
+    assert split_text("TRANSPHOBIC") == "TRANSPHOBIC"  # the list alone would read `trans phobic`
+    assert split_text("TRANSPHOBICAND") == "TRANSPHOBIC AND"
     text, centres = _centres("WHEN SHE SEES COMMENTS ON", jitter=0.04, seed=3)
     assert split_text(text, centres) == "WHEN SHE SEES COMMENTS ON"
+
+
+def test_a_dot_the_reader_put_for_a_space_is_a_space_again():
+    assert split_text("I GO.TO A", words=WORDS) == "I GO TO A"
+    assert split_text("IF A MAN·CAN", words=WORDS) == "IF A MAN CAN"
+    assert split_text("PRIDE.MONTH", words=WORDS) == "PRIDE MONTH"
+    for kept in ("IMGFLIP.COM", "U.S.A", "REDDIT.COM/R/MEMES", "X-RAY", "THE END. NEXT", "WAIT..."):
+        assert split_text(kept, words=WORDS) == kept
+    text, centres = _centres("PRIDEXMONTH")  # the positions still line up with the text after the dot is a space
+    assert split_text(text.replace("X", "."), centres, WORDS) == "PRIDE MONTH"
 
 
 def test_a_detection_keeps_where_each_character_sits_along_its_box():

@@ -30,7 +30,7 @@ MIN_SIDE = 384  # smaller pictures are upscaled first: the detector misses text 
 # (text_boxes.reading_order) and run-together words split (words.py); 3 = split by word frequencies; 4 = panels side
 # by side read one by one (`panel_cuts`), boxes cut X-Y (text_boxes.text_regions); 5 = scene text told from the
 # caption (`scene_text`); entries of another version are read again.
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 # Panels side by side: a plain rule runs top to bottom between them, a band of columns that vary less than
 # PANEL_RULE_STD (in 0-255 levels, any channel) from the top of the picture to its bottom, at least PANEL_RULE_WIDTH
 # pixels wide, with at least PANEL_SHARE of the picture's width on either side (no panel narrower; the picture's own

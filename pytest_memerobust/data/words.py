@@ -11,6 +11,11 @@ evidence say where a space was:
   `wordsegment` package score them), and a run that is a word (`sexist`, `hijack`, `forgets`), or a word with an `s`
   whose apostrophe was lost (`todays`), is never split.
 
+Before either, a dot the reader put between two words (`GO.TO`, `MAN·CAN`: the space, read as a mark) is read as
+the space it was: an interpunct or bullet between letters always, a full stop between two words of two letters or
+more unless the second is a domain's ending (`IMGFLIP.COM`, `U.S.` stay). A hyphen stays: captions hyphenate
+(`X-RAY`), and tokenizers cut words at it anyway.
+
 A run is split only where the evidence agrees: its likeliest segmentation into known words when it is clearly
 likelier than the next, else the one whose cuts lie on clearly the widest steps; every cut on a step at least
 WEAK_STEP wide where the positions are known; a step wide enough to be a space on its own splits without the word
@@ -53,6 +58,10 @@ WIDTHS.update(zip("abcdefghijklmnopqrstuvwxyz", (.556, .556, .5, .556, .556, .27
                                                   .833, .556, .556, .556, .556, .333, .5, .278, .556, .5, .722, .5, .5,
                                                   .5)))
 DEFAULT_WIDTH = 0.556  # digits and the rest
+# A dot between letters that is a misread space: an interpunct or a bullet, or a full stop between two words of two
+# letters or more (not `U.S.`) whose second is no domain's ending
+DOT_FOR_SPACE = re.compile(r"(?<=[A-Za-z])[·•](?=[A-Za-z])|(?<=[A-Za-z]{2})\.(?=[A-Za-z]{2})")
+DOMAIN_ENDINGS = frozenset("com net org edu gov io co uk us de fr ca au tv me ly gg info biz app".split())
 PUNCT_WIDTH = 0.278
 
 
@@ -65,12 +74,17 @@ MIN_WORD_COUNT = 100_000  # rarer entries of the list (`fcntl`, `ll`) are left o
 APOSTROPHE_LOST = dict.fromkeys("im ive dont doesnt didnt wont wouldnt shouldnt couldnt isnt arent wasnt werent hasnt "
                                 "havent hadnt thats whats theres youre theyre weve youve theyve hes shes youll theyll "
                                 "aint yall".split(), 10_000_000)
+# Words of gender and sexuality that the list (Google's web of about 2006) lacks, though memes about them use them
+# every day; a hate classifier must never see them split (`trans phobic`), so each counts as a common word does
+IDENTITY_TERMS = dict.fromkeys("lgbt lgbtq lgbtqia transphobic transphobia transphobe homophobe biphobic biphobia "
+                               "cisgender nonbinary genderqueer genderfluid agender pansexual dysphoria misgender "
+                               "misgendered misgendering deadname deadnaming heteronormative".split(), 1_000_000)
 
 
 @lru_cache(maxsize=1)
 def word_counts() -> Mapping[str, int]:
     """Lower-case English words with how often they occur: SymSpell's unigram list (three letters or more, at least
-    MIN_WORD_COUNT times) with SHORT_WORDS and APOSTROPHE_LOST; empty when symspellpy is missing."""
+    MIN_WORD_COUNT times) with SHORT_WORDS, APOSTROPHE_LOST and IDENTITY_TERMS; empty when symspellpy is missing."""
     try:
         from importlib.resources import files
 
@@ -83,7 +97,7 @@ def word_counts() -> Mapping[str, int]:
         if word.isascii() and word.isalpha() and count.strip().isdigit():
             counts[word] = int(count)
     kept = {w: c for w, c in counts.items() if (len(w) >= 3 and c >= MIN_WORD_COUNT) or w in SHORT_WORDS}
-    return {**APOSTROPHE_LOST, **kept}
+    return {**APOSTROPHE_LOST, **IDENTITY_TERMS, **kept}
 
 
 @lru_cache(maxsize=1)
@@ -183,6 +197,15 @@ def _choose(run: str, cuts_found: list[tuple[int, ...]], counts: Mapping[str, in
     return best if support(best) - support(second) >= CHOICE_MARGIN else None
 
 
+def _dots_as_spaces(text: str) -> str:
+    """`text` with each DOT_FOR_SPACE a space (one character for one: the positions still line up)."""
+    def space(match: re.Match) -> str:
+        ending = re.match(r"[A-Za-z]+", text[match.end():]).group()
+        return match.group() if match.group() == "." and ending.lower() in DOMAIN_ENDINGS else " "
+
+    return DOT_FOR_SPACE.sub(space, text)
+
+
 def split_text(text: str, centres: Sequence[float] = (),
                words: Mapping[str, int] | frozenset[str] | None = None) -> str:
     """`text` with its run-together words split (see the module's doc); `centres`, where each character of `text`
@@ -190,6 +213,7 @@ def split_text(text: str, centres: Sequence[float] = (),
     `word_counts()`."""
     counts = _as_counts(words)
     total = _word_total() if words is None else sum(counts.values()) or 1
+    text = _dots_as_spaces(text)
     extra = extra_steps(text, centres)
     cut_at: set[int] = set()  # positions in `text` where a space goes
     if extra is not None:  # wide steps inside a run of MIN_GAP_RUN or more characters that is no known word
