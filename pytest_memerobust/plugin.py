@@ -2,7 +2,7 @@
 
 What each hook delegates to: option_table.py (the options and the run's Options), collect.py (what is collected and
 checked before any case), items.py (suite files, cases and replayed counterexamples as pytest nodes), terminal.py
-(what the run prints at its end), run/session.py (the run itself) and track/outputs.py (what it leaves behind);
+(what the run prints at its end), run/session.py (the run itself) and run/outputs.py (what it leaves behind);
 hookspecs.py declares the pytest_memerobust_* hooks other plugins implement.
 
 pytest loads this module in every run of an environment it is installed in. A run that names no --memerobust-*
@@ -36,7 +36,7 @@ def pytest_addoption(parser, pluginmanager):
 
 def _refuse(config, why: str, options=None) -> None:
     """A refused run (a usage error, exit 4) leaves at each report path it names a stub saying so and why, never an
-    earlier run's report (track/outputs.refused_outputs); once, and not on a pytest-xdist worker."""
+    earlier run's report (run/outputs.refused_outputs); once, and not on a pytest-xdist worker."""
     if REFUSED_KEY in config.stash:
         return
     config.stash[REFUSED_KEY] = why
@@ -53,7 +53,7 @@ def _refuse(config, why: str, options=None) -> None:
         return
     import sys
 
-    from .track.outputs import refused_outputs
+    from .run.outputs import refused_outputs
 
     for line in refused_outputs(options, why):
         sys.stderr.write(line + "\n")
@@ -269,7 +269,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not (rs.results or rs.analyses.reliance or rs.analyses.prompts or rs.case_records) \
             and exitstatus != pytest.ExitCode.INTERRUPTED:
         return  # nothing ran (no case selected): no report claims anything
-    from .track.outputs import write_outputs
+    from .run.outputs import write_outputs
     from .run.replay import LOG_PLUGIN
 
     log = session.config.pluginmanager.get_plugin(LOG_PLUGIN)  # the failing cases' counterexamples

@@ -67,7 +67,7 @@ class Stopper:
         if rs is None or self.stubbed or hasattr(self.config, "workerinput") or not rs.options.reports:
             return
         try:
-            from .track.outputs import interrupted_outputs
+            from .run.outputs import interrupted_outputs
 
             rs.case_records, rs.verdict = _verdict(self.config, rs)  # as the run's end sets them
             interrupted_outputs(rs)

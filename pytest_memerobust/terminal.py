@@ -258,7 +258,7 @@ def summary(terminalreporter, config) -> None:
         last = line.startswith(("PASSED", "FAILED", "INTERRUPTED", "NO VERDICT", "PARTIAL"))
         _say(tr, line, bold=last, red=last and not verdict["passed"] and not undecided,
              yellow=last and undecided, green=last and verdict["passed"])
-    from .track.outputs import written_line
+    from .run.outputs import written_line
 
     written = config.stash.get(REPORT_LINES_KEY, [])
     for path in session.options.reports:  # where the whole story is, as the very last line

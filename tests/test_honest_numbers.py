@@ -222,7 +222,8 @@ def test_captions_read_by_ocr_are_called_ocr_captions_in_the_reports(ocr_session
 
 def test_an_export_row_says_where_its_captions_came_from(ocr_session):
     from pytest_memerobust.run.session import CAPTIONS_BY_OCR
-    from pytest_memerobust.track.export import COLUMNS, Part, rows
+    from pytest_memerobust.run.export import rows
+    from pytest_memerobust.track.export import COLUMNS, Part
 
     spec = "demo" + CAPTIONS_BY_OCR
     result = ocr_session.results[("demo", spec, "image=contrast@5")]

@@ -20,8 +20,12 @@ PACKAGE = "pytest_memerobust"
 CHECKOUT = Path(__file__).resolve().parents[1]
 ROOT = CHECKOUT / PACKAGE
 
-# Layers, low to high: a module imports its own layer and those below, never one above.
-LAYERS = ("ground floor", "data", "perturb", "detectors", "engine", "judge", "report", "run", "pytest face / cli")
+# Layers, low to high: a module imports its own layer and those below, never one above. judge/ sits right above
+# perturb/: pure functions of outputs and records, below what runs a detector (DESIGN.md section 2, and
+# tests/test_judge_pure.py, which checks the same from judge/'s side); track/ is what a finished run leaves, below
+# the run that ends by calling it.
+LAYERS = ("ground floor", "data", "perturb", "judge", "detectors", "engine", "report", "track", "run",
+          "pytest face / cli")
 
 # The modules at the package's top, each with its layer; any other module lives in a folder.
 TOP_MODULES = {
@@ -38,10 +42,9 @@ TOP_MODULES = {
     # run/analyses.py's CaptionFuzzer.
     "fuzz": "pytest face / cli",
 }
-# The folders, each one layer, its package __init__ included (track/ is the run's: what a finished run leaves,
-# trackers, exports, the baseline file format).
+# The folders, each one layer, its package __init__ included.
 FOLDERS = {"data": "data", "perturb": "perturb", "detectors": "detectors", "engine": "engine", "judge": "judge",
-           "report": "report", "run": "run", "track": "run", "cli": "pytest face / cli"}
+           "report": "report", "run": "run", "track": "track", "cli": "pytest face / cli"}
 # Folders of the checkout installed inside the package (pyproject's package-dir): the built-in model cards (data
 # files and an empty package) and the built-in suites, Python test modules a run collects like a user's: they sit
 # at the top, beside the face they are collected by.
@@ -55,8 +58,6 @@ UPWARD_ALLOWED = {
     ("pytest_memerobust.detectors.training.loop", "pytest_memerobust.engine.features"):
         "training a head is a run of its own: it encodes through the engine's feature store (shared with the test "
         "runs' cache); it lives with the detectors it trains, where `memerobust train` and a newcomer look",
-    ("pytest_memerobust.detectors.training.loop", "pytest_memerobust.judge.metrics"):
-        "the same training run picks its epoch by the validation AUROC, one of the judge's metrics",
 }
 
 # Registries load their built-ins, which import the registry back to register themselves: the loader's imports of
@@ -211,6 +212,32 @@ def test_the_layout_check_catches_an_upward_import_from_a_package_init_and_from_
         ("pytest_memerobust.data", "pytest_memerobust.report.tables"),
         ("pytest_memerobust.perturb.distance", "pytest_memerobust.report")}
     assert any(message.endswith("inside a function") for message in found.values())
+
+
+def _with_imports(tmp_path, added: dict[str, str]) -> dict[tuple, str]:
+    """The upward imports of a copy of the package with `added` (file -> a function-level import) appended."""
+    copy = tmp_path / PACKAGE
+    for path in ROOT.rglob("*.py"):
+        (copy / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path.relative_to(ROOT)).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    for file, statement in added.items():
+        target = copy / file
+        target.write_text(target.read_text(encoding="utf-8") + f"\n\ndef _throwaway():\n    {statement}\n",
+                          encoding="utf-8")
+    modules = find_modules(copy, {})
+    return upward_imports(modules, find_edges(modules))
+
+
+def test_the_layout_check_catches_track_to_run_detectors_to_engine_and_judge_to_engine(tmp_path):
+    """The three seams the layers are drawn along: what a run leaves never reaches back into the run, a detector
+    never into the engine that runs it, a judgement never into what produced its outputs."""
+    found = _with_imports(tmp_path, {"track/baseline.py": "from ..run import session",
+                                     "detectors/registry.py": "from ..engine import features",
+                                     "judge/metrics.py": "from ..engine import Engine"})
+    assert {(importer, imported) for importer, imported, _ in found} == {
+        ("pytest_memerobust.track.baseline", "pytest_memerobust.run.session"),
+        ("pytest_memerobust.detectors.registry", "pytest_memerobust.engine.features"),
+        ("pytest_memerobust.judge.metrics", "pytest_memerobust.engine")}
 
 
 def test_the_upward_allow_list_is_still_needed():

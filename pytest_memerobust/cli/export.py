@@ -39,9 +39,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """The perturbed memes of a saved report's run as a `datasets` set (track/export.py)."""
+    """The perturbed memes of a saved report's run as a `datasets` set (run/export.py)."""
     from ..options import checkpoints
-    from ..track.export import export_report, summary_line
+    from ..run.export import export_report
+    from ..track.export import summary_line
 
     info = export_report(Path(args.json), Path(args.out), conditions=args.conditions, models=args.model,
                          counterexamples=args.counterexamples, layout=args.format, device=args.device,

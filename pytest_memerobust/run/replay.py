@@ -26,6 +26,7 @@ import numpy as np
 from ..atomic import folder_locked
 from ..determinism import device_type
 from ..errors import MemeRobustError
+from ..track.artifacts import perturbation_code, store_picture
 
 FORMAT = "pytest-memerobust-counterexamples/1"
 MANIFEST_MEMES = 5  # counterexamples a failing case records at most
@@ -102,30 +103,6 @@ def picture_digest(picture) -> str:
     return input_digests([picture])[0]
 
 
-def perturbation_code(name: str) -> str:
-    """A digest of the source files that define perturbation `name` (its function and batch function), read from
-    disk: it changes when that code is edited, so a picture that no longer regenerates can be blamed on it, or not."""
-    import hashlib
-    import inspect
-
-    from ..perturb import get as get_perturbation
-
-    p = get_perturbation(name)
-    parts = set()
-    for fn in (p.fn, p.batch):
-        if fn is None:
-            continue
-        try:
-            source = inspect.getsourcefile(inspect.unwrap(fn))
-            parts.add(Path(source).read_bytes() if source else b"")
-        except (OSError, TypeError):  # no source file to read (a builtin, a compiled module): what it is called
-            parts.add(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}".encode())
-    h = hashlib.blake2b(digest_size=8)
-    for part in sorted(parts):
-        h.update(hashlib.blake2b(part).digest())
-    return h.hexdigest()
-
-
 def _image_side_names(engine, condition) -> list[str]:
     """The perturbations a condition's picture depends on: its image side, and the caption edit it draws, if any."""
     draws = engine.image_side(condition)[3:]
@@ -142,20 +119,6 @@ def picture_store(manifest: Path) -> Path:
     """The folder of a manifest's pictures: `counterexamples.json` keeps them in `counterexamples.pictures/`."""
     manifest = Path(manifest)
     return manifest.with_name(manifest.stem + PICTURES)
-
-
-def store_picture(store: Path, picture, digest: str) -> str:
-    """Write the picture (H x W x 3 uint8) losslessly as `store/<digest>.png`, once; its name relative to the
-    manifest's folder, as entries record it."""
-    from PIL import Image
-
-    from ..atomic import atomic_path
-
-    path = Path(store) / f"{digest}.png"
-    if not path.is_file():
-        with atomic_path(path) as tmp:
-            Image.fromarray(np.ascontiguousarray(picture)).save(tmp, format="PNG")
-    return f"{Path(store).name}/{path.name}"
 
 
 def stored_picture_path(manifest, entry: dict) -> Path | None:

@@ -48,7 +48,7 @@ def append_summary(path: Path, text: str) -> None:
 def job_summary_lines(report) -> list[str]:
     """At the end of a run that writes reports: the reviewers' Markdown appended to $GITHUB_STEP_SUMMARY when it
     names a file; the line saying so, or a warning (a summary that cannot be written never fails the run).
-    `report()`: the run's report dict, built once (track/outputs.py)."""
+    `report()`: the run's report dict, built once (run/outputs.py)."""
     path = summary_file()
     if path is None:
         return []

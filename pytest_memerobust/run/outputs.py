@@ -24,13 +24,13 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     history, entry = _history_before_reports(rs, report, root, lines)
     lines += _write_reports(rs.options.reports, report)
     if rs.options.reports:  # and where reviewers look: the CI job summary, when CI names its file (track/github.py)
-        from .github import job_summary_lines
+        from ..track.github import job_summary_lines
 
         lines += job_summary_lines(report)
     if history is not None:
         lines += _append_history(history, entry, report)
     lines += _baseline_and_ledger(rs, write)
-    from ..run.replay import manifest_path, write_manifest
+    from .replay import manifest_path, write_manifest
 
     if counterexample_cases is not None:  # the failing cases' counterexamples, gathered from their reports
         lines += write_manifest(manifest_path(rs.options), counterexample_cases,
@@ -43,7 +43,7 @@ def interrupted_outputs(rs) -> list[str]:
     """An interrupted run: each report path holds the verdict alone (`rs.verdict`); no baseline, history, tracker
     run or export. Also what the first signal writes at once (signals.py), before the run's end writes it again."""
     from ..judge.verdict import cases_ran_text
-    from ..run.report import verdict_report
+    from .report import verdict_report
 
     v = rs.verdict or {}
     ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
@@ -66,7 +66,7 @@ def refused_outputs(options, why: str) -> list[str]:
     run's. `options`: the run's session.Options (only its report paths and header are read)."""
     from types import SimpleNamespace
 
-    from ..run.report import verdict_report
+    from .report import verdict_report
 
     why = " ".join(why.split())
     verdict = {"passed": False, "gate": None, "summary": f"the run was refused before any case: {why}", "models": [],
@@ -86,7 +86,7 @@ def _built_once(rs, lines: list[str], amend=None):
 
     def report() -> dict:
         if not built:
-            from ..run.report import verdict_report
+            from .report import verdict_report
 
             try:
                 built.append(rs.report())
@@ -130,7 +130,7 @@ def _append_history(history: Path, entry: dict, report) -> list[str]:
 
 
 def _baseline_and_ledger(rs, write) -> list[str]:
-    from ..run.gate import save_baseline, write_run_ledger
+    from .gate import save_baseline, write_run_ledger
 
     lines, o = [], rs.options
     if o.save_baseline is not None and not rs.results:
@@ -159,8 +159,8 @@ def _trackers(rs, report, entry: dict | None, root) -> list[str]:
     o = rs.options
     if o.mlflow is None and o.wandb is None:
         return []
-    from ..run.replay import manifest_path, picture_store
-    from .trackers import log_run
+    from .replay import manifest_path, picture_store
+    from ..track.trackers import log_run
 
     if entry is None and rs.results:
         from ..report.history import history_entry, run_commit
