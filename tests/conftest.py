@@ -93,6 +93,33 @@ def _share_the_cores(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(worker.get("workercount", 1)))))
 
 
+# Modules whose every test runs end to end in other processes; elsewhere a test is e2e when its own source starts
+# one (E2E_CALLS)
+E2E_MODULES = frozenset({"test_ray", "test_pool_cost", "test_pool_kill", "test_pool_restart", "test_local_pool",
+                         "test_xdist", "test_hosted_rate"})
+E2E_CALLS = ("runpytest_subprocess(", "subprocess.run(", "subprocess.Popen(", "subprocess.check_", "spawn_pytest(",
+             "--memerobust-workers", "--memerobust-ray", "workers=2", "workers=4")
+
+
+def _starts_other_processes(item) -> bool:
+    import inspect
+
+    if Path(str(item.fspath)).stem in E2E_MODULES:
+        return True
+    try:
+        source = inspect.getsource(item.function)
+    except (OSError, TypeError, AttributeError):
+        return False
+    return any(call in source for call in E2E_CALLS)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The `e2e` marker (pyproject's markers) on every test that runs in other processes."""
+    for item in items:
+        if _starts_other_processes(item):
+            item.add_marker(pytest.mark.e2e)
+
+
 def pytest_unconfigure(config):
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = socket.socket.__dict__.get("connect_ex", _real_connect)
