@@ -23,7 +23,7 @@ from pytest_memerobust.detectors import find_card
 from pytest_memerobust.detectors.backbones import MiniLMBackbone
 from pytest_memerobust.detectors.meme_models import MemeDetector, resolve_config
 from pytest_memerobust.engine import Condition, Engine
-from pytest_memerobust.detectors.training import train_head
+from pytest_memerobust.run.training.loop import train_head
 
 SEVERITIES = (1, 2, 3, 4, 5)
 

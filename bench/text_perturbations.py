@@ -33,7 +33,7 @@ from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb.attacks import AttackContext
 from pytest_memerobust.perturb.distance import levenshtein
-from pytest_memerobust.detectors.training import train_head
+from pytest_memerobust.run.training.loop import train_head
 
 TASK = "hate"
 

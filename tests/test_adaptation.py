@@ -213,7 +213,8 @@ def test_a_checkpoint_loaded_onto_another_base_is_refused_naming_both_digests(be
 
 
 def test_the_card_written_beside_the_checkpoint_loads_it(bert_folders, tmp_path):
-    from pytest_memerobust.detectors.training import TrainingResult, save_trained
+    from pytest_memerobust.detectors.training import save_trained
+    from pytest_memerobust.run.training.loop import TrainingResult
 
     card = _card({"kind": "minilm", "name": str(bert_folders[0])})
     detector = load_detector(card)
@@ -341,7 +342,8 @@ def test_a_checkpoint_missing_an_adapted_tensor_is_refused(bert_folders, tmp_pat
 
 def test_a_run_on_an_adapted_checkpoint_names_its_method_and_count(bert_folders, tmp_path, pytester):
     """`--memerobust-model=CARD` of a LoRA-trained checkpoint: the report's models table says how it was adapted."""
-    from pytest_memerobust.detectors.training import TrainingResult, save_trained
+    from pytest_memerobust.detectors.training import save_trained
+    from pytest_memerobust.run.training.loop import TrainingResult
 
     card = _card({"kind": "minilm", "name": str(bert_folders[0])})
     detector = load_detector(card)

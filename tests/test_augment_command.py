@@ -75,7 +75,7 @@ def test_copy_k_is_what_augment_memes_draws_at_epoch_k(augmented, copy):
 
 
 def test_memerobust_train_with_the_same_recipe_trains_on_copy_k_at_epoch_k(augmented, tmp_path, monkeypatch):
-    from pytest_memerobust.detectors.training import loop
+    from pytest_memerobust.run.training import loop
 
     seen = {}
     epoch_features = loop._epoch_features

@@ -18,7 +18,8 @@ from pytest_memerobust.detectors.meme_models import MemeDetector
 from pytest_memerobust.engine.features import encoder_namespaces
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
-from pytest_memerobust.detectors.training import save_trained, train_head
+from pytest_memerobust.detectors.training import save_trained
+from pytest_memerobust.run.training.loop import train_head
 
 from test_engine import CountingSplit
 from minilm_model import require_minilm

@@ -87,7 +87,7 @@ def test_train_fails_before_encoding_and_names_the_culprit(tmp_path, capsys, mon
     """A one-class validation split used to cost minutes of encoding, then a TypeError."""
     path = write_csv(tmp_path / "memes.csv", caption_rows({"train": [0, 1] * 8, "val": [1] * 6}))
     card = write_card(tmp_path)
-    from pytest_memerobust.detectors.training import loop
+    from pytest_memerobust.run.training import loop
 
     monkeypatch.setattr(loop, "_features", lambda *a: pytest.fail("encoded before checking the data"))
     code = cli_main(["train", str(card), "--no-cache", "--train", f"csv:{path}:train", "--val", f"csv:{path}:val",
@@ -163,7 +163,7 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
 
     from pytest_memerobust.detectors import ModelCard, load_detector
     from pytest_memerobust.judge.metrics import macro_f1
-    from pytest_memerobust.detectors.training import train_head
+    from pytest_memerobust.run.training.loop import train_head
 
     require_minilm()
     train = load_dataset(f"csv:{captions_csv}:train", require_images=False)
@@ -203,7 +203,7 @@ def test_a_picture_augmentation_without_pictures_to_edit_is_refused_before_encod
                                                                                     monkeypatch, data, culprit):
     """Caption-only data, or a detector that reads only captions: `--augment augmix` would fail mid-run on a missing
     picture, or train epochs that change nothing the detector sees. Said first, naming the augmentation."""
-    from pytest_memerobust.detectors.training import loop
+    from pytest_memerobust.run.training import loop
 
     monkeypatch.setattr(loop, "_features", lambda *a: pytest.fail("encoded before checking the augmentation"))
     out = tmp_path / "m.safetensors"

@@ -16,7 +16,8 @@ from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import find_card, load_card, load_detector
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
 from pytest_memerobust.errors import CheckpointError, ConfigError, UnknownNameError
-from pytest_memerobust.detectors.training import save_trained, train_head
+from pytest_memerobust.detectors.training import save_trained
+from pytest_memerobust.run.training.loop import train_head
 from malicious import Evil
 
 ROOT = Path(__file__).resolve().parents[1]

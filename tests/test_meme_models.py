@@ -29,7 +29,8 @@ from pytest_memerobust.detectors.base import ModeView
 from pytest_memerobust.detectors.meme_models import FORMAT, MemeDetector, build, memeclip_lightning_state, resolve_config
 from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
 from pytest_memerobust.errors import CheckpointError, ConfigError
-from pytest_memerobust.detectors.training import TrainingResult, card_toml, save_trained, train_head
+from pytest_memerobust.detectors.training import card_toml, save_trained
+from pytest_memerobust.run.training.loop import train_head
 from malicious import Evil
 from minilm_model import require_minilm
 

@@ -12,7 +12,7 @@ from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.run.options import Options
 from pytest_memerobust.run.session import RobustnessSession
-from pytest_memerobust.detectors.training import train_head
+from pytest_memerobust.run.training.loop import train_head
 
 LABELS = ["allusion", "exaggeration", "irony", "anthropomorphism", "metaphor", "contrast"]
 CUES = ["history", "gigantic", "obviously", "talking", "like", "versus"]  # one caption word hints at each label

@@ -155,7 +155,7 @@ def test_a_run_that_diverges_later_keeps_its_best_epoch_and_says_where_it_stoppe
 
     from pytest_memerobust.data import demo_dataset
     from pytest_memerobust.detectors import load_detector
-    from pytest_memerobust.detectors.training import train_head
+    from pytest_memerobust.run.training.loop import train_head
 
     torch.manual_seed(0)
     detector = load_detector(find_card("demo"))

@@ -188,7 +188,7 @@ def test_the_encoding_on_two_worker_processes_writes_the_same_checkpoint_bytes(t
     rows are the same bytes in any process, so the checkpoint is the same at 1 and 2 workers. On TRAIN_MEMES +
     VAL_MEMES demo memes in encoder batches of ENCODE_ROWS (the default 64 would leave the training pictures one
     batch, which stays here): the pictures and the captions both go to the pool in several batches."""
-    from pytest_memerobust.detectors.training import loop
+    from pytest_memerobust.run.training import loop
     from pytest_memerobust.engine import executors
 
     monkeypatch.setattr(executors, "POOL_START_S", 0)  # every batch to the pool at once
@@ -234,7 +234,7 @@ def test_a_rerun_of_an_augmented_command_encodes_nothing(tiny_card, tmp_path):
 ])
 def test_bad_recipes_fail_before_any_training_and_write_nothing(tiny_card, tmp_path, capsys, monkeypatch, flags,
                                                                culprit):
-    from pytest_memerobust.detectors.training import loop
+    from pytest_memerobust.run.training import loop
 
     monkeypatch.setattr(loop, "_features", lambda *a: pytest.fail("encoded before checking the recipe"))
     out = tmp_path / "m.safetensors"

@@ -67,7 +67,7 @@ def trained_detector(kind: str, epochs: int = 40, seed: int = 0, mode: str = "mu
 
     from pytest_memerobust.data.demo import demo_dataset
     from pytest_memerobust.detectors import ModelCard, load_detector
-    from pytest_memerobust.detectors.training import train_head
+    from pytest_memerobust.run.training.loop import train_head
 
     architecture, params, backbone = KINDS[kind]
     torch.manual_seed(seed)

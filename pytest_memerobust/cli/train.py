@@ -121,7 +121,7 @@ def _run_allowed(args) -> int:
     print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {result.adaptation}, "
           f"{result.trainable_parameters:,} trainable parameters; wrote {', '.join(written)} in {plan.out.parent}")
     if result.diverged is not None:
-        from ..detectors.training.loop import divergence_line
+        from ..run.training.loop import divergence_line
 
         print(f"memerobust: training diverged at {divergence_line(result.diverged)}: stopped there; the checkpoint "
               f"holds epoch {result.best_epoch}'s weights, the best before it; try a lower --lr "

@@ -1,6 +1,7 @@
-"""Training a detector: the loop (frozen features or encoders in the loop), the data checks, what a run writes."""
+"""What training changes in a detector: its adaptation methods, the augmentations and attacks a training run draws
+its inputs with, the data checks, and the checkpoint and card it writes. The run itself (data, feature store,
+epochs, checkpoints of its state) is run/training/."""
 from .checkpoint import card_toml, save_trained
 from .data import check_training_data, training_task
-from .loop import TrainingResult, train_head
 
-__all__ = ["TrainingResult", "card_toml", "check_training_data", "save_trained", "train_head", "training_task"]
+__all__ = ["card_toml", "check_training_data", "save_trained", "training_task"]

@@ -25,8 +25,8 @@ from ...errors import MemeRobustError
 from ...data.meme import Dataset, is_multilabel
 from ...determinism import caption_buckets, caption_rows, device_type, encode_fixed
 from ...engine.features import FeatureStore, detector_feature_store
-from ..base import class_probabilities, classification_loss
-from .adversarial import attack_batch
+from ...detectors.base import class_probabilities, classification_loss
+from ...detectors.training.adversarial import attack_batch
 from ...judge.metrics import METRICS, auroc
 
 
@@ -60,6 +60,61 @@ def divergence_line(diverged: dict) -> str:
 
 
 ENCODE_BATCH_SIZE = 64  # inputs per encoder call in the one-off encoding (the test runs' default batch)
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """How fast and how long: AdamW's step and weight decay, the epochs, the batch, and the seed of every draw."""
+
+    lr: float = 1e-4
+    weight_decay: float = 1e-4
+    epochs: int = 10
+    batch_size: int = 16
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """What a training run is asked: the label task, its hyperparameters, what it trains on (`augment`:
+    Augmentations, augmentation.py; `adversarial`: an Adversarial, adversarial.py; `adaptation`: an Adaptation,
+    adaptation.py, already applied to the detector, None for the head on frozen encoders), where its resumable state
+    (`state_path`) and frozen features (`cache_dir`, the test runs' --memerobust-cache-dir; None: in memory) are
+    kept, and `command`, what the run was asked (run/training resume_command), kept in the state so that a resume of
+    another command is refused."""
+
+    task: str = "hate"
+    hyper: Hyperparameters = Hyperparameters()
+    augment: tuple = ()
+    adversarial: object = None
+    adaptation: object = None
+    state_path: Path | None = None
+    cache_dir: Path | None = None
+    command: dict | None = None
+
+
+@dataclass(frozen=True)
+class TrainingCallbacks:
+    """What the caller follows and provides: `on_encoded()` once the one-off encoding is done, `encoding(what, n,
+    total)` after each batch of it, `progress(row)` after each epoch; `run_batches`, where the one-off encoding's
+    fixed-shape batches run (run/training's worker pool; None: here), each batch's rows the same bytes wherever."""
+
+    progress: object = None
+    on_encoded: object = None
+    encoding: object = None
+    run_batches: object = None
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A training batch as the adversarial loss needs it: its memes, captions and pictures (None when the detector
+    is not fed pictures in the loop), clean features (image, text), targets, and where in the run it is."""
+
+    memes: list
+    captions: list
+    pictures: list | None
+    features: tuple
+    target: object
+    epoch: int
 
 
 def _features(detector, dataset: Dataset, store: FeatureStore, encoding=None, run_batches=None):
@@ -157,16 +212,17 @@ def _epoch_features(detector, captions, pictures, store: FeatureStore, clean, au
     return xi, _stored(detector, store, "text", captions, tick("captions"), run_batches).to(detector.device)
 
 
-def _attacked_batch_loss(detector, adversarial, logits, features, target, batch, reads_images: bool, in_loop: bool,
-                         multilabel: bool, pos_weight, seed: int, epoch: int):
+def _attacked_batch_loss(detector, adversarial, logits, batch: _Batch, in_loop: bool, pos_weight, seed: int):
     """A training batch attacked against the current weights (the head in eval mode while the attack runs), its
     attacked memes encoded (through the encoders' gradients when they train), and the adversarial loss; the clean
-    loss when the attack kept every meme clean. `features`: the batch's clean (image, text) features; `batch`: its
-    (memes, captions, pictures)."""
-    module, (xi, xt) = detector.head_module, features
+    loss when the attack kept every meme clean."""
+    module, (xi, xt), target = detector.head_module, batch.features, batch.target
+    multilabel = is_multilabel(detector)
+    reads_images = "image" in getattr(detector, "modalities", ("image", "text"))
     module.eval()
-    rows, attacked_captions, attacked_pictures = attack_batch(adversarial, detector, *batch, target.cpu().numpy(),
-                                                              xi.detach().cpu().numpy(), seed, epoch)
+    rows, attacked_captions, attacked_pictures = attack_batch(adversarial, detector, batch.memes, batch.captions,
+                                                              batch.pictures, target.cpu().numpy(),
+                                                              xi.detach().cpu().numpy(), seed, batch.epoch)
     module.train()
     if not rows:
         return classification_loss(logits, target, multilabel, pos_weight=pos_weight)
@@ -206,33 +262,38 @@ def train_head(detector, train: Dataset, val: Dataset, task: str = "hate", epoch
                state_path: Path | None = None, on_encoded=None, cache_dir: Path | None = None,
                encoding=None, augment=(), adversarial=None, adaptation=None, run_batches=None,
                command: dict | None = None) -> TrainingResult:
+    """`run_training` with its config and callbacks given as keywords (see TrainingConfig, TrainingCallbacks)."""
+    config = TrainingConfig(task, Hyperparameters(lr, weight_decay, epochs, batch_size, seed), tuple(augment),
+                            adversarial, adaptation, state_path, cache_dir, command)
+    return run_training(detector, train, val, config,
+                        TrainingCallbacks(progress, on_encoded, encoding, run_batches))
+
+
+def run_training(detector, train: Dataset, val: Dataset, config: TrainingConfig,
+                 callbacks: TrainingCallbacks = TrainingCallbacks()) -> TrainingResult:
     """AdamW on what the adaptation trains (default: the head); keep the weights of the epoch with the best
-    validation AUROC. `augment`: Augmentations (augmentation.py) drawn per meme and epoch; `adversarial`: an
-    Adversarial (adversarial.py) attacking each batch; `adaptation`: an Adaptation (adaptation.py) already applied
-    to the detector (None: the head on frozen encoders). `on_encoded()` is called once the one-off encoding is
-    done; `encoding(what, n, total)` after each batch of it, `progress(row)` after each epoch. `cache_dir`: where
-    frozen features are kept and looked up (the test runs' `--memerobust-cache-dir`); None keeps them in memory.
-    `run_batches`: where the one-off encoding's fixed-shape batches run (run/training.py: the worker pool; None:
-    here); each batch's rows are the same bytes wherever it runs. `command`: what the run was asked (run/training.py
-    resume_command), kept in the resume state so that a resume of another command is refused.
+    validation AUROC.
 
     A non-finite loss stops the epochs there: the best epoch so far is kept (`result.diverged` says where it
     stopped), or, before any epoch could be kept, TrainingDiverged says where."""
     from ...determinism import fixed_threads
 
     with fixed_threads():
-        return _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path,
-                      on_encoded, cache_dir, encoding, tuple(augment), adversarial, adaptation, run_batches, command)
+        return _train(detector, train, val, config, callbacks)
 
 
-def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, seed, progress, state_path, on_encoded,
-           cache_dir, encoding, augment, adversarial, adaptation, run_batches, command=None) -> TrainingResult:
+def _train(detector, train: Dataset, val: Dataset, config: TrainingConfig,
+           callbacks: TrainingCallbacks) -> TrainingResult:
     import time
 
     import torch
 
-    from .augmentation import augment_memes
+    from ...detectors.training.augmentation import augment_memes
 
+    task, hyper, augment = config.task, config.hyper, config.augment
+    adversarial, adaptation, state_path = config.adversarial, config.adaptation, config.state_path
+    encoding, run_batches = callbacks.encoding, callbacks.run_batches
+    seed, batch_size = hyper.seed, hyper.batch_size
     started = time.perf_counter()
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -242,7 +303,8 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
               else [p for p in module.parameters() if p.requires_grad])
     reads_images = "image" in getattr(detector, "modalities", ("image", "text"))
     wants_pictures = reads_images and (in_loop or (adversarial is not None and adversarial.modality == "image"))
-    store = detector_feature_store(detector, "fp32", None if in_loop else cache_dir)  # encoders without autocast
+    # the encoders without autocast
+    store = detector_feature_store(detector, "fp32", None if in_loop else config.cache_dir)
     multilabel = is_multilabel(detector)
     y = torch.as_tensor(train.labels(task), device=device)
     y_val = val.labels(task)
@@ -250,12 +312,12 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
     if not in_loop:
         clean = tuple(t.to(device) for t in _features(detector, train, store, encoding, run_batches))
         val_features = tuple(t.to(device) for t in _features(detector, val, store, encoding, run_batches))
-    if on_encoded:
-        on_encoded()
+    if callbacks.on_encoded:
+        callbacks.on_encoded()
     encoded_at = time.perf_counter()
     # FigMemes re-weights each label's positives by its negatives-to-positives ratio: rare labels still count
     pos_weight = (((len(y) - y.sum(0)) / y.sum(0).clamp(min=1)).float() if multilabel else None)
-    optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    optimiser = torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay)
     result = TrainingResult(best_epoch=-1, best_val_auroc=-np.inf)
     best_state, start = None, 1
     if state_path is not None and Path(state_path).exists():
@@ -271,7 +333,7 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
                                 history=saved["history"], resumed_from_epoch=saved["epoch"])
     memes = list(train.memes)
     diverged = None
-    for epoch in range(start, epochs + 1):
+    for epoch in range(start, hyper.epochs + 1):
         if augment:
             captions, pictures, _ = augment_memes(memes, augment, seed, epoch, device,
                                                   pictures=wants_pictures or None)
@@ -297,9 +359,8 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
             if adversarial is None:
                 loss = classification_loss(logits, target, multilabel, pos_weight=pos_weight)
             else:
-                loss = _attacked_batch_loss(detector, adversarial, logits, (xi, xt), target,
-                                            ([memes[i] for i in idx], batch_captions, batch_pictures),
-                                            reads_images, in_loop, multilabel, pos_weight, seed, epoch)
+                batch = _Batch([memes[i] for i in idx], batch_captions, batch_pictures, (xi, xt), target, epoch)
+                loss = _attacked_batch_loss(detector, adversarial, logits, batch, in_loop, pos_weight, seed)
             if not torch.isfinite(loss.detach()).all():
                 diverged = {"epoch": epoch, "batch": begin // batch_size + 1, "loss": float(loss.detach())}
                 break
@@ -331,13 +392,13 @@ def _train(detector, train, val, task, epochs, lr, weight_decay, batch_size, see
                 "epoch": epoch, "trained": [p.detach() for p in params], "optimizer": optimiser.state_dict(),
                 "torch_rng": torch.get_rng_state(), "generator": generator.get_state(), "best": best_state,
                 "best_epoch": result.best_epoch, "best_val_auroc": result.best_val_auroc, "history": result.history,
-                "command": command})
-        if progress:
-            progress(row)
+                "command": config.command})
+        if callbacks.progress:
+            callbacks.progress(row)
     if diverged is not None:
         if best_state is None:
             raise TrainingDiverged(f"training diverged at {divergence_line(diverged)} before any epoch could be "
-                                   f"kept: nothing written; try a lower --lr (this run's: {lr:g})")
+                                   f"kept: nothing written; try a lower --lr (this run's: {hyper.lr:g})")
         result.diverged = diverged
     with torch.no_grad():
         for p, value in zip(params, best_state):

@@ -1,6 +1,6 @@
 """A training run of a card's trainable head (`memerobust train`): what it is asked checked before anything loads
 (the checkpoint's path and name, the data, the weights on this machine), the detector loaded and the memes read as a
-pytest run reads them, then the head fitted on the frozen backbone's features (detectors/training/) and written
+pytest run reads them, then the head fitted on the frozen backbone's features (loop.py) and written
 with its metrics and, for a new checkpoint, a card of its own."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ..data.reading import OCR_OPTION
-from ..errors import ConfigError, DiskFull, MemeRobustError
+from ...data.reading import OCR_OPTION
+from ...errors import ConfigError, DiskFull, MemeRobustError
 
 # The paper's recipe (AdamW lr 1e-4, weight decay 1e-4, 10 epochs, batch 16): what a card's [training] table (and,
 # with --demo, its [demo] training) overrides, and the flags override in turn.
@@ -57,7 +57,7 @@ def trained_card_name(out: Path, source: str, given: str | None = None) -> str:
     """The name of the card `train --out` writes: `--name`, else the checkpoint's file name without its suffix
     (`minilm.safetensors` -> `minilm`). A name a registered card has (the one trained from, say) gets `-trained`:
     test ids name a card given by path by its card's name, so it must not pass for the shipped card."""
-    from ..detectors import available_cards
+    from ...detectors import available_cards
 
     taken = {*available_cards(), source}
     if given is not None:
@@ -74,8 +74,8 @@ def shipped_folders() -> list[Path]:
     wherever an editable install keeps them) and the card folders third parties publish."""
     from importlib.metadata import entry_points
 
-    from ..detectors.cards import CARD_ENTRY_POINT_GROUP, builtin_card_dir
-    from .suite import builtin_suite_dir
+    from ...detectors.cards import CARD_ENTRY_POINT_GROUP, builtin_card_dir
+    from ..suite import builtin_suite_dir
 
     folders = [Path(__file__).parent.parent, builtin_card_dir(), builtin_suite_dir()]
     for ep in entry_points(group=CARD_ENTRY_POINT_GROUP):
@@ -199,8 +199,8 @@ def training_recipe(card, request: "TrainingRequest") -> tuple[tuple, object, di
     """(augmentations, adversarial, adaptation spec) from the flags, else the card's [training]: each parsed and
     checked against the registries before torch loads (an unknown perturbation, a severity out of range, a
     probability outside 0..1, an attack given as an augmentation: one error now, not after the encoding)."""
-    from ..detectors.training.adversarial import parse_adversarial
-    from ..detectors.training.augmentation import parse_augmentations
+    from ...detectors.training.adversarial import parse_adversarial
+    from ...detectors.training.augmentation import parse_augmentations
 
     training = dict(card.training)
     augment_specs = request.augment if request.augment is not None else training.get("augment", [])
@@ -216,8 +216,8 @@ def training_recipe(card, request: "TrainingRequest") -> tuple[tuple, object, di
     adaptation_value = request.adaptation if request.adaptation is not None else training.get("adaptation")
     adaptation = None
     if adaptation_value is not None:
-        from ..detectors.meme_models import card_encoders
-        from ..detectors.training.adaptation import check_encoders, parse_adaptation
+        from ...detectors.meme_models import card_encoders
+        from ...detectors.training.adaptation import check_encoders, parse_adaptation
 
         adaptation = parse_adaptation(adaptation_value)
         where = (f"--adaptation {adaptation_value}" if request.adaptation is not None
@@ -244,8 +244,8 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
     """The checks said before torch loads: the numbers and the recipe (an adaptation's sizes within what the card's
     backbone allows), the checkpoint path (a .safetensors outside the installed package), the data named, the
     card's weights on this machine (unless `init` gives them); a MemeRobustError names the fix."""
-    from ..detectors import find_card
-    from ..detectors.cards import WeightsNotHere, check_local_weights
+    from ...detectors import find_card
+    from ...detectors.cards import WeightsNotHere, check_local_weights
 
     card = find_card(request.card)
     if request.demo:
@@ -292,9 +292,9 @@ def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[]
     task other than the card's. Checked before any encoding: the task's labels in both splits."""
     import torch
 
-    from ..data.reading import read_memes
-    from ..detectors import load_detector
-    from ..detectors.training import check_training_data, training_task
+    from ...data.reading import read_memes
+    from ...detectors import load_detector
+    from ...detectors.training import check_training_data, training_task
 
     card = plan.card
     torch.manual_seed(request.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
@@ -317,8 +317,8 @@ def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[]
 def _recipe_checked(plan: TrainingPlan, detector, train, request: TrainingRequest):
     """Before any encoding: each augmentation tried once (a missing backend said now), the attack's gradient path,
     the adaptation checked against the backbone and applied (returned; None for the head)."""
-    from ..detectors.training.adversarial import check_gradient_path
-    from ..detectors.training.augmentation import check_backends, reads_pictures
+    from ...detectors.training.adversarial import check_gradient_path
+    from ...detectors.training.augmentation import check_backends, reads_pictures
 
     if plan.augment:
         _pictures_checked(plan.augment, detector, train)
@@ -329,7 +329,7 @@ def _recipe_checked(plan: TrainingPlan, detector, train, request: TrainingReques
         check_gradient_path(plan.adversarial, detector)
     if plan.adaptation is None:
         return None
-    from ..detectors.training.adaptation import adapt, check_adaptation
+    from ...detectors.training.adaptation import adapt, check_adaptation
 
     check_adaptation(plan.adaptation, detector)
     return adapt(detector, plan.adaptation, request.seed)
@@ -352,11 +352,11 @@ def _pictures_checked(augment, detector, train) -> None:
 
 
 def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
-    """The head fitted (detectors/training/loop.train_head: each input encoded once, then the epochs), resuming from the
+    """The head fitted (loop.run_training: each input encoded once, then the epochs), resuming from the
     state an interrupted run of the same request left when `request.resume`, else from scratch. The one-off
     encoding runs on the worker pool the evaluation uses (`encoding_pool`), the epochs here. `encoding(what, n,
     total)` and `progress(row)` follow it (row: an epoch's loss and validation figures)."""
-    from ..detectors.training import train_head
+    from .loop import Hyperparameters, TrainingCallbacks, TrainingConfig, run_training
 
     state_path = plan.out.with_suffix(".train-state.pt")
     command = resume_command(plan, request, data)
@@ -366,11 +366,11 @@ def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, e
         check_resume_state(state_path, command)
     pool, recipe = encoding_pool(plan, request, data)
     try:
-        result = train_head(data.detector, data.train, data.val, task=data.task, seed=request.seed, progress=progress,
-                            state_path=state_path, encoding=encoding, cache_dir=request.cache_dir,
-                            augment=plan.augment, adversarial=plan.adversarial, adaptation=data.adaptation,
-                            run_batches=None if pool is None else pool.encode_batches(recipe), command=command,
-                            **plan.hyper)
+        config = TrainingConfig(data.task, Hyperparameters(**plan.hyper, seed=request.seed), tuple(plan.augment),
+                                plan.adversarial, data.adaptation, state_path, request.cache_dir, command)
+        callbacks = TrainingCallbacks(progress=progress, encoding=encoding,
+                                      run_batches=None if pool is None else pool.encode_batches(recipe))
+        result = run_training(data.detector, data.train, data.val, config, callbacks)
     finally:
         if pool is not None:
             pool.close()
@@ -393,7 +393,7 @@ def check_init(card, init: Path) -> None:
     other detector under this card's name."""
     import json
 
-    from ..detectors.checkpoints import read_checkpoint_metadata
+    from ...detectors.checkpoints import read_checkpoint_metadata
 
     if not init.is_file():
         raise MemeRobustError(f"--init {init}: no such checkpoint file")
@@ -458,9 +458,9 @@ def encoding_pool(plan: TrainingPlan, request: TrainingRequest, data: TrainingDa
     that its encoders' fingerprints are this run's, so their features are the ones this process would compute."""
     import functools
 
-    from ..determinism import device_type
-    from ..engine.executors import make_executor
-    from ..engine.features import encoder_namespaces
+    from ...determinism import device_type
+    from ...engine.executors import make_executor
+    from ...engine.features import encoder_namespaces
 
     adaptation = data.adaptation
     if device_type(data.detector) != "cpu" or (adaptation is not None and adaptation.encoders_trainable):
@@ -478,8 +478,8 @@ def training_encoders(card, init: str | None, device: str, seed: int, namespaces
     the run's (their fingerprints differ): features from other encoders must never join the run's."""
     import torch
 
-    from ..detectors import load_detector
-    from ..engine.features import encoder_namespaces
+    from ...detectors import load_detector
+    from ...engine.features import encoder_namespaces
 
     torch.manual_seed(seed)
     detector = load_detector(card, checkpoint=init, device=device)
@@ -507,7 +507,7 @@ def resumable(plan: TrainingPlan):
 def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, result) -> list[str]:
     """The checkpoint and its metrics written (and, for a checkpoint given by `out`, a card of its own beside it);
     the resume state is removed. Returns what was written, as the names to show."""
-    from ..detectors.training import save_trained
+    from ...detectors.training import save_trained
 
     out = plan.out
     save_trained(data.detector, out, data.card, result, {**plan.hyper, **plan.recipe},
