@@ -185,7 +185,7 @@ class Comparison:
     p_raw: float = float("nan")
     bound: float = float("nan")
     state: str = ""
-    control: str = ""
+    control: ErrorControl = DEFAULT_CONTROL
     mode: str = "regressions"
     memes: int = 0
     memes_needed: int | None = None  # non-inferiority not shown: memes that show it with 80% power at this difference
@@ -220,12 +220,13 @@ class Comparison:
         judged."""
         if not self.judged:
             return float("inf")
-        alpha = ErrorControl.parse(self.control).alpha
-        return (self.p_value - alpha) * (-1 if self.mode == "non-inferiority" else 1)
+        return (self.p_value - self.control.alpha) * (-1 if self.mode == "non-inferiority" else 1)
 
     def as_dict(self) -> dict:
+        """As JSON holds it: the error control as its spec (`fwer:0.05`), which `ErrorControl.parse` reads back."""
         d = asdict(self)
         d["difference"], d["ci"], d["members"] = self.difference, [self.low, self.high], list(self.members)
+        d["control"] = self.control.spec
         del d["low"], d["high"]
         return d
 
@@ -234,8 +235,7 @@ class Comparison:
         what = f"{self.condition} {self.what}" if self.members else self.what
         if not self.judged:
             return f"{what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f}"
-        tests = (f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under "
-                 f"{ErrorControl.parse(self.control).short()}")
+        tests = f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under {self.control.short()}"
         if self.mode == "non-inferiority":
             worst = -self.bound if self.higher_is_better else self.bound
             verb = "drop" if self.higher_is_better else "rise"
@@ -493,6 +493,41 @@ def _family_of(condition: str) -> tuple[str, int] | None:
     return (family, int(severity)) if at and family and severity.isdigit() else None
 
 
+@dataclass(eq=False)  # compared by identity: it holds arrays
+class _Test:
+    """One rule on one condition (or family mean) as the family's decision sees it, filled in as it goes: the
+    scores and the change w = how much worse now is (`sign` makes worse positive), its resampled values, the
+    null it is tested against, and `_decide`'s statistics. `reason` says why it is not judged (None: judged);
+    `side` keys the draws it shares; `spread` is a recipe's (D_l^2, var) per left-out checkpoint."""
+
+    where: tuple[str, str, str]  # (model, dataset, condition)
+    check: RegressionCheck
+    sign: float
+    n: int  # memes
+    null: float = 0.0
+    reason: str | None = None
+    side: tuple | None = None
+    method: str = "bootstrap"
+    members: tuple = ()
+    recipe: int = 0
+    before: float = float("nan")
+    now: float = float("nan")
+    w: float = float("nan")
+    samples: np.ndarray | None = None
+    spread: tuple = ()
+    se: float = float("nan")
+    p_raw: float = float("nan")
+    p: float = float("nan")
+    c: float = float("nan")
+    detectable: float = float("nan")
+
+    def subject(self) -> dict:
+        """The Comparison fields that name what was compared: where, and which rule."""
+        model, dataset, condition = self.where
+        return dict(model=model, dataset=dataset, condition=condition, rule=self.check.spec, what=self.check.label(),
+                    higher_is_better=self.check.higher_is_better)
+
+
 def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAULT_CONTROL,
                  mode: str = "regressions", n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                  scale: str = "percent", confidence: float = 0.95, method: str = "auto",
@@ -512,7 +547,7 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
     if control.method == "holm":
         n_resamples = max(n_resamples, _holm_resamples(cells, checks, control.alpha, family_means))
     sides: dict[tuple, object] = {}
-    tests: list[dict] = []
+    tests: list[_Test] = []
     for cell in cells:
         y = np.asarray(cell.now["y"])
         thens = cell.thens
@@ -536,13 +571,11 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
                 continue
             sign = 1.0 if check.higher_is_better else -1.0
             margin = check.min_effect or (DEFAULT_MARGIN if inferiority else 0.0)
-            test = {"where": (cell.model, cell.dataset, cell.condition), "check": check, "sign": sign,
-                    "null": margin, "reason": reason or _no_labels(check, y) or _too_few_of_a_class(check, y),
-                    "n": len(y), "side": key,
-                    "method": used, "members": (), "recipe": len(thens) if len(thens) > 1 else 0}
+            test = _Test((cell.model, cell.dataset, cell.condition), check, sign, len(y), null=margin,
+                         reason=reason or _no_labels(check, y) or _too_few_of_a_class(check, y), side=key,
+                         method=used, recipe=len(thens) if len(thens) > 1 else 0)
             tests.append(test)
-            if test["reason"] is not None:
-                test.update(before=float("nan"), now=float("nan"), w=float("nan"), samples=None)
+            if test.reason is not None:
                 continue
             side = sides[key]
             now = float(check._score(y, *now_arrays, scale))
@@ -550,12 +583,12 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
             pairs = [check._resampled(side, tuple(now_arrays), tuple(t), scale) for t in then_arrays]
             then_samples = np.stack([then_s for then_s, _ in pairs])  # [k, B]
             before = float(befores.mean())
-            test.update(before=before, now=now, w=sign * (before - now),
-                        samples=sign * (then_samples.mean(axis=0) - pairs[0][1]))
+            test.before, test.now, test.w = before, now, sign * (before - now)
+            test.samples = sign * (then_samples.mean(axis=0) - pairs[0][1])
             if len(thens) > 1:
-                test["spread"] = _leave_one_out(sign * befores, sign * then_samples)
-            if test["w"] != test["w"]:
-                test["reason"] = _why_undefined(check, y)
+                test.spread = _leave_one_out(sign * befores, sign * then_samples)
+            if test.w != test.w:
+                test.reason = _why_undefined(check, y)
     if family_means:
         tests += _family_means(tests)
     inflation = _recipe_inflation(tests) if recipe else 1.0
@@ -566,17 +599,15 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
                     improved_bound=b.bound) for w, b in zip(worse, better)]
 
 
-def _mirrored(tests: list[dict], inferiority: bool) -> list[dict]:
+def _mirrored(tests: list[_Test], inferiority: bool) -> list[_Test]:
     """The family's tests in the better direction, for the improvement family: each difference and its draws
     negated (as if the two checkpoints swapped roles; the draws are the same resamples, so exactly the swap's), the
     rule's sign flipped so that bounds still read as now - before, and the null the rule's minimum effect (0 under
     non-inferiority: better at all). `_decide` then answers "better beyond noise?" exactly as it answers "worse?"."""
     out = []
     for t in tests:
-        mirror = {**t, "sign": -t["sign"], "null": 0.0 if inferiority else t["check"].min_effect}
-        if t["reason"] is None:
-            mirror.update(w=-t["w"], samples=-t["samples"])
-        out.append(mirror)
+        negated = dict(w=-t.w, samples=-t.samples) if t.reason is None else {}
+        out.append(replace(t, sign=-t.sign, null=0.0 if inferiority else t.check.min_effect, **negated))
     return out
 
 
@@ -596,7 +627,7 @@ def _holm_resamples(cells, checks, alpha: float, family_means: bool) -> int:
     return int(np.ceil(m / alpha - 1 - 1e-9))
 
 
-def _leave_one_out(befores: np.ndarray, samples: np.ndarray) -> list[tuple[float, float]]:
+def _leave_one_out(befores: np.ndarray, samples: np.ndarray) -> tuple[tuple[float, float], ...]:
     """Per checkpoint l of a recipe, (D_l^2, the resamples' variance of D_l) for D_l = the others' mean - l's score:
     how far one checkpoint falls from the rest, against how far resampling the memes alone would put it."""
     out = []
@@ -608,69 +639,65 @@ def _leave_one_out(befores: np.ndarray, samples: np.ndarray) -> list[tuple[float
         draws = draws[~np.isnan(draws)]
         if draws.size >= 2 and d == d:
             out.append((float(d) ** 2, float(np.var(draws, ddof=1))))
-    return out
+    return tuple(out)
 
 
-def _recipe_inflation(tests: list[dict]) -> float:
+def _recipe_inflation(tests: list[_Test]) -> float:
     """How much more a recipe's checkpoints differ from each other than resampling the memes explains: the mean over
     every judged rule and left-out checkpoint of D_l^2 / var(D_l), at least 1. The candidate against the k
     checkpoints' mean then has variance (this factor) x its resampled variance: a new seed that differs from the
     others as much as they differ from each other is no regression. One factor for the family, pooled over its
     rules, so that four checkpoints estimate it on many comparisons, not on four numbers per rule."""
-    ratios = [d2 / var for t in tests if t["reason"] is None for d2, var in t.get("spread", ()) if var > 0]
+    ratios = [d2 / var for t in tests if t.reason is None for d2, var in t.spread if var > 0]
     return max(1.0, float(np.mean(ratios))) if ratios else 1.0
 
 
-def _family_means(tests: list[dict], average=None) -> list[dict]:
+def _family_means(tests: list[_Test], average=None) -> list[_Test]:
     """Per (model, dataset, perturbation family, rule) with two or more severities judged on the same draws, the mean
     of their changes as one more test: its resampled values are the row means of the severities' (already drawn).
     A family any of whose severities cannot be judged has its mean not judged, naming it. `average(members)` gives
     the judged mean's fields (default: the gate's before, now, w and samples; judge/recipes.py averages each
     checkpoint's scores and draws)."""
-    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    groups: dict[tuple, list[tuple[int, _Test]]] = {}
     for t in tests:
-        family = _family_of(t["where"][2])
+        family = _family_of(t.where[2])
         if family is not None:
-            groups.setdefault((*t["where"][:2], family[0], t["check"].spec, t.get("side")), []).append((family[1], t))
+            groups.setdefault((*t.where[:2], family[0], t.check.spec, t.side), []).append((family[1], t))
     means = []
     for (model, dataset, family, _, _), severities in groups.items():
         if len({severity for severity, _ in severities}) < 2:
             continue
         members = [t for _, t in sorted(severities, key=lambda pair: pair[0])]
-        mean = {**members[0], "where": (model, dataset, f"{family} (mean of {len(members)})"),
-                "members": tuple(t["where"][2] for t in members), "reason": None}
-        mean.pop("spread", None)
-        unjudged = [t for t in members if t["reason"] is not None]
+        unjudged = [t for t in members if t.reason is not None]
         if unjudged:
-            why = unjudged[0]["reason"].removeprefix("not judged: ")
-            mean.update(reason=f"not judged: {unjudged[0]['where'][2]} {why}", before=float("nan"),
-                        now=float("nan"), w=float("nan"), samples=None)
+            why = unjudged[0].reason.removeprefix("not judged: ")
+            fields = dict(reason=f"not judged: {unjudged[0].where[2]} {why}", before=float("nan"), now=float("nan"),
+                          w=float("nan"), samples=None)
         else:
-            mean.update((average or _mean_change)(members))
-        means.append(mean)
+            fields = dict(reason=None, **(average or _mean_change)(members))
+        means.append(replace(members[0], where=(model, dataset, f"{family} (mean of {len(members)})"),
+                             members=tuple(t.where[2] for t in members), spread=(), **fields))
     return means
 
 
-def _mean_change(members: list[dict]) -> dict:
+def _mean_change(members: list[_Test]) -> dict:
     """A family mean's fields in the gate: the mean of its severities' scores, changes and resampled changes."""
-    return {"before": float(np.mean([t["before"] for t in members])),
-            "now": float(np.mean([t["now"] for t in members])),
-            "w": float(np.mean([t["w"] for t in members])),
-            "samples": np.mean([t["samples"] for t in members], axis=0)}
+    return dict(before=float(np.mean([t.before for t in members])), now=float(np.mean([t.now for t in members])),
+                w=float(np.mean([t.w for t in members])), samples=np.mean([t.samples for t in members], axis=0))
 
 
-def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: int, confidence: float,
+def _decide(tests: list[_Test], control: ErrorControl, mode: str, n_resamples: int, confidence: float,
             inflation: float = 1.0):
     """The family's adjusted p-values, the bounds their decisions used, and the decisions (see judge_family)."""
     inferiority = mode == "non-inferiority"
-    judged = [t for t in tests if t["reason"] is None]
+    judged = [t for t in tests if t.reason is None]
     direction = -1.0 if inferiority else 1.0  # the statistic whose large values are the evidence sought
     if judged:
-        w = np.array([t["w"] for t in judged])
-        samples = np.stack([t["samples"] for t in judged])
-        nulls = np.array([t["null"] for t in judged])
-        centres = np.array([t["w"] if t["method"] == "bootstrap" else 0.0 for t in judged])
-        inflations = np.array([inflation if t["recipe"] else 1.0 for t in judged])
+        w = np.array([t.w for t in judged])
+        samples = np.stack([t.samples for t in judged])
+        nulls = np.array([t.null for t in judged])
+        centres = np.array([t.w if t.method == "bootstrap" else 0.0 for t in judged])
+        inflations = np.array([inflation if t.recipe else 1.0 for t in judged])
         se, z, draws = studentized(direction * w, direction * samples, direction * nulls, direction * centres,
                                    inflations)
         raw = marginal_p(z, draws)
@@ -680,26 +707,24 @@ def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: in
         with np.errstate(invalid="ignore"):
             detectable = np.where(se > 0, (c + _Z_POWER) * se, np.nan) + nulls
         for i, t in enumerate(judged):
-            t.update(se=se[i], p_raw=float(raw[i]), p=float(adjusted[i]), c=float(c[i]),
-                     detectable=float(detectable[i]))
+            t.se, t.p_raw, t.p, t.c = se[i], float(raw[i]), float(adjusted[i]), float(c[i])
+            t.detectable = float(detectable[i])
             if np.isnan(z[i]):
-                t["reason"] = "not judged: undefined on the resamples"
+                t.reason = "not judged: undefined on the resamples"
     out = []
     for t in tests:
-        check, sign = t["check"], t["sign"]
         nan = float("nan")
-        common = dict(control=control.spec, mode=mode, memes=t["n"], method=t["method"], resamples=n_resamples,
-                      members=t["members"], recipe=t["recipe"], inflation=inflation if t["recipe"] else 1.0)
-        if t["reason"] is not None:
-            out.append(Comparison(*t["where"], check.spec, check.label(), check.higher_is_better, t["before"],
-                                  t["now"], nan, nan, nan, _test_name(control, t), t["null"], False, state=t["reason"],
-                                  **common))
+        common = dict(**t.subject(), before=t.before, now=t.now, test=_test_name(control, t), min_effect=t.null,
+                      control=control, mode=mode, memes=t.n, method=t.method, resamples=n_resamples,
+                      members=t.members, recipe=t.recipe, inflation=inflation if t.recipe else 1.0)
+        if t.reason is not None:
+            out.append(Comparison(low=nan, high=nan, p_value=nan, regressed=False, state=t.reason, **common))
             continue
-        w, se, c = t["w"], t["se"], t["c"]
+        w, se, c = t.w, t.se, t.c
         spread = c * se if se > 0 and c == c else 0.0  # no spread: every resample gives the estimate
         bound_w = w + spread if inferiority else w - spread  # the worst / the least worsening the data allow
-        low, high = metrics._percentile_interval(-sign * _interval_draws(t), confidence)
-        rejected = t["p"] <= control.alpha
+        low, high = metrics._percentile_interval(-t.sign * _interval_draws(t), confidence)
+        rejected = t.p <= control.alpha
         if inferiority:
             state = "non-inferior" if rejected else "not shown non-inferior"
             failing = not rejected
@@ -707,26 +732,24 @@ def _decide(tests: list[dict], control: ErrorControl, mode: str, n_resamples: in
             state = "regressed" if rejected else "no regression"
             failing = rejected
         needed = None
-        if inferiority and failing and w < t["null"] and se > 0 and c == c and c < np.inf:
-            needed = int(np.ceil(t["n"] * ((c + _Z_POWER) * se / (t["null"] - w)) ** 2))
-        out.append(Comparison(*t["where"], check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
-                              float(low), float(high), t["p"], _test_name(control, t), t["null"], bool(failing),
-                              p_raw=t["p_raw"], bound=float(-sign * bound_w) + 0.0, state=state,
-                              memes_needed=needed, detectable=float(t["detectable"]) if not inferiority else nan,
-                              **common))
+        if inferiority and failing and w < t.null and se > 0 and c == c and c < np.inf:
+            needed = int(np.ceil(t.n * ((c + _Z_POWER) * se / (t.null - w)) ** 2))
+        out.append(Comparison(low=float(low), high=float(high), p_value=t.p, regressed=bool(failing), p_raw=t.p_raw,
+                              bound=float(-t.sign * bound_w) + 0.0, state=state, memes_needed=needed,
+                              detectable=t.detectable if not inferiority else nan, **common))
     return out
 
 
-def _interval_draws(test: dict) -> np.ndarray:
+def _interval_draws(test: _Test) -> np.ndarray:
     """The draws a per-rule percentile interval reads: the bootstrap's as they are; a permutation's (the null's law,
     centred at 0) moved to the estimate, the interval of a shift model."""
-    return test["samples"] if test["method"] == "bootstrap" else test["samples"] + test["w"]
+    return test.samples if test.method == "bootstrap" else test.samples + test.w
 
 
-def _test_name(control: ErrorControl, test: dict) -> str:
-    resampling = {"bootstrap": "paired bootstrap", "permutation": "paired permutation"}[test["method"]]
-    if test["recipe"]:
-        resampling += f" against a recipe of {test['recipe']}"
+def _test_name(control: ErrorControl, test: _Test) -> str:
+    resampling = {"bootstrap": "paired bootstrap", "permutation": "paired permutation"}[test.method]
+    if test.recipe:
+        resampling += f" against a recipe of {test.recipe}"
     return resampling + {"fwer": ", max-T", "holm": ", Holm", "fdr": ", Benjamini-Hochberg", "none": ""}[control.method]
 
 
@@ -757,7 +780,7 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     line = _count_line(failing, conditions, means, verb)
     judged = [c for c in comparisons if c.judged]
     if judged:
-        line += f"; {ErrorControl.parse(judged[0].control).short()} over {len(judged)} rule{'s' * (len(judged) != 1)}"
+        line += f"; {judged[0].control.short()} over {len(judged)} rule{'s' * (len(judged) != 1)}"
     unjudged = [c for c in comparisons if not c.judged]
     reasons: dict[str, int] = {}
     for c in unjudged:
@@ -785,7 +808,7 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     if judged:
         improved_count = _count_line(better, conditions, means, "improved")
         improved_line = (improved_count
-                         + f"; {ErrorControl.parse(judged[0].control).short()} over the same {len(judged)} "
+                         + f"; {judged[0].control.short()} over the same {len(judged)} "
                          + "rules one-sided toward better" + (" (beyond 0, not the margin)" if mode ==
                                                               "non-inferiority" else "")
                          + ", a family of its own")
@@ -796,11 +819,11 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
             "improved": len(better), "improved_summary": improved_line,
             "improved_count": improved_count,
             "improvements": [c.as_dict() for c in improved],
-            "mode": mode, "control": judged[0].control if judged else None,
+            "mode": mode, "control": judged[0].control.spec if judged else None,
             "method": " and ".join(methods) if methods else None,
             "resamples": judged[0].resamples if judged else None,
             "recipe": {"checkpoints": recipes[0].recipe, "inflation": recipes[0].inflation} if recipes else None,
-            "control_text": ErrorControl.parse(judged[0].control).describe() if judged else None,
+            "control_text": judged[0].control.describe() if judged else None,
             "rules": len(judged), "not_judged": reasons, "new": list(new), "missing": list(missing),
             "power": _power(judged) if mode == "regressions" else {},
             "memes_needed": _memes_needed(comparisons) if mode == "non-inferiority" else None,

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, Comparison, ErrorControl, _family_means, _Resampler,
+from .gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, Comparison, ErrorControl, _family_means, _Resampler, _Test,
                    _too_few_of_a_class, _why_undefined)
 from .metrics import _percentile_interval
 from .multiplicity import bh_adjusted_p, decision_critical_values, holm_adjusted_p, marginal_p, maxt_adjusted_p
@@ -54,6 +54,18 @@ class RecipeCell:
     kind: str  # "clean" or not: which rules apply
     a: tuple
     b: tuple
+
+
+@dataclass(eq=False)
+class _SeedTest(_Test):
+    """A gate test (gate._Test) whose unit is the seed: per arm its checkpoints' scores [k] and draws [k, B], the
+    two variance parts (`_statistics`) and the studentized draws under the null its decision reads."""
+
+    scores: list[np.ndarray] = field(default_factory=list)
+    draws: list[np.ndarray] = field(default_factory=list)
+    seed_var: float = float("nan")
+    meme_var: float = float("nan")
+    null_draws: np.ndarray | None = None
 
 
 def seed_warnings(k_a: int, k_b: int, names=("A", "B")) -> list[str]:
@@ -85,7 +97,7 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
     if any((len(c.a), len(c.b)) != (k_a, k_b) for c in cells):
         raise ValueError("every condition must hold the same checkpoints of each arm")
     sides: dict[tuple, _Resampler] = {}
-    tests: list[dict] = []
+    tests: list[_SeedTest] = []
     for cell in cells:
         y = np.asarray(cell.a[0]["y"])
         key = (seed, cell.dataset, _Resampler._digest(y), "recipes")
@@ -97,26 +109,25 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
         for check in checks:
             if not check.applies_to(cell.kind):
                 continue
-            test = {"where": (cell.model, cell.dataset, cell.condition), "check": check, "members": (),
-                    "sign": 1.0 if check.higher_is_better else -1.0, "n": len(y),
-                    "reason": _too_few_of_a_class(check, y)}
+            test = _SeedTest((cell.model, cell.dataset, cell.condition), check,
+                             1.0 if check.higher_is_better else -1.0, len(y), reason=_too_few_of_a_class(check, y))
             tests.append(test)
-            if test["reason"] is not None:
+            if test.reason is not None:
                 continue
             scores, draws = [], []
             for arm in arrays:
                 scores.append(np.array([float(check._score(y, *cp, scale)) for cp in arm]))
                 draws.append(np.stack([check._resampled(side, tuple(cp), tuple(cp), scale)[0] for cp in arm]))
-            test.update(scores=scores, draws=draws)
+            test.scores, test.draws = scores, draws
             if any(np.isnan(s).any() for s in scores):
-                test["reason"] = _why_undefined(check, y)
+                test.reason = _why_undefined(check, y)
     if family_means:
         tests += _family_means(tests, _mean_scores)
     rng = _seed_rng(seed, cells)
     df = k_a + k_b - 2
     shuffled, chi2 = rng.permutation(n_resamples), rng.chisquare(df, n_resamples) / df
     for t in tests:
-        if t["reason"] is None:
+        if t.reason is None:
             _statistics(t, shuffled, chi2, k_a, k_b)
     if two_sided:
         control = replace(control, alpha=control.alpha / 2)
@@ -134,47 +145,47 @@ def _seed_rng(seed: int, cells) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
-def _mean_scores(members: list[dict]) -> dict:
+def _mean_scores(members: list[_SeedTest]) -> dict:
     """A family mean's fields here: each checkpoint's mean score over the severities, and its draws' row means."""
-    return {"scores": [np.mean([t["scores"][arm] for t in members], axis=0) for arm in (0, 1)],
-            "draws": [np.mean([t["draws"][arm] for t in members], axis=0) for arm in (0, 1)]}
+    return dict(scores=[np.mean([t.scores[arm] for t in members], axis=0) for arm in (0, 1)],
+                draws=[np.mean([t.draws[arm] for t in members], axis=0) for arm in (0, 1)])
 
 
-def _statistics(t: dict, shuffled: np.ndarray, chi2: np.ndarray, k_a: int, k_b: int) -> None:
+def _statistics(t: _SeedTest, shuffled: np.ndarray, chi2: np.ndarray, k_a: int, k_b: int) -> None:
     """w, the two variance parts, se, and the test's centred, studentized draws under the null (see the module)."""
-    sign = t["sign"]
-    (a, b), (draws_a, draws_b) = t["scores"], t["draws"]
-    t["before"], t["now"] = float(a.mean()), float(b.mean())
-    t["w"] = sign * (t["before"] - t["now"])
+    sign = t.sign
+    (a, b), (draws_a, draws_b) = t.scores, t.draws
+    t.before, t.now = float(a.mean()), float(b.mean())
+    t.w = sign * (t.before - t.now)
     df = k_a + k_b - 2
     residuals = sign * np.concatenate([a - a.mean(), b - b.mean()])
     seed_var = float(residuals @ residuals) / df * (1 / k_a + 1 / k_b)
     meme_draws = sign * (draws_a.mean(axis=0) - draws_b.mean(axis=0))
     defined = ~np.isnan(meme_draws)
     meme_var = float(np.var(meme_draws[defined], ddof=1)) if defined.sum() >= 2 else 0.0
-    t.update(seed_var=seed_var, meme_var=meme_var, se=float(np.sqrt(seed_var + meme_var)))
+    t.seed_var, t.meme_var, t.se = seed_var, meme_var, float(np.sqrt(seed_var + meme_var))
     with np.errstate(invalid="ignore"):  # the seed draw: the memes' draws standardized, from other resamples
         standard = (meme_draws - np.nanmean(meme_draws)) / np.sqrt(meme_var) if meme_var > 0 else \
             np.zeros_like(meme_draws)
     seed_draws = np.nan_to_num(standard[shuffled]) * np.sqrt(seed_var)
     with np.errstate(invalid="ignore", divide="ignore"):
         denominator = np.sqrt(meme_var + seed_var * chi2)
-        t["null_draws"] = np.where(denominator > 0, (meme_draws - t["w"] + seed_draws) / denominator, -np.inf)
-    t["null_draws"][~defined] = np.nan
+        t.null_draws = np.where(denominator > 0, (meme_draws - t.w + seed_draws) / denominator, -np.inf)
+    t.null_draws[~defined] = np.nan
 
 
-def _decide(tests: list[dict], control: ErrorControl, confidence: float, k_a: int, k_b: int, n_resamples: int,
+def _decide(tests: list[_SeedTest], control: ErrorControl, confidence: float, k_a: int, k_b: int, n_resamples: int,
             mirrored: bool) -> list[Comparison]:
     """The family's decisions in one direction: worse (B than A) or, `mirrored`, better, each with its adjusted p,
     the bound its decision used and the change detected at 80% power."""
     direction = -1.0 if mirrored else 1.0
-    judged = [t for t in tests if t["reason"] is None]
+    judged = [t for t in tests if t.reason is None]
     decided: dict[int, dict] = {}
     if judged:
-        nulls = np.array([t["check"].min_effect for t in judged])
-        w = direction * np.array([t["w"] for t in judged])
-        se = np.array([t["se"] for t in judged])
-        draws = direction * np.stack([t["null_draws"] for t in judged])
+        nulls = np.array([t.check.min_effect for t in judged])
+        w = direction * np.array([t.w for t in judged])
+        se = np.array([t.se for t in judged])
+        draws = direction * np.stack([t.null_draws for t in judged])
         with np.errstate(invalid="ignore", divide="ignore"):
             z = np.where(se > 0, (w - nulls) / se, np.where(w > nulls, np.inf, -np.inf))
         raw = marginal_p(z, draws)
@@ -184,7 +195,7 @@ def _decide(tests: list[dict], control: ErrorControl, confidence: float, k_a: in
         for i, t in enumerate(judged):
             power = float(np.nanquantile(draws[i], POWER_QUANTILE)) if np.isfinite(draws[i]).any() else float("nan")
             spread = c[i] * se[i] if se[i] > 0 and np.isfinite(c[i]) else 0.0
-            low, high = _percentile_interval(t["w"] - se[i] * t["null_draws"], confidence)
+            low, high = _percentile_interval(t.w - se[i] * t.null_draws, confidence)
             decided[id(t)] = dict(p=float(adjusted[i]), p_raw=float(raw[i]), bound=float(w[i] - spread),
                                   detectable=float((c[i] + power) * se[i] + nulls[i]), low=low, high=high)
     out = []
@@ -192,22 +203,18 @@ def _decide(tests: list[dict], control: ErrorControl, confidence: float, k_a: in
     test_name = (f"seed-level means ({k_a} + {k_b} seeds) and paired bootstrap of the memes"
                  + {"fwer": ", max-T", "holm": ", Holm", "fdr": ", Benjamini-Hochberg", "none": ""}[control.method])
     for t in tests:
-        check = t["check"]
-        common = dict(control=control.spec, mode="regressions", memes=t["n"], method="recipes",
-                      resamples=n_resamples, members=t["members"], recipe=k_a)
+        common = dict(**t.subject(), before=t.before, now=t.now, test=test_name, min_effect=t.check.min_effect,
+                      control=control, mode="regressions", memes=t.n, method="recipes", resamples=n_resamples,
+                      members=t.members, recipe=k_a)
         if id(t) not in decided:
-            before, now = t.get("before", nan), t.get("now", nan)
-            out.append(Comparison(*t["where"], check.spec, check.label(), check.higher_is_better, before, now, nan,
-                                  nan, nan, test_name, check.min_effect, False, state=t["reason"], **common))
+            out.append(Comparison(low=nan, high=nan, p_value=nan, regressed=False, state=t.reason, **common))
             continue
         d = decided[id(t)]
         rejected = d["p"] <= control.alpha
         # bounds and intervals as now - before on the rule's own scale (the gate's convention)
-        sign = t["sign"] * direction
-        low, high = sorted((-t["sign"] * d["low"], -t["sign"] * d["high"]))
-        out.append(Comparison(*t["where"], check.spec, check.label(), check.higher_is_better, t["before"], t["now"],
-                              low, high, d["p"], test_name, check.min_effect, bool(rejected), p_raw=d["p_raw"],
-                              bound=float(-sign * d["bound"]) + 0.0,
-                              state="regressed" if rejected else "no regression",
+        sign = t.sign * direction
+        low, high = sorted((-t.sign * d["low"], -t.sign * d["high"]))
+        out.append(Comparison(low=low, high=high, p_value=d["p"], regressed=bool(rejected), p_raw=d["p_raw"],
+                              bound=float(-sign * d["bound"]) + 0.0, state="regressed" if rejected else "no regression",
                               detectable=d["detectable"], **common))
     return out

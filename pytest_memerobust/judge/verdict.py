@@ -135,7 +135,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     `collected`: how many robustness tests it collected, said beside how many ran."""
     import numpy as np
 
-    from .gate import Comparison, summarize
+    from .gate import Comparison, ErrorControl, summarize
     from .multiplicity import benjamini_hochberg
 
     confident = [r for r in records if r.get("decision") == "confident" and r.get("p_value") is not None
@@ -162,8 +162,9 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     comparisons = [c for r in records for c in r["regressions"]]
     summary_of_gate = None
     if baseline is not None:  # `baseline_conditions`: every `model on spec: condition` the baseline holds
-        rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci")},
-                           low=c["ci"][0], high=c["ci"][1]) for c in comparisons]
+        rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci", "control")},
+                           low=c["ci"][0], high=c["ci"][1], control=ErrorControl.parse(c["control"]))
+                for c in comparisons]
         # a case not judged on its thresholds was measured, and compared with the baseline
         measured = [r for r in records if r["outcome"] != "skipped" or r["verdict"] == NOT_JUDGED]
         ran = {r["baseline_key"] for r in measured if r.get("baseline_key")}
