@@ -266,7 +266,7 @@ def pytest_sessionfinish(session, exitstatus):
             session.config.hook.pytest_memerobust_gate(
                 comparisons=copy.deepcopy([c for r in rs.case_records for c in r["regressions"]]),
                 config=session.config)
-    if not (rs.results or rs.analyses.reliance or rs.analyses.prompts or rs.case_records) \
+    if not (rs.results or rs.analyses or rs.case_records) \
             and exitstatus != pytest.ExitCode.INTERRUPTED:
         return  # nothing ran (no case selected): no report claims anything
     from .run.outputs import write_outputs

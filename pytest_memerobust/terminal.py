@@ -215,7 +215,7 @@ def summary(terminalreporter, config) -> None:
     from .report.tables import family_rollup, gate_table, verdict_lines
 
     tr = terminalreporter
-    if session.results or session.analyses.reliance or session.analyses.prompts:
+    if session.results or session.analyses:
         _write_tables(tr, session, family_rollup)
         for note in session.run_notes():
             _say(tr, f"memerobust: {note}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 
+from .analysis_tables import analysis_notes, analysis_table, analysis_title
 from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, NOT_JUDGED, PALETTE,
                       VERDICT_LABELS, VERDICT_MEANING, VERDICTS, baseline_cells, skipped_by_reason, skipped_contents,
@@ -631,6 +632,12 @@ def to_html(report: dict) -> str:
         sections.append(f"<section id='{anchor}'><h2>Prompt invariance: {_e(entry['model'])} on "
                         f"{_e(entry['dataset'])} (n={entry['n']})</h2>{_prompt_html(entry)}</section>")
         toc.append((anchor, f"Prompt invariance: {entry['model']}", ""))
+    for entry in report.get("analyses", []):  # registered analyses: their own neutral tables
+        anchor = slug(f"{entry['analysis']} {entry.get('label', entry['model'])} {entry['dataset']}", taken)
+        sections.append(f"<section id='{anchor}'><h2>{_e(analysis_title(entry))}</h2>"
+                        f"{analysis_table(entry, 'html')}"
+                        + "".join(f"<p>{_e(note)}</p>" for note in analysis_notes(entry)) + "</section>")
+        toc.append((anchor, analysis_title(entry), ""))
     toc.append(("run-details", "Run details and versions", ""))
 
     if has_verdict(report):

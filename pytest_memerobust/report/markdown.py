@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 
+from .analysis_tables import analysis_notes, analysis_table, analysis_title
 from .gallery import caption_pair as gallery_caption_pair, code_point, distinct_memes, visible
 from .outline import (BASELINE_HEADERS, BASELINE_NUMERIC, GATES, MARKS, NO_VERDICT, NOT_JUDGED, VERDICT_LABELS,
                       baseline_cells, data_title, skipped_by_reason, skipped_contents, skipped_title, some_cases,
@@ -316,6 +317,11 @@ def markdown(report: dict, figures: list[tuple] | None = None) -> str:
         body += [f'<a id="{anchor}"></a>', f"## Prompt invariance: {entry['model']} on {data_title(entry['dataset'])} "
                  f"(n={entry['n']})", prompt_table(entry, "github"), "\n".join(prompt_summary(entry))]
         toc.append((anchor, f"Prompt invariance: {entry['model']}", ""))
+    for entry in report.get("analyses", []):  # registered analyses: their own neutral tables
+        anchor = slug(f"{entry['analysis']} {entry.get('label', entry['model'])} {entry['dataset']}", taken)
+        body += [f'<a id="{anchor}"></a>', f"## {analysis_title(entry)}", analysis_table(entry, "github"),
+                 *analysis_notes(entry)]
+        toc.append((anchor, analysis_title(entry), ""))
     if figures:  # PNG files beside the .md (write_report draws them), linked by relative path
         body += ['<a id="figures"></a>', "## Figures"]
         for plot, link in figures:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from .analysis_tables import analysis_notes, analysis_table, analysis_title
 from .figures import NO_LABELS
 from .outline import NOT_JUDGED, VERDICT_LABELS, VERDICT_RANK, group_title, p_value, signed, unnumbered
 
@@ -308,6 +309,9 @@ def render(report: dict, tablefmt: str = "simple", heading=lambda text: f"{text}
                      + transfer_table(matrix, tablefmt))
     for entry in report.get("budgets", []):
         parts.append(heading(budget_title(entry)) + budget_table(entry["entries"], tablefmt))
+    for entry in report.get("analyses", []):  # registered analyses: their own neutral tables
+        parts.append(heading(analysis_title(entry)) + analysis_table(entry, tablefmt)
+                     + "".join(f"\n{note}" for note in analysis_notes(entry)))
     return "\n\n".join(parts)
 
 

@@ -1,5 +1,6 @@
 """The analyses that run a detector and hand the judge plain records: modality reliance, prompt invariance, evasion
-budgets, the OCR view, transfer cells, and the fuzzers of the shipped Python suites.
+budgets (registered analyses, analysis_registry.py), the OCR view, transfer cells, and the fuzzers of the shipped
+Python suites.
 
 Each asks a detector (through an engine where it can) and passes what came back (predictions, verdicts, budgets,
 readings) to the statistics of judge/ (reliance.py, prompt_invariance.py, budgets.py, ocr_view.py, transfer.py),
@@ -8,7 +9,7 @@ compute once per run and keep what they found on the session, for the report.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -24,21 +25,11 @@ from ..judge.transfer import TransferCell, transfer_cell
 from ..perturb.budget_edits import FAMILIES, get_family, minimal_budgets
 from ..perturb.conditions import Condition
 from ..perturb.prompts import prompt_variants, supports_prompts
+from .analysis_registry import Analysis, analysed, register
 
 if TYPE_CHECKING:
     from ..judge.caption_fuzz import FlipCheck
     from ..perturb.fuzz import Edit
-
-
-@dataclass
-class AnalysisRecords:
-    """What a run's analyses found, per (model, data spec), for the report and the terminal: modality reliance, prompt
-    invariance, minimal budgets (family -> entry), and the OCR view's readings by picture condition."""
-
-    reliance: dict[tuple[str, str], dict] = field(default_factory=dict)
-    prompts: dict[tuple[str, str], dict] = field(default_factory=dict)
-    budgets: dict[tuple[str, str], dict] = field(default_factory=dict)
-    ocr_readings: dict[tuple, list[str]] = field(default_factory=dict)
 
 
 # --- modality reliance ----------------------------------------------------------------------------------------
@@ -73,22 +64,21 @@ def evaluate_reliance(engine, labels: np.ndarray, seed: int = 0, text_only=None,
 def reliance(session, model: str, data: str | None = None) -> dict:
     """Modality swap, confounder pairs and per-meme unimodal predictions of `model` (evaluate_reliance), computed
     once per run and kept on the session for the report."""
+    return analysed(session, "reliance", model, data)
+
+
+def _run_reliance(session, model: str, spec: str, task: str) -> dict:
     from ..errors import ConfigError
 
-    spec = session.data_spec(data)
-    if (model, spec) not in session.analyses.reliance:
-        task = session.task(model)
-        views = {}
-        for mode in ("text", "image"):
-            try:
-                views[mode] = session.engine(f"{model}:{mode}", spec, task)
-            except ConfigError:  # a detector without channel-ablation modes
-                views[mode] = None
-        engine = session.engine(model, spec, task)
-        session.analyses.reliance[(model, spec)] = evaluate_reliance(
-            engine, session.dataset(spec).labelled(task).labels(task), session.options.seed, views["text"],
-            views["image"])
-    return session.analyses.reliance[(model, spec)]
+    views = {}
+    for mode in ("text", "image"):
+        try:
+            views[mode] = session.engine(f"{model}:{mode}", spec, task)
+        except ConfigError:  # a detector without channel-ablation modes
+            views[mode] = None
+    engine = session.engine(model, spec, task)
+    return evaluate_reliance(engine, session.dataset(spec).labelled(task).labels(task), session.options.seed,
+                             views["text"], views["image"])
 
 
 # --- prompt invariance ------------------------------------------------------------------------------------------
@@ -117,30 +107,30 @@ def evaluate_prompt_invariance(detector, pictures, captions, labels, ids, batch_
     return prompt_invariance_figures(base, variants, labels, ids, captions, n_resamples, confidence, seed)
 
 
-def _prompted_inputs(session, model: str, data: str | None):
-    """(detector, engine, labels) of a prompted `model` on the clean memes of `data`; None for a detector without a
-    prompt."""
+def _prompted_inputs(session, model: str, spec: str):
+    """(detector, engine, labels) of a prompted `model` on the clean memes of the data spec `spec`; None for a
+    detector without a prompt."""
     detector = session.detector(model)
     if not supports_prompts(detector):
         return None
-    spec, task = session.data_spec(data), session.task(model)
+    task = session.task(model)
     return detector, session.engine(model, spec, task), session.dataset(spec).labelled(task).labels(task)
 
 
 def prompt_invariance(session, model: str, data: str | None = None) -> dict | None:
     """How `model`'s verdicts on the clean memes change with the wording of its prompt (evaluate_prompt_invariance),
     computed once per run and kept on the session for the report; None for a detector without a prompt."""
-    spec = session.data_spec(data)
-    if (model, spec) not in session.analyses.prompts:
-        prompted = _prompted_inputs(session, model, data)
-        if prompted is None:
-            return None
-        detector, engine, labels = prompted
-        stats = session.options.stats
-        session.analyses.prompts[(model, spec)] = evaluate_prompt_invariance(
-            detector, engine.inputs("image", None, None), engine.inputs("text", None, None), labels, engine.ids,
-            session.options.batch_size, stats.n_resamples, stats.confidence, stats.seed)
-    return session.analyses.prompts[(model, spec)]
+    if not supports_prompts(session.detector(model)):
+        return None
+    return analysed(session, "prompt_invariance", model, data)
+
+
+def _run_prompt_invariance(session, model: str, spec: str, task: str) -> dict:
+    detector, engine, labels = _prompted_inputs(session, model, spec)
+    stats = session.options.stats
+    return evaluate_prompt_invariance(detector, engine.inputs("image", None, None), engine.inputs("text", None, None),
+                                      labels, engine.ids, session.options.batch_size, stats.n_resamples,
+                                      stats.confidence, stats.seed)
 
 
 class PromptFuzzer:
@@ -165,7 +155,7 @@ class PromptFuzzer:
 def prompt_fuzzer(session, model: str, data: str | None = None) -> PromptFuzzer | None:
     """The PromptFuzzer of `model` on the clean memes of `data`, at the run's --memerobust-fuzz-confidence and batch
     size; None for a detector without a prompt."""
-    prompted = _prompted_inputs(session, model, data)
+    prompted = _prompted_inputs(session, model, session.data_spec(data))
     if prompted is None:
         return None
     detector, engine, labels = prompted
@@ -218,7 +208,7 @@ def budgets(session, model: str, families, data: str | None = None, task: str | 
     and kept on the session for the report."""
     spec = session.data_spec(data, captions)
     task = session.task(model, task)
-    known = session.analyses.budgets.setdefault((model, spec), {})
+    known = session.analyses.records.setdefault(("budgets", model, spec), {})
     missing = [f for f in families if f not in known]
     if missing:
         engine = session.engine(model, spec, task)
@@ -325,3 +315,19 @@ class CaptionFuzzer:
         else:
             proba = self.detector.predict_proba([meme.image, meme.image], [meme.text, edited])
         return FlipCheck(meme.text, edited, list(edits), proba[0], proba[1], self.detector.classes)
+
+
+# --- the registered built-ins (report keys and renderers of their own, from before the registry) ----------------
+
+
+def _budgets_not_run_alone(session, model: str, spec: str, task: str) -> dict:
+    raise ValueError("evasion budgets are searched per family: call budgets(session, model, families)")
+
+
+register(Analysis("reliance", _run_reliance, report_key="reliance",
+                  entry=lambda model, label, spec, record: {"model": model, "dataset": spec, **record}))
+register(Analysis("prompt_invariance", _run_prompt_invariance, report_key="prompt_invariance",
+                  entry=lambda model, label, spec, record: {"model": model, "dataset": spec, **record}))
+register(Analysis("budgets", _budgets_not_run_alone, merge=lambda kept, new: {**kept, **new}, report_key="budgets",
+                  entry=lambda model, label, spec, record: {"model": model, "label": label, "dataset": spec,
+                                                            "entries": list(record.values())}))

@@ -14,6 +14,7 @@ from ..judge.summaries import defence_summary, grid_summary
 from ..judge.transfer import transfer_from_results
 from ..report import REPORT_FORMAT
 from .analyses import ocr_view
+from .analysis_registry import empty_report_entries, report_entries
 
 _VERSIONED = ("pytest-memerobust", "numpy", "torch", "pillow", "pytest", "tabulate", "hypothesis",
               "imagecorruptions", "open_clip_torch", "transformers", "textattack")
@@ -172,16 +173,9 @@ def build_report(session) -> dict:
         fits = session.fit_memes_of(spec)
         if fits:  # what the universal attacks on these memes were fitted on: never one of them
             datasets[spec]["fit_memes"] = fits
-    return {
-        **_run_header(session), "models": models, "datasets": datasets, "groups": groups,
-        "reliance": [{"model": model, "dataset": spec, **value}
-                     for (model, spec), value in session.analyses.reliance.items()],
-        "prompt_invariance": [{"model": model, "dataset": spec, **value}
-                              for (model, spec), value in session.analyses.prompts.items()],
-        "budgets": [{"model": model, "label": session.model_label(model), "dataset": spec,
-                     "entries": list(value.values())} for (model, spec), value in session.analyses.budgets.items()],
-        "transfer": transfer_from_results(session.results.values()),
-    }
+    keyed, analyses = report_entries(session)
+    return {**_run_header(session), "models": models, "datasets": datasets, "groups": groups, **keyed,
+            "transfer": transfer_from_results(session.results.values()), **({"analyses": analyses} if analyses else {})}
 
 
 def _run_header(session) -> dict:
@@ -203,8 +197,8 @@ def verdict_report(session, partial: str) -> dict:
     """The verdict and the cases' records without any numbers: what an interrupted run, or one whose full report
     could not be built, leaves at the report's path, so that an earlier run's report there is never read as this
     run's, and a partial one never passes for the whole run. `partial` says why the numbers are missing."""
-    return {**_run_header(session), "partial": partial, "models": {}, "datasets": {}, "groups": [], "reliance": [],
-            "prompt_invariance": [], "budgets": []}
+    return {**_run_header(session), "partial": partial, "models": {}, "datasets": {}, "groups": [],
+            **empty_report_entries()}
 
 
 def _prompt_of(detector) -> dict:

@@ -29,7 +29,7 @@ from ..data.fit_memes import FitMemes
 from ..data.loaders import check_task
 from ..data.ocr import SCENE_TEXT
 from ..data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
-from .analyses import AnalysisRecords
+from .analysis_registry import AnalysisRecords
 from .options import DEFAULT_DATA, Options, split_model, training_spec
 from .workers import WorkerReturns
 
@@ -575,7 +575,7 @@ class RobustnessSession:
         and the terminal summary all read the same one)."""
         from .report import build_report
 
-        state = (len(self.results), len(self.analyses.reliance), sum(map(len, self.analyses.budgets.values())),
+        state = (len(self.results), sum(map(len, self.analyses.records.values())), len(self.analyses.records),
                  len(self.case_records), id(getattr(self, "verdict", None)))
         if getattr(self, "_report_for", None) != state:
             self._report, self._report_for = build_report(self), state

@@ -59,9 +59,7 @@ def to_wire(session) -> dict:
             "order": [session.order.get(key, float("inf")) for key in session.results],
             "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in session.grids.items()],
             "notes": session.run_notes(hosted=False), "cache": session.cache_stats(), "hosted": session.hosted_usage(),
-            "reliance": [[list(key), value] for key, value in session.analyses.reliance.items()],
-            "prompts": [[list(key), value] for key, value in session.analyses.prompts.items()],
-            "budgets": [[list(key), value] for key, value in session.analyses.budgets.items()],
+            "analyses": session.analyses.to_wire(),
             "exports": session.exports, "attacks": _attacks_to_wire(session)}
 
 def _attacks_to_wire(session) -> list[list]:
@@ -91,12 +89,7 @@ def merge_wire(session, wire: dict) -> None:
     for (model, spec, suite), (text_sides, image_sides, conditions) in wire["grids"]:
         session.declare(model, spec, suite, text_sides, image_sides, conditions)
     session.notes.extend(n for n in wire["notes"] if n not in session.notes)
-    for (model, spec), value in wire.get("reliance", []):
-        session.analyses.reliance.setdefault((model, spec), value)
-    for (model, spec), value in wire.get("prompts", []):
-        session.analyses.prompts.setdefault((model, spec), value)
-    for (model, spec), value in wire.get("budgets", []):
-        session.analyses.budgets.setdefault((model, spec), {}).update(value)
+    session.analyses.merge_wire(wire.get("analyses", []))
     for suite, spec in wire.get("exports", {}).items():
         session.exports.setdefault(suite, spec)
     for key, memo, captions in wire.get("attacks", []):

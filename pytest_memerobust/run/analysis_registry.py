@@ -1,0 +1,161 @@
+"""Analyses as a kind of part, as perturbations and detectors are: each is registered by name, third parties add
+theirs through the `pytest_memerobust.analyses` entry-point group, and the run treats them all alike.
+
+An analysis is
+- a runner, `run(session, model, spec, task, **params) -> record`: it asks the detector through the session's
+  engine and hands what came back to its judgement, a pure function in judge/; the record is plain JSON;
+- a table, `table(record) -> AnalysisTable`: a title, headers, rows of text and notes, which the terminal, Markdown
+  and HTML renderers show alike (report/analysis_tables.py), so a new analysis needs no renderer of its own.
+
+Its records are kept per (analysis, model, data spec), once per run (`analysed`), travel from pytest-xdist workers
+to the controller (`AnalysisRecords.to_wire`), and enter the report document under `analyses`
+(`report_entries`). The analyses that predate the registry (modality reliance, prompt invariance, evasion budgets)
+keep the report keys and renderers their readers know (`report_key`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
+from typing import Callable
+
+ENTRY_POINT_GROUP = "pytest_memerobust.analyses"
+
+
+@dataclass(frozen=True)
+class AnalysisTable:
+    """What the renderers show of a record: a title, the column headers, rows of text, and notes under them."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {k: [list(r) for r in v] if k == "rows" else list(v) if isinstance(v, tuple) else v
+                for k, v in asdict(self).items()}
+
+
+def keep_first(kept: dict, new: dict) -> dict:
+    """Two processes' records of the same (analysis, model, data) are the same: the first is kept."""
+    return kept
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A registered analysis (see the module's doc). `merge(kept, new)` joins a worker's record with the one the
+    controller holds (default: they are equal, the first is kept); `report_key` and `entry(model, label, spec,
+    record)` place a record in the report where an older report key holds it (None: under `analyses`, with its
+    table)."""
+
+    name: str
+    run: Callable
+    table: Callable | None = None
+    merge: Callable = keep_first
+    report_key: str | None = None
+    entry: Callable | None = None
+
+
+_REGISTRY: dict[str, Analysis] = {}
+_entry_points_loaded = False
+
+
+def register(analysis: Analysis) -> Analysis:
+    """Record `analysis` under its name; the same analysis registered again (a reloaded module) replaces itself,
+    another of the same name is refused."""
+    old = _REGISTRY.get(analysis.name)
+    if old is not None and _origin(old) != _origin(analysis):
+        raise ValueError(f"analysis {analysis.name!r} is already registered by {_origin(old)[0]}")
+    if analysis.report_key is None and analysis.table is None:
+        raise ValueError(f"analysis {analysis.name!r}: a table(record) is what the reports show of it")
+    _REGISTRY[analysis.name] = analysis
+    return analysis
+
+
+def _origin(analysis: Analysis) -> tuple[str, str]:
+    return analysis.run.__module__, analysis.run.__qualname__
+
+
+def _ensure_loaded() -> None:
+    """The built-in analyses and, once, every third-party entry point (a module that registers its analyses, or an
+    Analysis object)."""
+    global _entry_points_loaded
+    from . import analyses  # noqa: F401  (registers the built-ins on import)
+
+    if not _entry_points_loaded:
+        _entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            loaded = ep.load()
+            if isinstance(loaded, Analysis):
+                register(loaded)
+
+
+def get(name: str) -> Analysis:
+    from ..errors import UnknownNameError
+
+    _ensure_loaded()
+    if name not in _REGISTRY:
+        raise UnknownNameError("analysis", name, sorted(_REGISTRY))
+    return _REGISTRY[name]
+
+
+def names() -> list[str]:
+    """Every registered analysis, in the order registered (built-ins first)."""
+    _ensure_loaded()
+    return list(_REGISTRY)
+
+
+@dataclass
+class AnalysisRecords:
+    """What a run's analyses found, per (analysis, model, data spec), for the report and the terminal; and the OCR
+    view's readings by picture condition (a cache of that view, not a record)."""
+
+    records: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+    ocr_readings: dict[tuple, list[str]] = field(default_factory=dict)
+
+    def of(self, name: str) -> dict[tuple[str, str], dict]:
+        """Analysis `name`'s records by (model, data spec), in the order they were made."""
+        return {(model, spec): record for (kind, model, spec), record in self.records.items() if kind == name}
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
+
+    def to_wire(self) -> list[list]:
+        return [[name, model, spec, record] for (name, model, spec), record in self.records.items()]
+
+    def merge_wire(self, items: list[list]) -> None:
+        """A worker's records added: a record the controller already holds is joined by its analysis' `merge`."""
+        for name, model, spec, record in items:
+            key = (name, model, spec)
+            self.records[key] = get(name).merge(self.records[key], record) if key in self.records else record
+
+
+def analysed(session, name: str, model: str, data: str | None = None, task: str | None = None, **params) -> dict:
+    """The record of analysis `name` on `model` and `data` (default: the run's), run once per run and kept on the
+    session for the report."""
+    spec = session.data_spec(data)
+    key = (name, model, spec)
+    if key not in session.analyses.records:
+        session.analyses.records[key] = get(name).run(session, model, spec, session.task(model, task), **params)
+    return session.analyses.records[key]
+
+
+def report_entries(session) -> tuple[dict, list[dict]]:
+    """The report document's analysis parts: each older key (`report_key`) with its entries, in the registry's
+    order; and every other record with its table, for the document's `analyses`."""
+    keyed, others = {}, []
+    for name in names():
+        analysis = get(name)
+        records = session.analyses.of(name)
+        if analysis.report_key is not None:
+            keyed[analysis.report_key] = [analysis.entry(model, session.model_label(model), spec, record)
+                                          for (model, spec), record in records.items()]
+            continue
+        others += [{"analysis": name, "model": model, "label": session.model_label(model), "dataset": spec,
+                    "record": record, "table": analysis.table(record).as_dict()}
+                   for (model, spec), record in records.items()]
+    return keyed, others
+
+
+def empty_report_entries() -> dict:
+    """The analysis parts of a report without numbers (an interrupted run's)."""
+    return {get(name).report_key: [] for name in names() if get(name).report_key is not None}
