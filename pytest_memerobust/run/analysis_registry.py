@@ -76,10 +76,16 @@ def _origin(analysis: Analysis) -> tuple[str, str]:
 
 
 def _ensure_loaded() -> None:
-    """The built-in analyses and, once, every third-party entry point (a module that registers its analyses, or an
-    Analysis object)."""
+    """The built-in analyses (run/analyses.py's and every module of run/analysis_kinds/) and, once, every
+    third-party entry point (a module that registers its analyses, or an Analysis object)."""
     global _entry_points_loaded
-    from . import analyses  # noqa: F401  (registers the built-ins on import)
+    import importlib
+    import pkgutil
+
+    from . import analyses, analysis_kinds  # noqa: F401  (the built-ins register themselves on import)
+
+    for module in pkgutil.iter_modules(analysis_kinds.__path__):
+        importlib.import_module(f"{analysis_kinds.__name__}.{module.name}")
 
     if not _entry_points_loaded:
         _entry_points_loaded = True

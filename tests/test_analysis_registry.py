@@ -1,0 +1,101 @@
+"""Analyses as a kind of part (run/analysis_registry.py): registered by name and through an entry point, their
+records kept once per (analysis, model, data) and carried by the worker wire, their tables in every report."""
+import json
+import pytest
+
+from pytest_memerobust.run import analysis_registry
+from pytest_memerobust.run.analysis_registry import Analysis, AnalysisRecords, AnalysisTable
+
+
+def test_records_travel_from_a_worker_joined_by_their_analysis():
+    worker = AnalysisRecords({("budgets", "m", "d"): {"typos": {"n": 1}}, ("reliance", "m", "d"): {"n": 5}})
+    controller = AnalysisRecords({("budgets", "m", "d"): {"homoglyphs": {"n": 2}}, ("reliance", "m", "d"): {"n": 5}})
+    controller.merge_wire(json.loads(json.dumps(worker.to_wire())))
+    assert controller.of("budgets") == {("m", "d"): {"homoglyphs": {"n": 2}, "typos": {"n": 1}}}  # families joined
+    assert controller.of("reliance") == {("m", "d"): {"n": 5}}
+    assert not AnalysisRecords() and controller
+
+
+def test_an_analysis_needs_a_table_and_a_name_of_its_own():
+    def run(session, model, spec, task):
+        return {}
+
+    with pytest.raises(ValueError, match="table"):
+        analysis_registry.register(Analysis("tableless", run))
+    with pytest.raises(ValueError, match="already registered"):
+        analysis_registry.register(Analysis("reliance", run, table=lambda record: None))
+
+
+THIRD_PARTY = '''
+from pytest_memerobust.run.analysis_registry import Analysis, AnalysisTable
+
+
+def count_words(session, model, spec, task, longest=3):
+    """A third party's analysis: the captions' length in words, asked of nothing but the memes."""
+    lengths = [len(m.text.split()) for m in session.dataset(spec).memes]
+    return {"memes": len(lengths), "long": sum(n > longest for n in lengths), "longest": longest}
+
+
+def words_table(record):
+    return AnalysisTable("caption lengths", ("memes", "longer than 3 words"),
+                         ((str(record["memes"]), str(record["long"])),), ("counted by a third party",))
+
+
+WORDS = Analysis("caption_words", count_words, table=words_table)
+'''
+
+CONFTEST = '''
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from pytest_memerobust.run import analysis_registry
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _third_party_entry_point():
+    """As an installed package's entry point in the pytest_memerobust.analyses group would."""
+    analysis_registry._entry_points_loaded = False
+    analysis_registry.entry_points = lambda group: [EntryPoint("caption_words", "third_party:WORDS", group)]
+    yield
+'''
+
+TEST = '''
+def test_captions_are_short(memerobust):
+    from pytest_memerobust.run.analysis_registry import analysed
+
+    record = analysed(memerobust.session, "caption_words", memerobust.model)
+    assert record["memes"] == 12
+'''
+
+
+def test_a_third_party_analysis_through_the_entry_point_runs_and_renders_in_every_report(pytester, monkeypatch):
+    for name in ("_REGISTRY", "entry_points", "_entry_points_loaded"):  # what the conftest changes, restored after
+        value = getattr(analysis_registry, name)
+        monkeypatch.setattr(analysis_registry, name, dict(value) if name == "_REGISTRY" else value)
+    pytester.makepyfile(third_party=THIRD_PARTY, test_third=TEST)
+    pytester.makeconftest(CONFTEST)
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess(
+        "--memerobust-model=demo", "--memerobust-limit=12", "test_third.py", "--memerobust-tables=full",
+        "--memerobust-report=r.json", "--memerobust-report=r.md", "--memerobust-report=r.html", "-p",
+        "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    [entry] = report["analyses"]
+    assert entry["analysis"] == "caption_words" and entry["model"] == "demo" and entry["record"]["memes"] == 12
+    assert entry["table"]["rows"][0][0] == "12"
+    result.stdout.fnmatch_lines(["*caption lengths: demo on demo*", "*counted by a third party*"])
+    assert "## caption lengths: demo on demo" in (pytester.path / "r.md").read_text()
+    html = (pytester.path / "r.html").read_text()
+    assert "<h2>caption lengths: demo on demo</h2>" in html and "counted by a third party" in html
+
+
+def test_an_unknown_analysis_is_named_with_those_there_are():
+    from pytest_memerobust.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="reliance"):
+        analysis_registry.get("relience")
+    assert {"reliance", "prompt_invariance", "budgets"} <= set(analysis_registry.names())
+    assert AnalysisTable("t", ("a",), (("1",),)).as_dict() == {"title": "t", "headers": ["a"], "rows": [["1"]],
+                                                               "notes": []}
