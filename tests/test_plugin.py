@@ -205,8 +205,8 @@ def test_ablation_suite_runs_each_model_per_channel_and_skips_the_unread_one(pyt
 def test_builtin_suites_are_shipped_inside_the_package():
     paths = builtin_suite_paths()
     assert [p.name for p in paths] == ["channel-ablation.toml", "imagenet-c.toml", "meme-edits.toml",
-                                        "rainbow-noise.toml", "test_caption_fuzz.py", "test_modality_reliance.py",
-                                        "test_prompt_invariance.py"]
+                                        "rainbow-noise.toml", "test_caption_fuzz.py", "test_evasion_at_k.py",
+                                        "test_modality_reliance.py", "test_prompt_invariance.py"]
     assert all(p.is_file() for p in paths)
 
 

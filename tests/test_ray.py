@@ -30,7 +30,7 @@ ray = pytest.importorskip("ray", reason="Ray is the [ray] extra (pip install 'py
 
 MODEL = "memeblip2-tda"
 # the built-in suites on 8 memes in shards of 4: two shards per engine, so two actors share every pass (8 memes,
-# not 16, halve what every run here evaluates; the suites' cases still pass, fail and skip: 161, 14 and 18 of 193)
+# not 16, halve what every run here evaluates; the suites' cases still pass, fail and skip)
 RUN = [f"--memerobust-model={MODEL}", "--memerobust-limit=8", "--memerobust-batch-size=4",
        "--memerobust-shard-size=4", "--memerobust-bootstrap=50", "--memerobust-tables=none", "-p", "no:cacheprovider",
        "-p", "no:randomly", "-q"]

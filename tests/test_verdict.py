@@ -67,7 +67,7 @@ def test_the_main_job_from_a_project_runs_the_robustness_cases_only(pytester):
     ids = [line for line in result.stdout.lines if "::" in line]
     assert "tests/memerobust-mine.toml::demo::typos-2" in ids  # the user's own suites still run
     assert not any("test_unit" in i for i in ids)
-    assert len(ids) == 193 + 2
+    assert len(ids) == 194 + 2
     named = pytester.runpytest("--memerobust-model=demo", "--collect-only", "-q", "tests", *QUICK)
     assert any("test_unit" in line for line in named.stdout.lines)  # named paths run as given
 
