@@ -351,3 +351,24 @@ def test_the_store_encodes_each_bucket_at_its_own_length_with_the_same_bytes_in_
     np.testing.assert_array_equal(out, np.stack(alone))
     np.testing.assert_array_equal(out, after)
     np.testing.assert_allclose(out, full, atol=1e-5)
+
+
+def test_an_untrained_head_is_the_same_wherever_the_generator_stood_and_leaves_it_there():
+    """A card without a checkpoint (`untrained:NAME`) drew its head from torch's generator as it stood: another
+    process, a pool worker or the next run got other weights (a PrideMM run's clean accuracy read 0.500 one time,
+    0.562 the next). Loaded at the run's seed, it is one head; the generator is given back as it was."""
+    import torch
+
+    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.session import RobustnessSession
+
+    heads = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        before = torch.get_rng_state()
+        head = RobustnessSession(Options(models=("memeblip2-minilm",))).detector("memeblip2-minilm").head_module
+        assert torch.equal(torch.get_rng_state(), before)
+        heads.append(head.state_dict())
+    assert heads[0].keys() == heads[1].keys() and all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
+    other = RobustnessSession(Options(models=("memeblip2-minilm",), seed=5)).detector("memeblip2-minilm")
+    assert not all(torch.equal(heads[0][k], v) for k, v in other.head_module.state_dict().items())

@@ -141,13 +141,22 @@ class RobustnessSession:
                 self._detectors[model] = base.with_mode(mode)
             else:
                 checkpoint = self.options.checkpoints.get(name) or self.options.checkpoints.get("")
-                self._detectors[model] = load_detector(self.cards.get(name) or find_card(name), checkpoint,
-                                                       self.options.device)
+                self._detectors[model] = self._load_seeded(self.cards.get(name) or find_card(name), checkpoint)
                 if callable(getattr(self._detectors[model], "use_cache", None)):  # a hosted model's answers
                     self._detectors[model].use_cache(self.options.cache_dir if self.options.feature_cache else None)
                 if callable(getattr(self._detectors[model], "use_run_folder", None)):  # its pace and breaker
                     self._detectors[model].use_run_folder(self.run_folder())
         return self._detectors[model]
+
+    def _load_seeded(self, card, checkpoint):
+        """The detector loaded with torch's CPU generator at the run's seed (and given back as it was after): the
+        weights a checkpoint does not set (an untrained head, `untrained:NAME`) are then the same in every process of
+        the run and in every run of the same command; they were drawn from wherever the generator stood."""
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(self.options.seed)
+            return load_detector(card, checkpoint, self.options.device)
 
     def plan(self, model: str, data: str | None, condition: Condition, captions: str | None = None, *,
              task: str | None = None, group: str | None = None, nodeid: str | None = None) -> None:
