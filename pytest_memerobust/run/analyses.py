@@ -211,13 +211,16 @@ def budgets(session, model: str, families, data: str | None = None, task: str | 
     known = session.analyses.records.setdefault(("budgets", model, spec), {})
     missing = [f for f in families if f not in known]
     if missing:
-        engine = session.engine(model, spec, task)
-        stats = session.options.stats
-        for entry in evaluate_budgets(engine, session.scored_dataset(model, spec, task).labels(task), missing,
-                                      seed=session.options.seed, n_resamples=stats.n_resamples,
-                                      confidence=stats.confidence):
-            known[entry["family"]] = entry
+        known.update(_run_budgets(session, model, spec, task, missing))
     return [known[f] for f in families]
+
+
+def _run_budgets(session, model: str, spec: str, task: str, families: Sequence[str] = ()) -> dict:
+    """The budgets' record: family -> entry (evaluate_budgets), for `families` (default: every one it reads)."""
+    stats, labels = session.options.stats, session.scored_dataset(model, spec, task).labels(task)
+    entries = evaluate_budgets(session.engine(model, spec, task), labels, families, seed=session.options.seed,
+                               n_resamples=stats.n_resamples, confidence=stats.confidence)
+    return {entry["family"]: entry for entry in entries}
 
 
 # --- the OCR view -----------------------------------------------------------------------------------------------
@@ -320,14 +323,10 @@ class CaptionFuzzer:
 # --- the registered built-ins (report keys and renderers of their own, from before the registry) ----------------
 
 
-def _budgets_not_run_alone(session, model: str, spec: str, task: str) -> dict:
-    raise ValueError("evasion budgets are searched per family: call budgets(session, model, families)")
-
-
 register(Analysis("reliance", _run_reliance, report_key="reliance",
                   entry=lambda model, label, spec, record: {"model": model, "dataset": spec, **record}))
 register(Analysis("prompt_invariance", _run_prompt_invariance, report_key="prompt_invariance",
                   entry=lambda model, label, spec, record: {"model": model, "dataset": spec, **record}))
-register(Analysis("budgets", _budgets_not_run_alone, merge=lambda kept, new: {**kept, **new}, report_key="budgets",
+register(Analysis("budgets", _run_budgets, merge=lambda kept, new: {**kept, **new}, report_key="budgets",
                   entry=lambda model, label, spec, record: {"model": model, "label": label, "dataset": spec,
                                                             "entries": list(record.values())}))

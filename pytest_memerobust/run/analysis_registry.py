@@ -164,4 +164,4 @@ def report_entries(session) -> tuple[dict, list[dict]]:
 
 def empty_report_entries() -> dict:
     """The analysis parts of a report without numbers (an interrupted run's)."""
-    return {get(name).report_key: [] for name in names() if get(name).report_key is not None}
+    return {analysis.report_key: [] for analysis in map(get, names()) if analysis.report_key is not None}

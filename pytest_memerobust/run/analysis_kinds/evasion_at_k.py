@@ -7,6 +7,7 @@ import numpy as np
 
 from ...judge.evasion_at_k import evasion_at_k
 from ...perturb import get as get_perturbation
+from ...perturb.conditions import Condition
 from ..analysis_registry import Analysis, AnalysisTable, register
 
 SHOWN_K = (1, 2, 3, 5, 10, 20, 50)  # the rows the table shows (and the last draw)
@@ -26,9 +27,9 @@ def run_evasion_at_k(session, model: str, spec: str, task: str, perturbation: st
     engine = session.engine(model, spec, task)
     labels = engine.held_against(session.scored_dataset(model, spec, task).labels(task))
     texts = engine.inputs("text", None, None)
-    images = (engine.inputs("image", None, None) if "image" in getattr(engine.detector, "modalities", ("image",))
+    images = (engine.inputs("image", None, None) if "image" in getattr(engine.detector, "modalities", ("image", "text"))
               else [None] * len(texts))
-    flagged = engine.probabilities(images, texts)[:, 1] >= 0.5
+    flagged = engine.predict(Condition(defence=engine.defence_id))[:, 1] >= 0.5  # the run's own clean answers
     searched = np.flatnonzero((labels == 1) & flagged)
     captions, pictures = [texts[i] for i in searched], [images[i] for i in searched]
     ids = [engine.ids[i] for i in searched]

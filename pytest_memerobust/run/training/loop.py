@@ -105,6 +105,18 @@ class TrainingCallbacks:
 
 
 @dataclass(frozen=True)
+class _LossSetup:
+    """What every batch's adversarial loss shares, fixed for the run: whether the detector reads pictures and is
+    multi-label, the positives' weights, whether the encoders train in the loop, and the seed of the attacks."""
+
+    reads_images: bool
+    multilabel: bool
+    pos_weight: object
+    in_loop: bool
+    seed: int
+
+
+@dataclass(frozen=True)
 class _Batch:
     """A training batch as the adversarial loss needs it: its memes, captions and pictures (None when the detector
     is not fed pictures in the loop), clean features (image, text), targets, and where in the run it is."""
@@ -212,28 +224,28 @@ def _epoch_features(detector, captions, pictures, store: FeatureStore, clean, au
     return xi, _stored(detector, store, "text", captions, tick("captions"), run_batches).to(detector.device)
 
 
-def _attacked_batch_loss(detector, adversarial, logits, batch: _Batch, in_loop: bool, pos_weight, seed: int):
+def _attacked_batch_loss(detector, adversarial, logits, batch: _Batch, setup: _LossSetup):
     """A training batch attacked against the current weights (the head in eval mode while the attack runs), its
     attacked memes encoded (through the encoders' gradients when they train), and the adversarial loss; the clean
     loss when the attack kept every meme clean."""
     module, (xi, xt), target = detector.head_module, batch.features, batch.target
-    multilabel = is_multilabel(detector)
-    reads_images = "image" in getattr(detector, "modalities", ("image", "text"))
     module.eval()
     rows, attacked_captions, attacked_pictures = attack_batch(adversarial, detector, batch.memes, batch.captions,
                                                               batch.pictures, target.cpu().numpy(),
-                                                              xi.detach().cpu().numpy(), seed, batch.epoch)
+                                                              xi.detach().cpu().numpy(), setup.seed, batch.epoch)
     module.train()
     if not rows:
-        return classification_loss(logits, target, multilabel, pos_weight=pos_weight)
-    on_pictures = reads_images and adversarial.modality == "image"
+        return classification_loss(logits, target, setup.multilabel, pos_weight=setup.pos_weight)
+    on_pictures = setup.reads_images and adversarial.modality == "image"
     sub_pictures = [attacked_pictures[k] for k in rows] if attacked_pictures is not None else None
-    axi, axt = _encoded(detector, [attacked_captions[k] for k in rows], sub_pictures, on_pictures, grad=in_loop)
+    axi, axt = _encoded(detector, [attacked_captions[k] for k in rows], sub_pictures, on_pictures,
+                        grad=setup.in_loop)
     if not on_pictures:
         axi = xi[rows]
     if adversarial.modality == "image" and not adversarial.rewrites_caption:
         axt = xt[rows]
-    return _adversarial_loss(adversarial, logits, detector.logits(axi, axt), target, rows, multilabel, pos_weight)
+    return _adversarial_loss(adversarial, logits, detector.logits(axi, axt), target, rows, setup.multilabel,
+                             setup.pos_weight)
 
 
 def _adversarial_loss(adversarial, logits_clean, logits_attacked, target, attacked_rows, multilabel, pos_weight):
@@ -317,6 +329,7 @@ def _train(detector, train: Dataset, val: Dataset, config: TrainingConfig,
     encoded_at = time.perf_counter()
     # FigMemes re-weights each label's positives by its negatives-to-positives ratio: rare labels still count
     pos_weight = (((len(y) - y.sum(0)) / y.sum(0).clamp(min=1)).float() if multilabel else None)
+    setup = _LossSetup(reads_images, multilabel, pos_weight, in_loop, seed)
     optimiser = torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay)
     result = TrainingResult(best_epoch=-1, best_val_auroc=-np.inf)
     best_state, start = None, 1
@@ -360,7 +373,7 @@ def _train(detector, train: Dataset, val: Dataset, config: TrainingConfig,
                 loss = classification_loss(logits, target, multilabel, pos_weight=pos_weight)
             else:
                 batch = _Batch([memes[i] for i in idx], batch_captions, batch_pictures, (xi, xt), target, epoch)
-                loss = _attacked_batch_loss(detector, adversarial, logits, batch, in_loop, pos_weight, seed)
+                loss = _attacked_batch_loss(detector, adversarial, logits, batch, setup)
             if not torch.isfinite(loss.detach()).all():
                 diverged = {"epoch": epoch, "batch": begin // batch_size + 1, "loss": float(loss.detach())}
                 break
