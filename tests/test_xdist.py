@@ -17,7 +17,8 @@ from pytest_memerobust.run.workers import merge_wire, to_wire, worker_device
 pytest.importorskip("xdist", reason="pytest-xdist is in the dev extra")
 
 SELECTION = ["--memerobust-model=demo", "--memerobust-limit=24", "--memerobust-bootstrap=100",
-             "-k", "rainbow and (typos or imagenet_c or clean)", "-p", "no:cacheprovider", "-p", "no:randomly"]
+             "-k", "(rainbow and (typos or imagenet_c or clean)) or evasion", "-p", "no:cacheprovider", "-p",
+             "no:randomly"]
 
 
 def test_the_merged_report_equals_a_single_process_run(pytester):
@@ -29,6 +30,7 @@ def test_the_merged_report_equals_a_single_process_run(pytester):
     assert "memerobust tables" in split.stdout.str()
     one, two = (json.loads((pytester.path / name).read_text()) for name in ("single.json", "split.json"))
     assert one["groups"] and one["groups"][0]["results"]
+    assert one["analyses"][0]["analysis"] == "evasion_at_k"  # a registered analysis' record, sent by a worker
     assert one == two  # every number, every interval, every prediction digest, in the same order
     counts = [{k: v for k, v in run.parseoutcomes().items() if k in ("passed", "failed", "skipped")}
               for run in (single, split)]
