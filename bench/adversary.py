@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
-from pytest_memerobust.engine import Condition, Engine  # noqa: E402
+from pytest_memerobust.engine import AttackState, Condition, Engine  # noqa: E402
 from pytest_memerobust.judge.instructions import wilson_interval  # noqa: E402
 from pytest_memerobust.judge.transfer import transfer_matrix  # noqa: E402
 from pytest_memerobust.report.tables import transfer_table  # noqa: E402
@@ -68,7 +68,7 @@ def main() -> None:
     rows = []
     for mode in ("multimodal", "image"):
         view = detector if mode == "multimodal" else detector.with_mode(mode)
-        engine = Engine(view, data, labels=labels, training=training)
+        engine = Engine(view, data, attacks=AttackState(labels=labels, training=training))
         clean = engine.predict(Condition())
         conditions = ["image=uap@3", "image=pgd_linf@4", "image=pgd_l2@4", "image=apgd_ce@4", "image=apgd_dlr@4",
                       "image=square@4"] + ([] if args.skip_ensemble else ["image=strongest_image@4"])
@@ -87,7 +87,7 @@ def main() -> None:
     rows = []
     for name in ("demo", "memeclip", "memeblip2-tda"):
         model = load_detector(name)
-        engine = Engine(model, data, labels=labels, training=training)
+        engine = Engine(model, data, attacks=AttackState(labels=labels, training=training))
         clean = engine.predict(Condition())
         for severity in (1, 2):
             cells = {}
@@ -130,7 +130,7 @@ def gallery(detector, data, training, path: Path) -> None:
     from pytest_memerobust.data.pictures import to_array
 
     memes = data.head(4)
-    engine = Engine(detector, memes, labels=memes.labels("hate"), training=training)
+    engine = Engine(detector, memes, attacks=AttackState(labels=memes.labels("hate"), training=training))
     attacks = ["image=pgd_linf@4", "image=pgd_l2@4", "image=square@4", "image=strongest_image@4", "image=uap@3"]
     tiles = []
     for i, meme in enumerate(memes.memes):

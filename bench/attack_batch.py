@@ -26,7 +26,7 @@ from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.judge.instructions import wilson_interval
 from pytest_memerobust.perturb import get
-from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 from pytest_memerobust.perturb.image_attacks import LINF_LEVELS, targets
 
 SEVERITY = LINF_LEVELS.index(LINF) + 1  # our severity of torchattacks' eps 8/255
@@ -67,7 +67,7 @@ def main() -> None:
     pictures, ids = [m.picture(args.device) for m in memes], [m.id for m in memes]
     captions = [memes[0].text] * len(memes)
     labels = predictions(detector, pictures, captions)
-    context = AttackContext(detector, labels, None, pictures, captions=captions, ids=ids)
+    context = AttackContext(detector, labels, CleanInputs(None, pictures, captions), ids=ids)
     theirs = rows(context, 2) if torchattacks else {}
     print(f"{args.model} on {args.device}, {len(memes)} demo memes of {args.size} px, one caption, L-infinity "
           f"{LINF:g}/255 (severity {SEVERITY}); torch {torch.__version__}, "

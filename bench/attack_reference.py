@@ -38,7 +38,7 @@ from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.judge.instructions import wilson_interval  # noqa: E402
 from pytest_memerobust.perturb import image_attacks  # noqa: E402
-from pytest_memerobust.perturb.attacks import AttackContext  # noqa: E402
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs  # noqa: E402
 from pytest_memerobust.perturb.image_attacks import L2_RMS_LEVELS, margin, targets  # noqa: E402
 
 LINF = 8.0  # L-infinity budget of the L-infinity rows, in levels (8/255, severity 4)
@@ -145,8 +145,8 @@ def main() -> None:
     parser.add_argument("--ours-only", action="store_true", help="skip torchattacks (ours before and after a change)")
     args = parser.parse_args()
     detector, memes, labels = world(args.model, args.mode, args.classes, args.memes)
-    context = AttackContext(detector, labels, None, [m.picture() for m in memes], captions=[m.text for m in memes],
-                            ids=[m.id for m in memes])
+    clean = CleanInputs(None, [m.picture() for m in memes], captions=[m.text for m in memes])
+    context = AttackContext(detector, labels, clean, ids=[m.id for m in memes])
     table = rows(context, args.classes)
     unknown = [r for r in args.rows.split(",") if r not in table]
     if unknown:

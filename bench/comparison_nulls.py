@@ -37,7 +37,7 @@ def recipe_rates(comparisons: int, seeds: int, shift: float, resamples: int, mem
         cells = [RecipeCell("m", "sim", c, "clean" if c == "clean" else "perturbed", tuple(x[c] for x in a),
                             tuple(x[c] for x in b)) for c in a[0]]
         out = judge_recipes(cells, n_resamples=resamples, seed=i)
-        w, bt = any(c.regressed for c in out), any(c.improved for c in out)
+        w, bt = any(c.decision.regressed for c in out), any(c.improvement.improved for c in out)
         worse, better, either = worse + w, better + bt, either + (w or bt)
     return {"worse": worse / comparisons, "better": better / comparisons, "any": either / comparisons}
 

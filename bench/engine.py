@@ -33,7 +33,7 @@ from tabulate import tabulate
 from pytest_memerobust.data import load_dataset
 from pytest_memerobust.data.demo import demo_dataset
 from pytest_memerobust.detectors import find_card, load_detector
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import AttackState, Condition, EncodingSettings, Engine
 from pytest_memerobust.perturb import get
 from pytest_memerobust.run.options import training_spec
 from pytest_memerobust.run.suite import builtin_suite_dir, load_suite
@@ -115,7 +115,7 @@ def stage_rates(detector, data, conditions, pictures: list, texts: list, args) -
     decoded: list = []
     rows.append(("decode", len(data), timed(lambda: decoded.extend(m.picture(device) for m in data.memes))))
     sides = dict.fromkeys((c.image, c.image_severity) for c in conditions if c.image)
-    sides = [(get(n), s) for n, s in sides if not get(n).needs_model and not get(n).caption_source]
+    sides = [(get(n), s) for n, s in sides if not get(n).needs_model and not get(n).traits.caption_source]
     ids = [m.id for m in data.memes]
     rows.append(("perturb", len(sides) * len(decoded),
                  timed(lambda: [p.apply(decoded, ids, s, seed=0) for p, s in sides])))
@@ -165,8 +165,10 @@ def main() -> None:
     card = find_card(args.model)
     if args.backbone:
         backbone, map_dim = BACKBONES[args.backbone]
-        card = dataclasses.replace(find_card("memeclip"), backbone=backbone, checkpoint=None, demo_weights=False,
-                                   params={**find_card("memeclip").params, "map_dim": map_dim})
+        memeclip = find_card("memeclip")
+        card = dataclasses.replace(memeclip, network=dataclasses.replace(
+            memeclip.network, backbone=backbone, checkpoint=None, demo_weights=False,
+            params={**memeclip.network.params, "map_dim": map_dim}))
     detector = load_detector(card, None, args.device)
     task = args.task or detector.card.task
     if args.size and not args.data.startswith("demo"):
@@ -184,17 +186,18 @@ def main() -> None:
     def training():
         return [m.text for m in training_data.memes], training_data.labels(task), training_data.memes
 
-    options = dict(seed=0, batch_size=args.batch_size, precision=args.precision, labels=data.labels(task),
-                   training=training)
+    def parts() -> dict:  # each engine's own attack state, as the engine built it before it took its parts
+        return dict(asking=EncodingSettings(args.batch_size, args.precision),
+                    attacks=AttackState(data.labels(task), training))
 
     def naive() -> None:
         for condition in conditions:  # a fresh engine per condition: nothing carried over
-            Engine(detector, data, **options).predict(condition)
+            Engine(detector, data, 0, **parts()).predict(condition)
 
     recording = Recording(detector)
 
     def engine() -> None:
-        run = Engine(recording, data, **options)
+        run = Engine(recording, data, 0, **parts())
         run.plan(conditions)
         for condition in conditions:
             run.predict(condition)

@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         for i, (base, c) in enumerate(choices):
             then = [runs[k] for k in base]
             comparisons = judge_family(cells_of(then, runs[c]), seed=i, **options)
-            inflations.append(comparisons[0].inflation)
+            inflations.append(comparisons[0].procedure.inflation)
             passed += summarize(comparisons)["regressed"] == 0
             rng = np.random.default_rng(20_000 + i)
             right = np.flatnonzero(runs[c]["clean"]["perturbed"].argmax(1) == runs[c]["clean"]["y"])
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
             for method in failed:
                 comparisons = judge_family(cells_of(then, now), seed=i, method=method, **options)
                 failed[method] += summarize(comparisons)["regressed"] > 0
-                states |= {c.state for c in comparisons if c.rule in ("auroc", "f1")}
+                states |= {c.decision.state for c in comparisons if c.subject.rule in ("auroc", "f1")}
         print(f"30 memes, 2 hateful, null pairs failing: permutation {rate(failed['permutation'], args.tiny)}; "
               f"bootstrap {rate(failed['bootstrap'], args.tiny)}; AUROC and macro-F1 rules: {sorted(states)}")
     print(f"({time.perf_counter() - started:.0f} s)")

@@ -37,7 +37,7 @@ def measure(card: str, memes: int) -> dict:
             if r["split"] == "test"][:memes]
     texts, ids = [r["text"] for r in rows], [r["name"] for r in rows]
     labels = np.array([int(r["hate"]) for r in rows])
-    context = attacks.AttackContext(detector, labels, np.zeros((len(texts), 0), np.float32), None)
+    context = attacks.AttackContext(detector, labels, attacks.CleanInputs(np.zeros((len(texts), 0), np.float32)))
     out = {}
     for severity in SEVERITIES:
         start = time.perf_counter()

@@ -26,7 +26,7 @@ def main() -> None:
     seconds = {}
     for name in names("image"):
         perturbation = get(name)
-        if perturbation.needs_model or perturbation.caption_source:
+        if perturbation.needs_model or perturbation.traits.caption_source:
             continue
         severity = args.severity if perturbation.severities else None
         if torch.cuda.is_available():

@@ -117,7 +117,7 @@ def main() -> None:
 
     from pytest_memerobust.run.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="memerobust-load-"))
@@ -135,11 +135,12 @@ def main() -> None:
 
     started = time.perf_counter()
     todo = named_conditions(args.only) if args.only else conditions(args.conditions)
-    extra = {} if args.memory_budget is None else {"feature_memory_mib": args.memory_budget}
-    session = RobustnessSession(Options(models=(args.model,), data=f"csv:{csv}", device=args.device, task="label",
-                                        cache_dir=work / "cache", stats=StatsConfig(n_resamples=args.bootstrap),
-                                        feature_cache=not args.no_cache, shard_size=args.shard_size, ray=args.ray,
-                                        **extra))
+    cache = CacheOptions(folder=work / "cache", features=not args.no_cache,
+                         **({} if args.memory_budget is None else {"memory_mib": args.memory_budget}))
+    session = RobustnessSession(Options(models=(args.model,), data=DataOptions(spec=f"csv:{csv}", task="label"),
+                                        compute=ComputeOptions(device=args.device, shard_size=args.shard_size,
+                                                               ray=args.ray, cache=cache),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=args.bootstrap))))
     for condition in todo:
         session.plan(args.model, None, condition)
     session.evaluate(args.model, Condition())

@@ -120,7 +120,7 @@ def main() -> None:
     for name, severity in (("rendered_caption", None), ("caption_cover", 3), ("counter_text", 3)):
         p = get(name)
         pictures = [as_picture(picture, args.device) for picture, _ in drawn]
-        captions = ([typos(m.text, 3, typos.rng(0, m.id, 3)) for m in memes] if p.caption_source else None)
+        captions = ([typos(m.text, 3, typos.rng(0, m.id, 3)) for m in memes] if p.traits.caption_source else None)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         start = time.perf_counter()

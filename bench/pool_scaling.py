@@ -39,12 +39,14 @@ def worker_start(model: str, data: str | None) -> float:
     handed to a pool of one worker at once)."""
     from pytest_memerobust.engine import Condition, executors
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
     executors.POOL_START_S = 0  # hand the pass over at once
-    session = RobustnessSession(Options(models=(model,), data=data, limit=16, batch_size=8, feature_cache=False,
-                                        stats=StatsConfig(n_resamples=20), workers=2))
+    session = RobustnessSession(Options(models=(model,), data=DataOptions(spec=data, limit=16),
+                                        compute=ComputeOptions(batch_size=8, cache=CacheOptions(features=False),
+                                                               workers=2),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     try:
         session.plan(model, None, Condition())
         session.evaluate(model, "clean")

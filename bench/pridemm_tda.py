@@ -14,7 +14,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from pytest_memerobust.judge import metrics
@@ -22,7 +21,7 @@ from pytest_memerobust.data.loaders import load_pridemm
 from pytest_memerobust.detectors import find_card
 from pytest_memerobust.detectors.backbones import MiniLMBackbone
 from pytest_memerobust.detectors.meme_models import MemeDetector, resolve_config
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import AttackState, Condition, Engine
 from pytest_memerobust.run.training.loop import train_head
 
 SEVERITIES = (1, 2, 3, 4, 5)
@@ -77,7 +76,7 @@ def main() -> None:
                                  **{s: engine.predict(Condition(text="typos", text_severity=s)) for s in SEVERITIES}}
             if args.hotflip_limit:
                 head = test.head(args.hotflip_limit)
-                attacked = Engine(detector, head, seed=seed, labels=head.labels("hate"))
+                attacked = Engine(detector, head, seed=seed, attacks=AttackState(labels=head.labels("hate")))
                 runs[(tda, seed)]["hotflip"] = {s: attacked.predict(Condition(text="hotflip", text_severity=s))
                                                 for s in (1, 3)}
                 runs[(tda, seed)]["hotflip_clean"] = attacked.predict(Condition())

@@ -40,18 +40,20 @@ def grid() -> list[Condition]:
 
 def evaluate(csv: Path, args, ray: str | None) -> dict:
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
     started = time.perf_counter()
-    session = RobustnessSession(Options(models=(args.model,), data=f"csv:{csv}", device=args.device, task="label",
-                                        feature_cache=False, stats=StatsConfig(n_resamples=20), ray=ray,
-                                        shard_size=args.shard_size, batch_size=args.batch_size))
+    session = RobustnessSession(Options(models=(args.model,), data=DataOptions(spec=f"csv:{csv}", task="label"),
+                                        compute=ComputeOptions(device=args.device, cache=CacheOptions(features=False),
+                                                               ray=ray, shard_size=args.shard_size,
+                                                               batch_size=args.batch_size),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     conditions = grid()
     for condition in conditions:
         session.plan(args.model, None, condition)
     connected = time.perf_counter()
-    proba = {c.id: session.evaluate(args.model, c).proba for c in [Condition(), *conditions]}
+    proba = {c.id: session.evaluate(args.model, c).answers.proba for c in [Condition(), *conditions]}
     done = time.perf_counter()
     session.close()
     return {"executor": ray or "in-process", "seconds": round(done - started, 2),

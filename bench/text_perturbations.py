@@ -31,7 +31,7 @@ from pytest_memerobust.detectors.backbones import MiniLMBackbone
 from pytest_memerobust.detectors.meme_models import MemeDetector, resolve_config
 from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.perturb import get, names
-from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 from pytest_memerobust.perturb.distance import levenshtein
 from pytest_memerobust.run.training.loop import train_head
 
@@ -42,11 +42,11 @@ TASK = "hate"
 
 
 def _severity(p, wanted: int):
-    if not p.severities:
+    if not p.parameters.severities:
         return None
-    if wanted in p.severities:
+    if wanted in p.parameters.severities:
         return wanted
-    return min(p.severities, key=lambda s: (abs(s - wanted), s))  # the only one, or the nearest
+    return min(p.parameters.severities, key=lambda s: (abs(s - wanted), s))  # the only one, or the nearest
 
 
 def _row(label: str, family: str, severity, before: list[str], after: list[str], seconds: float) -> list:
@@ -80,7 +80,7 @@ def caption_detector(train, val, n_train: int, seed: int = 0):
     torch.manual_seed(seed)
     detector = MemeDetector(card.classes, None, ChunkedMiniLM(), params)
     detector.fingerprint = f"bench-minilm-{card.name}-{n_train}-seed{seed}"
-    training = card.training
+    training = card.network.training
     result = train_head(detector, train.head(n_train), val, task=TASK, epochs=1, lr=training.get("lr", 1e-4),
                         weight_decay=training.get("weight_decay", 1e-4), batch_size=training.get("batch_size", 16),
                         seed=seed)
@@ -143,7 +143,7 @@ def main() -> None:
         n = min(args.attack_limit, len(captions))
         y = test.labels(TASK)[:n]
         subset = train.head(args.train_captions)
-        context = AttackContext(detector, y, np.zeros((n, 0), dtype=np.float32),
+        context = AttackContext(detector, y, CleanInputs(np.zeros((n, 0), dtype=np.float32)),
                                 training=lambda: ([m.text for m in subset.memes], subset.labels(TASK), subset.memes))
         clean_pred = context.probabilities(captions[:n], range(n)).argmax(1)
         print(f"caption-only detector: memeblip2-tda head (map_dim {params['map_dim']}, tda {params['tda']}) on "

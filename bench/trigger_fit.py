@@ -38,7 +38,8 @@ def measure(card: str, lengths: list[int]) -> dict:
             if r["split"] == "train"]
     texts, labels = [r["text"] for r in rows], np.array([int(r["hate"]) for r in rows])
     training = lambda: (texts, labels, [None] * len(texts))  # noqa: E731
-    context = attacks.AttackContext(detector, labels[:1], np.zeros((1, 0), np.float32), None, training=training)
+    context = attacks.AttackContext(detector, labels[:1], attacks.CleanInputs(np.zeros((1, 0), np.float32)),
+                                    training=training)
     out = {}
     for length in lengths:
         start = time.perf_counter()

@@ -40,8 +40,9 @@ from pytest_memerobust.data.demo import demo_dataset  # noqa: E402
 from pytest_memerobust.data.ocr import RapidOcr  # noqa: E402
 from pytest_memerobust.data.render import draw_meme  # noqa: E402
 from pytest_memerobust.data.text_boxes import TEXT_BOXES  # noqa: E402
-from pytest_memerobust.detectors import ModelCard, load_detector  # noqa: E402
-from pytest_memerobust.engine import Condition, Engine  # noqa: E402
+from pytest_memerobust.detectors import load_detector  # noqa: E402
+from pytest_memerobust.detectors.cards import ModelCard, Network  # noqa: E402
+from pytest_memerobust.engine import Condition, EncodingSettings, Engine  # noqa: E402
 from pytest_memerobust.judge.instructions import instruction_followed  # noqa: E402
 from pytest_memerobust.perturb.typographic import figstep_font_name  # noqa: E402
 from pytest_memerobust.report.gallery import gallery, save_gallery  # noqa: E402
@@ -88,17 +89,17 @@ def detectors(server_url: str, folder: Path):
     yield "demo (demo.safetensors)", load_detector("demo")
     for family in FAMILIES:
         card = ModelCard(name=f"tiny-{family}", architecture="vlm", classes=("non-hateful", "hateful"),
-                         params={"abstain_below": 0.0},
-                         backbone={"kind": "vlm", "name": str(save_tiny_vlm(family, folder / family))})
+                         network=Network(params={"abstain_below": 0.0},
+                                         backbone={"kind": "vlm", "name": str(save_tiny_vlm(family, folder / family))}))
         yield f"tiny {family} (random weights)", load_detector(card)
     card = ModelCard(name="instruction-follower", architecture="hosted", classes=("non-hateful", "hateful"),
-                     params={"base_url": server_url, "model": "fake-follower", "requests_per_second": 0,
-                             "timeout_s": 30.0, "retries": 1})
+                     network=Network(params={"base_url": server_url, "model": "fake-follower",
+                                             "requests_per_second": 0, "timeout_s": 30.0, "retries": 1}))
     yield "hosted fake follower (OCR)", load_detector(card)
 
 
 def rows(label: str, detector, data, batch_size: int):
-    engine = Engine(detector, data, batch_size=batch_size)
+    engine = Engine(detector, data, asking=EncodingSettings(batch_size=batch_size))
     clean = engine.predict(Condition())
     yield f"| {label} | clean: {int((clean.argmax(1) != 0).sum())} of {len(clean)} called hateful |  |  |  |"
     for name in NAMES:

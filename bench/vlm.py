@@ -25,9 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from tiny_vlms import CHAT_TEMPLATES, save_tiny_vlm, tokenizer  # noqa: E402
 
 from pytest_memerobust.data.demo import demo_dataset  # noqa: E402
-from pytest_memerobust.detectors import ModelCard, load_detector  # noqa: E402
+from pytest_memerobust.detectors import load_detector  # noqa: E402
+from pytest_memerobust.detectors.cards import ModelCard, Network  # noqa: E402
 from pytest_memerobust.detectors.vlm import PictureFeatures  # noqa: E402
-from pytest_memerobust.engine import Condition, Engine  # noqa: E402
+from pytest_memerobust.engine import Condition, EncodingSettings, Engine  # noqa: E402
 
 # Qwen2-VL-2B-Instruct's dimensions (its config.json), random weights
 QWEN2_VL_2B = {"vision": {"depth": 32, "embed_dim": 1280, "hidden_size": 1536, "num_heads": 16, "mlp_ratio": 4,
@@ -82,7 +83,7 @@ def main() -> None:
     started = time.perf_counter()
     folder = save_2b(folder) if args.config == "2b" else save_tiny_vlm("qwen2_vl", folder)
     card = ModelCard(name=f"qwen2-vl-{args.config}", architecture="vlm", classes=("non-hateful", "hateful"),
-                     params={"abstain_below": 0.0}, backbone={"kind": "vlm", "name": str(folder)})
+                     network=Network(params={"abstain_below": 0.0}, backbone={"kind": "vlm", "name": str(folder)}))
     detector = load_detector(card, device=args.device)
     print(f"model: {sum(p.numel() for p in detector.model.parameters()) / 1e9:.2f} B parameters, "
           f"{detector.model.dtype}, on {args.device}; built and loaded in {time.perf_counter() - started:.1f} s")
@@ -91,7 +92,7 @@ def main() -> None:
 
     def grid_rate(pictures: PictureFeatures) -> float:
         detector.pictures = pictures
-        engine = Engine(detector, data, batch_size=args.batch_size)
+        engine = Engine(detector, data, asking=EncodingSettings(batch_size=args.batch_size))
         engine.predict(Condition())  # warm-up: decode the pictures, first kernels
         synchronize(args.device)
         started = time.perf_counter()
@@ -103,7 +104,7 @@ def main() -> None:
     unshared = grid_rate(PictureFeatures(detector.model, 0))
     shared = PictureFeatures(detector.model, 4 * 2**30)
     grid = grid_rate(shared)
-    engine = Engine(detector, data, batch_size=args.batch_size)
+    engine = Engine(detector, data, asking=EncodingSettings(batch_size=args.batch_size))
 
     pictures, captions = engine.inputs("image", None, None), engine.inputs("text", None, None)
     batches = []

@@ -24,7 +24,7 @@ from tiny_vlms import FAMILIES, save_tiny_vlm  # noqa: E402
 from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
 from pytest_memerobust.perturb import get, image_attacks  # noqa: E402
-from pytest_memerobust.perturb.attacks import AttackContext  # noqa: E402
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs  # noqa: E402
 from pytest_memerobust.perturb.image_attacks import NoGradient, margin  # noqa: E402
 from pytest_memerobust.perturb.joint import joint_captions  # noqa: E402
 
@@ -45,7 +45,7 @@ def attack(detector, memes, name: str, severity: int) -> tuple[str, float, str]:
     """(robust accuracy k/n, seconds, queries asked) of one attack on all memes."""
     labels = np.asarray([m.labels["hate"] for m in memes])
     pictures, captions, ids = [m.picture() for m in memes], [m.text for m in memes], [m.id for m in memes]
-    context = AttackContext(detector, labels, None, pictures, captions=captions, ids=ids, seed=0)
+    context = AttackContext(detector, labels, CleanInputs(None, pictures, captions), ids=ids, seed=0)
     start = time.perf_counter()
     try:
         attacked = get(name).apply(pictures, ids, severity, 0, context)

@@ -21,14 +21,19 @@ _SOURCES = {
     "CheckpointError": "errors", "ConfigError": "errors", "DataError": "errors", "MemeRobustError": "errors",
     "SuiteError": "errors", "UnknownNameError": "errors",
     "ConditionResult": "judge.results", "StatsConfig": "judge.results",
-    "Options": "run.options", "RobustnessSession": "run.session",
+    "Options": "run.options", "BaselineOptions": "run.options", "CacheOptions": "run.options",
+    "ComputeOptions": "run.options", "DataOptions": "run.options", "JudgingOptions": "run.options",
+    "OutputOptions": "run.options", "ProbeOptions": "run.options", "RobustnessSession": "run.session",
     "Suite": "run.suite", "load_suite": "run.suite",
-    "Thresholds": "judge.thresholds", "Violation": "judge.thresholds", "check": "judge.thresholds",
+    "MetricThresholds": "judge.thresholds", "Thresholds": "judge.thresholds", "Violation": "judge.thresholds",
+    "check": "judge.thresholds",
 }
 
 __all__ = [
-    "CheckpointError", "Condition", "ConditionResult", "ConfigError", "DataError", "Dataset", "Engine", "Meme",
-    "MemeRobustError", "Options", "RobustnessSession", "StatsConfig", "Suite", "SuiteError", "Thresholds",
+    "BaselineOptions", "CacheOptions", "CheckpointError", "ComputeOptions", "Condition", "ConditionResult",
+    "ConfigError", "DataError", "DataOptions", "Dataset", "Engine", "JudgingOptions", "Meme", "MemeRobustError",
+    "MetricThresholds", "Options", "OutputOptions", "ProbeOptions", "RobustnessSession", "StatsConfig", "Suite",
+    "SuiteError", "Thresholds",
     "UnknownNameError", "Violation", "check", "load_dataset", "load_detector", "load_suite", "__version__",
 ]
 

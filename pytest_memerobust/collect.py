@@ -22,14 +22,14 @@ def choose_tests(config, session) -> bool:
     the robustness suites run (the run then gathers their reports)."""
     from .run.suite import builtin_suite_arg, builtin_suite_paths, find_suite_files
 
-    if session.options.replay is not None:  # the manifest's counterexamples instead of the suites
+    if session.options.probes.replay is not None:  # the manifest's counterexamples instead of the suites
         from .run.replay import read_manifest, replay_arguments
 
         try:
-            read_manifest(session.options.replay)  # a bad manifest is one usage error, before anything runs
+            read_manifest(session.options.probes.replay)  # a bad manifest is one usage error, before anything runs
         except MemeRobustError as exc:
             raise pytest.UsageError(str(exc)) from None
-        config.args[:] = replay_arguments(config.args, session.options.replay,
+        config.args[:] = replay_arguments(config.args, session.options.probes.replay,
                                           named=config.args_source == pytest.Config.ArgsSource.ARGS)
         return False
     if not session.options.models:
@@ -66,7 +66,7 @@ def collect_file(file_path: Path, parent):
     from .items import manifest_file
     from .run.suite import is_suite_file
 
-    manifest = manifest_file(file_path, parent, _session(parent.config).options.replay)
+    manifest = manifest_file(file_path, parent, _session(parent.config).options.probes.replay)
     if manifest is not None:
         return manifest
     if is_suite_file(file_path):
@@ -109,10 +109,10 @@ def _where(item, session) -> dict:
     from .items import CaseItem
     from .judge.verdict import condition_family
 
-    s = item.suite
+    suite, s = item.suite, item.suite.settings
     condition = item.condition if isinstance(item, CaseItem) else None
     return {"model": session.model_label(item.model), "dataset": session.data_spec(s.dataset, s.captions),
-            "suite": s.name, "condition": condition.id if condition else item.name,
+            "suite": suite.name, "condition": condition.id if condition else item.name,
             "family": condition_family(condition) if condition else "evasion budgets"}
 
 
@@ -122,14 +122,14 @@ def modify_items(config, items) -> None:
     from .items import CaseItem
 
     rs = _session(config)
-    rs.positions = {item.nodeid: i for i, item in enumerate(items)}
+    rs.ordering.positions = {item.nodeid: i for i, item in enumerate(items)}
     if rs.options.models:
         mark_robustness_tests(items, rs)
         config.stash[COLLECTED_KEY] = sum(is_robustness_test(item) for item in items)
     cases = {}
     for item in items:
         if isinstance(item, CaseItem):
-            s = item.suite
+            s = item.suite.settings  # the [suite] table: what its cases run on
             rs.plan(item.model, s.dataset, item.condition, s.captions, task=s.task, group=s.group, nodeid=item.nodeid)
             cases.setdefault((item.model, s.dataset, s.task, s.captions, s.group), item.nodeid)
     if any(("memerobust.suite", Path(str(item.path)).name) in item.user_properties for item in items):
@@ -140,14 +140,14 @@ def modify_items(config, items) -> None:
         try:
             rs.check_case(model, data, task, captions, group)
         except MemeRobustError as exc:
-            where = f" (the dataset a suite names, first used by {nodeid})" if data and not rs.options.data else ""
+            where = f" (the dataset a suite names, first used by {nodeid})" if data and not rs.options.data.spec else ""
             raise pytest.UsageError(f"memerobust: {exc}{where}") from None
-    if rs.warnings:  # e.g. a --memerobust-limit of one class: once, in pytest's warnings summary
+    if rs.notes.warnings:  # e.g. a --memerobust-limit of one class: once, in pytest's warnings summary
         import warnings
 
         from .data.selection import SelectionWarning
 
-        for line in rs.warnings:  # no source line to show: the data caused it
+        for line in rs.notes.warnings:  # no source line to show: the data caused it
             warnings.warn_explicit(SelectionWarning(line), SelectionWarning, "memerobust", 0)
     try:  # a suite's [defence] whose extra is missing: one usage error, not every defended case skipped
         from .detectors.defences import check_defences
@@ -171,10 +171,10 @@ def modify_items(config, items) -> None:
         raise pytest.UsageError(f"memerobust: {exc}") from None
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     for line in estimates:
-        rs.notes += [line] if line not in rs.notes else []
+        rs.notes.add(line)
         if reporter is not None:
             reporter.write_line(f"memerobust: {line}")
-    if rs.options.replay is not None:  # likewise every counterexample's model, dataset, perturbations and meme
+    if rs.options.probes.replay is not None:  # likewise every counterexample's model, dataset, perturbations and meme
         from .items import ReplayItem
         from .run.replay import check_replay
 

@@ -86,7 +86,7 @@ class ModelNode(pytest.Collector):
                 continue
             yield CaseItem.from_parent(self, name=condition.test_name, model=self.model, suite=self.suite,
                                        condition=condition)
-        if self.suite.budgets is not None:
+        if self.suite.checks.budgets is not None:
             yield BudgetItem.from_parent(self, name="budgets", model=self.model, suite=self.suite)
 
 
@@ -113,33 +113,35 @@ class CaseItem(pytest.Item):
         from .judge.verdict import case_record
 
         session, suite = session_of(self.config), self.suite
-        skipped = session.skip_reason(self.model, self.condition, suite.dataset, suite.task, suite.captions)
+        settings = suite.settings  # the [suite] table: what the case runs on
+        skipped = session.skip_reason(self.model, self.condition, settings.dataset, settings.task, settings.captions)
         if skipped:
             pytest.skip(skipped)
-        session.declare_grid(self.model, suite.dataset, suite.grid_text, suite.grid_image, suite.captions,
+        session.declare_grid(self.model, settings.dataset, suite.grid.text, suite.grid.image, settings.captions,
                              suite=suite.name, conditions=[c.id for c in suite.conditions])
         if suite.export is not None:  # the run writes this suite's memes as a dataset at its end
-            session.exports[suite.name] = suite.export
+            session.planned.exports[suite.name] = suite.export
         try:
-            result = session.evaluate(self.model, self.condition, data=suite.dataset, task=suite.task,
-                                      group=suite.group, captions=suite.captions)
+            result = session.evaluate(self.model, self.condition, data=settings.dataset, task=settings.task,
+                                      group=settings.group, captions=settings.captions)
         except BackendMissing as exc:
             pytest.skip(str(exc))
         self.user_properties += junit_properties(result)  # CI systems that read JUnit XML show these
-        thresholds = suite.thresholds_for(self.condition)
+        thresholds = suite.checks.thresholds_for(self.condition)
         violations, unjudged = assess(result, thresholds), not_judged(result, thresholds)
         from .run.gate import baseline_key, regressions
 
-        comparisons = regressions(session, self.model, self.condition, result, data=suite.dataset,
-                                  captions=suite.captions)
-        regressed = sorted((c for c in comparisons if c.regressed), key=lambda c: c.room)  # the clearest first
+        comparisons = regressions(session, self.model, self.condition, result, data=settings.dataset,
+                                  captions=settings.captions)
+        regressed = sorted((c for c in comparisons if c.decision.regressed), key=lambda c: c.room)  # clearest first
         record = case_record(nodeid=self.nodeid, model=session.model_label(self.model),
-                             dataset=session.data_spec(suite.dataset, suite.captions), suite=suite.name,
+                             dataset=session.data_spec(settings.dataset, settings.captions), suite=suite.name,
                              condition=self.condition, thresholds=thresholds, violations=violations,
                              decision=thresholds.decision, p_value=case_p_value(result, thresholds),
                              comparisons=comparisons, gate=session.gate, unjudged=unjudged,
                              judged=judged_count(result, thresholds))
-        record["baseline_key"] = baseline_key(session, self.model, self.condition, suite.dataset, suite.captions)
+        record["baseline_key"] = baseline_key(session, self.model, self.condition, settings.dataset,
+                                              settings.captions)
         failed = failing(violations, thresholds.decision)
         # What the run's verdict reads back from the test reports (also on a pytest-xdist controller).
         self.user_properties += [
@@ -157,7 +159,7 @@ class CaseItem(pytest.Item):
             raise RobustnessFailure(failed if "thresholds" in record["gated_by"] else [], result,
                                     regressed if "regressions" in record["gated_by"] else [])
         if failed or regressed:  # reported, not gating (--memerobust-gate): an expected failure, with its numbers
-            what = "below its thresholds" if failed else f"{regressed[0].state} against the baseline"
+            what = "below its thresholds" if failed else f"{regressed[0].decision.state} against the baseline"
             pytest.xfail(f"{what}, not gating under --memerobust-gate={session.gate}: "
                          f"{compact_line(failed, regressed, result)}")
         if record["verdict"] == "not judged" and gates_thresholds(session.gate):  # neither a pass nor a failure
@@ -235,16 +237,17 @@ class BudgetItem(pytest.Item):
         from .run.analyses import budgets
 
         session = session_of(self.config)
-        suite = self.suite
+        suite, settings = self.suite, self.suite.settings
         reads = getattr(session.detector(self.model), "modalities", ("image", "text"))
-        entries = budgets(session, self.model, suite.budgets.searched(reads), data=suite.dataset, task=suite.task,
-                          captions=suite.captions)
-        violations = budget_violations(entries, suite.budgets.min_median_budget, session.options.stats.confidence)
+        entries = budgets(session, self.model, suite.checks.budgets.searched(reads), data=settings.dataset,
+                          task=settings.task, captions=settings.captions)
+        floors = suite.checks.budgets.min_median_budget
+        violations = budget_violations(entries, floors, session.options.judging.stats.confidence)
         self.user_properties += [
             ("memerobust.verdict", verdict(violations)),
             ("memerobust.shortfall", max((v.shortfall for v in violations), default=0.0)),
             ("memerobust.line", "; ".join(v.short() for v in violations))]
-        failed = failing(violations, suite.thresholds.decision)
+        failed = failing(violations, suite.checks.thresholds.decision)
         if failed and not gates_thresholds(session.gate):
             pytest.xfail(f"evasion budgets below the suite's floors, not gating under --memerobust-gate="
                          f"{session.gate}: " + "; ".join(v.short() for v in failed))

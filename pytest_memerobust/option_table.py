@@ -175,7 +175,8 @@ def build_options(config):
     from .engine.features import FEATURE_MEMORY_MIB
     from .judge.gate import DEFAULT_RESAMPLES, ErrorControl
     from .judge.results import StatsConfig
-    from .run.options import Options
+    from .run.options import (BaselineOptions, CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options,
+                              OutputOptions, ProbeOptions)
 
     v = {name.replace("-", "_"): _value(config, name, convert, rep) for name, convert, rep, _ in _OPTIONS}
     if v["limit"] and v["sample"]:
@@ -183,26 +184,29 @@ def build_options(config):
                           "memes evaluated: pass one (the sample keeps each class's share of the split)")
     stats = StatsConfig(n_resamples=v["bootstrap"] or 1000, confidence=v["confidence"] or 0.95,
                         seed=v["seed"] or 0, scale=v["robustness_scale"] or "percent")
-    return Options(
-        models=tuple(dict.fromkeys(v["model"] or ())), data=v["data"],
-        checkpoints=conv.checkpoints(v["checkpoint"] or []), device=v["device"] or "auto",
-        batch_size=v["batch_size"] or 64, seed=v["seed"] or 0, limit=v["limit"], sample=v["sample"], task=v["task"],
-        reports=tuple(v["report"] or ()), stats=stats, group=v["group"],
-        cache_dir=v["cache_dir"] or _pytest_cache_dir(config),
-        feature_cache=not v["no_cache"], feature_memory_mib=v["feature_memory"] or FEATURE_MEMORY_MIB,
-        precision=v["precision"] or "auto", ocr=v["ocr"],
-        captions=v["captions"] or "dataset", ocr_view=v["ocr_view"] or 0,
-        fuzz_examples=v["fuzz_examples"] or 50, fuzz_deadline_ms=v["fuzz_deadline"],
-        fuzz_confidence=v["fuzz_confidence"] or 0.9,
-        baseline=v["baseline"], save_baseline=v["save_baseline"], baseline_add=bool(v["baseline_add"]),
-        regression_checks=tuple(v["fail_on"] or ()),
-        gate=v["gate"], gate_error=v["gate_error"] or ErrorControl(), gate_method=v["gate_method"] or "auto",
-        gate_resamples=v["gate_resamples"] or DEFAULT_RESAMPLES, tables=v["tables"] or "summary",
-        allow_outside_paths=bool(v["allow_outside_paths"]),
-        counterexamples=v["counterexamples"], replay=v["replay"],
-        shard_size=v["shard_size"], workers=v["workers"], ray=v["ray"], mlflow=v["mlflow"], wandb=v["wandb"],
-        history=v["history"], export=v["export"], export_counterexamples=bool(v["export_counterexamples"]),
-    )
+    data = DataOptions(spec=v["data"], task=v["task"], limit=v["limit"], sample=v["sample"], group=v["group"],
+                       allow_outside_paths=bool(v["allow_outside_paths"]), ocr=v["ocr"],
+                       captions=v["captions"] or "dataset")
+    cache = CacheOptions(folder=v["cache_dir"] or _pytest_cache_dir(config), features=not v["no_cache"],
+                         memory_mib=v["feature_memory"] or FEATURE_MEMORY_MIB)
+    compute = ComputeOptions(device=v["device"] or "auto", batch_size=v["batch_size"] or 64,
+                             precision=v["precision"] or "auto", shard_size=v["shard_size"], workers=v["workers"],
+                             ray=v["ray"], cache=cache)
+    judging = JudgingOptions(stats=stats, gate=v["gate"], gate_error=v["gate_error"] or ErrorControl(),
+                             gate_method=v["gate_method"] or "auto",
+                             gate_resamples=v["gate_resamples"] or DEFAULT_RESAMPLES,
+                             regression_checks=tuple(v["fail_on"] or ()),
+                             baseline=BaselineOptions(path=v["baseline"], save=v["save_baseline"],
+                                                      add=bool(v["baseline_add"])))
+    outputs = OutputOptions(reports=tuple(v["report"] or ()), tables=v["tables"] or "summary",
+                            counterexamples=v["counterexamples"], export=v["export"],
+                            export_counterexamples=bool(v["export_counterexamples"]), mlflow=v["mlflow"],
+                            wandb=v["wandb"], history=v["history"])
+    probes = ProbeOptions(ocr_view=v["ocr_view"] or 0, fuzz_examples=v["fuzz_examples"] or 50,
+                          fuzz_deadline_ms=v["fuzz_deadline"], fuzz_confidence=v["fuzz_confidence"] or 0.9,
+                          replay=v["replay"])
+    return Options(models=tuple(dict.fromkeys(v["model"] or ())), checkpoints=conv.checkpoints(v["checkpoint"] or []),
+                   seed=v["seed"] or 0, data=data, compute=compute, judging=judging, outputs=outputs, probes=probes)
 
 
 def _pytest_cache_dir(config) -> Path | None:
@@ -230,8 +234,10 @@ def run_options(config):
     options = build_options(config)
     worker = getattr(config, "workerinput", None)  # a pytest-xdist worker: its own GPU when there are several
     if worker is not None and options.models:
-        options = dataclasses.replace(options, device=worker_device(options.device, worker["workerid"]),
-                                      shard_folder=shard_folder(options, worker["testrunuid"]))
+        compute = options.compute
+        options = dataclasses.replace(options, compute=dataclasses.replace(
+            compute, device=worker_device(compute.device, worker["workerid"]),
+            folders=dataclasses.replace(compute.folders, shards=shard_folder(options, worker["testrunuid"]))))
         share_cpu_threads(int(worker.get("workercount", 1)))
     elif options.models and getattr(config.option, "numprocesses", None):  # the pytest-xdist controller: it
         import uuid  # names the run, so it can remove the workers' shard folder at the end
@@ -239,23 +245,24 @@ def run_options(config):
         if getattr(config.option, "testrunuid", None) is None:
             config.option.testrunuid = uuid.uuid4().hex
         config.stash[SHARD_FOLDER_KEY] = shard_folder(options, config.option.testrunuid)
-    if options.ray and (worker is not None or getattr(config.option, "numprocesses", None)):
+    if options.compute.ray and (worker is not None or getattr(config.option, "numprocesses", None)):
         raise ConfigError("--memerobust-ray with pytest-xdist (-n): choose one; Ray spreads the shards over its "
                           "actors itself")
-    check_baseline_paths(options.baseline, options.save_baseline, options.baseline_add)
-    if worker is None and options.models and options.cache_dir is not None:  # before any case, on every executor
+    baseline = options.judging.baseline
+    check_baseline_paths(baseline.path, baseline.save, baseline.add)
+    if worker is None and options.models and options.compute.cache.folder is not None:  # before any case, anywhere
         named = config.getoption("memerobust_cache_dir") or config.getini("memerobust_cache_dir")
-        conv.check_writable_folder(options.cache_dir, "--memerobust-cache-dir" if named else
+        conv.check_writable_folder(options.compute.cache.folder, "--memerobust-cache-dir" if named else
                                    "the cache dir (pytest's cache)", "name a folder this run may write" if named else
                                    "name one with --memerobust-cache-dir=DIR, or run without (-p no:cacheprovider)")
-    if worker is None and options.models and (options.mlflow is not None or options.wandb is not None):
+    if worker is None and options.models and (options.outputs.mlflow is not None or options.outputs.wandb is not None):
         from .track.trackers import check_trackers  # a tracker that cannot take the run: before any case
 
-        check_trackers(options.mlflow, options.wandb, options.cache_dir)
-    if worker is None and options.models and options.history is not None:
+        check_trackers(options.outputs.mlflow, options.outputs.wandb, options.compute.cache.folder)
+    if worker is None and options.models and options.outputs.history is not None:
         from .report.history import HistoryWarning, check_history, history_path  # one it could not append to
 
-        damaged = check_history(history_path(options.history, options.cache_dir))
+        damaged = check_history(history_path(options.outputs.history, options.compute.cache.folder))
         if damaged:  # its damaged lines, said once, in pytest's warnings summary (-W error makes it fatal)
             config.issue_config_time_warning(HistoryWarning(damaged), stacklevel=2)
     return options

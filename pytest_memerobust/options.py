@@ -250,11 +250,11 @@ def uncached_note(options) -> str | None:
     """The one line a run without a cache dir (pytest's cache provider off, `-p no:cacheprovider`, and no
     --memerobust-cache-dir) says in its notes: what it keeps for this run only or does not write, instead of
     silently; None for a run with one (or no model). `options`: the run's session.Options."""
-    if options.cache_dir is not None or not options.models:
+    if options.compute.cache.folder is not None or not options.models:
         return None
-    kept = ["encoded features"] * bool(options.feature_cache) + ["fitted attacks"]
-    lost = [*(["the failing cases' counterexamples"] if options.counterexamples is None else []),
-            *(["the flip ledger"] if options.baseline is not None and not options.reports else [])]
+    kept = ["encoded features"] * bool(options.compute.cache.features) + ["fitted attacks"]
+    lost = [*(["the failing cases' counterexamples"] if options.outputs.counterexamples is None else []),
+            *(["the flip ledger"] if options.judging.baseline.path is not None and not options.outputs.reports else [])]
     said = f"{' and '.join(kept)} are kept in memory for this run only" + (
         f"; not written: {' and '.join(lost)}" if lost else "")
     return (f"no cache dir: pytest's cache provider is off (-p no:cacheprovider) and no --memerobust-cache-dir is "

@@ -46,10 +46,10 @@ def _refuse(config, why: str, options=None) -> None:
         reports = option_table.reports_named(config)
         if not reports:
             return
-        from .run.options import Options
+        from .run.options import Options, OutputOptions
 
-        options = Options(models=("?",), reports=reports)  # only the reports and the header are read
-    if not options.reports or not (options.models or options.replay):  # a run that tests nothing writes none
+        options = Options(models=("?",), outputs=OutputOptions(reports=reports))  # only reports and header are read
+    if not options.outputs.reports or not (options.models or options.probes.replay):  # testing nothing: none written
         return
     import sys
 
@@ -112,14 +112,14 @@ def pytest_report_header(config):
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return [DISABLED_HINT]
-    if session.options.replay is not None:
-        return [f"memerobust: replaying the counterexamples of {session.options.replay}"]
+    if session.options.probes.replay is not None:
+        return [f"memerobust: replaying the counterexamples of {session.options.probes.replay}"]
     if not session.options.models:
         return [DISABLED_HINT]
     o = session.options
     return [f"memerobust: models {', '.join(o.models)}; data {session.data_spec()}; seed {o.seed}; "
-            f"device {o.device}" + (f"; first {o.limit} memes" if o.limit else "")
-            + (f"; a sample of {o.sample} memes stratified by label" if o.sample else "")]
+            f"device {o.compute.device}" + (f"; first {o.data.limit} memes" if o.data.limit else "")
+            + (f"; a sample of {o.data.sample} memes stratified by label" if o.data.sample else "")]
 
 
 def pytest_collect_file(file_path, parent):
@@ -176,7 +176,7 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_runtest_setup(item):
     rs = item.config.stash.get(SESSION_KEY, None)
     if rs is not None:
-        rs.position = rs.positions.get(item.nodeid, rs.position)
+        rs.ordering.position = rs.ordering.positions.get(item.nodeid, rs.ordering.position)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -246,27 +246,28 @@ def pytest_sessionfinish(session, exitstatus):
 
         error = sys.exc_info()[1]
         return _refuse(session.config, str(error) if error is not None else "a usage error", rs.options)
-    if rs.options.models and rs.options.replay is None:
+    if rs.options.models and rs.options.probes.replay is None:
         from .judge.verdict import run_verdict
         from .run.gate import baseline_conditions
 
-        rs.case_records = terminal.case_records(session.config)
-        rs.verdict = run_verdict(rs.case_records, gate=rs.gate, baseline=rs.options.baseline,
-                                 baseline_conditions=baseline_conditions(rs),
-                                 interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
-                                 collected=collect.collected_count(session))
+        rs.outcomes.case_records = terminal.case_records(session.config)
+        rs.outcomes.verdict = run_verdict(rs.outcomes.case_records, gate=rs.gate,
+                                          baseline=rs.options.judging.baseline.path,
+                                          baseline_conditions=baseline_conditions(rs),
+                                          interrupted=exitstatus == pytest.ExitCode.INTERRUPTED,
+                                          collected=collect.collected_count(session))
         from .run.detectors import detectors_verdict
 
         detectors = detectors_verdict(rs)  # several detectors on the same memes: which loses less
         if detectors is not None:
-            rs.verdict["detectors"] = detectors
-        if rs.options.baseline is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+            rs.outcomes.verdict["detectors"] = detectors
+        if rs.options.judging.baseline.path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
             import copy
 
             session.config.hook.pytest_memerobust_gate(
-                comparisons=copy.deepcopy([c for r in rs.case_records for c in r["regressions"]]),
+                comparisons=copy.deepcopy([c for r in rs.outcomes.case_records for c in r["regressions"]]),
                 config=session.config)
-    if not (rs.results or rs.analyses or rs.case_records) \
+    if not (rs.outcomes.results or rs.analyses or rs.outcomes.case_records) \
             and exitstatus != pytest.ExitCode.INTERRUPTED:
         return  # nothing ran (no case selected): no report claims anything
     from .run.outputs import write_outputs

@@ -64,12 +64,12 @@ class Stopper:
         """Every report path holds the interrupted verdict from now on, whatever comes next: a second signal, a
         SIGKILL, a shutdown that hangs. Never raises (a signal must still stop the run)."""
         rs = self.config.stash.get(SESSION_KEY, None)
-        if rs is None or self.stubbed or hasattr(self.config, "workerinput") or not rs.options.reports:
+        if rs is None or self.stubbed or hasattr(self.config, "workerinput") or not rs.options.outputs.reports:
             return
         try:
             from .run.outputs import interrupted_outputs
 
-            rs.case_records, rs.verdict = _verdict(self.config, rs)  # as the run's end sets them
+            rs.outcomes.case_records, rs.outcomes.verdict = _verdict(self.config, rs)  # as the run's end sets them
             interrupted_outputs(rs)
             self.stubbed = True
         except Exception:
@@ -87,7 +87,7 @@ class Stopper:
 
             how = f"a second signal ({name}) after {self.first}" if self.first else f"{name} during the run's end"
             lines = [f"memerobust: {how}: stopped at once, the run's workers ended"]
-            reports = rs.options.reports if rs is not None and self.stubbed else ()
+            reports = rs.options.outputs.reports if rs is not None and self.stubbed else ()
             if reports:
                 lines.append(f"memerobust: interrupted: {', '.join(map(str, reports))} "
                              f"hold{'s' * (len(reports) == 1)} only the verdict INTERRUPTED, no results")
@@ -182,7 +182,7 @@ def _verdict(config, rs) -> tuple[list[dict], dict]:
     from .terminal import case_records
 
     records = case_records(config)
-    return records, run_verdict(records, gate=rs.gate, baseline=rs.options.baseline,
+    return records, run_verdict(records, gate=rs.gate, baseline=rs.options.judging.baseline.path,
                                 baseline_conditions=baseline_conditions(rs), interrupted=True,
                                 collected=config.stash.get(COLLECTED_KEY, None))
 

@@ -24,10 +24,11 @@ def start_session(config):
     from .run.session import RobustnessSession
 
     options = run_options(config)
-    if options.models or options.replay is not None:
+    if options.models or options.probes.replay is not None:
         sleep_idle_threads()
-    session = RobustnessSession(options)
-    session.notes.extend(filter(None, [uncached_note(options)]))  # -p no:cacheprovider: what that turns off
+    session = RobustnessSession(options).start()  # a bad baseline or cluster fails now, before any case
+    for note in filter(None, [uncached_note(options)]):  # -p no:cacheprovider: what that turns off
+        session.notes.add(note)
     config.stash[SESSION_KEY] = session
     return session
 

@@ -121,7 +121,7 @@ def case_records(config) -> list[dict]:
     log = config.pluginmanager.get_plugin(CASE_LOG)
     if log is None:
         return []
-    order = _session(config).positions
+    order = _session(config).ordering.positions
     reports = sorted(log.reports, key=lambda r: order.get(r.nodeid, 0))
     return [record_from_report(r.nodeid, _outcome(r), r.user_properties, _reason(r)) for r in reports]
 
@@ -131,7 +131,7 @@ def _outcomes(terminalreporter) -> list:
     reports = [r for key in ("passed", "failed", "skipped") for r in terminalreporter.stats.get(key, [])
                if getattr(r, "nodeid", None) is not None and (r.when == "call" or r.outcome != "passed")
                and is_robustness_test(r)]
-    order = _session(terminalreporter.config).positions
+    order = _session(terminalreporter.config).ordering.positions
     reports.sort(key=lambda r: order.get(r.nodeid, 0))
     return _outcomes_of(reports)
 
@@ -215,7 +215,7 @@ def summary(terminalreporter, config) -> None:
     from .report.tables import family_rollup, gate_table, verdict_lines
 
     tr = terminalreporter
-    if session.results or session.analyses:
+    if session.outcomes.results or session.analyses:
         _write_tables(tr, session, family_rollup)
         for note in session.run_notes():
             _say(tr, f"memerobust: {note}")
@@ -231,7 +231,7 @@ def summary(terminalreporter, config) -> None:
                      + (" (-v for details)" if compact_failures(config) else ""), red=True)
         for line in failure_lines(failed):
             _say(tr, line)
-    verdict = getattr(session, "verdict", None)
+    verdict = session.outcomes.verdict
     if verdict is None:
         return
     if verdict.get("baseline"):
@@ -261,7 +261,7 @@ def summary(terminalreporter, config) -> None:
     from .run.outputs import written_line
 
     written = config.stash.get(REPORT_LINES_KEY, [])
-    for path in session.options.reports:  # where the whole story is, as the very last line
+    for path in session.options.outputs.reports:  # where the whole story is, as the very last line
         if path.suffix == ".html" and written_line(path) in written:
             _say(tr, f"memerobust: the full report is {path.resolve()}")
 
@@ -273,20 +273,21 @@ def _say(tr, line: str, **markup) -> None:
 
 def _write_tables(tr, session, family_rollup) -> None:
     """`--memerobust-tables`: summary (one line per perturbation family), full (every table) or none."""
-    if session.options.tables == "none":
+    if session.options.outputs.tables == "none":
         return
     from .report import render
     from .run.options import split_model
 
-    full = session.options.tables == "full"
+    full = session.options.outputs.tables == "full"
     tr.write_sep("=", "memerobust tables" + ("" if full else " per family (--memerobust-tables=full: all)"))
-    for model in dict.fromkeys(split_model(key[0])[0] for key in session.results):
+    for model in dict.fromkeys(split_model(key[0])[0] for key in session.outcomes.results):
         detector = session.detector(model)
         card = detector.card
         adaptation = getattr(detector, "adaptation", None)
         if adaptation is not None:  # how the checkpoint under test was trained (detectors/training/adaptation.py)
             _say(tr, f"{card.name}: {adaptation.describe()}")
-        if card.demo_weights and model not in session.options.checkpoints and "" not in session.options.checkpoints:
+        checkpoints = session.options.checkpoints
+        if card.network.demo_weights and model not in checkpoints and "" not in checkpoints:
             _say(tr, f"note: {model!r} runs with demo weights trained on generated memes; pass "
                      f"--memerobust-checkpoint=PATH (and --memerobust-data=NAME:PATH) to test real weights on real "
                      "memes")

@@ -15,14 +15,14 @@ from pytest_memerobust.fuzz import CaptionFuzzer, caption_edits
 
 def test_label_preserving_edits_do_not_flip_confident_predictions(memerobust):
     options = memerobust.session.options
-    fuzzer = CaptionFuzzer(memerobust.detector, memerobust.dataset, memerobust.task, options.fuzz_confidence)
+    probes = options.probes
+    fuzzer = CaptionFuzzer(memerobust.detector, memerobust.dataset, memerobust.task, probes.fuzz_confidence)
     if not fuzzer.confident:  # said in the run's notes too: the default summary counts a skip, without its reason
         reason = (f"{memerobust.session.model_label(memerobust.model)} classifies no meme correctly with probability "
-                  f">= {options.fuzz_confidence} (--memerobust-fuzz-confidence), so no confident prediction is left "
+                  f">= {probes.fuzz_confidence} (--memerobust-fuzz-confidence), so no confident prediction is left "
                   f"to fuzz; a lower confidence fuzzes its less confident ones")
         note = f"caption fuzzing skipped: {reason}"
-        if note not in memerobust.session.notes:
-            memerobust.session.notes.append(note)
+        memerobust.session.notes.add(note)
         pytest.skip(reason)
 
     # Seeded by --memerobust-seed, so with a fresh database a gate passes or fails the same way on every run and every
@@ -30,8 +30,8 @@ def test_label_preserving_edits_do_not_flip_confident_predictions(memerobust):
     # goes outside it and puts back the active profile's database (.hypothesis/examples unless a profile says
     # otherwise): a failure is saved, and the reuse phase replays it first on the next run.
     # No "explain" phase: it traces every line executed, which makes each model call many times slower.
-    @settings(database=settings.default.database, max_examples=options.fuzz_examples,
-              deadline=options.fuzz_deadline_ms,
+    @settings(database=settings.default.database, max_examples=probes.fuzz_examples,
+              deadline=probes.fuzz_deadline_ms,
               phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @seed(options.seed)

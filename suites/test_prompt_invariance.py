@@ -36,10 +36,11 @@ def test_rewordings_of_the_prompt_keep_confident_verdicts(memerobust):
     if fuzzer is None:
         pytest.skip(f"{memerobust.model} is not prompted: it has no instruction to reword")
     options = memerobust.session.options
+    probes = options.probes
     if not fuzzer.confident:
-        pytest.skip(f"{memerobust.model} classifies no meme correctly with probability >= {options.fuzz_confidence}")
+        pytest.skip(f"{memerobust.model} classifies no meme correctly with probability >= {probes.fuzz_confidence}")
 
-    @settings(database=None, max_examples=options.fuzz_examples, deadline=options.fuzz_deadline_ms,
+    @settings(database=None, max_examples=probes.fuzz_examples, deadline=probes.fuzz_deadline_ms,
               phases=[Phase.explicit, Phase.generate, Phase.shrink],
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @seed(options.seed)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.judge.results import AbstainedTooOften, ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import AbstainedTooOften, Answers, ConditionResult, Memes, StatsConfig
 
 Y = np.array([0, 1, 0, 1, 0, 1])
 CLEAN = np.array([[0.9, 0.1], [0.2, 0.8], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4], [0.4, 0.6]])
@@ -15,8 +15,8 @@ TYPOS = Condition(text="typos", text_severity=3)
 
 
 def result(clean_declined, declined) -> ConditionResult:
-    return ConditionResult("m", "d", TYPOS, Y, CLEAN, NOW, StatsConfig(n_resamples=50),
-                           abstained_clean=np.array(clean_declined, bool), abstained=np.array(declined, bool))
+    answers = Answers(CLEAN, NOW, abstained_clean=np.array(clean_declined, bool), abstained=np.array(declined, bool))
+    return ConditionResult("m", "d", TYPOS, Memes(Y), answers, StatsConfig(n_resamples=50))
 
 
 def test_declined_memes_are_left_out_of_every_metric():
@@ -38,7 +38,7 @@ def test_a_meme_declined_when_clean_is_left_out_too():
 
 
 def test_without_abstentions_every_meme_is_scored_as_before():
-    plain = ConditionResult("m", "d", TYPOS, Y, CLEAN, NOW, StatsConfig(n_resamples=50))
+    plain = ConditionResult("m", "d", TYPOS, Memes(Y), Answers(CLEAN, NOW), StatsConfig(n_resamples=50))
     none_declined = result([0] * 6, [0] * 6)
     assert plain.answered is None and none_declined.answered is None
     assert plain.as_dict()["metrics"] == none_declined.as_dict()["metrics"]
@@ -53,14 +53,15 @@ def test_a_detector_that_declines_almost_everything_is_one_named_error():
 def test_abstentions_travel_between_workers():
     r = result([0, 0, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0])
     back = ConditionResult.from_wire(r.to_wire(), r.stats)
-    assert back.abstained.tolist() == r.abstained.tolist() and back.as_dict() == r.as_dict()
+    assert back.answers.abstained.tolist() == r.answers.abstained.tolist() and back.as_dict() == r.as_dict()
 
 
 def test_the_tables_show_the_abstentions_only_for_a_detector_that_declines():
     from pytest_memerobust.report.tables import render
 
-    clean = ConditionResult("m", "d", Condition(), Y, CLEAN, CLEAN, StatsConfig(n_resamples=50),
-                            abstained_clean=np.zeros(6, bool), abstained=np.zeros(6, bool))
+    clean = ConditionResult("m", "d", Condition(), Memes(Y),
+                            Answers(CLEAN, CLEAN, abstained_clean=np.zeros(6, bool), abstained=np.zeros(6, bool)),
+                            StatsConfig(n_resamples=50))
     rows = [clean.as_dict(), result([0] * 6, [0, 1, 0, 0, 0, 0]).as_dict()]
     group = {"model": "m", "dataset": "d", "task": "hate", "results": rows, "clean": rows[0]}
     text = render({"groups": [group]})
@@ -81,7 +82,7 @@ def test_a_suite_can_bound_the_abstention_rate_and_its_rise():
     assert (rate.what, rate.value, rate.limit) == ("abstention rate", pytest.approx(1 / 6), 0.1)
     assert (rise.what, rise.value, rise.limit) == ("abstention increase", pytest.approx(1 / 6), 0.05)
     assert assess(result([0] * 6, [0] * 6), bounds) == []
-    plain = ConditionResult("m", "d", TYPOS, Y, CLEAN, NOW, StatsConfig(n_resamples=50))
+    plain = ConditionResult("m", "d", TYPOS, Memes(Y), Answers(CLEAN, NOW), StatsConfig(n_resamples=50))
     assert not [v for v in assess(plain, bounds) if "abstention" in v.what]  # a detector that always answers
     with pytest.raises(ValueError, match=r"suite.max_abstention_rate: expected a number in \[0, 1\], got 2"):
         Thresholds.from_mapping({"max_abstention_rate": 2}, "suite")

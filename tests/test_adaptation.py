@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_memerobust.detectors import ModelCard, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, load_detector
 from pytest_memerobust.detectors.cards import load_card
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
-from pytest_memerobust.detectors.training.adaptation import (
-    ADAPTATION_METHODS, LORA_TARGETS, adapt, check_adaptation, parse_adaptation)
+from pytest_memerobust.detectors.training.adaptation import adapt, check_adaptation
+from pytest_memerobust.detectors.training.adaptation_methods import parse_adaptation
+from pytest_memerobust.detectors.training.layouts import LORA_TARGETS
 from pytest_memerobust.errors import CheckpointError, ConfigError
 from minilm_model import require_minilm
 from tiny_backbones import save_tiny_bert
@@ -22,6 +23,7 @@ from tiny_backbones import save_tiny_bert
 CAPTIONS = ["a cat sitting on a mat", "they are all the same, send them back", "happy pride month friends"]
 LABELS = torch.tensor([0, 1, 0])
 CLASSES = ("non-hateful", "hateful")
+BUILT_IN_METHODS = ("head", "linear", "adapter", "compacter", "lora", "prompt", "full")
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +33,8 @@ def bert_folders(tmp_path_factory):
 
 
 def _card(backbone: dict, architecture: str = "memeblip2", params=None) -> ModelCard:
-    return ModelCard(name="tiny", architecture=architecture, classes=CLASSES, params=params or {"map_dim": 32},
-                     backbone=backbone)
+    return ModelCard(name="tiny", architecture=architecture, classes=CLASSES,
+                     network=Network(params=params or {"map_dim": 32}, backbone=backbone))
 
 
 def _steps(detector, adaptation, n: int = 3, pictures=None) -> None:
@@ -56,15 +58,15 @@ def _lora_formula(detector, rank: int) -> int:
 
 
 def test_specs_normalise_with_published_defaults():
-    assert parse_adaptation("lora") == {"method": "lora", "rank": 8, "alpha": 16, "dropout": 0.0,
-                                        "targets": list(LORA_TARGETS)}
-    assert parse_adaptation("lora:rank=4,alpha=8,targets=query+value") == {
+    assert parse_adaptation("lora").to_dict() == {"method": "lora", "rank": 8, "alpha": 16, "dropout": 0.0,
+                                                  "targets": list(LORA_TARGETS)}
+    assert parse_adaptation("lora:rank=4,alpha=8,targets=query+value").to_dict() == {
         "method": "lora", "rank": 4, "alpha": 8, "dropout": 0.0, "targets": ["query", "value"]}
-    assert parse_adaptation({"method": "adapter", "reduction": 8}) == {"method": "adapter", "reduction": 8}
-    assert parse_adaptation("prompt") == {"method": "prompt", "tokens": 16}
-    assert parse_adaptation("prompt:tokens=4") == {"method": "prompt", "tokens": 4}
-    assert parse_adaptation("full") == {"method": "full"}
-    assert parse_adaptation("compacter") == {"method": "compacter", "reduction": 16, "phm": 4}
+    assert parse_adaptation({"method": "adapter", "reduction": 8}).to_dict() == {"method": "adapter", "reduction": 8}
+    assert parse_adaptation("prompt").to_dict() == {"method": "prompt", "tokens": 16}
+    assert parse_adaptation("prompt:tokens=4").to_dict() == {"method": "prompt", "tokens": 4}
+    assert parse_adaptation("full").to_dict() == {"method": "full"}
+    assert parse_adaptation("compacter").to_dict() == {"method": "compacter", "reduction": 16, "phm": 4}
     spec = parse_adaptation("adapter")
     assert parse_adaptation(spec) == spec  # a normalised spec (a checkpoint's) reads back the same
 
@@ -91,7 +93,7 @@ def test_bad_specs_are_refused_naming_the_culprit(value, words):
 TINY_SPECS = {"compacter": "compacter:reduction=4,phm=4"}
 
 
-@pytest.mark.parametrize("method", ADAPTATION_METHODS)
+@pytest.mark.parametrize("method", BUILT_IN_METHODS)
 def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_path):
     card = _card({"kind": "minilm", "name": str(bert_folders[0])})
     detector = load_detector(card)
@@ -137,7 +139,7 @@ def test_each_method_trains_saves_and_reloads_exactly(method, bert_folders, tmp_
     path = tmp_path / f"{method}.safetensors"
     save_state_dict(detector.shipped_state(), path, detector.checkpoint_metadata())
     state, metadata = load_state_dict(path)
-    assert json.loads(metadata["adaptation"]) == spec
+    assert json.loads(metadata["adaptation"]) == spec.to_dict()
     assert int(metadata["trainable_parameters"]) == adaptation.trainable_parameters
     encoder_keys = sorted(k for k in state if not k.startswith("head."))
     if method in ("adapter", "compacter", "lora", "prompt"):  # only what trained: no base encoder tensor
@@ -223,7 +225,8 @@ def test_the_card_written_beside_the_checkpoint_loads_it(bert_folders, tmp_path)
     _steps(detector, adaptation)
     before = detector.predict_proba([None] * len(CAPTIONS), CAPTIONS)
     path = tmp_path / "prompted.safetensors"
-    save_trained(detector, path, card, TrainingResult(best_epoch=1, best_val_auroc=0.5), {"adaptation": spec})
+    save_trained(detector, path, card, TrainingResult(best_epoch=1, best_val_auroc=0.5),
+                 {"adaptation": spec.to_dict()})
     reloaded = load_detector(load_card(path.with_suffix(".card.toml")))
     assert reloaded.adaptation.spec == spec
     assert torch.equal(torch.as_tensor(reloaded.predict_proba([None] * len(CAPTIONS), CAPTIONS)),
@@ -306,7 +309,7 @@ def test_the_real_minilm_adapts_and_reloads(method, tmp_path):
 def test_a_phm_layer_is_the_sum_of_kronecker_products_and_starts_at_the_adapters_scale():
     """Compacter's PHM layer against torch.kron written out: W = sum_i A_i (x) B_i, y = x W + b; 1/n of the weights
     of the Linear it replaces (plus n^3), and a start as small as a Houlsby adapter's (std 0.01)."""
-    from pytest_memerobust.detectors.training.adaptation import PHMLinear
+    from pytest_memerobust.detectors.training.adaptation_methods import PHMLinear
 
     layer = PHMLinear(384, 24, 4, torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -350,7 +353,8 @@ def test_a_run_on_an_adapted_checkpoint_names_its_method_and_count(bert_folders,
     spec = parse_adaptation("lora:rank=4")
     adaptation = adapt(detector, spec, seed=0)
     path = tmp_path / "lora.safetensors"
-    save_trained(detector, path, card, TrainingResult(best_epoch=1, best_val_auroc=0.5), {"adaptation": spec})
+    save_trained(detector, path, card, TrainingResult(best_epoch=1, best_val_auroc=0.5),
+                 {"adaptation": spec.to_dict()})
     pytester.makefile(".toml", **{"memerobust-adapted": '[suite]\nname = "adapted"\n[text]\ntypos = [2]\n'})
     report = tmp_path / "report.md"
     result = pytester.runpytest(f"--memerobust-model={path.with_suffix('.card.toml')}", "--memerobust-limit=8",

@@ -29,6 +29,44 @@ def test_an_analysis_needs_a_table_and_a_name_of_its_own(monkeypatch):
         analysis_registry.register(Analysis("reliance", run, table=lambda record: None))
 
 
+def test_analyses_made_when_the_report_is_built_are_placed_by_their_scope(monkeypatch):
+    """As the transfer matrices (of the run) and the OCR view (per group) are: made from the session when the
+    report is built, each part under its report key, the keys in the registry's order; no test asks for them, and
+    a report without numbers leaves them out."""
+    from types import SimpleNamespace
+
+    from pytest_memerobust.run.analysis_registry import OF_THE_RUN, PER_GROUP, analysed, place_analyses
+
+    monkeypatch.setattr(analysis_registry, "_REGISTRY", {})
+    monkeypatch.setattr(analysis_registry, "_ensure_loaded", lambda: None)  # these four alone
+    register = analysis_registry.register
+    register(Analysis("per_group", lambda session, group: {"rows": group["results"]} if group["results"] else None,
+                      report_key="rows_seen", scope=PER_GROUP))
+    register(Analysis("asked", lambda session, model, spec, task: {}, report_key="asked",
+                      entry=lambda model, label, spec, record: {"model": model, "dataset": spec, **record}))
+    register(Analysis("whole", lambda session: [len(session.analyses.records)], report_key="whole",
+                      scope=OF_THE_RUN))
+    register(Analysis("tabled", lambda session, model, spec, task: {},
+                      table=lambda record: AnalysisTable("t", ("n",), ((str(record["n"]),),))))
+    session = SimpleNamespace(model_label=str.upper, analyses=AnalysisRecords(
+        {("asked", "m", "d"): {"n": 1}, ("tabled", "m", "d"): {"n": 2}}))
+
+    report = place_analyses(session, {"groups": [{"model": "m", "results": ["a"]}, {"model": "m", "results": []}]})
+    assert list(report) == ["groups", "asked", "whole", "analyses"]
+    assert report["groups"] == [{"model": "m", "results": ["a"], "rows_seen": {"rows": ["a"]}},
+                                {"model": "m", "results": []}]  # None: nothing placed in that group
+    assert report["asked"] == [{"model": "m", "dataset": "d", "n": 1}] and report["whole"] == [2]
+    [entry] = report["analyses"]
+    assert entry["analysis"] == "tabled" and entry["label"] == "M" and entry["table"]["rows"] == [["2"]]
+    assert analysis_registry.empty_report_entries() == {"asked": []}
+    with pytest.raises(ValueError, match="made when the report is built"):
+        analysed(session, "whole", "m")
+    with pytest.raises(ValueError, match="report_key"):
+        register(Analysis("keyless", lambda session: [], table=lambda record: None, scope=OF_THE_RUN))
+    with pytest.raises(ValueError, match="scope"):
+        register(Analysis("sometimes", lambda session: [], report_key="sometimes", scope="sometimes"))
+
+
 THIRD_PARTY = '''
 from pytest_memerobust.run.analysis_registry import Analysis, AnalysisTable
 
@@ -99,6 +137,6 @@ def test_an_unknown_analysis_is_named_with_those_there_are():
 
     with pytest.raises(UnknownNameError, match="reliance"):
         analysis_registry.get("relience")
-    assert {"reliance", "prompt_invariance", "budgets"} <= set(analysis_registry.names())
+    assert {"reliance", "prompt_invariance", "budgets", "transfer", "ocr_view"} <= set(analysis_registry.names())
     assert AnalysisTable("t", ("a",), (("1",),)).as_dict() == {"title": "t", "headers": ["a"], "rows": [["1"]],
                                                                "notes": []}

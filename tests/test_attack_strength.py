@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.data.demo import demo_dataset
-from pytest_memerobust.engine import Engine
+from pytest_memerobust.engine import AttackState, Engine
 from pytest_memerobust.judge.metrics import paired_bootstrap_ci
 from pytest_memerobust.perturb import attacks, get
 from pytest_memerobust.perturb.attacks import _LETTERS, vocabulary_words
@@ -67,7 +67,8 @@ class Attacked:
         self.texts, self.ids = [m.text for m in test.memes], [m.id for m in test.memes]
         self.pictures = [m.image for m in test.memes]
         training = lambda: ([m.text for m in train.memes], train.labels("hate"), train.memes)  # noqa: E731
-        self.context = Engine(self.detector, test, labels=test.labels("hate"), training=training).attack_context()
+        self.context = Engine(self.detector, test,
+                              attacks=AttackState(labels=test.labels("hate"), training=training)).attack_context()
         self.clean = self.predict(self.pictures, self.texts)
 
     def predict(self, pictures, texts) -> np.ndarray:

@@ -10,13 +10,13 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import load_detector
-from pytest_memerobust.engine import Engine
+from pytest_memerobust.engine import AttackState, Engine
 from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.perturb import attacks, get, translation
-from pytest_memerobust.perturb.attacks import SALIENCY_BATCH, AttackContext, find_trigger, trigger_for
+from pytest_memerobust.perturb.attacks import SALIENCY_BATCH, AttackContext, CleanInputs, find_trigger, trigger_for
 from pytest_memerobust.perturb.distance import levenshtein
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.options import Options, training_spec
+from pytest_memerobust.run.options import DataOptions, JudgingOptions, Options, training_spec
 from pytest_memerobust.run.session import RobustnessSession
 
 BUDGET = {1: 1, 2: 2, 3: 4, 4: 6, 5: 8}  # HotFlip steps per severity
@@ -81,8 +81,8 @@ def memes():
     return demo_dataset("test").head(8)
 
 
-def _context(detector, memes, **kwargs) -> AttackContext:
-    engine = Engine(detector, memes, labels=memes.labels("hate"), **kwargs)
+def _context(detector, memes, training=None, cache_dir=None) -> AttackContext:
+    engine = Engine(detector, memes, attacks=AttackState(memes.labels("hate"), training, cache_dir))
     return engine.attack_context()
 
 
@@ -120,7 +120,7 @@ def flipped_black(black, memes):
 
 
 def test_context_is_white_box_only_for_a_detector_with_saliency_and_image_features(white, black, blip):
-    assert white.white_box and white.image_features is not None and white.image_features.shape[0] == 8
+    assert white.white_box and white.clean.image_features is not None and white.clean.image_features.shape[0] == 8
     assert not black.white_box
     assert not AttackContext(blip, np.zeros(1, dtype=int)).white_box  # no image features: queries only
     assert white.fingerprint == blip.fingerprint and len(white.fingerprint) == 64
@@ -165,7 +165,7 @@ def test_hotflip_never_lowers_the_loss_of_a_meme(blip):
     ds = demo_dataset("test")
     meme = next(m for m in ds.memes if m.id == "demo-0774")  # 'how it started the weekend how it is going', benign
     labels = ds.labels("hate")[[i for i, m in enumerate(ds.memes) if m.id == "demo-0774"]]
-    context = AttackContext(blip, labels, blip.encode_images([meme.image]))
+    context = AttackContext(blip, labels, CleanInputs(blip.encode_images([meme.image])))
     out = get("hotflip").apply([meme.text], [meme.id], 1, 0, context)
     # observed: 'how it started the weeked how it is going', loss 0.243 -> 0.084 (p(benign) 0.78 -> 0.92)
     assert context.losses(out, [0], labels)[0] >= context.losses([meme.text], [0], labels)[0]
@@ -177,7 +177,8 @@ def test_hotflip_is_deterministic_per_seed_and_meme(blip, memes, flipped):
     assert get("hotflip").apply(texts, ids, 2, 0, fresh) == flipped[2]
     # another meme id (same caption, same picture) draws other candidate edits
     row = 1
-    repeated = AttackContext(blip, np.repeat(fresh.labels[[row]], 5), np.repeat(fresh.image_features[[row]], 5, 0))
+    repeated = AttackContext(blip, np.repeat(fresh.labels[[row]], 5),
+                             CleanInputs(np.repeat(fresh.clean.image_features[[row]], 5, 0)))
     outs = get("hotflip").apply([texts[row]] * 5, [f"other-{k}" for k in range(5)], 2, 0, repeated)
     assert len(set(outs)) > 1
     assert outs == get("hotflip").apply([texts[row]] * 5, [f"other-{k}" for k in range(5)], 2, 0, repeated)
@@ -225,7 +226,7 @@ def test_hotflip_batched_equals_one_caption_at_a_time(detector, request, memes, 
     texts, ids = _texts_ids(memes)
     p = get("hotflip")
     batched = (flipped if detector == "white" else flipped_black)[2]
-    alone = [p.fn(t, 2, p.rng(0, mid, 2), context, i) for i, (t, mid) in enumerate(zip(texts, ids))]
+    alone = [p.code.fn(t, 2, p.rng(0, mid, 2), context, i) for i, (t, mid) in enumerate(zip(texts, ids))]
     assert alone == batched
 
 
@@ -262,7 +263,7 @@ def test_hotflip_on_a_detector_with_predict_proba_only(demo_detector, memes):
     images = [m.image for m in memes.memes]
     labels = memes.labels("hate")
     context = _context(Opaque(), memes)
-    assert context.image_features is None and context.images is not None and not context.white_box
+    assert context.clean.image_features is None and context.clean.images is not None and not context.white_box
     out = get("hotflip").apply(texts[:4], ids[:4], 1, 0, context)
     assert all(a != b for a, b in zip(texts, out))
     np.testing.assert_allclose(context.probabilities(texts[:4], range(4)),
@@ -276,7 +277,7 @@ def test_hotflip_on_a_detector_with_predict_proba_only(demo_detector, memes):
 def test_text_saliency_spans_cover_the_words_and_leave_no_gradients(blip, white, memes):
     texts, _ = _texts_ids(memes)
     texts = texts + ["nobody: absolutely nobody... (the wifi password!)"]
-    features = np.concatenate([white.image_features, white.image_features[:1]])
+    features = np.concatenate([white.clean.image_features, white.clean.image_features[:1]])
     labels = list(white.labels) + [1]
     saliency = blip.text_saliency(texts, labels, features)
     assert len(saliency) == len(texts)
@@ -293,13 +294,13 @@ def test_text_saliency_spans_cover_the_words_and_leave_no_gradients(blip, white,
         assert all(not p.requires_grad and p.grad is None for p in backbone.parameters())
     # and the predictions are unchanged by the gradient pass
     np.testing.assert_allclose(white.probabilities(texts[:8], range(8)),
-                               blip.head(white.image_features, blip.encode_texts(texts[:8])), rtol=1e-5)
+                               blip.head(white.clean.image_features, blip.encode_texts(texts[:8])), rtol=1e-5)
 
 
 def test_text_saliency_vectors_has_the_embedding_width(blip, white, memes):
     texts, _ = _texts_ids(memes)
     prefixed = [f"the the {t}" for t in texts]
-    g = blip.text_saliency_vectors(prefixed, [0] * 8, white.image_features, (4, 7))
+    g = blip.text_saliency_vectors(prefixed, [0] * 8, white.clean.image_features, (4, 7))
     assert tuple(g.shape) == (blip.token_embedding().weight.shape[1],) and torch.isfinite(g).all()
     assert all(p.grad is None for p in blip.head_module.parameters())
 
@@ -337,7 +338,7 @@ def _target_loss(detector, training, trigger: str) -> float:
     texts, labels, ds_memes = training()
     rows = np.flatnonzero(labels != 0)
     pictures = [ds_memes[r].image for r in rows]
-    context = AttackContext(detector, labels[rows], detector.encode_images(pictures), pictures)
+    context = AttackContext(detector, labels[rows], CleanInputs(detector.encode_images(pictures), pictures))
     return float(context.losses([f"{trigger} {texts[r]}" for r in rows], range(len(rows)), [0] * len(rows)).mean())
 
 
@@ -415,7 +416,8 @@ def test_black_box_trigger_search_uses_the_fallback_words(demo_detector, memes, 
 
 
 def test_hotflip_through_the_session_lowers_accuracy():
-    session = RobustnessSession(Options(models=("memeblip2-tda",), limit=16, stats=StatsConfig(n_resamples=50)))
+    session = RobustnessSession(Options(models=("memeblip2-tda",), data=DataOptions(limit=16),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=50))))
     result = session.evaluate("memeblip2-tda", "text=hotflip@1")
     assert result.condition.id == "text=hotflip@1"
     assert result.values["accuracy"] < result.clean_values["accuracy"]
@@ -457,7 +459,7 @@ def test_back_translation_without_models_raises_backend_missing(no_translation_s
     if _hub_cached("opus-mt-en-de"):
         pytest.skip("Helsinki-NLP/opus-mt-en-de is in the local Hugging Face cache, so back-translation works here")
     p = get("back_translation")
-    assert p.severities == () and "needs_backend" in p.tags
+    assert p.parameters.severities == () and "needs_backend" in p.tags
     with pytest.raises(BackendMissing) as info:
         p("hello", None, np.random.default_rng(0))
     assert "MEMEROBUST_MARIAN_DIR" in str(info.value) and "opus-mt-en-de" in str(info.value)
@@ -548,7 +550,8 @@ def test_a_suite_case_whose_backend_is_missing_is_skipped_with_the_reason(pytest
 
 
 def test_ablation_views_share_clean_features_but_not_attacked_captions():
-    session = RobustnessSession(Options(models=("memeblip2-tda",), limit=6, stats=StatsConfig(n_resamples=20)))
+    session = RobustnessSession(Options(models=("memeblip2-tda",), data=DataOptions(limit=6),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     session.evaluate("memeblip2-tda", "text=hotflip@1")
     session.evaluate("memeblip2-tda:text", "text=hotflip@1")
     base, view = session.engine("memeblip2-tda", "demo"), session.engine("memeblip2-tda:text", "demo")

@@ -15,7 +15,7 @@ def pictures():
 
 def test_registered_as_rainbow_noise_image_noise_3():
     p = get("augmix")
-    assert (p.modality, p.family, p.severities) == ("image", "augmix", (1, 2, 3, 4, 5))
+    assert (p.modality, p.family, p.parameters.severities) == ("image", "augmix", (1, 2, 3, 4, 5))
 
 
 def test_same_generator_same_output_and_shape_dtype_kept_for_any_size():

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from pytest_memerobust.data.demo import demo_dataset
-from pytest_memerobust.detectors import ModelCard, find_card, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, find_card, load_detector
 from pytest_memerobust.detectors.backbones import build_backbone, files_digest
 from pytest_memerobust.detectors.checkpoints import save_state_dict
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.detectors.meme_models import MemeDetector
 from pytest_memerobust.engine.features import encoder_namespaces
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.detectors.training import save_trained
 from pytest_memerobust.run.training.loop import train_head
@@ -42,21 +42,22 @@ def _two_checkpoints_on_one_backbone(kind, folder):
     """(model, checkpoint A, checkpoint B): two heads of different shapes on the very same frozen backbone."""
     if kind == "demo":  # the shipped head, and a fresh one of the card's shape on the same feature maps
         torch.manual_seed(1)
-        fresh = DemoDetector(CLASSES, **find_card("demo").params)
+        fresh = DemoDetector(CLASSES, **find_card("demo").network.params)
         return "demo", None, _save(fresh, folder / "b.safetensors")
     card = folder / f"tiny-{kind}.toml"
     card.write_text(card_toml(kind), encoding="utf-8")
     architecture, params, backbone = KINDS[kind]
     torch.manual_seed(0)
-    first = load_detector(ModelCard(name=card.stem, architecture=architecture, classes=CLASSES, params=dict(params),
-                                    backbone=dict(backbone)))
+    first = load_detector(ModelCard(name=card.stem, architecture=architecture, classes=CLASSES,
+                                    network=Network(params=dict(params), backbone=dict(backbone))))
     second = MemeDetector(CLASSES, first.backbone, None, {**first.params, "map_dim": 16, "tda": True})
     return str(card), _save(first, folder / "a.safetensors"), _save(second, folder / "b.safetensors")
 
 
 def _run(model, checkpoint, cache_dir, limit=12):
     session = RobustnessSession(Options(models=(model,), checkpoints={model: checkpoint} if checkpoint else {},
-                                        data="demo", limit=limit, device="cpu", cache_dir=cache_dir))
+                                        data=DataOptions(spec="demo", limit=limit),
+                                        compute=ComputeOptions(device="cpu", cache=CacheOptions(folder=cache_dir))))
     return session, session.evaluate(model, "clean")
 
 
@@ -71,7 +72,7 @@ def test_a_second_checkpoint_on_the_same_backbone_reads_every_feature_from_the_c
     stats = second.cache_stats()
     assert stats["encoded"] == NOTHING and stats["disk_hits"] == encoded
     assert "encoded 0 pictures and 0 captions" in second.cache_summary()
-    assert not np.allclose(clean_a.proba, clean_b.proba)  # another head indeed, on the same features
+    assert not np.allclose(clean_a.answers.proba, clean_b.answers.proba)  # another head indeed, on the same features
 
     # what the cache gave equals what the backbone computes now
     detector, memes = second.detector(model), second.dataset("demo").memes
@@ -89,8 +90,8 @@ def test_a_second_head_trained_on_the_same_minilm_encodes_nothing_and_a_test_run
     train, val = demo_dataset("train").head(32), demo_dataset("val").head(24)
     results = []
     for params in ({"map_dim": 32}, {"map_dim": 16, "tda": True}):
-        card = ModelCard(name="minilm-head", architecture="memeblip2", classes=CLASSES, params=params,
-                         backbone={"kind": "minilm"})
+        card = ModelCard(name="minilm-head", architecture="memeblip2", classes=CLASSES,
+                         network=Network(params=params, backbone={"kind": "minilm"}))
         torch.manual_seed(0)
         detector = load_detector(card)
         result = train_head(detector, train, val, epochs=1, lr=3e-3, cache_dir=tmp_path / "cache")
@@ -101,8 +102,10 @@ def test_a_second_head_trained_on_the_same_minilm_encodes_nothing_and_a_test_run
 
     out = tmp_path / "second.safetensors"
     save_trained(detector, out, card, result, {"epochs": 1})
-    session = RobustnessSession(Options(models=(str(out.with_suffix(".card.toml")),), data="demo:train", limit=32,
-                                        device="cpu", cache_dir=tmp_path / "cache"))
+    session = RobustnessSession(Options(models=(str(out.with_suffix(".card.toml")),),
+                                        data=DataOptions(spec="demo:train", limit=32),
+                                        compute=ComputeOptions(device="cpu",
+                                                               cache=CacheOptions(folder=tmp_path / "cache"))))
     session.evaluate(session.options.models[0], "clean")  # the same 32 captions training encoded
     stats = session.cache_stats()
     assert stats["encoded"] == NOTHING and stats["disk_hits"]["text"] == len({m.text for m in train.memes})

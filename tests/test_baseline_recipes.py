@@ -260,11 +260,15 @@ def test_compare_json_holds_every_comparison_and_the_verdict(tmp_path, monkeypat
     written = json.loads((tmp_path / "out.json").read_text())
     expected = compare_baselines(paired_cells(a, b), n_resamples=500, method="bootstrap", seed=0)
     assert written["format"] == "pytest-memerobust-compare/1" and written["rules"] == ["acc", "auroc", "f1", "flip"]
-    assert [(c["condition"], c["rule"]) for c in written["comparisons"]] == [(c.condition, c.rule) for c in expected]
+    assert [(c["condition"], c["rule"]) for c in written["comparisons"]] == [
+        (c.subject.condition, c.subject.rule) for c in expected]
     for row, c in zip(written["comparisons"], expected):
-        for key in ("model", "dataset", "before", "now", "difference", "bound", "p_raw", "p_value", "state", "method",
-                    "resamples", "regressed", "members"):
-            value = getattr(c, key)
+        fields = {"model": c.subject.model, "dataset": c.subject.dataset, "before": c.scores.before,
+                  "now": c.scores.now, "difference": c.difference, "bound": c.decision.bound,
+                  "p_raw": c.decision.p_raw, "p_value": c.decision.p_value, "state": c.decision.state,
+                  "method": c.procedure.method, "resamples": c.procedure.resamples,
+                  "regressed": c.decision.regressed, "members": c.subject.members}
+        for key, value in fields.items():
             value = list(value) if isinstance(value, tuple) else value
             assert row[key] == (None if isinstance(value, float) and math.isnan(value) else value), (key, row)
     assert {c["condition"] for c in written["comparisons"]} >= {"text=typos (mean of 2)"}
@@ -351,11 +355,12 @@ def test_a_family_mean_renders_like_any_condition_with_its_bound_and_adjusted_p_
 
     comparisons = compare_baselines(paired_cells(_baseline(range(10)), _baseline(range(40), "d")), n_resamples=500,
                                     method="bootstrap")
-    mean = next(c for c in comparisons if c.members and c.rule == "acc")
-    assert mean.condition == "text=typos (mean of 2)" and mean.members == ("text=typos@1", "text=typos@3")
+    mean = next(c for c in comparisons if c.subject.members and c.subject.rule == "acc")
+    assert mean.subject.condition == "text=typos (mean of 2)"
+    assert mean.subject.members == ("text=typos@1", "text=typos@3")
     row = comparison_rows([mean.as_dict()])[0]
     assert row[1] == "typos (mean of 2)" and row[2] == "acc"
-    assert row[5] == f"{mean.bound:+.3f}".replace("-", "−") and row[6] == f"{mean.p_value:.2g}"
+    assert row[5] == f"{mean.decision.bound:+.3f}".replace("-", "−") and row[6] == f"{mean.decision.p_value:.2g}"
     line = regression_line(mean.as_dict())
-    assert line.startswith(f"{mean.state} against the baseline: accuracy ") and line.endswith(
+    assert line.startswith(f"{mean.decision.state} against the baseline: accuracy ") and line.endswith(
         "over text=typos (mean of 2)")

@@ -21,11 +21,11 @@ def _parse(budgets: str):
 
 def test_the_budgets_table_is_read_and_floors_add_their_families():
     suite = _parse('families = ["char_edits"]\nmin_median_budget = { lookalikes = 3 }')
-    assert suite.budgets == BudgetCheck(("char_edits",), (("lookalikes", 3),))
-    assert suite.budgets.searched(("text",)) == ["char_edits", "lookalikes"]
+    assert suite.checks.budgets == BudgetCheck(("char_edits",), (("lookalikes", 3),))
+    assert suite.checks.budgets.searched(("text",)) == ["char_edits", "lookalikes"]
     assert BudgetCheck().searched(("text",)) == ["char_edits", "lookalikes", "word_substitutions", "covered_caption"]
     assert "image_linf" in BudgetCheck().searched(("image", "text"))
-    assert _parse("").budgets == BudgetCheck()
+    assert _parse("").checks.budgets == BudgetCheck()
 
 
 @pytest.mark.parametrize("budgets, says", [

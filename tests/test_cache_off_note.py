@@ -4,11 +4,12 @@ import dataclasses
 from pathlib import Path
 
 from pytest_memerobust.options import uncached_note
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import (BaselineOptions, CacheOptions, ComputeOptions, JudgingOptions, Options,
+                                          OutputOptions)
 
 
 def test_a_run_without_a_cache_dir_says_in_one_line_what_is_off_and_why():
-    note = uncached_note(Options(models=("demo",), cache_dir=None))
+    note = uncached_note(Options(models=("demo",), compute=ComputeOptions(cache=CacheOptions(folder=None))))
     assert note is not None and "\n" not in note
     assert note.startswith("no cache dir: pytest's cache provider is off (-p no:cacheprovider) and no "
                            "--memerobust-cache-dir is given")
@@ -17,12 +18,13 @@ def test_a_run_without_a_cache_dir_says_in_one_line_what_is_off_and_why():
 
 
 def test_the_note_names_only_what_is_off():
-    base = Options(models=("demo",), cache_dir=None)
-    asked = uncached_note(dataclasses.replace(base, feature_cache=False, counterexamples=Path("cx.json")))
+    base = Options(models=("demo",), compute=ComputeOptions(cache=CacheOptions(folder=None)))
+    asked = uncached_note(Options(models=("demo",), compute=ComputeOptions(cache=CacheOptions(features=False)),
+                                  outputs=OutputOptions(counterexamples=Path("cx.json"))))
     assert "encoded features" not in asked and "counterexamples" not in asked and "fitted attacks are kept" in asked
-    gated = uncached_note(dataclasses.replace(base, baseline=Path("b.json")))
+    gated = uncached_note(dataclasses.replace(base, judging=JudgingOptions(baseline=BaselineOptions(Path("b.json")))))
     assert "not written: the failing cases' counterexamples and the flip ledger (" in gated
-    assert uncached_note(dataclasses.replace(base, cache_dir=Path("cache"))) is None
+    assert uncached_note(dataclasses.replace(base, compute=ComputeOptions(cache=CacheOptions(Path("cache"))))) is None
     assert uncached_note(dataclasses.replace(base, models=())) is None
 
 

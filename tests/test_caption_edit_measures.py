@@ -7,14 +7,14 @@ import pytest
 
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import load_detector
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import AttackState, Condition, Engine
 from pytest_memerobust.errors import BackendMissing
 from pytest_memerobust.judge.metrics import attack_success_rate
 from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb.distance import words_changed
 from pytest_memerobust.perturb.textattack_recipes import RECIPES, installed, recipe_status, textattack_home
 from pytest_memerobust.report.tables import caption_attack_table
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import Answers, AttackMeasures, ConditionResult, Memes, StatsConfig
 
 @pytest.mark.parametrize("before, after, share", [
     ("the cat sat down", "the cat sat down", 0.0),
@@ -72,14 +72,14 @@ def test_memerobust_list_shows_each_recipe_with_its_status(capsys, tmp_path):
 @pytest.mark.skipif(installed(), reason="textattack is installed here")
 def test_without_textattack_a_recipe_raises_backend_missing_naming_the_install():
     memes = demo_dataset("test").head(3)
-    context = Engine(load_detector("demo"), memes, labels=memes.labels("hate")).attack_context()
+    context = Engine(load_detector("demo"), memes, attacks=AttackState(labels=memes.labels("hate"))).attack_context()
     with pytest.raises(BackendMissing, match=r"textattack:pwws needs .*constraints-textattack\.txt"):
         get("textattack:pwws").apply([m.text for m in memes.memes], [m.id for m in memes.memes], 1, 0, context)
 
 
 def test_the_engine_measures_every_caption_edit_and_the_result_carries_it_across_the_wire():
     memes = demo_dataset("test").head(10)
-    engine = Engine(load_detector("demo"), memes, labels=memes.labels("hate"))
+    engine = Engine(load_detector("demo"), memes, attacks=AttackState(labels=memes.labels("hate")))
     condition = Condition("typos", 5)
     edit = engine.caption_edit(condition)
     clean, typed = engine.inputs("text", None, None), engine.inputs("text", "typos", 5)
@@ -87,10 +87,11 @@ def test_the_engine_measures_every_caption_edit_and_the_result_carries_it_across
     assert 0 < edit["words_changed"] <= 1
     assert engine.caption_edit(Condition(image="gaussian_noise", image_severity=1)) is None
     y = np.asarray(memes.labels("hate"))
-    result = ConditionResult("demo", "demo", condition, y, engine.predict(Condition()), engine.predict(condition),
-                             StatsConfig(n_resamples=20), caption_edit=edit)
+    result = ConditionResult("demo", "demo", condition, Memes(y),
+                             Answers(engine.predict(Condition()), engine.predict(condition)),
+                             StatsConfig(n_resamples=20), measures=AttackMeasures(caption_edit=edit))
     again = ConditionResult.from_wire(result.to_wire(), result.stats)
-    assert again.caption_edit == edit and again.as_dict()["caption_edit"] == edit
+    assert again.measures.caption_edit == edit and again.as_dict()["caption_edit"] == edit
     assert result.as_dict()["attack_success_rate"] == pytest.approx(result.attack_success_rate)
 
 

@@ -161,7 +161,7 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
     `*.metrics.json`, carries the validation macro-F1 next to AUROC and accuracy."""
     import torch
 
-    from pytest_memerobust.detectors import ModelCard, load_detector
+    from pytest_memerobust.detectors import ModelCard, Network, load_detector
     from pytest_memerobust.judge.metrics import macro_f1
     from pytest_memerobust.run.training.loop import train_head
 
@@ -170,7 +170,7 @@ def test_training_reports_macro_f1_and_says_when_the_one_off_encoding_is_done(ca
     val = load_dataset(f"csv:{captions_csv}:val", require_images=False)
     torch.manual_seed(0)
     detector = load_detector(ModelCard(name="m", architecture="memeblip2", classes=("no", "yes"),
-                                       params={"map_dim": 32}, backbone={"kind": "minilm"}))
+                                       network=Network(params={"map_dim": 32}, backbone={"kind": "minilm"})))
     events = []
     result = train_head(detector, train, val, task="label", epochs=1, lr=3e-3,
                         on_encoded=lambda: events.append("encoded"), progress=lambda row: events.append(row["epoch"]))

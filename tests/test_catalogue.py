@@ -134,9 +134,9 @@ def test_registry_records(name):
     assert len(p.tags & {"char", "word", "sentence"}) == 1
     assert ("needs_backend" in p.tags) == (name in BACKEND)
     assert p.family in {"char_modification", "text_addition", "positional_drop", "text_swap", "text_style"}
-    assert p.label_preserving == (name not in MAY_CHANGE_MEANING)
-    assert p.doc and "\n" not in p.doc
-    assert p.severities == ((1,) if p.family == "text_style" else (1, 2, 3, 4, 5))
+    assert p.traits.label_preserving == (name not in MAY_CHANGE_MEANING)
+    assert p.code.doc and "\n" not in p.code.doc
+    assert p.parameters.severities == ((1,) if p.family == "text_style" else (1, 2, 3, 4, 5))
     with pytest.raises(ValueError, match="severity 6"):
         p("some caption here", 6, np.random.default_rng(0))
 

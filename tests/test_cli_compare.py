@@ -84,15 +84,15 @@ def test_compare_shows_the_bound_and_the_adjusted_one_sided_p(tmp_path, monkeypa
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("verdict"))
     assert header.split() == ["verdict", "condition", "rule", "base", "→", "now", "Δ", "bound", "adj.", "p"]
-    expected = {c.condition: c for c in compare_baselines(paired_cells(a, b), (DEFAULT_CHECKS[0],), n_resamples=300,
-                                                          seed=b["seed"])}["text=typos@5"]
-    assert expected.regressed and expected.high < 0 and expected.bound < 0
+    expected = {c.subject.condition: c for c in compare_baselines(paired_cells(a, b), (DEFAULT_CHECKS[0],),
+                                                                  n_resamples=300, seed=b["seed"])}["text=typos@5"]
+    assert expected.decision.regressed and expected.scores.high < 0 and expected.decision.bound < 0
     # accuracy under the condition (the default rule, not relative robustness): 380/400 before, 340/400 after
     row = _row(out, "typos@5")
     assert row[0] == "REGRESSED" and row[2:4] == ["acc", "0.950 → 0.850"]
-    assert row[4:6] == ["−0.100", f"{expected.bound:+.3f}".replace("-", "−")]
+    assert row[4:6] == ["−0.100", f"{expected.decision.bound:+.3f}".replace("-", "−")]
     # every resample is worse: the smallest p 300 resamples can give, adjusted over the family of 2 rules
-    assert row[6] == f"{1 / 301:.2g}" == "0.0033" and expected.p_value == expected.p_raw == 1 / 301
+    assert row[6] == f"{1 / 301:.2g}" == "0.0033" and expected.decision.p_value == expected.decision.p_raw == 1 / 301
     assert "1 of 2 conditions regressed (clean did not); family-wise error 5% over 2 rules" in out
 
 
@@ -110,12 +110,12 @@ def test_compare_takes_the_gates_rules():
     """Relative robustness is a rule to ask for; the clean condition is compared on the metrics only."""
     a, b = _baseline(range(20)), _baseline(range(60))
     rel = compare_baselines(paired_cells(a, b), (RegressionCheck.parse("rel_auroc"),), n_resamples=100)
-    assert [(c.condition, c.rule) for c in rel] == [("text=typos@5", "rel_auroc")]
+    assert [(c.subject.condition, c.subject.rule) for c in rel] == [("text=typos@5", "rel_auroc")]
     default = compare_baselines(paired_cells(a, b), n_resamples=100)
-    assert [(c.condition, c.rule) for c in default] == [
+    assert [(c.subject.condition, c.subject.rule) for c in default] == [
         ("clean", "acc"), ("clean", "auroc"), ("clean", "f1"),
         ("text=typos@5", "acc"), ("text=typos@5", "auroc"), ("text=typos@5", "f1"), ("text=typos@5", "flip")]
-    assert [c.regressed for c in default if c.condition == "clean"] == [False] * 3
+    assert [c.decision.regressed for c in default if c.subject.condition == "clean"] == [False] * 3
 
 
 def test_correct_reads_argmax_and_multilabel_exact_match():

@@ -84,7 +84,7 @@ def test_the_default_recipe_of_every_shipped_demo_checkpoint_is_the_one_it_was_t
     for name, path in available_cards().items():
         card = load_card(path)
         checkpoint = card.with_demo().checkpoint_path()
-        if not (card.demo_weights and checkpoint and checkpoint.with_suffix(".metrics.json").is_file()):
+        if not (card.network.demo_weights and checkpoint and checkpoint.with_suffix(".metrics.json").is_file()):
             continue
         metrics = json.loads(checkpoint.with_suffix(".metrics.json").read_text())
         assert hyperparameters(card.with_demo()) == metrics["hyperparameters"], name
@@ -169,7 +169,7 @@ def test_the_card_train_writes_records_the_recipe_that_ran_under_a_name_of_its_o
     assert "mine.card.toml (card 'mine')" in capsys.readouterr().out
     written = load_card(out.with_suffix(".card.toml"))
     assert written.name == "mine"
-    assert written.training == {"lr": 0.002, "weight_decay": 1e-4, "epochs": 2, "batch_size": 16}
+    assert written.network.training == {"lr": 0.002, "weight_decay": 1e-4, "epochs": 2, "batch_size": 16}
     # named after a registered card, it gets a name of its own; --name names it
     again = tmp_path / "demo.safetensors"
     assert cli_main(["train", "demo", "--demo", "--out", str(again), "--epochs", "1", "--no-cache", "--quiet"]) == 0

@@ -8,10 +8,10 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.data import load_dataset
 from pytest_memerobust.detectors.defences import DefendedDetector, Defence, undoes
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, EncodingSettings, Engine
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.judge.summaries import defence_summary, defence_verdict
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.suite import parse_suite
 
@@ -84,7 +84,7 @@ def _memes(n=12):
 
 def test_the_detector_reads_every_caption_through_the_defence():
     detector, dataset = RecordingDetector(), _memes()
-    engine = Engine(detector, dataset, defence=Defence.parse("case"))
+    engine = Engine(detector, dataset, asking=EncodingSettings(defence=Defence.parse("case")))
     proba = engine.predict(Condition(text="case_mixing", text_severity=3, defence="case"))
     assert detector.seen and all(t == t.lower() for t in detector.seen)
     assert np.allclose(proba[:, 1], 0.0)  # lower-cased: no upper-case letter reaches the detector
@@ -94,7 +94,7 @@ def test_the_detector_reads_every_caption_through_the_defence():
 
 
 def test_an_engine_refuses_a_condition_of_another_defence():
-    engine = Engine(RecordingDetector(), _memes(), defence=Defence.parse("case"))
+    engine = Engine(RecordingDetector(), _memes(), asking=EncodingSettings(defence=Defence.parse("case")))
     with pytest.raises(ValueError, match="another defence"):
         engine.predict(Condition(text="typos", text_severity=1))
 
@@ -102,7 +102,8 @@ def test_an_engine_refuses_a_condition_of_another_defence():
 def test_caption_edits_are_rechosen_against_the_defence():
     dataset, defence = _memes(40), Defence.parse("confusables")
     plain = Engine(RecordingDetector(), dataset).inputs("text", "homoglyphs", 3)
-    adaptive = Engine(RecordingDetector(), dataset, defence=defence).inputs("text", "homoglyphs", 3)
+    adaptive = Engine(RecordingDetector(), dataset,
+                      asking=EncodingSettings(defence=defence)).inputs("text", "homoglyphs", 3)
     clean = [m.text for m in dataset.memes]
     undone_plain = sum(undoes(defence, c, p) for c, p in zip(clean, plain))
     undone_adaptive = sum(undoes(defence, c, a) for c, a in zip(clean, adaptive))
@@ -126,12 +127,13 @@ def test_the_defended_detector_normalises_what_attacks_ask_and_is_cached_apart()
 
 
 def test_a_session_scores_defended_cases_against_the_defended_clean_memes():
-    session = RobustnessSession(Options(models=("demo",), limit=48, feature_cache=False))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=48),
+                                        compute=ComputeOptions(cache=CacheOptions(features=False))))
     defence = "nfkc+confusables+zero_width+leetspeak"
     plain = session.evaluate("demo", Condition(text="zero_width", text_severity=3))
     behind = session.evaluate("demo", Condition(text="zero_width", text_severity=3, defence=defence))
-    clean_behind = session.results[("demo", "demo", f"defence={defence.replace('+', ',')}")]
-    assert np.array_equal(behind.proba_clean, clean_behind.proba)
+    clean_behind = session.outcomes.results[("demo", "demo", f"defence={defence.replace('+', ',')}")]
+    assert np.array_equal(behind.answers.proba_clean, clean_behind.answers.proba)
     assert plain.flip_rate > 0 and behind.flip_rate == 0  # invisible characters: stripped before the detector
     # the defended engine reads the undefended one's encoded features where the captions are the same
     engine = session.engine("demo", "demo", None, defence)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +43,8 @@ def test_find_card_loads_the_shipped_demo_card():
     assert card.name == "demo" and card.architecture == "demo"
     assert card.classes == ("non-hateful", "hateful")
     assert card.task == "hate"
-    assert card.demo_weights is True
-    assert card.params == {"text_dim": 512, "thumbnail_side": 16, "map_dim": 32, "dropout": 0.2}
+    assert card.network.demo_weights is True
+    assert card.network.params == {"text_dim": 512, "thumbnail_side": 16, "map_dim": 32, "dropout": 0.2}
     assert card.path.samefile(DEMO_CARD)
     assert card.checkpoint_path().samefile(DEMO_WEIGHTS)
 
@@ -139,7 +138,7 @@ def test_shipped_weights_beat_chance_on_demo_memes():
 
 
 def test_untrained_detector_fingerprint():
-    card = replace(find_card("demo"), checkpoint=None)
+    card = find_card("demo").without_checkpoint()
     detector = load_detector(card)
     assert detector.checkpoint is None
     assert detector.fingerprint == "untrained:demo"
@@ -332,7 +331,7 @@ def test_save_state_dict_failure_with_no_previous_file_leaves_nothing(tmp_path, 
 
 def test_train_save_and_load_back(tmp_path, memes):
     torch.manual_seed(0)
-    card = replace(find_card("demo"), checkpoint=None)
+    card = find_card("demo").without_checkpoint()
     detector = load_detector(card)
     before = proba_of(detector, memes)
     result = train_head(detector, demo_dataset("train"), demo_dataset("val"), epochs=3)

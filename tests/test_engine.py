@@ -9,7 +9,7 @@ import pytest
 
 from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.detectors.base import is_split
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, EncodingSettings, Engine
 from pytest_memerobust.perturb import get
 from pytest_memerobust.data.pictures import to_array
 
@@ -149,7 +149,8 @@ def test_bad_condition_ids_raise_value_error(bad):
 def test_split_detector_encodes_each_side_once():
     data, det = make_dataset(), CountingSplit()
     assert is_split(det)
-    engine = Engine(det, data, seed=0, batch_size=6)  # one batch per side, none filled up (determinism.py)
+    engine = Engine(det, data, seed=0,
+                    asking=EncodingSettings(batch_size=6))  # one batch per side, none filled up (determinism.py)
 
     clean = engine.predict(Condition())
     assert engine.encoder_calls == {"image": 6, "text": 6}
@@ -202,13 +203,13 @@ def test_combined_first_then_singles():
 
 def test_batches_split_the_encoder_calls_but_not_the_counts():
     data, det = make_dataset(), CountingSplit()
-    engine = Engine(det, data, seed=0, batch_size=4)
+    engine = Engine(det, data, seed=0, asking=EncodingSettings(batch_size=4))
     small = engine.predict(TEXT)
     assert [len(b) for b in det.image_batches] == [4, 4]  # every encode has one shape: the last is filled up
     assert [len(b) for b in det.text_batches] == [4, 4]
     assert det.head_calls == 2
     assert engine.encoder_calls == {"image": 6, "text": 6}
-    whole = Engine(CountingSplit(), data, seed=0, batch_size=64).predict(TEXT)
+    whole = Engine(CountingSplit(), data, seed=0, asking=EncodingSettings(batch_size=64)).predict(TEXT)
     np.testing.assert_allclose(small, whole)
 
 

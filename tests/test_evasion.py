@@ -107,12 +107,12 @@ def test_all_names_are_registered_with_the_evasion_tag():
 def test_registry_records(name):
     p = get(name)
     assert (p.modality, p.family) == ("text", "evasion")
-    assert p.severities == (1, 2, 3, 4, 5)
-    assert p.label_preserving and not p.needs_model
+    assert p.parameters.severities == (1, 2, 3, 4, 5)
+    assert p.traits.label_preserving and not p.needs_model
     level = "word" if name == "emoji_insertion" else "char"
     assert p.tags == {"text", "evasion", "unicode" if name in UNICODE_NAMES else "ascii", level}
-    assert p.doc and "\n" not in p.doc
-    assert p.fn is getattr(evasion, name)
+    assert p.code.doc and "\n" not in p.code.doc
+    assert p.code.fn is getattr(evasion, name)
 
 
 # --- determinism and the input contract ---------------------------------------------------------------------

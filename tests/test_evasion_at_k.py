@@ -30,14 +30,14 @@ def test_evasion_at_k_counts_the_memes_evaded_within_the_first_k_draws():
 def test_evasion_at_1_is_the_runs_own_condition_on_the_flagged_harmful_memes():
     """Draw 1 is keyed by the run's seed, as the suite's typos@3 condition is: its evaded memes are exactly those
     of the condition's predictions among the harmful memes flagged clean."""
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), limit=80, seed=3))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=80), seed=3))
     record = analysed(session, "evasion_at_k", "demo", perturbation="typos", severity=3, k=4)
     result = session.evaluate("demo", "text=typos@3")
-    flagged = (np.asarray(result.y_true) == 1) & (np.asarray(result.proba_clean)[:, 1] >= 0.5)
-    evaded = flagged & (np.asarray(result.proba)[:, 1] < 0.5)
+    flagged = (np.asarray(result.memes.y_true) == 1) & (np.asarray(result.answers.proba_clean)[:, 1] >= 0.5)
+    evaded = flagged & (np.asarray(result.answers.proba)[:, 1] < 0.5)
     assert record["memes"] == int(flagged.sum()) > 10
     assert record["curve"][0]["evaded"] == int(evaded.sum())
     shares = [row["share"] for row in record["curve"]]
@@ -49,10 +49,10 @@ def test_evasion_at_1_is_the_runs_own_condition_on_the_flagged_harmful_memes():
 
 def test_evasion_at_k_refuses_an_attack_or_a_picture_edit_naming_it():
     from pytest_memerobust.errors import ConfigError
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), limit=20))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=20)))
     for name in ("jpeg_compression", "hotflip"):
         with pytest.raises(ConfigError, match=name):
             analysed(session, "evasion_at_k", "demo", perturbation=name)

@@ -14,7 +14,7 @@ from pytest_memerobust.cli import main
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.run.replay import load_stored_picture, needs_batch, regenerate_picture
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from built_once import built_once
 from test_cli_edges import signals_as_in_a_terminal, stopped
@@ -132,7 +132,8 @@ def test_pictures_decode_to_the_bytes_replay_feeds(run, exported, tmp_path):
     stored counterexample pictures are the exported ones, byte for byte."""
     where, _ = run
     rows = load("parquet", exported, tmp_path)
-    session = RobustnessSession(Options(models=("demo",), limit=LIMIT, stats=StatsConfig(n_resamples=50)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=LIMIT),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=50))))
     detector = session.detector("demo")
     seen = {}
     for row in rows:

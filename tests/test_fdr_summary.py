@@ -6,8 +6,8 @@ import torch  # noqa: F401  imported here once: pytester's in-process runs would
 
 from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.judge.thresholds import Thresholds, case_p_value
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
+from pytest_memerobust.judge.thresholds import MetricThresholds, Thresholds, case_p_value
 from pytest_memerobust.judge.verdict import CaseOutcome, run_verdict
 from pytest_memerobust.report.tables import verdict_lines
 
@@ -18,7 +18,7 @@ def _result(flip_share: float, n: int = 200):
     clean = np.eye(2)[y] * 0.8 + 0.1
     flipped = np.arange(n) < int(flip_share * n)
     perturbed = np.where(flipped[:, None], clean[:, ::-1], clean)
-    return ConditionResult("m", "d", Condition(text="typos", text_severity=1), y, clean, perturbed,
+    return ConditionResult("m", "d", Condition(text="typos", text_severity=1), Memes(y), Answers(clean, perturbed),
                            StatsConfig(n_resamples=400))
 
 
@@ -41,7 +41,7 @@ def test_a_case_p_is_bonferroni_over_its_thresholds():
     p_flip = metrics.bootstrap_one_sided_p(r.samples("flip_rate", "flip_rate"), 0.11, "max")
     p_acc = metrics.bootstrap_one_sided_p(r.samples("accuracy", "relative"), 0.5, "min")
     assert one == pytest.approx(p_flip)
-    both = case_p_value(r, Thresholds(max_flip_rate=0.11, min_relative_robustness={"accuracy": 0.5}))
+    both = case_p_value(r, Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.5}), max_flip_rate=0.11))
     assert both == pytest.approx(min(1.0, 2 * min(p_flip, p_acc)))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, EncodingSettings, Engine, engine_sides
 from pytest_memerobust.data.digests import input_digest, input_digests
 from pytest_memerobust.engine.features import FeatureStore, HeldArrays, pack_digests, unpack_digests
 
@@ -120,7 +120,8 @@ def test_captions_a_perturbation_leaves_alone_are_not_encoded_again():
     memes = [Meme(id=f"m{i}", text=t, labels={"hate": i % 2}, image_array=np.zeros((4, 4, 3), np.uint8))
              for i, t in enumerate(captions)]
     det = CountingSplit()
-    engine = Engine(det, Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}), seed=0, batch_size=2)
+    engine = Engine(det, Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}), seed=0,
+                    asking=EncodingSettings(batch_size=2))
     engine.predict(Condition())
     engine.predict(Condition(text="char_delete", text_severity=5))
     perturbed = engine.inputs("text", "char_delete", 5)
@@ -142,7 +143,8 @@ def test_a_combined_condition_encodes_nothing_already_seen():
 def test_engines_sharing_a_store_share_features(tmp_path):
     store = FeatureStore("ns", tmp_path)
     data = make_dataset()
-    a, b = Engine(CountingSplit(), data, features=store), Engine(CountingSplit(), data, features=store)
+    a, b = (Engine(detector, data, sides=engine_sides(detector, data, store))
+            for detector in (CountingSplit(), CountingSplit()))
     np.testing.assert_array_equal(a.predict(Condition()), b.predict(Condition()))
     assert a.encoder_calls == {"image": 6, "text": 6} and b.encoder_calls == {"image": 0, "text": 0}
 
@@ -158,7 +160,7 @@ class RunsOutOfMemory(CountingSplit):
 
 def test_the_batch_halves_when_the_gpu_runs_out_of_memory():
     data = make_dataset()
-    engine = Engine(RunsOutOfMemory(), data, batch_size=8)
+    engine = Engine(RunsOutOfMemory(), data, asking=EncodingSettings(batch_size=8))
     proba = engine.predict(Condition())
     np.testing.assert_allclose(proba, Engine(CountingSplit(), data).predict(Condition()))
     assert 1 <= engine.batch_size <= 2  # remembered for the next sides
@@ -167,13 +169,13 @@ def test_the_batch_halves_when_the_gpu_runs_out_of_memory():
 
 def test_precision_must_be_named():
     with pytest.raises(ValueError, match="fp32 or bf16"):
-        Engine(CountingSplit(), make_dataset(), precision="fp16")
+        Engine(CountingSplit(), make_dataset(), asking=EncodingSettings(precision="fp16"))
 
 
 # --- precision ---------------------------------------------------------------------------------------------------
 
 from pytest_memerobust.run import session as session_module  # noqa: E402
-from pytest_memerobust.run.options import Options  # noqa: E402
+from pytest_memerobust.run.options import ComputeOptions, Options  # noqa: E402
 from pytest_memerobust.run.session import RobustnessSession, bf16_check
 
 
@@ -188,8 +190,8 @@ def test_bf16_is_checked_against_fp32_and_the_check_reports_its_numbers():
 
 def test_auto_precision_is_fp32_on_a_cpu_without_a_check(monkeypatch):
     monkeypatch.setattr(session_module, "bf16_check", lambda *a: pytest.fail("no check on a CPU"))
-    session = RobustnessSession(Options(models=("demo",), device="cpu"))  # a CPU even on a GPU machine
-    assert session.precision("demo") == "fp32" and session.notes == []
+    session = RobustnessSession(Options(models=("demo",), compute=ComputeOptions(device="cpu")))  # a CPU even on a GPU machine
+    assert session.precision("demo") == "fp32" and session.notes.lines == []
 
 
 @pytest.mark.parametrize("wanted, passed, used", [("auto", True, "bf16"), ("auto", False, "fp32"),
@@ -198,13 +200,14 @@ def test_bf16_is_used_when_it_agrees_with_fp32(monkeypatch, wanted, passed, used
     verdict = {"n": 64, "mean_abs_diff": 0.001 if passed else 0.2, "agreement": 1.0 if passed else 0.8,
                "passed": passed}
     monkeypatch.setattr(session_module, "bf16_check", lambda *a: verdict)
-    session = RobustnessSession(Options(models=("demo",), precision=wanted))
+    session = RobustnessSession(Options(models=("demo",), compute=ComputeOptions(precision=wanted)))
     session.detector("demo").device = "cuda:0"  # pretend: only the decision is under test
     assert session.precision("demo") == used
     assert session.precision("demo:text") == used  # ablation views share their base's encoders
-    assert len(session.notes) == (0 if passed else 1)
+    assert len(session.notes.lines) == (0 if passed else 1)
     if not passed:
-        assert "bf16 predictions differ from fp32" in session.notes[0] and f"running {used}" in session.notes[0]
+        note = session.notes.lines[0]
+        assert "bf16 predictions differ from fp32" in note and f"running {used}" in note
 
 
 # --- perturbing ahead --------------------------------------------------------------------------------------------
@@ -261,7 +264,7 @@ def test_a_bounded_run_gives_the_unbounded_predictions(tmp_path, on_disk):
     free = Engine(CountingSplit(), data)
     expected = [free.predict(c) for c in conditions]
     store = FeatureStore("ns", tmp_path if on_disk else None, memory_limit=64)
-    bounded = Engine(CountingSplit(), data, features=store, side_memory_limit=64)
+    bounded = Engine(CountingSplit(), data, sides=engine_sides(CountingSplit(), data, store, 64))
     for condition, want in zip(conditions, expected):
         np.testing.assert_array_equal(bounded.predict(condition), want)
     assert len(bounded.sides.held) <= 2 and store._memory.nbytes <= 64 + 16 and store.stats.dropped > 0

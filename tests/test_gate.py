@@ -10,6 +10,7 @@ from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.judge.gate import (DEFAULT_CHECKS, ErrorControl, RegressionCheck, check_resamples,
                                          compare_condition, gate_mode, summarize)
+from pytest_memerobust.judge.results import Answers, Memes
 from pytest_memerobust.report.gate_tables import baseline_saved_line
 from pytest_memerobust.run.gate import save_baseline
 from pytest_memerobust.track.baseline import baseline_contents, load_baseline, refuse_mismatch
@@ -70,21 +71,24 @@ def _one(check, now, then, where=("demo", "demo", "text=typos@5"), **options):
 def test_an_injected_regression_fails_with_old_new_bound_and_one_sided_p():
     before, after = _results(flip_share=0.02), _results(flip_share=0.15)
     c = _one(DEFAULT_CHECKS[0], after, before, n_resamples=300)
-    assert c.regressed and c.state == "regressed" and c.p_value == c.p_raw == 1 / 301  # alone: nothing to adjust
-    assert (c.before, c.now) == (0.98, 0.85) and c.high < 0 and c.bound < 0
+    decision = c.decision  # alone: nothing to adjust
+    assert decision.regressed and decision.state == "regressed" and decision.p_value == decision.p_raw == 1 / 301
+    assert (c.scores.before, c.scores.now) == (0.98, 0.85) and c.scores.high < 0 and c.decision.bound < 0
     assert "accuracy regressed: baseline 0.9800 -> now 0.8500 (difference -0.1300" in str(c)
     assert "one-sided p 0.00332, adjusted p 0.00332 under family-wise error 5%" in str(c)
     flips = _one(DEFAULT_CHECKS[3], after, before, n_resamples=300)  # the flip rate rose from 0.02 to 0.15
-    assert flips.regressed and flips.low > 0 and flips.bound > 0 and (flips.before, flips.now) == (0.02, 0.15)
+    assert flips.decision.regressed and flips.scores.low > 0 and flips.decision.bound > 0
+    assert (flips.scores.before, flips.scores.now) == (0.02, 0.15)
 
 
 def test_an_equal_run_does_not_regress_and_a_small_drop_is_within_the_allowed_effect():
     same = _results(flip_share=0.05)
     for check in DEFAULT_CHECKS:
         c = _one(check, same, same, n_resamples=200)
-        assert not c.regressed and (c.low, c.high) == (0.0, 0.0) and c.p_value == 1.0
+        assert not c.decision.regressed and (c.scores.low, c.scores.high) == (0.0, 0.0) and c.decision.p_value == 1.0
     slightly_worse = _results(flip_share=0.08)
-    assert not _one(RegressionCheck("relative", "accuracy", 0.05), slightly_worse, _results(flip_share=0.05)).regressed
+    assert not _one(RegressionCheck("relative", "accuracy", 0.05), slightly_worse,
+                    _results(flip_share=0.05)).decision.regressed
 
 
 def test_a_weaker_checkpoint_is_caught_where_relative_robustness_rewards_it():
@@ -103,11 +107,11 @@ def test_a_weaker_checkpoint_is_caught_where_relative_robustness_rewards_it():
     weak_pert[90:100] = weak_pert[90:100, ::-1]  # 0.7 -> 0.667
     strong = {"y": y, "clean": strong_clean, "perturbed": strong_pert}
     weak = {"y": y, "clean": weak_clean, "perturbed": weak_pert}
-    assert not _one(RegressionCheck.parse("rel_acc"), weak, strong, n_resamples=300).regressed
-    assert _one(DEFAULT_CHECKS[0], weak, strong, n_resamples=300).regressed
+    assert not _one(RegressionCheck.parse("rel_acc"), weak, strong, n_resamples=300).decision.regressed
+    assert _one(DEFAULT_CHECKS[0], weak, strong, n_resamples=300).decision.regressed
     clean = [c for c in compare_condition({**weak, "perturbed": weak_clean}, {**strong, "perturbed": strong_clean},
                                           ("m", "d", "clean"), "clean", n_resamples=300)]
-    assert [c.rule for c in clean] == ["acc", "auroc", "f1"] and clean[0].regressed
+    assert [c.subject.rule for c in clean] == ["acc", "auroc", "f1"] and clean[0].decision.regressed
     summary = summarize(clean)
     assert summary["summary"].startswith("1 of 1 condition regressed, clean included; family-wise error 5% over 3 "
                                          "rules")
@@ -190,9 +194,12 @@ def test_saving_a_baseline_says_where_and_what(tmp_path):
     """Saving used to print nothing: the run's last line now names the file, its conditions and models."""
     from types import SimpleNamespace
 
+    from pytest_memerobust.run.options import BaselineOptions, JudgingOptions, Options
+    from pytest_memerobust.run.session_parts import Outcomes
+
     def result(n, flip_share):
         r = _results(n, flip_share)
-        return SimpleNamespace(y_true=r["y"], proba_clean=r["clean"], proba=r["perturbed"], task="hate")
+        return SimpleNamespace(memes=Memes(r["y"]), answers=Answers(r["clean"], r["perturbed"]), task="hate")
 
     results = {("demo", "demo", "clean"): result(50, 0.0), ("demo", "demo", "text=typos@5"): result(50, 0.1),
                ("memeclip", "demo", "clean"): result(50, 0.0)}
@@ -201,8 +208,9 @@ def test_saving_a_baseline_says_where_and_what(tmp_path):
               "models": {"demo": {"checkpoint_sha256": "a" * 64, "card": {"architecture": "demo"}},
                          "memeclip": {"checkpoint_sha256": "b" * 64, "card": {"architecture": "memeclip"}}},
               "options": {"limit": 50}}
-    session = SimpleNamespace(results=results, report=lambda: report, model_label=lambda model: model,
-                              options=SimpleNamespace(baseline_add=False))
+    session = SimpleNamespace(outcomes=Outcomes(results=results), report=lambda: report,
+                              model_label=lambda model: model,
+                              options=Options(judging=JudgingOptions(baseline=BaselineOptions(add=False))))
     lines = []
     saved = save_baseline(session, tmp_path / "base.json", write=lines.append)
     assert saved == {"path": tmp_path / "base.json", "conditions": 3, "models": ["demo", "memeclip"],
@@ -216,7 +224,7 @@ def test_saving_a_baseline_says_where_and_what(tmp_path):
     assert data["checkpoints"] == [{"models": {"demo": "a" * 64, "memeclip": "b" * 64},
                                     "paths": {"demo": None, "memeclip": None}}]
     assert data["results"]["demo"]["demo"]["text=typos@5"]["perturbed"] == results[
-        ("demo", "demo", "text=typos@5")].proba.tolist()
+        ("demo", "demo", "text=typos@5")].answers.proba.tolist()
     assert save_baseline(session, tmp_path / "quiet.json")["conditions"] == 3  # no writer: nothing said
 
 

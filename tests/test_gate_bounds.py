@@ -38,21 +38,22 @@ def _contradictions(comparisons) -> list[str]:
         if not c.judged:
             continue
         line = str(c)
-        if c.mode == "non-inferiority":
+        if c.procedure.mode == "non-inferiority":
             worst, margin = (float(x) for x in re.search(rf"(?:at most|may reach) {NUMBER} .*?margin {NUMBER}",
                                                           line).groups())
-            shown = c.state == "non-inferior"
+            shown = c.decision.state == "non-inferior"
             if shown and not worst <= margin or not shown and not worst >= margin:
                 bad.append(line)
-            exact = -c.bound if c.higher_is_better else c.bound  # the unrounded values say the same
-            if shown != (exact <= c.min_effect):
+            exact = -c.decision.bound if c.subject.higher_is_better else c.decision.bound  # the unrounded: the same
+            if shown != (exact <= c.procedure.min_effect):
                 bad.append(f"{line} [bound {exact!r}]")
         else:
             bound = float(re.search(rf"bound {NUMBER}", line).group(1))
-            past = (lambda b: b < -c.min_effect) if c.higher_is_better else (lambda b: b > c.min_effect)
-            regressed = c.state == "regressed"
-            rounded_edge = abs(abs(bound) - c.min_effect) < 6e-5  # the printed digits cannot tell
-            if regressed != past(c.bound) or (not rounded_edge and regressed != past(bound)):
+            effect = c.procedure.min_effect
+            past = (lambda b: b < -effect) if c.subject.higher_is_better else (lambda b: b > effect)
+            regressed = c.decision.state == "regressed"
+            rounded_edge = abs(abs(bound) - c.procedure.min_effect) < 6e-5  # the printed digits cannot tell
+            if regressed != past(c.decision.bound) or (not rounded_edge and regressed != past(bound)):
                 bad.append(line)
     return bad
 
@@ -71,11 +72,11 @@ def test_no_printed_bound_contradicts_its_decision_on_a_family_of_24_conditions(
         comparisons = judge_family(cells, checks, control=ErrorControl.parse(control), mode=mode, n_resamples=3000,
                                    seed=seed, method=method)
         assert not _contradictions(comparisons)
-        assert sum(1 for c in comparisons if c.members) == 6 * len(checks)  # the family means are members
-        assert all(c.method == method and c.resamples == 3000 for c in comparisons)
+        assert sum(1 for c in comparisons if c.subject.members) == 6 * len(checks)  # the family means are members
+        assert all(c.procedure.method == method and c.procedure.resamples == 3000 for c in comparisons)
         for c in comparisons:
             if c.judged:
-                decided[c.regressed] += 1
+                decided[c.decision.regressed] += 1
     assert decided[True] and decided[False]  # both decisions were made, so both directions were checked
 
 
@@ -96,11 +97,11 @@ def test_a_uniform_small_loss_over_a_family_is_seen_by_its_mean_before_any_sever
                                 {"y": y, "clean": then_clean, "perturbed": proba_of(now_right)},
                                 {"y": y, "clean": then_clean, "perturbed": proba_of(then_right)}))
     comparisons = judge_family(cells, (RegressionCheck.parse("acc"),), n_resamples=2000, seed=3)
-    by_condition = {c.condition: c for c in comparisons}
+    by_condition = {c.subject.condition: c for c in comparisons}
     mean = by_condition["typos (mean of 5)"]
-    assert mean.members == tuple(f"typos@{s}" for s in range(1, 6)) and mean.regressed
+    assert mean.subject.members == tuple(f"typos@{s}" for s in range(1, 6)) and mean.decision.regressed
     assert mean.difference == pytest.approx(np.mean([by_condition[f"typos@{s}"].difference for s in range(1, 6)]))
-    assert not any(by_condition[f"typos@{s}"].regressed for s in range(1, 6))
+    assert not any(by_condition[f"typos@{s}"].decision.regressed for s in range(1, 6))
     summary = summarize(comparisons)
     assert summary["summary"].startswith("0 of 6 conditions and 1 of 1 family mean regressed")
     assert summary["regressed"] == 1 and summary["resamples"] == 2000 and summary["method"] == "bootstrap"
@@ -122,10 +123,10 @@ def test_a_paired_permutation_p_matches_the_exact_sign_flip_p_worked_out_by_enum
                                                     "perturbed": _binary(y, now_right)},
                       {"y": y, "clean": _binary(y, then_right), "perturbed": _binary(y, then_right)})
     (acc,) = judge_family([cell], (RegressionCheck.parse("acc"),), control=ErrorControl("none"), n_resamples=20_000)
-    assert acc.method == "permutation" and acc.difference == pytest.approx(-3 / 12)
+    assert acc.procedure.method == "permutation" and acc.difference == pytest.approx(-3 / 12)
     exact = sum(1 for signs in np.ndindex(*(2,) * 5) if (np.array([1, 1, 1, 1, -1]) * (1 - 2 * np.array(signs))).sum()
                 >= 3) / 32
-    assert exact == 6 / 32 and acc.p_raw == pytest.approx(exact, abs=0.01)
+    assert exact == 6 / 32 and acc.decision.p_raw == pytest.approx(exact, abs=0.01)
 
 
 def test_permutation_null_families_of_30_memes_with_2_of_a_class_fail_about_5_percent():
@@ -144,9 +145,9 @@ def test_permutation_null_families_of_30_memes_with_2_of_a_class_fail_about_5_pe
         cells = [PairedCell("m", "d", "clean", "clean", {"y": y, "clean": a, "perturbed": a},
                             {"y": y, "clean": b, "perturbed": b})]
         comparisons = judge_family(cells, n_resamples=1000, seed=family)
-        assert {c.state for c in comparisons if c.rule in ("auroc", "f1")} == {
+        assert {c.decision.state for c in comparisons if c.subject.rule in ("auroc", "f1")} == {
             "not judged: too few memes of class 1 (2 < 10)"}
-        assert all(c.method == "permutation" for c in comparisons)
+        assert all(c.procedure.method == "permutation" for c in comparisons)
         failed += summarize(comparisons)["regressed"] > 0
     assert failed <= 7  # Binomial(60, 0.05): P(X > 7) < 2%
 
@@ -176,9 +177,10 @@ def test_a_new_seed_passes_against_a_recipe_and_a_checkpoint_8_points_worse_fail
                                [{"y": y, "clean": t, "perturbed": t} for t in runs[:4]])]
 
         out = judge_family(cells(runs[4]), checks, n_resamples=2000)
-        assert out[0].recipe == 4 and out[0].method == "bootstrap" and "against a recipe of 4" in out[0].test
-        assert out[0].before == pytest.approx(np.mean([(r.argmax(1) == y).mean() for r in runs[:4]]))
-        inflations.append(out[0].inflation)
+        procedure = out[0].procedure
+        assert procedure.recipe == 4 and procedure.method == "bootstrap" and "against a recipe of 4" in procedure.test
+        assert out[0].scores.before == pytest.approx(np.mean([(r.argmax(1) == y).mean() for r in runs[:4]]))
+        inflations.append(out[0].procedure.inflation)
         passed += summarize(out)["regressed"] == 0
         right = np.flatnonzero(runs[4].argmax(1) == y)
         lost = runs[4].copy()
@@ -194,5 +196,5 @@ def test_holm_draws_the_resamples_its_first_step_needs_and_says_so():
     cells = _family(np.random.default_rng(1), 150)  # 24 conditions x 4 rules - 3 flip-free clean + 24 means = 117
     m = sum(1 for c in judge_family(cells, n_resamples=300, method="bootstrap"))
     holm = judge_family(cells, control=ErrorControl("holm"), n_resamples=300, method="bootstrap")
-    assert {c.resamples for c in holm} == {int(np.ceil(m / 0.05 - 1))}
-    assert any(c.regressed for c in holm)
+    assert {c.procedure.resamples for c in holm} == {int(np.ceil(m / 0.05 - 1))}
+    assert any(c.decision.regressed for c in holm)

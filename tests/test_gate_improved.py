@@ -42,21 +42,22 @@ def _swapped(cells):
 
 def _beyond(c, bound: float) -> bool:
     """Whether a bound on now - before lies past the improvement's margin, on the better side."""
-    return bound > c.improvement_margin if c.higher_is_better else bound < -c.improvement_margin
+    margin = c.procedure.improvement_margin
+    return bound > margin if c.subject.higher_is_better else bound < -margin
 
 
 @pytest.mark.parametrize("memes, method", [(300, "bootstrap"), (80, "permutation")])
 def test_a_clearly_better_checkpoint_is_listed_improved_and_the_swap_lists_exactly_those_regressed(memes, method):
     cells = _hardened(np.random.default_rng(5), memes)
     better = judge_family(cells, n_resamples=1000, seed=1)
-    assert {c.method for c in better} == {method}
-    improved = {c.condition for c in better if c.improved}
+    assert {c.procedure.method for c in better} == {method}
+    improved = {c.subject.condition for c in better if c.improvement.improved}
     assert improved == {"typos@2", "typos@3", "typos (mean of 3)"}  # the family mean is a member of the family
-    assert not any(c.regressed for c in better)
+    assert not any(c.decision.regressed for c in better)
     for c in better:
-        if c.improved:
-            assert _beyond(c, c.improved_bound) and c.improved_p_value <= 0.05
-            assert (c.difference > 0) == c.higher_is_better  # accuracy, AUROC and F1 up; the flip rate down
+        if c.improvement.improved:
+            assert _beyond(c, c.improvement.bound) and c.improvement.p_value <= 0.05
+            assert (c.difference > 0) == c.subject.higher_is_better  # accuracy, AUROC and F1 up; the flip rate down
     summary = summarize(better)
     assert summary["summary"].startswith("0 of 4 conditions and 0 of 1 family mean regressed")
     assert summary["improved_summary"].startswith("2 of 4 conditions and 1 of 1 family mean improved (clean did "
@@ -64,23 +65,27 @@ def test_a_clearly_better_checkpoint_is_listed_improved_and_the_swap_lists_exact
     assert summary["improved"] == 3 and {r["condition"] for r in summary["improvements"]} == improved
 
     worse = judge_family(_swapped(cells), n_resamples=1000, seed=1)  # the mirror: the same procedure, other way
-    assert {c.condition for c in worse if c.regressed} == improved and not any(c.improved for c in worse)
+    assert {c.subject.condition for c in worse if c.decision.regressed} == improved
+    assert not any(c.improvement.improved for c in worse)
     for b, w in zip(better, worse):
-        assert (b.condition, b.rule) == (w.condition, w.rule) and b.improved == w.regressed
+        assert (b.subject.condition, b.subject.rule) == (w.subject.condition, w.subject.rule)
+        assert b.improvement.improved == w.decision.regressed
         if b.judged:
-            assert b.improved_p_raw == pytest.approx(w.p_raw) and b.improved_p_value == pytest.approx(w.p_value)
-            assert b.improved_bound == pytest.approx(-w.bound)
-            assert w.p_value == pytest.approx(b.improved_p_value)
-            assert b.p_value == pytest.approx(w.improved_p_value) and b.bound == pytest.approx(-w.improved_bound)
+            assert b.improvement.p_raw == pytest.approx(w.decision.p_raw)
+            assert b.improvement.p_value == pytest.approx(w.decision.p_value)
+            assert b.improvement.bound == pytest.approx(-w.decision.bound)
+            assert w.decision.p_value == pytest.approx(b.improvement.p_value)
+            assert b.decision.p_value == pytest.approx(w.improvement.p_value)
+            assert b.decision.bound == pytest.approx(-w.improvement.bound)
 
 
 def test_a_rule_with_a_minimum_effect_counts_an_improvement_only_beyond_it():
     """`acc:30%`: a 20-point gain is no improvement beyond 30 points; the line names the margin."""
     cells = _hardened(np.random.default_rng(5), 300)
     (clean, *typos) = judge_family(cells, (RegressionCheck.parse("acc:30%"),), n_resamples=1000, family_means=False)
-    assert not any(c.improved for c in typos) and typos[1].difference > 0.15
+    assert not any(c.improvement.improved for c in typos) and typos[1].difference > 0.15
     assert ", margin 0.300, adjusted p" in change_line(typos[1].as_dict(), better=True)
-    assert [c.improved for c in judge_family(cells, (RegressionCheck.parse("acc:5%"),), n_resamples=1000,
+    assert [c.improvement.improved for c in judge_family(cells, (RegressionCheck.parse("acc:5%"),), n_resamples=1000,
                                              family_means=False)] == [False, False, True, True]
 
 
@@ -90,9 +95,9 @@ def test_under_non_inferiority_improved_means_better_at_all():
     cells = _hardened(np.random.default_rng(5), 300)
     out = judge_family(cells, (RegressionCheck.parse("acc:30%"),), mode="non-inferiority", n_resamples=1000,
                        family_means=False)
-    assert [c.improved for c in out] == [False, False, True, True]
-    assert all(c.improvement_margin == 0.0 and c.improved_bound > 0 for c in out if c.improved)
-    assert all(c.state == "non-inferior" for c in out)
+    assert [c.improvement.improved for c in out] == [False, False, True, True]
+    assert all(c.procedure.improvement_margin == 0.0 and c.improvement.bound > 0 for c in out if c.improvement.improved)
+    assert all(c.decision.state == "non-inferior" for c in out)
 
 
 def test_null_pairs_list_nothing_improved():
@@ -124,8 +129,8 @@ def test_null_pairs_list_nothing_improved():
         listed += swapped["improved"] > 0
         regressed += swapped["regressed"] > 0
         unchanged = judge_family(same, n_resamples=500, seed=family)
-        assert not any(c.improved or c.regressed for c in unchanged)
-        assert all(c.improved_p_value == 1.0 for c in unchanged if c.judged)
+        assert not any(c.improvement.improved or c.decision.regressed for c in unchanged)
+        assert all(c.improvement.p_value == 1.0 for c in unchanged if c.judged)
     assert listed <= 6 and regressed <= 6, (listed, regressed)
 
 
@@ -161,12 +166,12 @@ def test_no_printed_improvement_bound_contradicts_its_decision(control, mode, ru
             if not c.judged:
                 continue
             line = change_line(c.as_dict(), better=True)
-            assert f", {'improved' if c.improved else 'not improved'}; bound" in line
+            assert f", {'improved' if c.improvement.improved else 'not improved'}; bound" in line
             bound = float(re.search(rf"bound {NUMBER}", line).group(1))
-            rounded_edge = abs(abs(bound) - c.improvement_margin) < 6e-4  # three digits cannot tell
-            assert c.improved == _beyond(c, c.improved_bound), line
-            assert rounded_edge or c.improved == _beyond(c, bound), line
-            decided[c.improved] += 1
+            rounded_edge = abs(abs(bound) - c.procedure.improvement_margin) < 6e-4  # three digits cannot tell
+            assert c.improvement.improved == _beyond(c, c.improvement.bound), line
+            assert rounded_edge or c.improvement.improved == _beyond(c, bound), line
+            decided[c.improvement.improved] += 1
     assert decided[True] and decided[False]  # both decisions were made, so both directions were checked
 
 

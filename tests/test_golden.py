@@ -28,9 +28,9 @@ def _outputs() -> dict:
         p = get(name)
         if p.needs_model or "needs_backend" in p.tags:  # a detector's weights or a model not installed here
             continue
-        for severity in p.severities or (None,):
+        for severity in p.parameters.severities or (None,):
             x = CAPTION if p.modality == "text" else _image()
-            captions = [CAPTION] if p.caption_source else None
+            captions = [CAPTION] if p.traits.caption_source else None
             y = p.apply([x], ["golden-meme"], severity, seed=7, captions=captions)[0]
             out[f"{name}@{severity}"] = y if isinstance(y, str) else y.tolist()
     return out

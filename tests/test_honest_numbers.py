@@ -154,7 +154,7 @@ def test_the_family_headline_keeps_its_figure_at_80_columns():
 def test_an_image_attack_counts_the_memes_it_fooled_of_those_right_clean():
     """16 memes: 7 right clean, 5 of those flipped; 14 wrong after the attack (9 were wrong already)."""
     from pytest_memerobust.engine import Condition
-    from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+    from pytest_memerobust.judge.results import Answers, AttackMeasures, ConditionResult, Memes, StatsConfig
     from pytest_memerobust.report.tables import render
 
     y = np.ones(16, dtype=int)
@@ -162,8 +162,8 @@ def test_an_image_attack_counts_the_memes_it_fooled_of_those_right_clean():
     clean = np.array([right] * 7 + [wrong] * 9)
     attacked = np.array([wrong] * 5 + [right] * 2 + [wrong] * 9)
     measured = {"memes": 16, "wrong_after_attack": 14, "queries": 0, "zero_gradient": 0, "flags": []}
-    result = ConditionResult("m", "demo", Condition.parse("image=pgd_linf@4"), y, clean, attacked,
-                             StatsConfig(n_resamples=50), picture_attack=measured)
+    result = ConditionResult("m", "demo", Condition.parse("image=pgd_linf@4"), Memes(y), Answers(clean, attacked),
+                             StatsConfig(n_resamples=50), measures=AttackMeasures(picture_attack=measured))
     row = result.as_dict()
     assert (row["picture_attack"]["fooled_of_right_clean"], row["picture_attack"]["right_clean"]) == (5, 7)
     assert row["picture_attack"]["wrong_after_attack"] == 14
@@ -190,11 +190,12 @@ class _Ocr:
 @pytest.fixture(scope="module")
 def ocr_session():
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, JudgingOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), limit=12, stats=StatsConfig(n_resamples=50)))
-    session._ocr = _Ocr()
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=12),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=50))))
+    session.loaded.ocr = _Ocr()
     session.evaluate("demo", "image=contrast@5", captions="ocr")
     return session
 
@@ -226,7 +227,7 @@ def test_an_export_row_says_where_its_captions_came_from(ocr_session):
     from pytest_memerobust.track.export import COLUMNS, Part
 
     spec = "demo" + CAPTIONS_BY_OCR
-    result = ocr_session.results[("demo", spec, "image=contrast@5")]
+    result = ocr_session.outcomes.results[("demo", spec, "image=contrast@5")]
     part = Part("demo", "demo", spec, result.task, "image=contrast@5", "", "", {})
     row, _ = next(iter(rows(ocr_session, part, result)))
     assert row["caption_source"] == "fake-ocr" and row["original_caption_source"] == "dataset"

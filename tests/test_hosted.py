@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from pytest_memerobust.detectors import ModelCard, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, load_detector
 from pytest_memerobust.detectors.hosted import EndpointError, HostedDetector
 from pytest_memerobust.errors import ConfigError
 
@@ -151,8 +151,8 @@ def endpoint(monkeypatch):
 
 def card(url: str, **params) -> ModelCard:
     return ModelCard(name="fake-hosted", architecture="hosted", classes=("non-hateful", "hateful"),
-                     params={"base_url": url, "model": "fake-vlm", "requests_per_second": 0, "timeout_s": 1.0,
-                             "retries": 2, "abstain_below": 0.5, **params})
+                     network=Network(params={"base_url": url, "model": "fake-vlm", "requests_per_second": 0,
+                                             "timeout_s": 1.0, "retries": 2, "abstain_below": 0.5, **params}))
 
 
 PICTURE = np.zeros((16, 16, 3), np.uint8)
@@ -288,7 +288,7 @@ def test_the_image_attacks_reach_a_hosted_model_by_queries_alone_and_count_them(
     import torch
 
     from pytest_memerobust.perturb import get, image_attacks
-    from pytest_memerobust.perturb.attacks import AttackContext
+    from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
     from pytest_memerobust.perturb.image_attacks import NoGradient
 
     monkeypatch.setattr(image_attacks, "SQUARE_QUERIES", 12)
@@ -297,7 +297,7 @@ def test_the_image_attacks_reach_a_hosted_model_by_queries_alone_and_count_them(
     captions, ids = ["yes they are", "yes those people"], ["a", "b"]
 
     def context():
-        return AttackContext(detector, np.array([1, 1]), None, pictures, captions=captions, ids=ids)
+        return AttackContext(detector, np.array([1, 1]), CleanInputs(None, pictures, captions), ids=ids)
 
     with pytest.raises(NoGradient, match="HostedDetector has no differentiable image path"):
         get("pgd_linf").apply(pictures, ids, 2, 0, context())

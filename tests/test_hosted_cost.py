@@ -41,7 +41,7 @@ def test_the_estimate_bounds_what_each_attack_sends(endpoint, monkeypatch):  # n
     from pytest_memerobust.detectors import load_detector
     from pytest_memerobust.detectors.hosted_cost import attack_queries
     from pytest_memerobust.perturb import get, image_attacks
-    from pytest_memerobust.perturb.attacks import AttackContext
+    from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 
     monkeypatch.setattr(image_attacks, "SQUARE_QUERIES", 12)
     detector = load_detector(card(endpoint))
@@ -50,7 +50,7 @@ def test_the_estimate_bounds_what_each_attack_sends(endpoint, monkeypatch):  # n
     for name, severity in (("square", 2), ("strongest_image", 1), ("hotflip", 2), ("co_attack", 1)):
         FakeEndpoint.requests.clear()
         FakeEndpoint.seen = set()
-        context = AttackContext(detector, np.array([1, 1]), None, pictures, captions=captions, ids=ids)
+        context = AttackContext(detector, np.array([1, 1]), CleanInputs(None, pictures, captions), ids=ids)
         items = captions if get(name).modality == "text" else pictures
         get(name).apply(items, ids, severity, 0, context)
         bound = sum(attack_queries(name, severity, c) for c in captions)

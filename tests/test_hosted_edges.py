@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler
 import numpy as np
 import pytest
 
-from pytest_memerobust.detectors import ModelCard
+from pytest_memerobust.detectors import ModelCard, Network, Scoring
 from pytest_memerobust.detectors.hosted import EndpointError, HostedDetector
 from pytest_memerobust.errors import ConfigError
 from test_hosted import PICTURE, _reply, _serve, card
@@ -211,9 +211,10 @@ def test_samples_beyond_what_a_user_can_mean_is_one_error_naming_the_key_and_the
     from pytest_memerobust.detectors.sampling import MAX_SAMPLES, Sampling
 
     with pytest.raises(ConfigError, match=rf"samples = 1000000 is more than {MAX_SAMPLES}"):
-        Sampling.from_card(ModelCard(name="s", architecture="hosted", classes=("a", "b"), samples=1000000))
+        Sampling.from_card(ModelCard(name="s", architecture="hosted", classes=("a", "b"),
+                                     scoring=Scoring(samples=1000000)))
     assert Sampling.from_card(ModelCard(name="s", architecture="hosted", classes=("a", "b"),
-                                        samples=MAX_SAMPLES)).k == MAX_SAMPLES
+                                        scoring=Scoring(samples=MAX_SAMPLES))).k == MAX_SAMPLES
 
 
 # --- time: a total deadline per request, and a breaker for a dead endpoint ------------------------------------------
@@ -347,7 +348,8 @@ def test_at_the_cards_defaults_a_dead_endpoint_stops_the_run_within_a_minute():
     from pytest_memerobust.detectors.endpoint_guard import BREAKER_FAILURES
 
     params = {"base_url": "http://127.0.0.1:9/v1", "model": "fake-vlm"}
-    detector = HostedDetector(ModelCard(name="defaults", architecture="hosted", classes=("no", "yes"), params=params))
+    detector = HostedDetector(ModelCard(name="defaults", architecture="hosted", classes=("no", "yes"),
+                                        network=Network(params=params)))
     backoffs = sum(min(30.0, 0.5 * 2 ** attempt) for attempt in range(BREAKER_FAILURES - 1))
     assert BREAKER_FAILURES * detector.timeout_s + backoffs < 60
 

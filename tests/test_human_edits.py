@@ -50,11 +50,11 @@ def _hits(n: int, share: float) -> int:
 @pytest.mark.parametrize("name", NAMES)
 def test_registered_as_a_label_preserving_human_edit_with_five_severities(name):
     p = get(name)
-    assert (p.modality, p.family, p.severities) == ("text", "human_edits", (1, 2, 3, 4, 5))
-    assert p.label_preserving and not p.needs_model
+    assert (p.modality, p.family, p.parameters.severities) == ("text", "human_edits", (1, 2, 3, 4, 5))
+    assert p.traits.label_preserving and not p.needs_model
     assert {"human_edit", "text"} <= p.tags and len(p.tags & {"char", "word"}) == 1
     assert name in names("text", tag="human_edit")
-    assert p.doc  # `memerobust list` prints the docstring's first line
+    assert p.code.doc  # `memerobust list` prints the docstring's first line
 
 
 # --- known outputs ------------------------------------------------------------------------------------------

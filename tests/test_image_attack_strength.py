@@ -13,7 +13,7 @@ from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.errors import ConfigError, SuiteError, UnknownNameError
 from pytest_memerobust.perturb import get, image_attacks
-from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 from pytest_memerobust.perturb.conditions import Condition
 from pytest_memerobust.perturb.image_attacks import L2_RMS_LEVELS, LINF_LEVELS, to_picture
 
@@ -38,8 +38,8 @@ def three_classes():
 
 def _context(detector, memes, labels=None):
     labels = np.asarray([m.labels["hate"] for m in memes]) if labels is None else labels
-    return AttackContext(detector, labels, None, [m.picture() for m in memes], captions=[m.text for m in memes],
-                         ids=[m.id for m in memes], seed=0)
+    clean = CleanInputs(None, [m.picture() for m in memes], captions=[m.text for m in memes])
+    return AttackContext(detector, labels, clean, ids=[m.id for m in memes], seed=0)
 
 
 def _attack(name, detector, memes, severity, labels=None):

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from pytest_memerobust.data import demo_dataset
-from pytest_memerobust.detectors import ModelCard, load_detector
-from pytest_memerobust.engine import Engine
+from pytest_memerobust.detectors import ModelCard, Network, load_detector
+from pytest_memerobust.engine import AttackState, Engine, RunPlace
 from pytest_memerobust.perturb.conditions import Condition
 from pytest_memerobust.engine.shards import ShardRunner
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb import image_attacks
-from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 from pytest_memerobust.perturb.image_attacks import LINF_LEVELS, L2_RMS_LEVELS, NoGradient, summary
 
 from minilm_model import require_minilm
@@ -39,8 +39,8 @@ def world():
 
 def _context(detector, memes, training=None, labels=None):
     labels = np.asarray([m.labels["hate"] for m in memes]) if labels is None else labels
-    return AttackContext(detector, labels, None, [m.picture() for m in memes], training=training,
-                         captions=[m.text for m in memes], ids=[m.id for m in memes], seed=0)
+    clean = CleanInputs(None, [m.picture() for m in memes], captions=[m.text for m in memes])
+    return AttackContext(detector, labels, clean, training=training, ids=[m.id for m in memes], seed=0)
 
 
 def _accuracy(detector, pictures, memes):
@@ -161,8 +161,8 @@ def test_the_joint_attack_through_the_engine_shard_by_shard_as_in_one_pass(world
     data = test.head(8)
     labels = data.labels("hate")
     condition = Condition.parse("image=co_attack@1")
-    whole = Engine(detector, data, labels=labels)
-    sharded = Engine(detector, data, labels=labels, shards=ShardRunner(size=4))
+    whole = Engine(detector, data, attacks=AttackState(labels=labels))
+    sharded = Engine(detector, data, attacks=AttackState(labels=labels), place=RunPlace(shards=ShardRunner(size=4)))
     sharded.plan([condition])
     assert np.array_equal(whole.predict(condition), sharded.predict(condition))
     measured, again = whole.picture_attack(condition), sharded.picture_attack(condition)
@@ -170,9 +170,10 @@ def test_the_joint_attack_through_the_engine_shard_by_shard_as_in_one_pass(world
     captions = whole.inputs(*whole.text_side(condition))
     assert captions != [m.text for m in data.memes] and len(captions) == 8
     # a report's example (and a counterexample) shows the caption the attack chose with that picture
-    fresh = Engine(detector, data, labels=labels)
+    fresh = Engine(detector, data, attacks=AttackState(labels=labels))
     assert [fresh.caption(condition, i) for i in (0, 5)] == [captions[0], captions[5]]
-    assert np.array_equal(fresh.picture(condition, 5), Engine(detector, data, labels=labels).picture(condition, 5))
+    assert np.array_equal(fresh.picture(condition, 5), Engine(detector, data,
+                                                              attacks=AttackState(labels=labels)).picture(condition, 5))
     with pytest.raises(ValueError, match="joint attack"):
         whole.predict(Condition.parse("text=typos@1+image=co_attack@1"))
 
@@ -182,7 +183,7 @@ def test_every_image_backbone_kind_is_attacked_white_box(kind):
     architecture, params, backbone = KINDS[kind]
     torch.manual_seed(0)
     card = ModelCard(name=f"tiny-{kind}", architecture=architecture, classes=("non-hateful", "hateful"),
-                     params=dict(params), backbone=dict(backbone))
+                     network=Network(params=dict(params), backbone=dict(backbone)))
     detector = load_detector(card)
     memes = demo_dataset("test").head(2).memes
     for name, severity in (("pgd_linf", 3), ("co_attack", 1)):
@@ -203,14 +204,15 @@ def test_an_attack_crafted_on_one_detector_reaches_another_with_the_same_picture
     data = test.head(6)
     labels = data.labels("hate")
     condition = Condition.parse("image=pgd_linf@4")
-    crafted = Engine(detector, data, labels=labels).inputs(*Engine.image_side(condition))
-    carried = Engine(demo, data, labels=labels, attack_source=detector).inputs(*Engine.image_side(condition))
+    crafted = Engine(detector, data, attacks=AttackState(labels=labels)).inputs(*Engine.image_side(condition))
+    carried = Engine(demo, data,
+                     attacks=AttackState(labels=labels, source=detector)).inputs(*Engine.image_side(condition))
     assert all(torch.equal(a, b) for a, b in zip(crafted, carried))
     matrix = transfer_matrix(transfer_cells({"blip2": detector, "demo": demo}, data, labels, condition))
     assert matrix["sources"] == matrix["targets"] == ["blip2", "demo"]
     white_box = matrix["cells"][0][0]
-    clean = Engine(detector, data, labels=labels).predict(Condition()).argmax(1) == labels
-    attacked = Engine(detector, data, labels=labels).predict(condition).argmax(1) == labels
+    clean = Engine(detector, data, attacks=AttackState(labels=labels)).predict(Condition()).argmax(1) == labels
+    attacked = Engine(detector, data, attacks=AttackState(labels=labels)).predict(condition).argmax(1) == labels
     assert (white_box["fooled"], white_box["out_of"]) == (int((clean & ~attacked).sum()), int(clean.sum()))
     assert all(0 <= c["ci"][0] <= c["share"] <= c["ci"][1] <= 1 for row in matrix["cells"] for c in row
                if c["out_of"])
@@ -304,7 +306,7 @@ def test_the_joint_attack_fools_every_meme_either_channel_alone_fools(world):
     data = test.head(16)
     labels = data.labels("hate")
     for model in (demo, detector):
-        engine = Engine(model, data, labels=labels)
+        engine = Engine(model, data, attacks=AttackState(labels=labels))
         fooled = {c: engine.predict(Condition.parse(c)).argmax(1) != labels
                   for c in ("text=hotflip@2", "image=pgd_linf@2", "image=co_attack@2")}
         joint = fooled["image=co_attack@2"]
@@ -327,18 +329,19 @@ def test_the_caption_side_on_real_pridemm_captions_with_minilm_is_the_same_at_an
     labels = data.labels("hate")
     torch.manual_seed(0)
     detector = load_detector(ModelCard(name="tiny-minilm", architecture="memeblip2", classes=("non-hateful", "hateful"),
-                                       params={"map_dim": 32}, backbone={"kind": "minilm"}))
+                                       network=Network(params={"map_dim": 32}, backbone={"kind": "minilm"})))
     condition = Condition.parse("text=hotflip_human@2")
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = Engine(detector, data, labels=labels).inputs(*Engine(detector, data).text_side(condition))
+        one = Engine(detector, data,
+                     attacks=AttackState(labels=labels)).inputs(*Engine(detector, data).text_side(condition))
         torch.set_num_threads(2)
-        two = Engine(detector, data, labels=labels).inputs("text", "hotflip_human", 2)
+        two = Engine(detector, data, attacks=AttackState(labels=labels)).inputs("text", "hotflip_human", 2)
     finally:
         torch.set_num_threads(threads)
-    halves = (Engine(detector, data.head(3), labels=labels[:3]).inputs("text", "hotflip_human", 2)
-              + Engine(detector, replace(data, memes=data.memes[3:]), labels=labels[3:]).inputs(
+    halves = (Engine(detector, data.head(3), attacks=AttackState(labels=labels[:3])).inputs("text", "hotflip_human", 2)
+              + Engine(detector, replace(data, memes=data.memes[3:]), attacks=AttackState(labels=labels[3:])).inputs(
                   "text", "hotflip_human", 2))
     assert one == two == halves
     assert sum(a != b for a, b in zip(one, [m.text for m in data.memes])) >= 3

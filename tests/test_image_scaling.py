@@ -9,7 +9,7 @@ import torch
 
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors.defences import Defence
-from pytest_memerobust.detectors import ModelCard, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, load_detector
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.perturb import get
@@ -30,7 +30,7 @@ def _detector(resize: str | None):
     config["vision_cfg"]["image_size"] = 32
     backbone = {"kind": "open_clip", "config": config} | ({"resize": resize} if resize else {})
     return load_detector(ModelCard(name=f"tiny-{resize}", architecture="memeclip", classes=("non-hateful", "hateful"),
-                                   params={"map_dim": 32}, backbone=backbone))
+                                   network=Network(params={"map_dim": 32}, backbone=backbone)))
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +79,9 @@ def test_the_resize_is_read_off_the_backbone_and_a_config_key(bilinear, default)
     assert detector_resize(bilinear) == EncoderResize(32, True, "bilinear")
     assert detector_resize(default) == EncoderResize(32, True, "bicubic-antialias")
     blip2 = load_detector(ModelCard(name="tiny-blip2", architecture="memeblip2", classes=("non-hateful", "hateful"),
-                                    params={"map_dim": 32},
-                                    backbone={"kind": "hf-blip2", "tokenizer": "minilm", "config": BLIP2_TINY,
-                                              "resize": "nearest"}))
+                                    network=Network(params={"map_dim": 32},
+                                                    backbone={"kind": "hf-blip2", "tokenizer": "minilm",
+                                                              "config": BLIP2_TINY, "resize": "nearest"})))
     assert detector_resize(blip2) == EncoderResize(64, False, "nearest")  # BLIP-2 resizes without a crop
     assert bilinear.backbone.preprocessing()["resize"] == "bilinear"
     assert default.backbone.preprocessing()["resize"] == "bicubic-antialias"
@@ -155,15 +155,16 @@ def test_a_picture_defence_brings_the_view_back_to_the_originals(bilinear, memes
 
 
 def test_the_engine_reads_pictures_behind_the_defence(bilinear, memes):
-    from pytest_memerobust.engine import Engine
+    from pytest_memerobust.engine import AttackState, EncodingSettings, Engine
 
     test, training = memes
     condition = Condition(image="image_scaling", image_severity=5, defence="area_resize")
     assert condition.id == "image=image_scaling@5+defence=area_resize"
     assert Condition.parse(condition.id) == condition
-    defended = Engine(bilinear, test, labels=test.labels("hate"), training=training,
-                      defence=Defence.parse("area_resize"))
-    plain = Engine(bilinear, test, labels=test.labels("hate"), training=training)
+    defended = Engine(bilinear, test,
+                      asking=EncodingSettings(defence=Defence.parse("area_resize")),
+                      attacks=AttackState(labels=test.labels("hate"), training=training))
+    plain = Engine(bilinear, test, attacks=AttackState(labels=test.labels("hate"), training=training))
     attacked = plain.predict(Condition(image="image_scaling", image_severity=5)) - plain.predict(Condition())
     behind = defended.predict(condition) - defended.predict(Condition(defence="area_resize"))
     assert np.abs(behind).max() < 0.25 * np.abs(attacked).max()

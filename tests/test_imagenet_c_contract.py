@@ -31,8 +31,8 @@ def test_registry_contract(name):
     perturbation = get(name)
     group = next(g for g, members in GROUPS.items() if name in members)
     assert {"image", "imagenet_c", group} <= perturbation.tags
-    assert perturbation.severities == SEVERITIES
-    assert "ImageNet-C" in perturbation.doc
+    assert perturbation.parameters.severities == SEVERITIES
+    assert "ImageNet-C" in perturbation.code.doc
     picture = test_picture(40, 52)
     out = perturbation(picture, 3, np.random.default_rng(0))
     assert out.shape == picture.shape and out.dtype == np.uint8

@@ -9,7 +9,9 @@ import pytest
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.judge.ledger import FORMAT as LEDGER_FORMAT
+from pytest_memerobust.judge.results import Answers, Memes
 from pytest_memerobust.run.gate import baseline_data
+from pytest_memerobust.run.session_parts import Outcomes
 from pytest_memerobust.track.baseline import FORMAT, flip_ledger_of, load_baseline
 from pytest_memerobust.report.ledger import ledger_markdown, write_ledger
 
@@ -172,15 +174,15 @@ def _session(task="hate"):
     """A session as baseline_data reads it: results, the report's facts, and the dataset the results scored."""
     def result(p_true):
         cell = _cell(p_true)
-        return SimpleNamespace(y_true=np.array(Y), proba_clean=np.array(cell["clean"]),
-                               proba=np.array(cell["perturbed"]), task=task)
+        return SimpleNamespace(memes=Memes(np.array(Y)),
+                               answers=Answers(np.array(cell["clean"]), np.array(cell["perturbed"])), task=task)
 
     memes = [SimpleNamespace(id=i, text=t) for i, t in zip(IDS, CAPTIONS)]
     dataset = SimpleNamespace(labelled=lambda task: SimpleNamespace(memes=memes))
     report = {"seed": 0, "versions": VERSIONS, "datasets": {"demo": {"fingerprint": "a" * 64}},
               "models": {"demo": {"checkpoint_sha256": "c" * 64}}}
-    return SimpleNamespace(results={("demo", "demo", "clean"): result(_p_true({})),
-                                    ("demo", "demo", "text=typos@5"): result(_p_true(TYPOS_AFTER))},
+    return SimpleNamespace(outcomes=Outcomes(results={("demo", "demo", "clean"): result(_p_true({})),
+                                                      ("demo", "demo", "text=typos@5"): result(_p_true(TYPOS_AFTER))}),
                            report=lambda: report, dataset=lambda spec: dataset, model_label=lambda model: model)
 
 
@@ -215,11 +217,12 @@ def test_a_damaged_memes_entry_is_named(tmp_path, damage):
 
 def test_a_real_run_saves_the_ids_of_the_memes_it_scored(tmp_path):
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), limit=12, device="cpu", cache_dir=tmp_path,
-                                        stats=StatsConfig(n_resamples=20)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=12),
+                                        compute=ComputeOptions(device="cpu", cache=CacheOptions(folder=tmp_path)),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     session.evaluate("demo", "text=typos@5")
     data = baseline_data(session)
     named = data["memes"]["demo"]["demo"]

@@ -18,7 +18,7 @@ from pytest_memerobust.engine import Condition
 from pytest_memerobust.engine import executors, pool_worker
 from pytest_memerobust.engine.executors import LocalPool, make_executor, usable_cores
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 
 from small_fits import patch_small_pool_fits
@@ -32,15 +32,17 @@ FIT_MEMES, UAP_STEPS = 8, 5  # the universal fits' training memes and the patter
 
 
 def _evaluate(tmp_path, workers: int) -> tuple[dict, RobustnessSession]:
-    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False,
-                                        cache_dir=tmp_path, stats=StatsConfig(n_resamples=20), workers=workers,
-                                        device="cpu"))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=MEMES),
+                                        compute=ComputeOptions(batch_size=BATCH,
+                                                               cache=CacheOptions(features=False, folder=tmp_path),
+                                                               workers=workers, device="cpu"),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     for condition in KINDS:
         session.plan(MODEL, None, Condition.parse(condition))
     out = {}
     for condition in KINDS:
         result = session.evaluate(MODEL, condition)
-        out[condition] = (result.proba.tobytes(), result.caption_edit, result.picture_attack)
+        out[condition] = (result.answers.proba.tobytes(), result.measures.caption_edit, result.measures.picture_attack)
     return out, session
 
 
@@ -62,7 +64,7 @@ def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process
 
     def spy(self, engine, tasks, conditions, tick=None):
         for result in evaluate(self, engine, tasks, conditions, tick):
-            who.append(result.pid)
+            who.append(result.accounting.pid)
             yield result
 
     monkeypatch.setattr(executors.LocalPool, "run", spy)
@@ -74,7 +76,7 @@ def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process
         assert "3 shards of 1 pass (and 2 universal attack fits) ran on 2 worker processes" in session.executor.note()
         # the run's note counts what the workers encoded, though this process encoded nothing: about what one
         # process encodes (each worker's store is its own, so an input met in two workers' shards counts twice)
-        assert [store.stats.encoded for store in session._feature_stores.values()] == [{"image": 0, "text": 0}]
+        assert [store.stats.encoded for store in session.loaded.feature_stores.values()] == [{"image": 0, "text": 0}]
         stats, one_process_stats = session.cache_stats(), one_process[1]
         for modality, n in one_process_stats["encoded"].items():
             assert n > 0 and 0.8 * n <= stats["encoded"][modality] <= 1.25 * n, (modality, stats, one_process_stats)
@@ -91,10 +93,12 @@ def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process
 
 
 def test_a_pass_too_small_for_the_pool_runs_in_this_process_and_starts_no_worker(tmp_path):
-    session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, feature_cache=False,
-                                        stats=StatsConfig(n_resamples=20), workers=2, device="cpu"))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=16),
+                                        compute=ComputeOptions(batch_size=8, cache=CacheOptions(features=False),
+                                                               workers=2, device="cpu"),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     session.plan(MODEL, None, Condition.parse("text=typos@3"))
-    assert session.evaluate(MODEL, "text=typos@3").proba.shape == (16, 2)
+    assert session.evaluate(MODEL, "text=typos@3").answers.proba.shape == (16, 2)
     assert isinstance(session.executor, LocalPool) and session.executor._pool is None
     assert session.executor.note() is None
     session.close()
@@ -111,13 +115,15 @@ def test_the_workers_progress_reaches_the_bar_as_memes_times_conditions(tmp_path
     def spy(self, engine, tasks, conditions, tick=None):
         passes.append((sum(t.stop - t.start for t in tasks), len(conditions)))
         for result in run(self, engine, tasks, conditions, ticks.append):
-            who.append(result.pid)
+            who.append(result.accounting.pid)
             yield result
 
     monkeypatch.setattr(executors.LocalPool, "run", spy)
-    session = RobustnessSession(Options(models=(PLAIN,), limit=MEMES, batch_size=BATCH, feature_cache=False,
-                                        cache_dir=tmp_path, stats=StatsConfig(n_resamples=20), workers=2,
-                                        device="cpu"))
+    session = RobustnessSession(Options(models=(PLAIN,), data=DataOptions(limit=MEMES),
+                                        compute=ComputeOptions(batch_size=BATCH,
+                                                               cache=CacheOptions(features=False, folder=tmp_path),
+                                                               workers=2, device="cpu"),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     try:
         for condition in ("clean", "text=typos@3", "image=gaussian_noise@3"):
             session.plan(PLAIN, None, Condition.parse(condition))

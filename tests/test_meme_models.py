@@ -23,8 +23,9 @@ from pytest_memerobust.detectors.backbones import (BACKBONES, HFBlip2Backbone, H
                                                    build_backbone)
 from pytest_memerobust.detectors.cards import file_sha256
 from pytest_memerobust.detectors.checkpoints import load_state_dict, save_state_dict
-from pytest_memerobust.detectors.components import (Adapter, CosineClassifier, LinearClassifier, LinearProjection,
-                                                    MemeHead, TextDenoisingAdapter)
+from pytest_memerobust.detectors.components import (Adapter, ClassifierConfig, CosineClassifier, HeadConfig,
+                                                    HeadDepth, LinearClassifier, LinearProjection, MemeHead,
+                                                    TextDenoisingAdapter)
 from pytest_memerobust.detectors.base import ModeView
 from pytest_memerobust.detectors.meme_models import FORMAT, MemeDetector, build, memeclip_lightning_state, resolve_config
 from pytest_memerobust.detectors.tokenizers import MINILM_TOKENIZER
@@ -44,7 +45,7 @@ MODES = ("multimodal", "text", "image")  # MemeHead.mode values: the channel abl
 
 def tiny_card(name: str):
     """The card with its [demo] section applied (a tiny backbone built from an inline config) and no checkpoint."""
-    return dataclasses.replace(find_card(name).with_demo(), checkpoint=None, checkpoint_sha256=None)
+    return find_card(name).with_demo().without_checkpoint()
 
 
 def fresh(name: str, seed: int = 0) -> MemeDetector:
@@ -87,7 +88,7 @@ def train_val():
 def text_only():
     """A caption-only detector: the memeblip2 head (map_dim 32) on the MiniLM text encoder, no image encoder."""
     require_minilm()
-    card = dataclasses.replace(find_card("memeblip2"), checkpoint=None, checkpoint_sha256=None)
+    card = find_card("memeblip2").without_checkpoint()
     params, _, _ = resolve_config(card)
     torch.manual_seed(0)
     return card, build(card, {**params, "map_dim": 32}, {"kind": "minilm"}, {}, "cpu")
@@ -122,7 +123,7 @@ def test_linear_projection_layout_and_value():
 @pytest.mark.parametrize("mode", MODES)
 def test_meme_head_output_shape_and_dtype_per_mode(mode, classifier):
     torch.manual_seed(0)
-    head = MemeHead(12, 10, 3, map_dim=16, classifier=classifier).eval()
+    head = MemeHead(12, 10, 3, HeadConfig(map_dim=16, classifier=ClassifierConfig(classifier))).eval()
     head.mode = mode
     image, text = torch.randn(5, 12), torch.randn(5, 10)
     out = head(image, text)
@@ -139,13 +140,24 @@ def test_meme_head_output_shape_and_dtype_per_mode(mode, classifier):
 
 def test_meme_head_rejects_an_unknown_classifier():
     with pytest.raises(ValueError, match="'mlp'"):
-        MemeHead(8, 8, 2, map_dim=8, classifier="mlp")
+        MemeHead(8, 8, 2, HeadConfig(map_dim=8, classifier=ClassifierConfig("mlp")))
+
+
+def test_a_cards_flat_head_params_map_onto_the_head_config_and_back():
+    """A card's [params] name the head's options flat (MemeCLIP's config names); HeadConfig keeps them in parts."""
+    params = {"map_dim": 16, "ratio": 0.3, "reduction": 2, "dropout": [0.0, 0.5, 0.25], "num_mapping_layers": 2,
+              "num_pre_output_layers": 0, "classifier": "linear", "scale": 7.0, "tda": True, "tda_dropout": 0.2}
+    config = HeadConfig.from_params({**params, "prompt_template": "a photo of a {}."})  # not the head's: left out
+    assert config == HeadConfig(16, 0.3, 2, (0.0, 0.5, 0.25), HeadDepth(2, 0), ClassifierConfig("linear", 7.0),
+                                True, 0.2)
+    assert config.params() == {**params, "dropout": (0.0, 0.5, 0.25)}
+    assert HeadConfig.from_params({}) == HeadConfig()
 
 
 @pytest.mark.parametrize("ratio", [0.0, 0.2, 0.75, 1.0])
 def test_mix_is_ratio_weighted_adapter_then_l2_normalised(ratio):
     torch.manual_seed(0)
-    head = MemeHead(12, 10, 2, map_dim=16, ratio=ratio).eval()
+    head = MemeHead(12, 10, 2, HeadConfig(map_dim=16, ratio=ratio)).eval()
     x = torch.randn(6, 16) * 3
     w0, w2 = head.text_adapter.fc[0].weight, head.text_adapter.fc[2].weight
     adapted = torch.relu(torch.relu(x @ w0.T) @ w2.T)
@@ -183,7 +195,7 @@ def _manual_head(head: MemeHead, image, text, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_head_forward_is_product_fusion_of_the_mixed_features(mode, classifier):
     torch.manual_seed(1)
-    head = MemeHead(12, 10, 3, map_dim=16, ratio=0.3, classifier=classifier, scale=7.0).eval()
+    head = MemeHead(12, 10, 3, HeadConfig(map_dim=16, ratio=0.3, classifier=ClassifierConfig(classifier, 7.0))).eval()
     if classifier == "linear":
         with torch.no_grad():
             head.classifier.bias.normal_()
@@ -194,7 +206,7 @@ def test_head_forward_is_product_fusion_of_the_mixed_features(mode, classifier):
 
 def test_head_in_train_mode_applies_dropout():
     torch.manual_seed(0)
-    head = MemeHead(12, 10, 2, map_dim=64, dropout=(0.5, 0.5, 0.5))
+    head = MemeHead(12, 10, 2, HeadConfig(map_dim=64, dropout=(0.5, 0.5, 0.5)))
     image, text = torch.randn(8, 12), torch.randn(8, 10)
     head.train()
     a, b = head(image, text), head(image, text)
@@ -239,7 +251,8 @@ def test_linear_classifier_is_affine():
 def test_memeclip_classifier_starts_from_the_class_prompts():
     det = fresh("memeclip")
     card = tiny_card("memeclip")
-    prompts = [card.params["prompt_template"].format(c) for c in card.params["class_prompts"]]
+    params = card.network.params
+    prompts = [params["prompt_template"].format(c) for c in params["class_prompts"]]
     assert prompts == ["a photo of a Benign Meme.", "a photo of a Harmful Meme."]
     clip = det.backbone.model
     with torch.no_grad():
@@ -302,8 +315,8 @@ def test_tda_gradient_reaches_scale():
 
 def test_tda_sits_after_the_text_projection_in_the_head():
     torch.manual_seed(0)
-    plain = MemeHead(12, 10, 2, map_dim=16).eval()
-    with_tda = MemeHead(12, 10, 2, map_dim=16, tda=True).eval()
+    plain = MemeHead(12, 10, 2, HeadConfig(map_dim=16)).eval()
+    with_tda = MemeHead(12, 10, 2, HeadConfig(map_dim=16, tda=True)).eval()
     missing, unexpected = with_tda.load_state_dict(plain.state_dict(), strict=False)
     assert unexpected == [] and all(k.startswith("tda.") for k in missing) and "tda.scale" in missing
     image, text = torch.randn(4, 12), torch.randn(4, 10)
@@ -331,8 +344,8 @@ def hf_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     tokenizer = AutoTokenizer.from_pretrained(str(MINILM_TOKENIZER))
     torch.manual_seed(0)
-    clip = CLIPModel(CLIPConfig(**tiny_card("memeclip").backbone["config"])).eval()
-    blip2 = Blip2ForImageTextRetrieval(Blip2Config(**tiny_card("memeblip2").backbone["config"])).eval()
+    clip = CLIPModel(CLIPConfig(**tiny_card("memeclip").network.backbone["config"])).eval()
+    blip2 = Blip2ForImageTextRetrieval(Blip2Config(**tiny_card("memeblip2").network.backbone["config"])).eval()
     out = {}
     for name, model in (("clip", clip), ("blip2", blip2)):
         model.save_pretrained(root / name)
@@ -402,7 +415,7 @@ def test_hf_blip2_backbone_from_a_saved_folder(hf_folders, memes):
 
 def test_inline_config_backbone_is_rounded_to_float16_precision():
     torch.manual_seed(0)
-    backbone = build_backbone(tiny_card("memeblip2").backbone)
+    backbone = build_backbone(tiny_card("memeblip2").network.backbone)
     assert all(torch.equal(p, p.half().float()) for p in backbone.parameters())
     assert all(not p.requires_grad for p in backbone.parameters())
 
@@ -445,7 +458,7 @@ def test_build_backbone_without_name_or_config(kind):
 
 
 def test_inline_config_backbone_needs_a_tokenizer():
-    spec = dict(tiny_card("memeclip").backbone)
+    spec = dict(tiny_card("memeclip").network.backbone)
     del spec["tokenizer"]
     with pytest.raises(ConfigError, match="tokenizer"):
         build_backbone(spec)
@@ -457,7 +470,7 @@ def test_open_clip_missing_names_the_extra(monkeypatch):
         build_backbone({"kind": "open_clip", "name": "ViT-L-14", "pretrained": "openai"})
     assert "pytest-memerobust[clip]" in str(info.value)
     # the full-size memeclip card (open_clip ViT-L-14) says the same through load_detector
-    card = dataclasses.replace(find_card("memeclip"), checkpoint=None, checkpoint_sha256=None)
+    card = find_card("memeclip").without_checkpoint()
     with pytest.raises(ConfigError, match=r"pytest-memerobust\[clip\]"):
         load_detector(card)
 
@@ -498,7 +511,7 @@ def test_checkpoint_round_trip(name, tmp_path, train_val, memes):
 
     tensors, meta = load_state_dict(path)
     assert meta["format"] == FORMAT and meta["card"] == name
-    assert json.loads(meta["backbone"]) == card.backbone == det.backbone.spec
+    assert json.loads(meta["backbone"]) == card.network.backbone == det.backbone.spec
     assert json.loads(meta["params"]) == det.params and json.loads(meta["params"])["map_dim"] == 32
     assert json.loads(meta["hyperparameters"]) == {"epochs": 1, "lr": 1e-2}
     assert "text_backbone" not in meta
@@ -511,12 +524,12 @@ def test_checkpoint_round_trip(name, tmp_path, train_val, memes):
 
     # the plain card names a full-size backbone: the checkpoint's metadata overrides it with the tiny one
     loaded = load_detector(name, checkpoint=path)
-    assert loaded.params["map_dim"] == 32 and loaded.backbone.spec == card.backbone
+    assert loaded.params["map_dim"] == 32 and loaded.backbone.spec == card.network.backbone
     np.testing.assert_array_equal(proba_of(loaded, memes), expected)
     assert loaded.checkpoint == path and loaded.fingerprint == file_sha256(path)
     # and the card written beside it points at it
     by_card = load_detector(str(path.with_suffix(".card.toml")))
-    assert by_card.card.checkpoint == path.name and by_card.checkpoint.samefile(path)
+    assert by_card.card.network.checkpoint == path.name and by_card.checkpoint.samefile(path)
     np.testing.assert_array_equal(proba_of(by_card, memes), expected)
     metrics = json.loads(path.with_suffix(".metrics.json").read_text())
     assert metrics["best_epoch"] == result.best_epoch and len(metrics["history"]) == 1
@@ -535,13 +548,13 @@ def test_save_state_dict_with_metadata_round_trip(tmp_path, memes):
 def test_shipped_demo_checkpoints_load(name, memes):
     det = load_detector(name)
     card = find_card(name)
-    assert card.demo_weights and det.checkpoint == card.checkpoint_path()
+    assert card.network.demo_weights and det.checkpoint == card.checkpoint_path()
     assert det.fingerprint == file_sha256(card.checkpoint_path())
     assert det.modalities == ("image", "text") and det.params["map_dim"] == 32
     assert det.params.get("tda", False) == (name == "memeblip2-tda")
     # what ran is the checkpoint's small backbone, not the card's (reports show `configuration`, not card params)
     ran = det.configuration()
-    assert ran["params"]["map_dim"] == 32 != card.params["map_dim"] and ran["backbone"] != card.backbone
+    assert ran["params"]["map_dim"] == 32 != card.network.params["map_dim"] and ran["backbone"] != card.network.backbone
     assert ran["backbone"] == det.backbone.spec and "config" in ran["backbone"]
     proba = proba_of(det, memes)
     assert proba.shape == (len(memes), 2) and proba.dtype == np.float32
@@ -581,7 +594,9 @@ def test_memeclip_lightning_checkpoint_loads(tmp_path, memes, wrapped, hf_folder
     path = tmp_path / "model.ckpt"
     torch.save({"state_dict": state, "epoch": 3, "hyper_parameters": {"lr": 1e-4}} if wrapped else state, path)
     # A Lightning checkpoint holds no backbone we can use: the card names one to load (here a local folder).
-    card = dataclasses.replace(tiny_card("memeclip"), backbone={"kind": "hf-clip", "name": str(hf_folders["clip"][0])})
+    card = tiny_card("memeclip")
+    card = dataclasses.replace(card, network=dataclasses.replace(
+        card.network, backbone={"kind": "hf-clip", "name": str(hf_folders["clip"][0])}))
     det = load_detector(card, checkpoint=path)
     loaded = det.head_module.state_dict()
     assert set(loaded) == set(head)
@@ -825,7 +840,7 @@ def test_cli_train_demo_with_out_writes_a_card(cli_demo_run, memes):
     card_path = out.with_suffix(".card.toml")
     assert card_path.is_file()
     det = load_detector(str(card_path))
-    assert det.card.checkpoint == out.name and det.checkpoint.samefile(out)
+    assert det.card.network.checkpoint == out.name and det.checkpoint.samefile(out)
     np.testing.assert_array_equal(proba_of(det, memes), proba_of(load_detector("memeblip2-tda", checkpoint=out), memes))
 
 
@@ -844,9 +859,9 @@ def test_cli_train_custom_card_writes_a_card(tmp_path, small_demo_data, memes):
     written = out.with_suffix(".card.toml")
     assert out.is_file() and out.with_suffix(".metrics.json").is_file() and written.is_file()
     det = load_detector(str(written))
-    assert det.card.name == "y" and det.card.checkpoint == "y.safetensors"  # named after its checkpoint
+    assert det.card.name == "y" and det.card.network.checkpoint == "y.safetensors"  # named after its checkpoint
     assert det.checkpoint.samefile(out) and det.params["map_dim"] == 32 and det.params["tda"] is True
-    assert det.card.training["batch_size"] == 8  # the recipe that ran, as in the metrics
+    assert det.card.network.training["batch_size"] == 8  # the recipe that ran, as in the metrics
     assert json.loads(out.with_suffix(".metrics.json").read_text())["hyperparameters"]["batch_size"] == 8
     np.testing.assert_array_equal(proba_of(det, memes), proba_of(load_detector(str(card_path), checkpoint=out), memes))
 

@@ -401,14 +401,14 @@ def test_multilabel_resamples_equal_one_at_a_time_and_labels_without_both_classe
 
 def test_multilabel_robustness_interval_and_flips():
     from pytest_memerobust.engine import Condition
-    from pytest_memerobust.judge.results import ConditionResult, StatsConfig, predicted_labels
+    from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig, predicted_labels
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, size=(60, 3))
     clean = np.clip(y * 0.6 + rng.random((60, 3)) * 0.4, 0, 1)
     noisy = clean.copy()
     noisy[:15, 0] = 1 - noisy[:15, 0]  # 15 memes lose or gain label 0
-    result = ConditionResult("m", "d", Condition(text="typos", text_severity=1), y, clean, noisy,
+    result = ConditionResult("m", "d", Condition(text="typos", text_severity=1), Memes(y), Answers(clean, noisy),
                              StatsConfig(n_resamples=200))
     assert result.flip_rate == pytest.approx(np.mean(predicted_labels(y, clean) != predicted_labels(y, noisy)))
     assert result.flip_rate > 0.15

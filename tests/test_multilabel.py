@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.data.meme import Dataset, Meme
-from pytest_memerobust.detectors import find_card
+from pytest_memerobust.detectors import Scoring, find_card
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.errors import ConfigError
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import DataOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.training.loop import train_head
 
@@ -35,7 +35,7 @@ def _detector(multilabel=True):
     torch.manual_seed(0)  # the head's initial weights
     detector = DemoDetector(LABELS, text_dim=512, thumbnail_side=8, map_dim=32, dropout=0.0)
     detector.card = dataclasses.replace(find_card("demo"), name="figtoy", classes=tuple(LABELS), task="figurative",
-                                        multilabel=multilabel)
+                                        scoring=Scoring(multilabel=multilabel))
     detector.fingerprint = "untrained:figtoy"
     return detector
 
@@ -58,12 +58,12 @@ def test_a_multi_label_head_learns_each_label_on_its_own(trained):
 
 def test_a_multi_label_run_reports_the_multi_label_metrics(trained):
     detector, _ = trained
-    session = RobustnessSession(Options(task="figurative"))
-    session._detectors["figtoy"] = detector
-    session._datasets["figtoy-test"] = _figurative(120, 3)
+    session = RobustnessSession(Options(data=DataOptions(task="figurative")))
+    session.loaded.detectors["figtoy"] = detector
+    session.loaded.datasets["figtoy-test"] = _figurative(120, 3)
     result = session.evaluate("figtoy", "text=typos@5", data="figtoy-test")
-    clean = session.results[("figtoy", "figtoy-test", "clean")]
-    assert clean.y_true.shape == (120, 6)
+    clean = session.outcomes.results[("figtoy", "figtoy-test", "clean")]
+    assert clean.memes.y_true.shape == (120, 6)
     assert clean.values["auroc"] > 0.8 and 0 < clean.values["accuracy"] < 1  # exact match is strict
     assert result.values["macro_f1"] < clean.values["macro_f1"]  # typos break the cue words
     assert 0 < result.flip_rate <= 1
@@ -72,9 +72,9 @@ def test_a_multi_label_run_reports_the_multi_label_metrics(trained):
 
 
 def test_a_single_label_detector_is_refused_on_a_multi_label_task():
-    session = RobustnessSession(Options(task="figurative"))
-    session._detectors["plain"] = _detector(multilabel=False)
-    session._datasets["figtoy-test"] = _figurative(10, 4)
+    session = RobustnessSession(Options(data=DataOptions(task="figurative")))
+    session.loaded.detectors["plain"] = _detector(multilabel=False)
+    session.loaded.datasets["figtoy-test"] = _figurative(10, 4)
     with pytest.raises(ConfigError, match="task 'figurative' of 'figtoy-test' is multi-label but model 'plain' is "
                                           "single-label"):
         session.evaluate("plain", "clean", data="figtoy-test")
@@ -90,10 +90,10 @@ def test_a_task_only_some_memes_have_is_scored_on_those_memes():
     detector.card = dataclasses.replace(find_card("demo"), name="t3", classes=("a", "b", "c"), task="target")
     detector.fingerprint = "untrained:t3"
     session = RobustnessSession(Options())
-    session._detectors["t3"] = detector
-    session._datasets["partial"] = data
+    session.loaded.detectors["t3"] = detector
+    session.loaded.datasets["partial"] = data
     result = session.evaluate("t3", "text=typos@2", data="partial")
-    assert len(result.y_true) == 30
+    assert len(result.memes.y_true) == 30
     assert [m.id for m in session.engine("t3", "partial").dataset.memes] == [m.id for m in data.labelled("target").memes]
 
 
@@ -103,9 +103,9 @@ def test_a_multi_label_run_writes_its_report_with_its_worst_examples(trained, tm
 
     detector, _ = trained
     monkeypatch.setattr(detector, "checkpoint", None, raising=False)  # as a loaded card without weights has
-    session = RobustnessSession(Options(task="figurative"))
-    session._detectors["figtoy"] = detector
-    session._datasets["figtoy-test"] = _figurative(60, 5)
+    session = RobustnessSession(Options(data=DataOptions(task="figurative")))
+    session.loaded.detectors["figtoy"] = detector
+    session.loaded.datasets["figtoy-test"] = _figurative(60, 5)
     session.evaluate("figtoy", "text=typos@5", data="figtoy-test")
     report = session.report()
     worst = report["groups"][0]["worst_examples"]

@@ -85,19 +85,19 @@ def test_a_gate_rule_with_many_one_class_resamples_reads_its_p_over_the_defined_
     then = {"y": y.tolist(), "clean": before.tolist(), "perturbed": before.tolist()}
     family = ([PairedCell("m", "d", "c", "perturbed", cell, then)], (RegressionCheck.parse("auroc"),))
     (few,) = judge_family(*family, control=ErrorControl("none"), n_resamples=300, seed=2)
-    assert few.state == "not judged: too few memes of class 1 (1 < 10)" and not few.regressed
+    assert few.decision.state == "not judged: too few memes of class 1 (1 < 10)" and not few.decision.regressed
     monkeypatch.setattr(gate, "FEWEST_OF_A_CLASS", 1)
     (auroc,) = judge_family(*family, control=ErrorControl("none"), n_resamples=300, seed=2, method="bootstrap")
-    assert auroc.judged and auroc.before == 1.0 and auroc.now == pytest.approx(6 / 7)
+    assert auroc.judged and auroc.scores.before == 1.0 and auroc.scores.now == pytest.approx(6 / 7)
     from pytest_memerobust.judge.gate import _Resampler
 
     side = _Resampler(y, 300, (2, "d", _Resampler._digest(y), "bootstrap"))  # the family's resamples of these memes
-    w = auroc.before - auroc.now
+    w = auroc.scores.before - auroc.scores.now
     samples = side.metric("auroc", before) - side.metric("auroc", now)
     defined = ~np.isnan(samples)
     reach = int(np.sum(samples[defined] - w >= w))  # centred draws at least the observed worsening (se cancels)
     assert 150 < defined.sum() < 250  # about a third of the resamples draw no hateful meme
-    assert auroc.p_raw == (1 + reach) / (defined.sum() + 1) > (1 + reach) / 301
+    assert auroc.decision.p_raw == (1 + reach) / (defined.sum() + 1) > (1 + reach) / 301
 
 
 @pytest.mark.parametrize("text, control", [("fwer", ErrorControl("fwer", 0.05)), ("fdr:10%", ErrorControl("fdr", 0.1)),
@@ -180,12 +180,13 @@ def test_non_inferiority_says_how_many_memes_would_show_it():
     rng = np.random.default_rng(3)
     cells = _null_family(rng, n_memes=40, n_conditions=2)
     few = judge_family(cells, (RegressionCheck.parse("acc:2%"),), mode="non-inferiority", n_resamples=400)
-    assert all(c.state == "not shown non-inferior" and c.regressed for c in few)
-    shown = [c for c in few if c.memes_needed]
-    assert shown and all(c.memes_needed > 40 and c.bound < -0.02 for c in shown)
+    assert all(c.decision.state == "not shown non-inferior" and c.decision.regressed for c in few)
+    shown = [c for c in few if c.power.memes_needed]
+    assert shown and all(c.power.memes_needed > 40 and c.decision.bound < -0.02 for c in shown)
     assert "memes would show it" in str(shown[0])
     wide = judge_family(cells, (RegressionCheck.parse("acc:60%"),), mode="non-inferiority", n_resamples=400)
-    assert all(c.state == "non-inferior" and not c.regressed and c.bound > -0.6 for c in wide)
+    assert all(c.decision.state == "non-inferior" and not c.decision.regressed and c.decision.bound > -0.6
+               for c in wide)
 
 
 def test_what_cannot_be_judged_is_named_and_counted():
@@ -197,7 +198,7 @@ def test_what_cannot_be_judged_is_named_and_counted():
                                                          "declined": [True] * 4},
                           {"y": y, "clean": proba, "perturbed": proba})
     out = judge_family([cell, declined], n_resamples=50)
-    states = {(c.condition, c.rule): c.state for c in out}
+    states = {(c.subject.condition, c.subject.rule): c.decision.state for c in out}
     assert states[("clean", "auroc")] == "not judged: the 4 memes hold one class"  # as the thresholds word it
     assert states[("x", "acc")] == "not judged: no answers"
     summary = summarize(out, new=["m on d: y"], missing=["m on d: z"])
@@ -209,6 +210,6 @@ def test_a_condition_several_suites_run_counts_once():
     """Every suite has its own clean case: the same comparisons arrive once per case, and count once."""
     cells = _null_family(np.random.default_rng(5), n_memes=40, n_conditions=3)
     comparisons = judge_family(cells, n_resamples=100)
-    clean = [c for c in comparisons if c.condition == "clean"]
+    clean = [c for c in comparisons if c.subject.condition == "clean"]
     summary = summarize(comparisons + clean + clean)
     assert summary["conditions"] == 3 and summary["rules"] == len(comparisons) == 3 + 2 * 4

@@ -145,7 +145,7 @@ def test_natural_typos_severity_hits_more_words():
 
 def test_natural_typos_are_registered_in_the_typos_family():
     p = get("natural_typos")
-    assert (p.modality, p.family, p.severities, p.needs_model) == ("text", "typos", (1, 2, 3, 4, 5), False)
+    assert (p.modality, p.family, p.parameters.severities, p.needs_model) == ("text", "typos", (1, 2, 3, 4, 5), False)
     assert get("typos").family == "typos"
 
 
@@ -227,7 +227,7 @@ def test_register_natural_typos_registers_a_working_perturbation(tmp_path, my_ty
     table = load_misspellings(path)
     register_natural_typos(my_typos, table)
     p = get(my_typos)
-    assert (p.modality, p.family, p.severities, p.needs_model) == ("text", "typos", (1, 2, 3, 4, 5), False)
+    assert (p.modality, p.family, p.parameters.severities, p.needs_model) == ("text", "typos", (1, 2, 3, 4, 5), False)
     assert my_typos in registry.names("text")
     caption = "Zebras and Zebra gallop, GALLOP"
     for severity in (1, 5):

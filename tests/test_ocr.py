@@ -8,7 +8,7 @@ import pytest
 from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.data.ocr import fill_missing_captions
 from pytest_memerobust.data.text_boxes import TextBox, joined_text, reading_order
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, Engine, Readers
 from pytest_memerobust.errors import ConfigError
 
 from test_engine import CountingSplit
@@ -61,14 +61,14 @@ def test_missing_captions_are_filled_from_the_picture_and_marked():
 
 def test_a_dataset_with_missing_captions_needs_an_ocr_backend(monkeypatch):
     from pytest_memerobust.data import reading
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
     monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: _dataset(["a", "", ""], [90, 90, 90]))
     with pytest.raises(ConfigError, match=r"2 memes of 'toy-spec' have no caption \(e.g. m1, m2\).*--memerobust-ocr"):
         RobustnessSession(Options()).dataset("toy-spec")
-    session = RobustnessSession(Options(ocr="rapidocr"))
-    session._ocr = FakeOcr()
+    session = RobustnessSession(Options(data=DataOptions(ocr="rapidocr")))
+    session.loaded.ocr = FakeOcr()
     assert [m.text for m in session.dataset("toy-spec").memes] == ["a", "bright bright meme caption",
                                                                    "bright bright meme caption"]
 
@@ -76,7 +76,7 @@ def test_a_dataset_with_missing_captions_needs_an_ocr_backend(monkeypatch):
 def test_end_to_end_ocr_reads_each_conditions_pictures():
     data = _dataset(["one", "two", "three", "four"], [250, 120, 10, 70])
     ocr = FakeOcr()
-    engine = Engine(CountingSplit(), data, ocr=ocr)
+    engine = Engine(CountingSplit(), data, readers=Readers(ocr=ocr))
     engine.predict(Condition())
     assert engine.inputs(*engine.text_side(Condition())) == [
         "bright bright bright bright bright bright bright meme caption", "bright bright bright meme caption", "",
@@ -130,25 +130,25 @@ def test_readings_are_cached_on_disk_and_damaged_entries_read_again(backend):
 
 def test_a_suite_can_read_its_captions_off_the_pictures(tmp_path):
     from pytest_memerobust.errors import SuiteError
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import CAPTIONS_BY_OCR, RobustnessSession
     from pytest_memerobust.run.suite import load_suite
 
     path = tmp_path / "memerobust-ocr.toml"
     path.write_text('[suite]\nname = "ocr"\ncaptions = "ocr"\n[image]\ncontrast = [5]\n')
-    assert load_suite(path).captions == "ocr"
+    assert load_suite(path).settings.captions == "ocr"
     path.write_text('[suite]\ncaptions = "tesseract"\n')
     with pytest.raises(SuiteError, match=r"\[suite\].captions must be \"dataset\" or \"ocr\""):
         load_suite(path)
 
-    session = RobustnessSession(Options(models=("demo",), limit=12))
-    session._ocr = FakeOcr()
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=12)))
+    session.loaded.ocr = FakeOcr()
     read = session.evaluate("demo", "image=contrast@5", captions="ocr")
     own = session.evaluate("demo", "image=contrast@5")
-    assert ("demo", "demo" + CAPTIONS_BY_OCR, "image=contrast@5") in session.results
-    assert ("demo", "demo", "image=contrast@5") in session.results and read is not own
+    assert ("demo", "demo" + CAPTIONS_BY_OCR, "image=contrast@5") in session.outcomes.results
+    assert ("demo", "demo", "image=contrast@5") in session.outcomes.results and read is not own
     engine = session.engine("demo", "demo" + CAPTIONS_BY_OCR)
-    assert engine.ocr is session._ocr and session.engine("demo", "demo").ocr is None
+    assert engine.ocr is session.loaded.ocr and session.engine("demo", "demo").ocr is None
     assert engine.inputs(*engine.text_side(Condition(image="contrast", image_severity=5)))[0].endswith("meme caption")
 
 
@@ -180,23 +180,23 @@ def test_every_loader_leaves_missing_captions_to_ocr_when_asked(tmp_path, kind):
 def test_a_meme_with_neither_caption_nor_picture_is_named(monkeypatch):
     from pytest_memerobust.data import reading
     from pytest_memerobust.errors import DataError
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
     memes = [Meme("m0", "a", {"hate": 0}, image_array=np.zeros((8, 8, 3), np.uint8)), Meme("m1", "", {"hate": 1})]
     monkeypatch.setattr(reading, "load_dataset",
                         lambda spec, **options: Dataset("toy", memes, {"hate": ["non-hateful", "hateful"]}))
-    session = RobustnessSession(Options(ocr="rapidocr"))
-    session._ocr = FakeOcr()
+    session = RobustnessSession(Options(data=DataOptions(ocr="rapidocr")))
+    session.loaded.ocr = FakeOcr()
     with pytest.raises(DataError, match=r"1 memes of 'toy-spec' have neither a caption nor a picture.*m1"):
         session.dataset("toy-spec")
 
 
 def test_attacks_fitted_on_training_memes_find_them_when_captions_are_read_by_ocr():
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import CAPTIONS_BY_OCR, RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), captions="ocr"))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(captions="ocr")))
     captions, labels, memes = session.training_memes("demo" + CAPTIONS_BY_OCR, "hate")
     assert len(captions) == len(labels) == len(memes) == 480  # the demo train split, its own captions
     assert all(m.meta["split"] == "train" for m in memes)

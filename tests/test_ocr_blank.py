@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_memerobust.data.ocr import fill_missing_captions
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, Engine, Readers
 
 from test_engine import CountingSplit
 from test_ocr import FakeOcr, _dataset
@@ -31,7 +31,7 @@ def test_a_caption_ocr_read_as_nothing_is_that_meme_s_abstention_under_every_con
         assert engine.abstentions[condition.id].tolist() == [False, False, True, False]
     # end to end: the clean picture's reading decides; a perturbed picture read as nothing is what the pipeline sees
     data = _dataset(["one", "two", "three", "four"], [250, 120, 10, 70])
-    engine = Engine(CountingSplit(), data, ocr=FakeOcr())
+    engine = Engine(CountingSplit(), data, readers=Readers(ocr=FakeOcr()))
     darker = Condition(image="brightness", image_severity=5)
     engine.predict(darker)
     assert engine.abstentions[darker.id].tolist() == [False, False, True, False]

@@ -12,9 +12,9 @@ import pytest
 
 from pytest_memerobust.data.fit_memes import FitMemes
 from pytest_memerobust.data.meme import Meme
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, Engine, Readers
 from pytest_memerobust.errors import DataError
-from pytest_memerobust.run.options import Options, training_spec
+from pytest_memerobust.run.options import ComputeOptions, DataOptions, Options, training_spec
 from pytest_memerobust.run.session import RobustnessSession
 
 from test_engine import CountingSplit
@@ -34,7 +34,7 @@ class CaptionOnly(CountingSplit):
 def test_a_caption_only_detector_behind_ocr_reads_picture_edits_through_the_ocr():
     data = _dataset(["one", "two", "three", "four"], [250, 120, 40, 70])
     detector = CaptionOnly()
-    engine = Engine(detector, data, ocr=FakeOcr())
+    engine = Engine(detector, data, readers=Readers(ocr=FakeOcr()))
     clean = engine.predict(Condition())
     darker = Condition(image="brightness", image_severity=5)
     brighter = engine.predict(darker)
@@ -50,7 +50,7 @@ def test_a_caption_only_detector_behind_ocr_reads_picture_edits_through_the_ocr(
 
 def test_typos_drawn_into_the_picture_are_read_back_by_ocr_not_typed_twice():
     data = _dataset(["one", "two", "three", "four"], [250, 120, 40, 70])
-    engine = Engine(CaptionOnly(), data, ocr=FakeOcr())
+    engine = Engine(CaptionOnly(), data, readers=Readers(ocr=FakeOcr()))
     case = Condition(text="typos", text_severity=1, image="rendered_caption")
     assert engine.text_side(case) == ("text", None, None, "ocr", "rendered_caption", None, "typos", 1)
     engine.predict(case)  # refused before: "the two cannot be combined"
@@ -58,8 +58,9 @@ def test_typos_drawn_into_the_picture_are_read_back_by_ocr_not_typed_twice():
     assert engine.inputs(*engine.text_side(case)) == [FakeOcr().read(p) for p in pictures]
 
 
-def _options(**kw) -> Options:
-    return Options(models=("demo",), **kw)
+def _options(workers: int | None = None, **data) -> Options:
+    """Options of a demo run: `data` the DataOptions' fields."""
+    return Options(models=("demo",), data=DataOptions(**data), compute=ComputeOptions(workers=workers))
 
 
 def test_caption_only_cases_under_ocr_skip_only_what_cannot_reach_the_detector(monkeypatch):
@@ -130,7 +131,7 @@ def test_fit_memes_are_read_as_the_run_reads_memes_ocr_included(monkeypatch):
     data = _dataset(["one", "", "three", "", "five", ""], [250, 120, 40, 70, 200, 90])
     monkeypatch.setattr(reading, "load_dataset", lambda spec, **options: data)
     session = RobustnessSession(_options(limit=2, ocr="rapidocr"))
-    session._ocr = FakeOcr()
+    session.loaded.ocr = FakeOcr()
     fit = session.training_memes("csv:/memes.csv", "hate")
     assert [m.id for m in fit.memes] == ["m2", "m3", "m4", "m5"]
     assert [m.text for m in fit.memes] == ["three", "bright bright meme caption", "five",
@@ -155,8 +156,7 @@ def test_a_trigger_fitted_on_one_dataset_is_never_reused_for_another(tmp_path, m
     other = FitMemes("b", (Meme("q0", "x", {"hate": 1}),), "hate")
 
     def context(fit):
-        return attacks.AttackContext(CountingSplit(), np.array([1]), None, None, training=lambda: fit,
-                                     cache_dir=tmp_path)
+        return attacks.AttackContext(CountingSplit(), np.array([1]), training=lambda: fit, cache_dir=tmp_path)
 
     assert attacks.trigger_for(context(one), 2, 0) == "alpha beta"
     assert attacks.trigger_for(context(one), 2, 0) == "alpha beta" and len(fits) == 1  # from the cache folder
@@ -180,14 +180,14 @@ def test_a_task_the_data_lacks_is_refused_before_ocr_reads_a_picture(tmp_path):
             Image.new("RGB", (16, 16), (40 * i, 90, 200)).save(tmp_path / f"m{i}.png")
             writer.writerow([f"m{i}", f"m{i}.png", "", i % 2])
     session = RobustnessSession(_options(ocr="rapidocr"))
-    session._ocr = FakeOcr()
+    session.loaded.ocr = FakeOcr()
     with pytest.raises(ConfigError, match=r"its one task is 'label'.*pass --memerobust-task=label"):
         session.check_case("demo", data=f"csv:{tmp_path / 'memes.csv'}")
-    assert session._ocr.calls == 0
+    assert session.loaded.ocr.calls == 0
     session = RobustnessSession(_options(ocr="rapidocr", task="label"))
-    session._ocr = FakeOcr()
+    session.loaded.ocr = FakeOcr()
     session.check_case("demo", data=f"csv:{tmp_path / 'memes.csv'}")
-    assert session._ocr.calls == 4  # the fix named works, and reads the captions
+    assert session.loaded.ocr.calls == 4  # the fix named works, and reads the captions
 
 
 def test_train_reads_the_captions_memes_lack_with_ocr_as_the_run_does(tmp_path, monkeypatch, capsys):
@@ -221,12 +221,12 @@ def test_train_reads_the_captions_memes_lack_with_ocr_as_the_run_does(tmp_path, 
 def test_a_universal_case_with_nothing_to_fit_on_skips_naming_the_fixes(tmp_path, monkeypatch):
     monkeypatch.setattr(RobustnessSession, "reads_pictures", lambda self: False)  # caption-only data
     flat = _csv(tmp_path / "flat.csv", 12)
-    session = RobustnessSession(_options(data=f"csv:{flat}"))
+    session = RobustnessSession(_options(spec=f"csv:{flat}"))
     trigger = Condition(text="universal_trigger", text_severity=1)
     why = session.unfittable("demo", trigger, task="label")
     assert "no memes to fit universal attacks on outside the 12 evaluated" in why and "--memerobust-limit" in why
     assert session.unfittable("demo", Condition(text="typos", text_severity=1), task="label") is None
-    assert RobustnessSession(_options(data=f"csv:{flat}", limit=6)).unfittable("demo", trigger, task="label") is None
+    assert RobustnessSession(_options(spec=f"csv:{flat}", limit=6)).unfittable("demo", trigger, task="label") is None
 
 
 def test_a_run_that_re_rendered_captions_names_the_fonts_it_drew_them_in():
@@ -243,7 +243,7 @@ def test_a_caption_ocr_read_as_nothing_stays_empty_under_a_caption_attack():
 
     texts = ["they should not exist", "", "go back to the closet", "   "]
     features = np.full((4, 3), 0.5)
-    context = attacks.AttackContext(CountingSplit(), np.array([1, 1, 0, 1]), features, None)
+    context = attacks.AttackContext(CountingSplit(), np.array([1, 1, 0, 1]), attacks.CleanInputs(features))
     out = get("hotflip").apply(texts, ["a", "b", "c", "d"], 3, 0, context)
     assert out[1] == "" and out[3] == "   "
     alone = get("hotflip").apply([texts[0]], ["a"], 3, 0, context)
@@ -275,7 +275,7 @@ def test_a_counterexample_says_its_caption_was_read_by_ocr(monkeypatch):
     from pytest_memerobust.run import replay
 
     session = RobustnessSession(_options(limit=4, captions="ocr"))
-    session._ocr = FakeOcr()
+    session.loaded.ocr = FakeOcr()
     result = session.evaluate("demo", "image=brightness@5")
     monkeypatch.setattr(replay, "worst_flips", lambda result, limit=5: [0, 1])
     entries = replay.counterexamples(result, session.engine("demo", session.data_spec(None)))
@@ -299,7 +299,7 @@ def test_the_trigger_search_itself_never_sees_an_evaluated_meme(tmp_path, monkey
 
     monkeypatch.setattr(attacks, "find_trigger", search)
     flat = _csv(tmp_path / "flat.csv", 24, pictures=True)
-    session = RobustnessSession(_options(data=f"csv:{flat}", limit=8, task="label", workers=1))
+    session = RobustnessSession(_options(spec=f"csv:{flat}", limit=8, task="label", workers=1))
     session.evaluate("demo", "text=universal_trigger@1")
     evaluated = {m.id for m in session.dataset(f"csv:{flat}").memes}
     assert len(seen) == 16 and not evaluated & set(seen)  # before: all 24, the 8 evaluated among them

@@ -64,11 +64,11 @@ class LevelReader:
 def test_the_view_is_in_the_tables_and_the_html_report(tmp_path):
     from pytest_memerobust.report import write_report
     from pytest_memerobust.report.tables import render
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options, ProbeOptions
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), limit=16, ocr_view=4))
-    session._ocr = reader = LevelReader()
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=16), probes=ProbeOptions(ocr_view=4)))
+    session.loaded.ocr = reader = LevelReader()
     for condition in ("image=brightness@5", "image=contrast@5", "text=typos@1"):
         session.evaluate("demo", condition)
     report = session.report()
@@ -82,9 +82,50 @@ def test_the_view_is_in_the_tables_and_the_html_report(tmp_path):
     write_report(tmp_path / "r.html", report)
     html = (tmp_path / "r.html").read_text()
     assert "still reads of the caption" in html and "Words kept" in html
-    off = RobustnessSession(Options(models=("demo",), limit=16))
+    off = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=16)))
     off.evaluate("demo", "image=contrast@5")
     assert "ocr_view" not in off.report()["groups"][0]
+
+
+class DigestReader:
+    """Reads a picture as the digest of its pixels, and keeps what it read."""
+
+    name = "digest-reader"
+
+    def __init__(self):
+        self.read_pictures: list[str] = []
+
+    def read(self, picture):
+        import hashlib
+
+        pixels = np.ascontiguousarray(np.asarray(picture.cpu() if hasattr(picture, "cpu") else picture))
+        self.read_pictures.append(hashlib.sha256(pixels.tobytes()).hexdigest()[:12])
+        return self.read_pictures[-1]
+
+
+def test_a_transferred_attack_is_read_off_the_pictures_crafted_on_its_source():
+    """Attacked on the model itself and transferred from another, the same attack makes other pictures: each is
+    read off its own (the readings were once keyed without the source, and the transferred row reused the
+    white-box one's)."""
+    from pytest_memerobust.perturb.conditions import Condition
+    from pytest_memerobust.run.analyses import ocr_view
+    from pytest_memerobust.run.options import DataOptions, Options, ProbeOptions
+    from pytest_memerobust.run.session import RobustnessSession
+
+    session = RobustnessSession(Options(models=("memeblip2-tda", "demo"), data=DataOptions(limit=4),
+                                        probes=ProbeOptions(ocr_view=4)))
+    session.loaded.ocr = reader = DigestReader()
+    white_box, transferred = "image=pgd_linf@4", "image=pgd_linf@4+from=demo"
+    for condition in (white_box, transferred):
+        session.evaluate("memeblip2-tda", condition)
+    rows = {r["condition"]: r for r in ocr_view(session, "memeblip2-tda", "demo")}
+    assert set(rows) == {white_box, transferred}
+    assert len(reader.read_pictures) == 3 * 4  # each condition's own pictures, then the clean ones
+    own, crafted_on_demo = reader.read_pictures[:4], reader.read_pictures[4:8]
+    assert own != crafted_on_demo
+    source = session.engine("memeblip2-tda", "demo", source="demo")
+    condition = Condition.parse(transferred)
+    assert crafted_on_demo == [DigestReader().read(source.picture(condition, i)) for i in range(4)]
 
 
 rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend is in the dev and ocr extras")
@@ -92,10 +133,12 @@ rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend i
 
 def test_rapidocr_reads_through_light_edits_and_not_through_a_covered_caption(tmp_path):
     from pytest_memerobust.run.analyses import ocr_view
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, Options, ProbeOptions
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("demo",), limit=8, ocr_view=3, ocr="rapidocr", cache_dir=tmp_path))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=8, ocr="rapidocr"),
+                                        probes=ProbeOptions(ocr_view=3),
+                                        compute=ComputeOptions(cache=CacheOptions(folder=tmp_path))))
     for condition in ("image=sticker@1", "image=caption_cover@5"):
         session.evaluate("demo", condition)
     rows = {r["condition"]: r for r in ocr_view(session, "demo", "demo")}

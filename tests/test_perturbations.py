@@ -69,9 +69,9 @@ def test_text_names_are_registered():
 def test_registry_records(name):
     p = get(name)
     assert isinstance(p, perturb.Perturbation)
-    assert p.severities == (1, 2, 3, 4, 5)
-    assert p.label_preserving and not p.needs_model
-    assert p.doc and "\n" not in p.doc
+    assert p.parameters.severities == (1, 2, 3, 4, 5)
+    assert p.traits.label_preserving and not p.needs_model
+    assert p.code.doc and "\n" not in p.code.doc
     if name in TEXT_NAMES:
         assert (p.modality, p.family) == ("text", "typos")
         assert p.tags == {"text"}
@@ -368,8 +368,9 @@ def test_no_perturbation_touches_global_random_state(name):
     p = get(name)
     x = ("the quick brown fox jumps over the lazy dog and everyone believes it" if p.modality == "text"
          else np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8))
-    severity = p.severities[len(p.severities) // 2] if p.severities else None
-    extra = ("a caption to draw",) if p.caption_source else ()
+    severities = p.parameters.severities
+    severity = severities[len(severities) // 2] if severities else None
+    extra = ("a caption to draw",) if p.traits.caption_source else ()
     np.random.seed(1)
     torch.manual_seed(1)
     before, torch_before = np.random.get_state()[1].copy(), torch.random.get_rng_state()

@@ -26,11 +26,12 @@ def report() -> dict:
     char_swap (both of the `typos` family), contrast at two, with a verdict per case (tests/verdict_sample.py)."""
     from verdict_sample import with_verdict
 
-    from pytest_memerobust import Options, RobustnessSession
+    from pytest_memerobust import DataOptions, JudgingOptions, Options, RobustnessSession
     from pytest_memerobust.run.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
 
-    session = RobustnessSession(Options(models=("demo",), limit=24, stats=StatsConfig(n_resamples=60)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=24),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=60))))
     session.declare_grid("demo", None, (), (), suite="tiny", conditions=CONDITIONS)
     for condition in CONDITIONS:
         session.evaluate("demo", condition)
@@ -102,11 +103,12 @@ def test_abstention_bars_are_the_declined_shares_with_the_increase_interval_from
     from test_abstentions import CLEAN, TYPOS, Y, result
 
     from pytest_memerobust.engine import Condition
-    from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+    from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
 
-    clean = ConditionResult("m", "d", Condition(), Y, CLEAN, CLEAN, StatsConfig(n_resamples=50),
-                            abstained_clean=np.array([0, 0, 0, 0, 0, 1], bool),
-                            abstained=np.array([0, 0, 0, 0, 0, 1], bool)).as_dict()
+    declined = np.array([0, 0, 0, 0, 0, 1], bool)
+    clean = ConditionResult("m", "d", Condition(), Memes(Y),
+                            Answers(CLEAN, CLEAN, abstained_clean=declined, abstained=declined.copy()),
+                            StatsConfig(n_resamples=50)).as_dict()
     typos = result([0, 0, 0, 0, 0, 1], [0, 1, 0, 1, 0, 1]).as_dict()
     group = {"model": "m", "label": "m", "dataset": "d", "suite": None, "task": "hate", "clean": clean,
              "results": [typos]}

@@ -15,7 +15,7 @@ import pytest
 from pytest_memerobust.engine import Condition, executors
 from pytest_memerobust.engine.executors import LocalPool, ShardTask, affinity_cores, make_executor
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 
 MODEL = "memeblip2-tda"
@@ -86,8 +86,10 @@ def test_a_pool_started_mid_pass_gives_the_bytes_of_one_process_on_no_more_worke
     conditions = ["clean", "text=typos@3", "text=hotflip@1", "image=gaussian_noise@3", "image=pgd_linf@1"]
     out, who = {}, {}
     for workers in (1, 1000):
-        session = RobustnessSession(Options(models=(MODEL,), limit=24, batch_size=8, feature_cache=False,
-                                            stats=StatsConfig(n_resamples=20), workers=workers, device="cpu"))
+        session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=24),
+                                            compute=ComputeOptions(batch_size=8, cache=CacheOptions(features=False),
+                                                                   workers=workers, device="cpu"),
+                                            judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
         try:
             for condition in conditions:
                 session.plan(MODEL, None, Condition.parse(condition))
@@ -96,11 +98,11 @@ def test_a_pool_started_mid_pass_gives_the_bytes_of_one_process_on_no_more_worke
 
                 def noted(*args):
                     for result in run(*args):
-                        who[result.index] = result.pid
+                        who[result.index] = result.accounting.pid
                         yield result
 
                 session.executor.run = noted
-            out[workers] = {c: session.evaluate(MODEL, c).proba.tobytes() for c in conditions}
+            out[workers] = {c: session.evaluate(MODEL, c).answers.proba.tobytes() for c in conditions}
             note = session.executor.note() if session.executor is not None else None
         finally:
             session.close()

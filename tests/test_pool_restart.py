@@ -19,7 +19,7 @@ import pytest
 
 from pytest_memerobust.engine import Condition, executors
 from pytest_memerobust.judge.results import StatsConfig
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from report_compare import comparable
 
@@ -30,15 +30,18 @@ CONDITIONS = [Condition(text="typos", text_severity=3), Condition(image="gaussia
 
 def _evaluate(workers: int, raises: bool = False) -> tuple[dict, bytes | None, str | None]:
     """16 memes in shards of 8: (probabilities or the error, by condition; the report; the pool's note)."""
-    session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, shard_size=8, feature_cache=False,
-                                        stats=StatsConfig(n_resamples=20), workers=workers, device="cpu"))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=16),
+                                        compute=ComputeOptions(batch_size=8, shard_size=8,
+                                                               cache=CacheOptions(features=False), workers=workers,
+                                                               device="cpu"),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     try:
         for condition in CONDITIONS:
             session.plan(MODEL, None, condition)
         out = {}
         for condition in CONDITIONS:
             try:
-                out[condition.id] = session.evaluate(MODEL, condition).proba.tobytes()
+                out[condition.id] = session.evaluate(MODEL, condition).answers.proba.tobytes()
             except RuntimeError as error:
                 if not raises:
                     raise

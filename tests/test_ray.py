@@ -205,7 +205,7 @@ def _noted(hold: Path, index: int, deadline_s: float = 300, running: subprocess.
 def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_changing_nothing(hold, monkeypatch):
     from pytest_memerobust.engine import Condition
     from pytest_memerobust.judge.results import StatsConfig
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
 
     from pytest_memerobust.run.session import RobustnessSession
 
@@ -215,14 +215,16 @@ def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_ch
                   Condition(text="hotflip", text_severity=1), Condition("typos", 3, "uap", 1)]
 
     def evaluate(ray_target, during=None):
-        session = RobustnessSession(Options(models=(MODEL,), limit=8, batch_size=4, shard_size=4,
-                                            feature_cache=False, stats=StatsConfig(n_resamples=20), ray=ray_target))
+        session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=8),
+                                            compute=ComputeOptions(batch_size=4, shard_size=4,
+                                                                   cache=CacheOptions(features=False), ray=ray_target),
+                                            judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
         try:
             for condition in conditions:
                 session.plan(MODEL, None, condition)
             if during is not None:
                 during(session.executor)
-            proba = {c.id: session.evaluate(MODEL, c).proba for c in conditions}
+            proba = {c.id: session.evaluate(MODEL, c).answers.proba for c in conditions}
             report = json.dumps(comparable(session.report()), sort_keys=True).encode()
             return proba, report, session.executor.actor_pids() if ray_target else []
         finally:
@@ -235,7 +237,7 @@ def test_an_actor_killed_mid_shard_is_restarted_and_its_shard_evaluated_again_ch
 
         def recorded(*args):
             for result in run(*args):
-                returned.append((result.index, result.pid))
+                returned.append((result.index, result.accounting.pid))
                 yield result
 
         executor.run = recorded

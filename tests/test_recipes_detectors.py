@@ -36,7 +36,7 @@ def test_two_seed_sets_of_one_recipe_claim_a_difference_at_most_5_percent_of_the
         world = simulated_world(rng, 120, SMALL)
         a, b = _arms(rng, world, 3)
         out = judge_recipes(_cells(a, b), n_resamples=300, seed=i)
-        alarms += any(c.regressed or c.improved for c in out)
+        alarms += any(c.decision.regressed or c.improvement.improved for c in out)
     assert alarms <= 10, f"{alarms} of 200 null comparisons claimed a difference"
 
 
@@ -44,12 +44,13 @@ def test_a_recipe_that_halves_what_the_edits_take_is_found_better_and_clean_is_n
     rng = np.random.default_rng(5)
     world = simulated_world(rng, 400)
     a, b = _arms(rng, world, 5, shift=0.6, seed_sd=0.05)
-    out = {(c.condition, c.rule): c for c in judge_recipes(_cells(a, b), n_resamples=2000)}
+    out = {(c.subject.condition, c.subject.rule): c for c in judge_recipes(_cells(a, b), n_resamples=2000)}
     typos = out[("typos (mean of 3)", "acc")]
-    assert typos.improved and not typos.regressed and typos.now > typos.before
-    assert typos.improved_bound > 0  # the bound that decided lies past no change
-    assert not any(c.improved or c.regressed for (condition, _), c in out.items() if condition == "clean")
-    assert typos.recipe == 5 and "5 + 5 seeds" in typos.test
+    assert typos.improvement.improved and not typos.decision.regressed and typos.scores.now > typos.scores.before
+    assert typos.improvement.bound > 0  # the bound that decided lies past no change
+    assert not any(c.improvement.improved or c.decision.regressed for (condition, _), c in out.items()
+                   if condition == "clean")
+    assert typos.procedure.recipe == 5 and "5 + 5 seeds" in typos.procedure.test
 
 
 def test_the_comparison_is_symmetric_in_its_arms_and_deterministic():
@@ -59,11 +60,12 @@ def test_the_comparison_is_symmetric_in_its_arms_and_deterministic():
     forward = judge_recipes(_cells(a, b), n_resamples=500, seed=4)
     again = judge_recipes(_cells(a, b), n_resamples=500, seed=4)
     assert [c.as_dict() for c in forward] == [c.as_dict() for c in again]
-    backward = {(c.condition, c.rule): c for c in judge_recipes(_cells(b, a), n_resamples=500, seed=4)}
+    backward = {(c.subject.condition, c.subject.rule): c for c in judge_recipes(_cells(b, a), n_resamples=500, seed=4)}
     for c in forward:
-        mirror = backward[(c.condition, c.rule)]
+        mirror = backward[(c.subject.condition, c.subject.rule)]
         assert mirror.difference == pytest.approx(-c.difference)
-        assert (mirror.regressed, mirror.improved) == (c.improved, c.regressed)
+        assert ((mirror.decision.regressed, mirror.improvement.improved)
+                == (c.improvement.improved, c.decision.regressed))
 
 
 def test_power_is_stated_and_shrinks_with_more_seeds():
@@ -73,7 +75,7 @@ def test_power_is_stated_and_shrinks_with_more_seeds():
     for k in (3, 6):
         a, b = _arms(rng, world, k)
         out = judge_recipes(_cells(a, b), n_resamples=1000)
-        detects[k] = np.median([c.detectable for c in out if c.rule == "acc" and c.judged])
+        detects[k] = np.median([c.power.detectable for c in out if c.subject.rule == "acc" and c.judged])
     assert 0 < detects[6] < detects[3] < 1
 
 
@@ -117,12 +119,12 @@ def test_the_detector_that_loses_more_to_typos_is_less_robust_though_it_is_bette
     assert clean_acc[0] > clean_acc[1]  # fragile is the better detector on clean memes
     out = compare_detectors([DetectorOutputs("sturdy", "d", sturdy), DetectorOutputs("fragile", "d", fragile)],
                             n_resamples=2000)
-    typos = {c.rule: c for c in out if c.condition == "typos (mean of 3)"}
-    assert typos["abs_acc"].model == "fragile vs sturdy"
+    typos = {c.subject.rule: c for c in out if c.subject.condition == "typos (mean of 3)"}
+    assert typos["abs_acc"].subject.model == "fragile vs sturdy"
     assert verdict(typos["abs_acc"]) == "worse" and verdict(typos["flip"]) == "worse"
     assert verdict(typos["rel_acc"]) == "worse"
-    assert "typos@3" in {c.condition for c in out}
-    assert not [c for c in out if c.condition == "clean"]  # clean skill is no robustness question
+    assert "typos@3" in {c.subject.condition for c in out}
+    assert not [c for c in out if c.subject.condition == "clean"]  # clean skill is no robustness question
 
 
 # --- the command, as a user runs it -------------------------------------------------------------------------------

@@ -63,7 +63,8 @@ def test_integer_weights_are_refused_not_cast(tmp_path):
 @pytest.mark.parametrize("value", ["big", 0, True])
 def test_a_card_with_a_head_parameter_of_the_wrong_kind_is_one_named_error(value):
     card = find_card("memeblip2-tda").with_demo()
-    card = dataclasses.replace(card, params={**card.params, "map_dim": value}, checkpoint=None)
+    network = dataclasses.replace(card.network, params={**card.network.params, "map_dim": value}, checkpoint=None)
+    card = dataclasses.replace(card, network=network)
     with pytest.raises(ConfigError, match=r"\[params\] map_dim = .*expected a positive whole number"):
         load_detector(card)
 

@@ -108,10 +108,10 @@ def test_black_box_and_split_detectors_give_the_same_reliance():
 def test_the_session_reports_reliance_with_unimodal_predictions_per_meme():
     from pytest_memerobust.run.report import build_report
     from pytest_memerobust.report.tables import render
-    from pytest_memerobust.run.options import Options
+    from pytest_memerobust.run.options import DataOptions, Options
     from pytest_memerobust.run.session import RobustnessSession
 
-    session = RobustnessSession(Options(models=("memeblip2-tda",), limit=60))
+    session = RobustnessSession(Options(models=("memeblip2-tda",), data=DataOptions(limit=60)))
     found = reliance(session, "memeblip2-tda")
     per_meme = found["per_meme"]
     assert len(per_meme["multimodal"]) == len(per_meme["text_only"]) == len(per_meme["image_only"]) == 60

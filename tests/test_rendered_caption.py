@@ -161,8 +161,8 @@ def test_no_ink_is_left_where_a_box_missed_a_word(bold_meme):
 def test_rendered_clean_caption_redraws_the_clean_caption(bold_meme):
     picture, boxes, _ = bold_meme
     control, attacked = get("rendered_clean_caption"), get("rendered_caption")
-    assert control.caption_source == "clean" and attacked.caption_source == "condition"
-    assert control.reads_text_boxes and control.severities == attacked.severities
+    assert control.traits.caption_source == "clean" and attacked.traits.caption_source == "condition"
+    assert control.traits.reads_text_boxes and control.parameters.severities == attacked.parameters.severities
     clean = control.apply([picture], ["m"], None, 0, captions=[CAPTION], text_boxes=[boxes])[0]
     assert np.array_equal(clean, to_array(render_caption(as_picture(picture), CAPTION, boxes)))
     typo = attacked.apply([picture], ["m"], None, 0, captions=["n0body wants drag queens near our chi1dren"],

@@ -13,11 +13,11 @@ import torch  # imported here once: pytester's in-process runs would otherwise r
 from built_once import built_once
 from pytest_memerobust.determinism import device_type
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
 from pytest_memerobust.run.replay import (FORMAT, MANIFEST_MEMES, ReplayError, check_replay, counterexamples,
                                       perturbation_code, picture_digest, picture_store, read_manifest, replay_entry,
                                       worst_flips, write_manifest)
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 
 LIMIT = 60
@@ -57,7 +57,8 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def session():
-    return RobustnessSession(Options(models=("demo",), limit=LIMIT, stats=StatsConfig(n_resamples=50)))
+    return RobustnessSession(Options(models=("demo",), data=DataOptions(limit=LIMIT),
+                                     judging=JudgingOptions(stats=StatsConfig(n_resamples=50))))
 
 
 def _copy_manifest(recorded, pytester, name="cx.json", change=None):
@@ -88,12 +89,12 @@ def test_a_failing_case_writes_its_worst_flips_as_the_engine_fed_them(recorded, 
         captions = engine.inputs(*engine.text_side(parsed))
         for e in mine:
             i = engine.ids.index(e["meme"])
-            assert e["row"] == i and e["label"] == int(result.y_true[i]) and e["seed"] == 0
+            assert e["row"] == i and e["label"] == int(result.memes.y_true[i]) and e["seed"] == 0
             assert e["caption"] == captions[i]  # exactly as fed
             assert e["picture_digest"] == picture_digest(engine.picture(parsed, i))
             assert e["picture_recipe"]["image_side"] == (parsed.id if parsed.image else "clean")
             assert e["recipe_needs_batch"] is False  # hotflip attacks the caption; the picture is clean
-            np.testing.assert_allclose(e["proba"], result.proba[i], rtol=1e-6)
+            np.testing.assert_allclose(e["proba"], result.answers.proba[i], rtol=1e-6)
             assert np.argmax(e["proba_clean"]) == e["label"] != np.argmax(e["proba"])
     assert any(e["caption"] != engine.dataset.memes[e["row"]].text for e in entries)  # hotflip's edits
 
@@ -176,10 +177,10 @@ def test_an_attacked_picture_is_regenerated_by_the_whole_batch(session):
     """The demo detector resists its UAP, so the flips are made up: what is checked is the recipe."""
     condition = Condition(image="uap", image_severity=5)
     clean = session.evaluate("demo", "clean")
-    proba = clean.proba.copy()
+    proba = clean.answers.proba.copy()
     proba[:, [0, 1]] = proba[:, [1, 0]]  # every meme flipped
-    result = ConditionResult("demo", "demo", condition, clean.y_true, clean.proba, proba, StatsConfig(n_resamples=50),
-                             task="hate")
+    result = ConditionResult("demo", "demo", condition, Memes(clean.memes.y_true), Answers(clean.answers.proba, proba),
+                             StatsConfig(n_resamples=50), task="hate")
     entries = counterexamples(result, session.engine("demo", "demo"), case="made-up")
     assert entries and all(e["recipe_needs_batch"] for e in entries)
     again = RobustnessSession(session.options)  # a fresh run: the attack is fitted again over the batch
@@ -194,11 +195,11 @@ def test_worst_flips_are_right_to_wrong_only_largest_fall_first():
     y = np.array([1, 1, 0, 0, 1])
     clean = np.array([[.1, .9], [.4, .6], [.8, .2], [.3, .7], [.2, .8]])
     now = np.array([[.6, .4], [.45, .55], [.3, .7], [.1, .9], [.9, .1]])
-    result = ConditionResult("m", "d", Condition(text="typos", text_severity=1), y, clean, now)
+    result = ConditionResult("m", "d", Condition(text="typos", text_severity=1), Memes(y), Answers(clean, now))
     assert worst_flips(result) == [4, 0, 2]  # meme 1 stays right, meme 3 was wrong clean
     assert worst_flips(result, limit=1) == [4]
-    multi = ConditionResult("m", "d", Condition(text="typos", text_severity=1), np.array([[1, 0], [0, 1]]),
-                            np.array([[.9, .1], [.2, .8]]), np.array([[.9, .6], [.2, .8]]))
+    multi = ConditionResult("m", "d", Condition(text="typos", text_severity=1), Memes(np.array([[1, 0], [0, 1]])),
+                            Answers(np.array([[.9, .1], [.2, .8]]), np.array([[.9, .6], [.2, .8]])))
     assert worst_flips(multi) == [0]
 
 
@@ -381,10 +382,10 @@ def test_an_attacked_picture_replays_against_a_new_checkpoint_without_fitting_th
 
     condition = Condition(image="uap", image_severity=5)
     clean = session.evaluate("demo", "clean")
-    proba = clean.proba.copy()
+    proba = clean.answers.proba.copy()
     proba[:, [0, 1]] = proba[:, [1, 0]]  # every meme flipped (made up: the recipe is what is checked)
-    result = ConditionResult("demo", "demo", condition, clean.y_true, clean.proba, proba, StatsConfig(n_resamples=50),
-                             task="hate")
+    result = ConditionResult("demo", "demo", condition, Memes(clean.memes.y_true), Answers(clean.answers.proba, proba),
+                             StatsConfig(n_resamples=50), task="hate")
     manifest = tmp_path / "cx.json"
     entries = counterexamples(result, session.engine("demo", "demo"), case="made-up", store=picture_store(manifest))
     assert write_manifest(manifest, [{"case": "made-up", "entries": entries}])

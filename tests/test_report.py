@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from pytest_memerobust import Options, RobustnessSession
+from pytest_memerobust import DataOptions, JudgingOptions, Options, RobustnessSession
 from pytest_memerobust.cli import main as cli_main
 from pytest_memerobust.judge.summaries import grid_summary
 from pytest_memerobust.report import render, to_markdown, write_report
@@ -13,7 +13,8 @@ from pytest_memerobust.judge.results import StatsConfig
 
 @pytest.fixture(scope="module")
 def report():
-    session = RobustnessSession(Options(models=("demo",), limit=48, stats=StatsConfig(n_resamples=100)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=48),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=100))))
     session.declare_grid("demo", None, ["text=typos@2", "text=typos@4"], ["image=contrast@2", "image=brightness@1"])
     for condition in ["text=typos@2", "text=typos@4", "image=contrast@2", "image=brightness@1",
                       "text=typos@2+image=contrast@2", "text=typos@2+image=brightness@1",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_memerobust.detectors import ModelCard, load_card, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, load_card, load_detector
 from pytest_memerobust.detectors.safety import COMBINE, card_policies
 from pytest_memerobust.errors import ConfigError
 
@@ -20,8 +20,8 @@ HATE = "No Hateful Content: the image shall not attack people for who they are."
 
 
 def safety_card(folder, **params) -> ModelCard:
-    return ModelCard(name="tiny-shield", architecture="safety-classifier", classes=CLASSES, params=params,
-                     backbone={"kind": "shieldgemma2", "name": str(folder)})
+    return ModelCard(name="tiny-shield", architecture="safety-classifier", classes=CLASSES,
+                     network=Network(params=params, backbone={"kind": "shieldgemma2", "name": str(folder)}))
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,8 @@ def test_the_shipped_card_names_shieldgemma_2_and_a_hate_policy_of_its_own():
 
     card = load_card(Path(__file__).resolve().parents[1] / "models" / "shieldgemma-2-4b.toml")
     policies, custom, combine = card_policies(card)
-    assert card.backbone["name"] == "google/shieldgemma-2-4b-it" and policies == ("hate", "dangerous", "violence")
+    assert card.network.backbone["name"] == "google/shieldgemma-2-4b-it"
+    assert policies == ("hate", "dangerous", "violence")
     assert custom["hate"].startswith("No Hateful Content") and combine == "max"
 
 
@@ -82,8 +83,8 @@ def test_a_safety_classifier_takes_no_checkpoint_and_needs_its_backbone_kind(tin
 
     with pytest.raises(ConfigError, match="not a checkpoint file"):
         build_safety_classifier(safety_card(tiny_shield), tmp_path / "head.safetensors", "cpu")
-    card = ModelCard(name="x", architecture="safety-classifier", classes=CLASSES, backbone={"kind": "vlm",
-                                                                                          "name": str(tiny_shield)})
+    card = ModelCard(name="x", architecture="safety-classifier", classes=CLASSES,
+                     network=Network(backbone={"kind": "vlm", "name": str(tiny_shield)}))
     with pytest.raises(ConfigError, match='needs \\[backbone\\] kind = "shieldgemma2"'):
         build_safety_classifier(card, None, "cpu")
 

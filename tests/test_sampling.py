@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_memerobust.detectors import ModelCard, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, Scoring, load_detector
 from pytest_memerobust.detectors.cards import builtin_card_dir
 from pytest_memerobust.detectors.sampling import (Sampling, draw_answers, request_seed, sample_keys, tempered,
                                                   vote_shares)
@@ -23,7 +23,7 @@ from pytest_memerobust.engine import Condition
 from pytest_memerobust.errors import ConfigError
 from pytest_memerobust.judge import sampling
 from pytest_memerobust.data.meme import DECLINED
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
 
 from test_hosted import _reply, _serve
 from tiny_vlms import save_tiny_vlm
@@ -92,7 +92,7 @@ def test_the_figures_take_a_stack_of_resamples_at_once_and_get_intervals_over_me
 
 
 def demo_card(**keys) -> ModelCard:
-    return ModelCard(name="s", architecture="demo", classes=("non-hateful", "hateful"), **keys)
+    return ModelCard(name="s", architecture="demo", classes=("non-hateful", "hateful"), scoring=Scoring(**keys))
 
 
 @pytest.mark.parametrize("keys, sampling_", [
@@ -118,7 +118,7 @@ def test_a_bad_sampling_key_is_one_error_naming_it_before_the_model_loads(keys, 
 
 def test_sampling_keys_under_params_are_pointed_to_the_top_level():
     card = ModelCard(name="v", architecture="hosted", classes=("no", "yes"),
-                     params={"base_url": "http://127.0.0.1:1/v1", "model": "m", "temperature": 0.7})
+                     network=Network(params={"base_url": "http://127.0.0.1:1/v1", "model": "m", "temperature": 0.7}))
     with pytest.raises(ConfigError, match=r"\['temperature'\] \(temperature go at the card's top level"):
         load_detector(card)
 
@@ -164,8 +164,9 @@ def sampled_result(condition: Condition) -> ConditionResult:
     clean = vote_shares(CLEAN_ANSWERS, 2)[0]
     now = clean if condition.kind == "clean" else vote_shares(NOW_ANSWERS, 2)[0]
     answers = CLEAN_ANSWERS if condition.kind == "clean" else NOW_ANSWERS
-    return ConditionResult("m", "d", condition, Y, clean, now, StatsConfig(n_resamples=100),
-                           sampled_clean=CLEAN_ANSWERS, sampled=answers)
+    return ConditionResult("m", "d", condition, Memes(Y),
+                           Answers(clean, now, sampled_clean=CLEAN_ANSWERS, sampled=answers),
+                           StatsConfig(n_resamples=100))
 
 
 def test_a_result_reports_its_samples_and_they_travel_between_workers():
@@ -176,8 +177,9 @@ def test_a_result_reports_its_samples_and_they_travel_between_workers():
     assert {"flip_rate", "flip_rate_ci", "excess_flip_rate", "excess_flip_rate_ci"} <= set(block)
     assert "flip_rate" not in sampled_result(Condition()).as_dict()["sampling"]
     back = ConditionResult.from_wire(typos.to_wire(), typos.stats)
-    assert np.array_equal(back.sampled, NOW_ANSWERS) and back.as_dict() == typos.as_dict()
-    plain = ConditionResult("m", "d", Condition(), Y, np.eye(2)[Y], np.eye(2)[Y], StatsConfig(n_resamples=20))
+    assert np.array_equal(back.answers.sampled, NOW_ANSWERS) and back.as_dict() == typos.as_dict()
+    plain = ConditionResult("m", "d", Condition(), Memes(Y), Answers(np.eye(2)[Y], np.eye(2)[Y]),
+                            StatsConfig(n_resamples=20))
     assert "sampling" not in plain.as_dict()
 
 
@@ -189,7 +191,8 @@ def test_a_suite_bounds_the_inconsistency_and_says_so():
     assert violation.what == "inconsistency (memes whose 3 answers disagree)" and violation.value == pytest.approx(0.5)
     assert violation.short().startswith("inconsistency (memes whose 3 answers disagree) 0.500 > 0.100 (CI ")
     assert assess(sampled_result(Condition()), Thresholds.from_mapping({"max_inconsistency": 0.5}, "s")) == []
-    plain = ConditionResult("m", "d", Condition(), Y, np.eye(2)[Y], np.eye(2)[Y], StatsConfig(n_resamples=20))
+    plain = ConditionResult("m", "d", Condition(), Memes(Y), Answers(np.eye(2)[Y], np.eye(2)[Y]),
+                            StatsConfig(n_resamples=20))
     assert assess(plain, bound) == []  # a detector asked once has nothing to bound
     assert "max_inconsistency" not in Thresholds().as_dict()
     with pytest.raises(ValueError, match=r"suite.max_inconsistency: expected a number in \[0, 1\], got 2"):
@@ -350,9 +353,10 @@ def sampling_endpoint():
 
 
 def test_a_hosted_sample_is_the_word_the_server_sampled_with_the_keyed_seed(sampling_endpoint):
-    card = ModelCard(name="fake-sampled", architecture="hosted", classes=("non-hateful", "hateful"), samples=6,
-                     temperature=0.8, params={"base_url": sampling_endpoint, "model": "fake-vlm",
-                                              "requests_per_second": 0, "timeout_s": 5.0})
+    card = ModelCard(name="fake-sampled", architecture="hosted", classes=("non-hateful", "hateful"),
+                     network=Network(params={"base_url": sampling_endpoint, "model": "fake-vlm",
+                                             "requests_per_second": 0, "timeout_s": 5.0}),
+                     scoring=Scoring(samples=6, temperature=0.8))
     detector = load_detector(card)
     keys = sample_keys(0, ["a", "b"], "clean")
     captions = ["love wins", "go back home"]

@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import AttackState, Condition, EncodingSettings, Engine
 from pytest_memerobust.engine import executors, shards as shard_module
 from pytest_memerobust.engine.shards import ShardRunner, shard_memes
 from pytest_memerobust.judge.results import StatsConfig
 from pytest_memerobust.perturb import attacks, uap
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.run.options import (CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options,
+                                          RunFolders)
 from pytest_memerobust.run.session import RobustnessSession
 from small_fits import patch_small_fits
 
@@ -28,10 +29,12 @@ KINDS = ["clean", "text=typos@3", "text=homoglyphs@3", "text=hotflip@1", "text=u
          "text=hotflip@1+image=gaussian_noise@3", "text=homoglyphs@3+defence=nfkc,confusables"]
 
 
-def _session(tmp_path, **options) -> RobustnessSession:
-    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
-                                        feature_cache=False, cache_dir=tmp_path, stats=StatsConfig(n_resamples=20),
-                                        **options))
+def _session(tmp_path, workers: int | None = None) -> RobustnessSession:
+    cache = CacheOptions(folder=tmp_path, features=False)
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=MEMES),
+                                        compute=ComputeOptions(batch_size=BATCH, shard_size=BATCH, workers=workers,
+                                                               cache=cache),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     for condition in KINDS:
         session.plan(MODEL, None, Condition.parse(condition))
     return session
@@ -47,7 +50,7 @@ def _evaluate(session) -> dict:
     out = {}
     for condition in KINDS:
         result = session.evaluate(MODEL, condition)
-        out[condition] = (result.proba, result.abstained, result.caption_edit)
+        out[condition] = (result.answers.proba, result.answers.abstained, result.measures.caption_edit)
     return out
 
 
@@ -91,8 +94,9 @@ def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp
     from pytest_memerobust.engine import shards
 
     # on the CPU, where CPU_SHARD_BATCHES applies (a GPU's shards follow its memory)
-    session = RobustnessSession(Options(models=(MODEL,), limit=MEMES, batch_size=BATCH, feature_cache=False,
-                                        device="cpu"))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=MEMES),
+                                        compute=ComputeOptions(batch_size=BATCH, cache=CacheOptions(features=False),
+                                                               device="cpu")))
     engine = session.engine(MODEL, session.data_spec())
     one = engine.clean_picture(0)
     per_picture = one.numel() * one.element_size()
@@ -106,19 +110,22 @@ def test_shard_size_is_a_multiple_of_the_batch_and_follows_the_pictures_size(tmp
 
 
 def test_a_condition_that_cannot_run_fails_its_own_case_only(tmp_path):
-    session = RobustnessSession(Options(models=(MODEL,), limit=8, batch_size=BATCH, shard_size=BATCH,
-                                        feature_cache=False, stats=StatsConfig(n_resamples=20)))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=8),
+                                        compute=ComputeOptions(batch_size=BATCH, shard_size=BATCH,
+                                                               cache=CacheOptions(features=False)),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     prompt = Condition(prompt="paraphrase", prompt_severity=1)  # memeblip2-tda has no prompt to reword
     for condition in (Condition(text="typos", text_severity=3), prompt):
         session.plan(MODEL, None, condition)
-    assert session.evaluate(MODEL, "text=typos@3").proba.shape == (8, 2)
+    assert session.evaluate(MODEL, "text=typos@3").answers.proba.shape == (8, 2)
     with pytest.raises(ValueError, match="rewords the prompt of a detector that has none"):
         session.evaluate(MODEL, prompt)
 
 
 def test_an_engine_built_by_hand_evaluates_case_by_case(tmp_path):
     """The library's plain use (no plan, no shard runner) is the whole-dataset pass the shards are checked against."""
-    session = RobustnessSession(Options(models=(MODEL,), limit=20, feature_cache=False))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=20),
+                                        compute=ComputeOptions(cache=CacheOptions(features=False))))
     detector, dataset = session.detector(MODEL), session.dataset(session.data_spec()).labelled("hate")
     engine = Engine(detector, dataset)
     assert engine.shards is None
@@ -145,13 +152,15 @@ def test_pytest_xdist_workers_split_a_pass_through_their_shared_folder(tmp_path,
     monkeypatch.setattr(executors, "evaluate_shard", spy)
 
     def worker(folder):
-        session = RobustnessSession(Options(models=(PLAIN,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
-                                            feature_cache=False, stats=StatsConfig(n_resamples=20),
-                                            shard_folder=folder))
+        session = RobustnessSession(Options(models=(PLAIN,), data=DataOptions(limit=MEMES),
+                                            compute=ComputeOptions(batch_size=BATCH, shard_size=BATCH,
+                                                                   cache=CacheOptions(features=False),
+                                                                   folders=RunFolders(shards=folder)),
+                                            judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
         assert isinstance(session.executor, SharedFolder)
         for condition in conditions:
             session.plan(PLAIN, None, condition)
-        return {c.id: session.evaluate(PLAIN, c).proba for c in conditions}
+        return {c.id: session.evaluate(PLAIN, c).answers.proba for c in conditions}
 
     first = worker(tmp_path / "run")
     assert evaluated == [0, 1, 2]
@@ -193,13 +202,15 @@ def test_memory_is_flat_in_memes_at_most_a_shard_of_pictures_is_alive(monkeypatc
     most = {}
     for memes in (8, 24):
         alive.update(now=0, most=0)
-        session = RobustnessSession(Options(models=(MODEL,), limit=memes, batch_size=BATCH, shard_size=BATCH,
-                                            feature_cache=False, stats=StatsConfig(n_resamples=20)))
+        session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=memes),
+                                            compute=ComputeOptions(batch_size=BATCH, shard_size=BATCH,
+                                                                   cache=CacheOptions(features=False)),
+                                            judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
         conditions = [Condition(image="gaussian_noise", image_severity=3), Condition("typos", 3, "contrast", 2)]
         for condition in conditions:
             session.plan(MODEL, None, condition)
         for condition in conditions:
-            assert session.evaluate(MODEL, condition).proba.shape == (memes, 2)
+            assert session.evaluate(MODEL, condition).answers.proba.shape == (memes, 2)
         most[memes] = alive["most"]
     assert most[8] == most[24] <= BATCH + 1  # a shard's pictures (and the first meme's, to size the shards)
 
@@ -220,12 +231,14 @@ def test_pytest_xdist_workers_split_the_universal_fits_through_their_shared_fold
     monkeypatch.setattr(uap, "fit_uap", lambda *a, **k: fits.append("uap") or fit_uap(*a, **k))
 
     def worker(folder):
-        session = RobustnessSession(Options(models=(PLAIN,), limit=MEMES, batch_size=BATCH, shard_size=BATCH,
-                                            feature_cache=False, stats=StatsConfig(n_resamples=20),
-                                            shard_folder=folder))
+        session = RobustnessSession(Options(models=(PLAIN,), data=DataOptions(limit=MEMES),
+                                            compute=ComputeOptions(batch_size=BATCH, shard_size=BATCH,
+                                                                   cache=CacheOptions(features=False),
+                                                                   folders=RunFolders(shards=folder)),
+                                            judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
         for condition in conditions:
             session.plan(PLAIN, None, condition)
-        outputs = {c.id: session.evaluate(PLAIN, c).proba for c in conditions}
+        outputs = {c.id: session.evaluate(PLAIN, c).answers.proba for c in conditions}
         return outputs, session.engine(PLAIN, session.data_spec()).attack_memo()
 
     first, first_memo = worker(tmp_path / "run")
@@ -254,14 +267,17 @@ def test_pytest_xdist_workers_split_the_universal_fits_through_their_shared_fold
 def test_the_driver_keeps_the_shards_attacked_captions(tmp_path, monkeypatch):
     """A caption attack's captions come back with its shards: the report's and the counterexamples' captions are
     read, not computed again by the attack in the driver, alone (before, a failing HotFlip case re-ran it there)."""
-    session = RobustnessSession(Options(models=(MODEL,), limit=16, batch_size=8, shard_size=8, feature_cache=False,
-                                        stats=StatsConfig(n_resamples=20)))
+    session = RobustnessSession(Options(models=(MODEL,), data=DataOptions(limit=16),
+                                        compute=ComputeOptions(batch_size=8, shard_size=8,
+                                                               cache=CacheOptions(features=False)),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=20))))
     condition = Condition.parse("text=hotflip@1")
     session.plan(MODEL, None, condition)
     session.evaluate(MODEL, condition)
     engine = session.engine(MODEL, session.data_spec())
-    whole = Engine(engine.detector, engine.dataset, seed=engine.seed, batch_size=8,
-                   labels=engine.attacks.labels).inputs("text", "hotflip", 1)
+    whole = Engine(engine.detector, engine.dataset, seed=engine.seed,
+                   asking=EncodingSettings(batch_size=8),
+                   attacks=AttackState(labels=engine.attacks.labels)).inputs("text", "hotflip", 1)
     monkeypatch.setattr(Engine, "_apply", lambda *args, **keywords: pytest.fail("the driver ran the attack again"))
     captions = [engine.caption(condition, i) for i in range(16)]
     assert captions == whole  # the whole-dataset pass's, meme by meme

@@ -43,15 +43,17 @@ def test_empty_suite_is_only_clean_and_takes_the_file_stem_as_name(write):
     assert ids(suite) == ["clean"]
     assert suite.conditions[0] == Condition()
     assert suite.name == "memerobust-case"
-    assert suite.thresholds == Thresholds()
-    assert suite.overrides == () and suite.grid_text == () and suite.grid_image == ()
-    assert suite.description == "" and suite.task is None and suite.dataset is None
+    assert suite.checks.thresholds == Thresholds()
+    assert suite.checks.overrides == () and suite.grid.text == () and suite.grid.image == ()
+    settings = suite.settings
+    assert settings.description == "" and settings.task is None and settings.dataset is None
 
 
 def test_suite_metadata_is_read(write):
     path = write('[suite]\nname = "mine"\ndescription = "d"\ntask = "hate"\ndataset = "demo:val"\n')
     suite = load_suite(path)
-    assert (suite.name, suite.description, suite.task, suite.dataset) == ("mine", "d", "hate", "demo:val")
+    settings = suite.settings
+    assert (suite.name, settings.description, settings.task, settings.dataset) == ("mine", "d", "hate", "demo:val")
     assert suite.path == path
 
 
@@ -81,8 +83,8 @@ def test_conditions_are_clean_then_text_then_image_then_grid_pairs(write):
         "text=char_swap@1+image=contrast@3",
         "text=char_swap@1+image=jpeg_compression@2",
     ]
-    assert suite.grid_text == ("text=typos@3", "text=char_swap@1")
-    assert suite.grid_image == ("image=contrast@3", "image=jpeg_compression@2")
+    assert suite.grid.text == ("text=typos@3", "text=char_swap@1")
+    assert suite.grid.image == ("image=contrast@3", "image=jpeg_compression@2")
     assert [c.kind for c in suite.conditions] == ["clean"] + ["text"] * 3 + ["image"] * 3 + ["combined"] * 4
     assert suite.conditions[-1] == Condition(text="char_swap", text_severity=1, image="jpeg_compression",
                                              image_severity=2)
@@ -141,14 +143,14 @@ decision = "confident"
 
 def test_thresholds_defaults(write):
     suite = load_suite(write(OVERRIDES))
-    t = suite.thresholds
-    assert t.min_relative_robustness == {"accuracy": 0.9, "auroc": 0.9}
-    assert t.min_absolute_robustness == {"macro_f1": 0.85}
+    t = suite.checks.thresholds
+    assert t.per_metric.min_relative_robustness == {"accuracy": 0.9, "auroc": 0.9}
+    assert t.per_metric.min_absolute_robustness == {"macro_f1": 0.85}
     assert t.max_flip_rate == 0.1
-    assert t.min_clean == {"accuracy": 0.7}
+    assert t.per_metric.min_clean == {"accuracy": 0.7}
     assert t.decision == "estimate"
-    assert [p for p, _ in suite.overrides] == ["*typos*", "*@5*"]
-    assert suite.overrides[0][1] == {"min_relative_robustness": {"accuracy": 0.8}}
+    assert [p for p, _ in suite.checks.overrides] == ["*typos*", "*@5*"]
+    assert suite.checks.overrides[0][1] == {"min_relative_robustness": {"accuracy": 0.8}}
 
 
 @pytest.mark.parametrize("condition, accuracy, flip, decision", [
@@ -161,22 +163,22 @@ def test_thresholds_defaults(write):
 ])
 def test_thresholds_for_applies_matching_overrides_in_order(write, condition, accuracy, flip, decision):
     suite = load_suite(write(OVERRIDES))
-    t = suite.thresholds_for(Condition.parse(condition))
+    t = suite.checks.thresholds_for(Condition.parse(condition))
     # per-metric merge: the overrides only set accuracy, so auroc keeps the default
-    assert t.min_relative_robustness == {"accuracy": accuracy, "auroc": 0.9}
+    assert t.per_metric.min_relative_robustness == {"accuracy": accuracy, "auroc": 0.9}
     assert t.max_flip_rate == flip
     assert t.decision == decision
     # keys no override touches are the defaults
-    assert t.min_absolute_robustness == {"macro_f1": 0.85}
-    assert t.min_clean == {"accuracy": 0.7}
+    assert t.per_metric.min_absolute_robustness == {"macro_f1": 0.85}
+    assert t.per_metric.min_clean == {"accuracy": 0.7}
 
 
 def test_thresholds_for_without_a_match_is_the_defaults_and_defaults_are_not_mutated(write):
     suite = load_suite(write(OVERRIDES))
-    assert suite.thresholds_for(Condition.parse("image=contrast@2")) == suite.thresholds
-    suite.thresholds_for(Condition.parse("text=typos@5"))
-    assert suite.thresholds.min_relative_robustness == {"accuracy": 0.9, "auroc": 0.9}
-    assert suite.thresholds.max_flip_rate == 0.1
+    assert suite.checks.thresholds_for(Condition.parse("image=contrast@2")) == suite.checks.thresholds
+    suite.checks.thresholds_for(Condition.parse("text=typos@5"))
+    assert suite.checks.thresholds.per_metric.min_relative_robustness == {"accuracy": 0.9, "auroc": 0.9}
+    assert suite.checks.thresholds.max_flip_rate == 0.1
 
 
 def test_later_override_wins_whatever_it_is(write):
@@ -192,15 +194,17 @@ max_flip_rate = 0.3
 match = "*typos*"
 min_relative_robustness = { accuracy = 0.8 }
 """))
-    t = suite.thresholds_for(Condition.parse("text=typos@5"))
-    assert t.min_relative_robustness == {"accuracy": 0.8, "auroc": 0.9}
+    t = suite.checks.thresholds_for(Condition.parse("text=typos@5"))
+    assert t.per_metric.min_relative_robustness == {"accuracy": 0.8, "auroc": 0.9}
     assert t.max_flip_rate == 0.3  # set by the @5 override; the typos one does not touch it
-    assert suite.thresholds_for(Condition.parse("image=contrast@5")).min_relative_robustness["accuracy"] == 0.7
+    contrast = suite.checks.thresholds_for(Condition.parse("image=contrast@5"))
+    assert contrast.per_metric.min_relative_robustness["accuracy"] == 0.7
 
 
 def test_override_glob_is_case_sensitive(write):
     suite = load_suite(write(OVERRIDES))
-    assert suite.thresholds_for(Condition.parse("text=char_swap@2")).min_relative_robustness["accuracy"] == 0.9
+    char_swap = suite.checks.thresholds_for(Condition.parse("text=char_swap@2"))
+    assert char_swap.per_metric.min_relative_robustness["accuracy"] == 0.9
 
 
 # --- malformed suites -------------------------------------------------------------------------------------------
@@ -316,8 +320,8 @@ def test_max_flip_rate_outside_unit_interval_in_an_override(write):
 
 
 def test_max_flip_rate_bounds_are_inclusive(write):
-    assert load_suite(write("[thresholds]\nmax_flip_rate = 0\n")).thresholds.max_flip_rate == 0
-    assert load_suite(write("[thresholds]\nmax_flip_rate = 1.0\n")).thresholds.max_flip_rate == 1.0
+    assert load_suite(write("[thresholds]\nmax_flip_rate = 0\n")).checks.thresholds.max_flip_rate == 0
+    assert load_suite(write("[thresholds]\nmax_flip_rate = 1.0\n")).checks.thresholds.max_flip_rate == 1.0
 
 
 def test_bad_decision(write):
@@ -361,20 +365,21 @@ def test_shipped_rainbow_noise_suite_parses():
     suite = load_suite(SHIPPED)
     raw = tomllib.loads(SHIPPED.read_text(encoding="utf-8"))
     assert suite.name == "rainbow-noise"
-    assert suite.grid_text == tuple(f"text={s}" for s in raw["grid"]["text"]) == (
+    assert suite.grid.text == tuple(f"text={s}" for s in raw["grid"]["text"]) == (
         "text=typos@3", "text=hotflip@3", "text=universal_trigger@3", "text=back_translation")
-    assert suite.grid_image == tuple(f"image={s}" for s in raw["grid"]["image"]) == (
+    assert suite.grid.image == tuple(f"image={s}" for s in raw["grid"]["image"]) == (
         "image=uap@3", "image=imagenet_c@3", "image=augmix@3")
     expected = (["clean"] + [f"text=typos@{s}" for s in range(1, 6)] + [f"text=hotflip@{s}" for s in (1, 3, 5)]
                 + [f"text=universal_trigger@{s}" for s in (1, 3, 5)] + ["text=back_translation"]
                 + [f"image=uap@{s}" for s in (1, 3, 5)]
                 + [f"image={n}@{s}" for n in ("imagenet_c", "augmix") for s in range(1, 6)]
-                + [f"{t}+{i}" for t in suite.grid_text for i in suite.grid_image])
+                + [f"{t}+{i}" for t in suite.grid.text for i in suite.grid.image])
     assert ids(suite) == expected
-    assert suite.thresholds.min_relative_robustness == {"accuracy": 0.9, "auroc": 0.9, "macro_f1": 0.9}
-    assert suite.thresholds.max_flip_rate == 0.1
-    assert suite.thresholds.min_clean == {"accuracy": 0.7, "auroc": 0.75}
-    strict = suite.thresholds_for(Condition.parse("image=contrast@5"))
-    assert strict.min_relative_robustness == {"accuracy": 0.8, "auroc": 0.8, "macro_f1": 0.8}
+    floors = suite.checks.thresholds.per_metric
+    assert floors.min_relative_robustness == {"accuracy": 0.9, "auroc": 0.9, "macro_f1": 0.9}
+    assert suite.checks.thresholds.max_flip_rate == 0.1
+    assert suite.checks.thresholds.per_metric.min_clean == {"accuracy": 0.7, "auroc": 0.75}
+    strict = suite.checks.thresholds_for(Condition.parse("image=contrast@5"))
+    assert strict.per_metric.min_relative_robustness == {"accuracy": 0.8, "auroc": 0.8, "macro_f1": 0.8}
     assert strict.max_flip_rate == 0.2
-    assert suite.thresholds_for(Condition.parse("text=typos@3+image=contrast@3")) == suite.thresholds
+    assert suite.checks.thresholds_for(Condition.parse("text=typos@3+image=contrast@3")) == suite.checks.thresholds

@@ -7,8 +7,8 @@ import pytest
 
 from pytest_memerobust.judge import metrics
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.judge.thresholds import Thresholds, Violation, check
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
+from pytest_memerobust.judge.thresholds import MetricThresholds, Thresholds, Violation, check
 
 STATS = StatsConfig(n_resamples=200)
 N = 20
@@ -31,7 +31,7 @@ def flipped(indices) -> np.ndarray:
 
 def result(perturbed: np.ndarray, condition=TYPOS, clean: np.ndarray | None = None, stats=STATS) -> ConditionResult:
     clean = proba(P1_CLEAN) if clean is None else clean
-    return ConditionResult("toy", "hand", condition, Y, clean, perturbed, stats)
+    return ConditionResult("toy", "hand", condition, Memes(Y), Answers(clean, perturbed), stats)
 
 
 def brute_auroc(y, p1) -> float:
@@ -59,10 +59,10 @@ def test_hand_built_numbers_are_what_they_should_be():
 
 def test_passes_when_above_every_floor():
     r = result(flipped(TWO))
-    t = Thresholds(min_relative_robustness={"accuracy": 0.85, "auroc": 0.8, "macro_f1": 0.85},
-                   min_absolute_robustness={"accuracy": 0.85, "macro_f1": 0.85},
-                   max_flip_rate=0.1,  # equal to the flip rate: a ceiling is inclusive
-                   min_clean={"accuracy": 1.0})
+    t = Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.85, "auroc": 0.8, "macro_f1": 0.85},
+                                    min_absolute_robustness={"accuracy": 0.85, "macro_f1": 0.85},
+                                    min_clean={"accuracy": 1.0}),
+                   max_flip_rate=0.1)  # equal to the flip rate: a ceiling is inclusive
     assert check(r, t) == []
 
 
@@ -73,7 +73,8 @@ def test_no_thresholds_no_violations():
 
 def test_each_violation_records_value_limit_comparison_and_ci():
     r = result(flipped(TWO))
-    t = Thresholds(min_relative_robustness={"accuracy": 0.95}, min_absolute_robustness={"macro_f1": 0.95},
+    t = Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.95},
+                                    min_absolute_robustness={"macro_f1": 0.95}),
                    max_flip_rate=0.05)
     rel, ab, flip = check(r, t)
     boot = dict(n_resamples=200, confidence=0.95, seed=0)
@@ -96,7 +97,7 @@ def test_each_violation_records_value_limit_comparison_and_ci():
 
 def test_violation_message_names_metric_value_limit_and_ci():
     r = result(flipped(TWO))
-    (v,) = check(r, Thresholds(min_relative_robustness={"accuracy": 0.95}))
+    (v,) = check(r, Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.95})))
     text = str(v)
     lo, hi = v.ci
     assert "relative robustness of accuracy" in text
@@ -112,7 +113,7 @@ def test_violation_str_format_exactly():
 
 def test_violation_uses_the_session_confidence():
     r = result(flipped(TWO), stats=StatsConfig(n_resamples=200, confidence=0.8))
-    (v,) = check(r, Thresholds(min_relative_robustness={"accuracy": 0.95}))
+    (v,) = check(r, Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.95})))
     assert v.confidence == 0.8 and "80% CI" in str(v)
     assert v.ci == metrics.robustness_ci("accuracy", Y, proba(P1_CLEAN), flipped(TWO), n_resamples=200,
                                          confidence=0.8, seed=0)
@@ -125,23 +126,23 @@ def test_confident_does_not_fail_while_the_ci_reaches_the_floor():
     r = result(flipped(TWO))
     lo, hi = r.ci("accuracy", "relative")
     assert r.relative_robustness("accuracy") < 0.95 < hi  # the estimate is below, the interval is not
-    floors = {"min_relative_robustness": {"accuracy": 0.95}}
-    assert len(check(r, Thresholds(**floors))) == 1
-    assert check(r, Thresholds(**floors, decision="confident")) == []
+    floors = MetricThresholds(min_relative_robustness={"accuracy": 0.95})
+    assert len(check(r, Thresholds(floors))) == 1
+    assert check(r, Thresholds(floors, decision="confident")) == []
 
 
 def test_confident_fails_when_the_whole_ci_is_below_the_floor():
     r = result(flipped(TEN))
     lo, hi = r.ci("accuracy", "relative")
     assert hi < 0.95
-    (v,) = check(r, Thresholds(min_relative_robustness={"accuracy": 0.95}, decision="confident"))
+    (v,) = check(r, Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.95}), decision="confident"))
     assert v.value == pytest.approx(0.5) and v.limit == 0.95 and v.ci == (lo, hi)
 
 
 def test_confident_absolute_floor():
     r = result(flipped(TWO))
     assert r.ci("accuracy", "absolute")[1] > 0.95
-    t = Thresholds(min_absolute_robustness={"accuracy": 0.95}, decision="confident")
+    t = Thresholds(MetricThresholds(min_absolute_robustness={"accuracy": 0.95}), decision="confident")
     assert check(r, t) == []
     assert [v.what for v in check(result(flipped(TEN)), t)] == ["absolute robustness of accuracy"]
 
@@ -164,25 +165,25 @@ def test_confident_flip_rate_judges_the_lower_bound():
 def test_clean_condition_uses_min_clean_only():
     worse = flipped(TWO)  # used as the clean predictions: accuracy 0.9
     r = result(worse, condition=Condition(), clean=worse)
-    t = Thresholds(min_clean={"accuracy": 0.95, "auroc": 0.5},
-                   min_relative_robustness={"accuracy": 1.5}, max_flip_rate=0.0)
+    t = Thresholds(MetricThresholds(min_clean={"accuracy": 0.95, "auroc": 0.5},
+                                    min_relative_robustness={"accuracy": 1.5}), max_flip_rate=0.0)
     (v,) = check(r, t)  # relative floor and flip ceiling do not apply to the clean condition
     assert v.what == "clean accuracy"
     assert v.value == pytest.approx(0.9) and v.limit == 0.95 and v.comparison == ">="
     assert v.ci == metrics.metric_ci("accuracy", Y, worse, n_resamples=200, confidence=0.95, seed=0)
-    assert check(r, Thresholds(min_clean={"accuracy": 0.85})) == []
+    assert check(r, Thresholds(MetricThresholds(min_clean={"accuracy": 0.85}))) == []
 
 
 def test_clean_confident_uses_the_metric_ci():
     worse = flipped(TWO)
     r = result(worse, condition=Condition(), clean=worse)
     assert r.ci("accuracy", "metric")[1] > 0.95
-    assert check(r, Thresholds(min_clean={"accuracy": 0.95}, decision="confident")) == []
+    assert check(r, Thresholds(MetricThresholds(min_clean={"accuracy": 0.95}), decision="confident")) == []
 
 
 def test_perturbed_condition_ignores_min_clean():
     r = result(flipped(TWO), clean=flipped(TEN))  # clean accuracy 0.5, far below the floor
-    assert check(r, Thresholds(min_clean={"accuracy": 0.99})) == []
+    assert check(r, Thresholds(MetricThresholds(min_clean={"accuracy": 0.99}))) == []
 
 
 def test_flip_rate_counts_changed_predictions_even_when_accuracy_improves():
@@ -190,8 +191,8 @@ def test_flip_rate_counts_changed_predictions_even_when_accuracy_improves():
     r = result(proba(P1_CLEAN), clean=flipped(TWO))
     assert r.relative_robustness("accuracy") == pytest.approx(1 / 0.9)
     assert r.flip_rate == pytest.approx(0.1)
-    assert check(r, Thresholds(min_relative_robustness={"accuracy": 1.0})) == []
-    (v,) = check(r, Thresholds(min_relative_robustness={"accuracy": 1.0}, max_flip_rate=0.05))
+    assert check(r, Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 1.0}))) == []
+    (v,) = check(r, Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 1.0}), max_flip_rate=0.05))
     assert (v.what, v.comparison, v.limit) == ("flip rate", "<=", 0.05)
     assert check(r, Thresholds(max_flip_rate=0.1)) == []
 
@@ -206,9 +207,9 @@ def test_an_undefined_metric_is_not_judged_never_a_failure():
 
     y = np.zeros(N, dtype=int)
     p = proba(P1_CLEAN)
-    r = ConditionResult("toy", "hand", Condition(), y, p, p, STATS)
+    r = ConditionResult("toy", "hand", Condition(), Memes(y), Answers(p, p), STATS)
     assert np.isnan(r.metric("auroc"))
-    thresholds = Thresholds(min_clean={"auroc": 0.9})
+    thresholds = Thresholds(MetricThresholds(min_clean={"auroc": 0.9}))
     assert check(r, thresholds) == []
     unjudged = not_judged(r, thresholds)
     assert unjudged == [("clean auroc", f"not judged: the {N} memes hold one class")]
@@ -223,20 +224,22 @@ def test_group_gap_is_best_minus_worst_group_and_fails_past_its_limit():
     perturbed[[1, 3, 5, 7, 9]] = perturbed[[1, 3, 5, 7, 9]][:, ::-1]
     groups = np.array(["a"] * 10 + ["b"] * 10)
     groups = groups[np.r_[10:20, 0:10]]  # the flipped memes (rows 1..9) belong to group "b"
-    r = ConditionResult("toy", "hand", Condition(text="typos", text_severity=1), y, clean, perturbed, STATS, groups)
+    r = ConditionResult("toy", "hand", Condition(text="typos", text_severity=1), Memes(y, groups),
+                        Answers(clean, perturbed), STATS)
     scores = r.group_scores("accuracy")
     assert scores["a"]["relative_robustness"] == 1.0 and scores["b"]["relative_robustness"] == 0.5
     assert r.group_gap("accuracy") == 0.5
-    [violation] = check(r, Thresholds(max_group_gap={"accuracy": 0.2}))
+    [violation] = check(r, Thresholds(MetricThresholds(max_group_gap={"accuracy": 0.2})))
     assert "group gap in relative robustness of accuracy (worst b, best a)" in str(violation)
-    assert check(r, Thresholds(max_group_gap={"accuracy": 0.6})) == []
+    assert check(r, Thresholds(MetricThresholds(max_group_gap={"accuracy": 0.6}))) == []
 
 
 def test_small_groups_and_memes_without_a_group_are_left_out():
     y = np.array([0, 1] * 10)
     clean = np.where(y[:, None] == np.arange(2), 0.9, 0.1)
     groups = np.array(["a"] * 12 + ["b"] * 3 + [""] * 5)
-    r = ConditionResult("toy", "hand", Condition(text="typos", text_severity=1), y, clean, clean, STATS, groups)
+    r = ConditionResult("toy", "hand", Condition(text="typos", text_severity=1), Memes(y, groups),
+                        Answers(clean, clean), STATS)
     assert set(r.group_scores("accuracy")) == {"a"}
     assert np.isnan(r.group_gap("accuracy"))
-    assert check(r, Thresholds(max_group_gap={"accuracy": 0.0})) == []  # one group: no gap to judge
+    assert check(r, Thresholds(MetricThresholds(max_group_gap={"accuracy": 0.0}))) == []  # one group: no gap to judge

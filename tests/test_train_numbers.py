@@ -190,20 +190,23 @@ def test_init_from_another_cards_checkpoint_is_refused_naming_both(tmp_path, cap
 
 def test_init_from_the_same_cards_checkpoint_is_taken_and_a_missing_or_foreign_file_is_named(tmp_path):
     from pytest_memerobust.errors import MemeRobustError
-    from pytest_memerobust.run.training import TrainingRequest, plan_training
+    from pytest_memerobust.run.training import (MemeSource, OutputTarget, StartingPoint, TrainingRequest,
+                                                plan_training)
+
+    def request(init) -> TrainingRequest:
+        return TrainingRequest(card="memeblip2-tda", demo=True, memes=MemeSource(data="demo"),
+                               start=StartingPoint(init=str(init)),
+                               output=OutputTarget(out=str(tmp_path / "m.safetensors")))
 
     shipped = find_card("memeblip2-tda").checkpoint_path()
-    plan = plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo", init=str(shipped),
-                                         out=str(tmp_path / "m.safetensors")))
+    plan = plan_training(request(shipped))
     assert plan.card.name == "memeblip2-tda"
     with pytest.raises(MemeRobustError, match="--init .*nothing.safetensors: no such checkpoint file"):
-        plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo",
-                                      init=str(tmp_path / "nothing.safetensors"), out=str(tmp_path / "m.safetensors")))
+        plan_training(request(tmp_path / "nothing.safetensors"))
     foreign = tmp_path / "notes.safetensors"
     foreign.write_text("not a checkpoint")
     with pytest.raises(MemeRobustError, match=r"cannot be read as a checkpoint \("):
-        plan_training(TrainingRequest(card="memeblip2-tda", demo=True, data="demo", init=str(foreign),
-                                      out=str(tmp_path / "m.safetensors")))
+        plan_training(request(foreign))
 
 
 MINILM_TEXT = "the backbone's text encoder (kind 'minilm')"
@@ -251,22 +254,24 @@ def test_the_sizes_at_the_limits_are_taken_and_the_prompt_limit_is_minilms_own(t
     encodes a caption cut at 128 tokens, one more token is refused before adapting, where the encoder would fail."""
     import torch
 
-    from pytest_memerobust.detectors import ModelCard, load_detector
-    from pytest_memerobust.detectors.training.adaptation import adapt, parse_adaptation
+    from pytest_memerobust.detectors import ModelCard, Network, load_detector
+    from pytest_memerobust.detectors.training.adaptation import adapt
+    from pytest_memerobust.detectors.training.adaptation_methods import parse_adaptation
     from pytest_memerobust.detectors.training.limits import tower_limits
     from pytest_memerobust.errors import ConfigError
-    from pytest_memerobust.run.training import TrainingRequest, plan_training
+    from pytest_memerobust.run.training import MemeSource, OutputTarget, RecipeFlags, TrainingRequest, plan_training
     from tiny_backbones import BLIP2_TINY, save_tiny_bert
 
     for adaptation in ("prompt:tokens=64", "lora:rank=32", "compacter:reduction=4,phm=8"):
-        plan = plan_training(TrainingRequest(card="memeblip2", demo=True, data="demo", adaptation=adaptation,
-                                             out=str(tmp_path / "m.safetensors")))
-        assert plan.adaptation == parse_adaptation(adaptation)
+        plan = plan_training(TrainingRequest(card="memeblip2", demo=True, memes=MemeSource(data="demo"),
+                                             recipe=RecipeFlags(adaptation=adaptation),
+                                             output=OutputTarget(out=str(tmp_path / "m.safetensors"))))
+        assert plan.recipe.adaptation == parse_adaptation(adaptation)
     text, vision = tower_limits({"kind": "hf-blip2", "config": BLIP2_TINY}, ["text", "vision"], "backbone")
     assert (text.width, text.prompt, vision.width, vision.prompt) == (32, 64, 32, 65)  # 64 / 8 = 8 x 8 patches + 1
     folder = save_tiny_bert(tmp_path / "bert")
     card = ModelCard(name="tiny", architecture="memeblip2", classes=("non-hateful", "hateful"),
-                     params={"map_dim": 32}, backbone={"kind": "minilm", "name": str(folder)})
+                     network=Network(params={"map_dim": 32}, backbone={"kind": "minilm", "name": str(folder)}))
     detector = load_detector(card)
     with pytest.raises(ConfigError, match=r"^adaptation 'prompt': tokens = 385 is more prompt tokens than the "
                                           r"backbone's text encoder \(kind 'minilm'\) takes: valid 1..384 "):

@@ -34,8 +34,8 @@ def test_the_card_trains_its_real_backbone_and_its_demo_section_the_tiny_one():
     """Why `train` reached the hub while the pytest main job did not: the shipped checkpoint's metadata names the
     tiny inline backbone, and `train` builds the card's own backbone unless --demo is given."""
     card = find_card("memeblip2-tda")
-    assert card.backbone == {"kind": "hf-blip2", "name": BLIP2}
-    assert "config" in card.with_demo().backbone and "name" not in card.with_demo().backbone
+    assert card.network.backbone == {"kind": "hf-blip2", "name": BLIP2}
+    assert "config" in card.with_demo().network.backbone and "name" not in card.with_demo().network.backbone
 
 
 @pytest.mark.parametrize("offline", [False, True], ids=["HF_HUB_OFFLINE-unset", "HF_HUB_OFFLINE-set"])
@@ -103,7 +103,7 @@ def test_a_hub_id_in_the_local_cache_loads_without_the_network(empty_cache, tmp_
     from transformers import AutoTokenizer, Blip2Config, Blip2ForImageTextRetrieval
 
     torch.manual_seed(0)
-    config = dict(find_card("memeblip2").with_demo().backbone["config"])
+    config = dict(find_card("memeblip2").with_demo().network.backbone["config"])
     model = Blip2ForImageTextRetrieval(Blip2Config(**config)).eval()
     saved = tmp_path / "saved"
     model.save_pretrained(saved)

@@ -272,7 +272,8 @@ def test_an_adapted_checkpoint_reloads_with_the_predictions_it_ended_training_wi
     """`memerobust train --adaptation` on a tiny BERT caption encoder (encoders in the loop): the checkpoint and the
     card written beside it load back and predict the validation memes exactly as the trained detector did."""
     from pytest_memerobust.detectors import find_card, load_detector
-    from pytest_memerobust.run.training import TrainingRequest, fit_head, load_training, plan_training, save_head
+    from pytest_memerobust.run.training import (MemeSource, OutputTarget, RecipeFlags, TrainingRequest, fit_head,
+                                                load_training, plan_training, save_head)
 
     from tiny_backbones import save_tiny_bert
 
@@ -282,14 +283,15 @@ def test_an_adapted_checkpoint_reloads_with_the_predictions_it_ended_training_wi
                     'classes = ["non-hateful", "hateful"]\n[params]\nmap_dim = 32\n'
                     f'[backbone]\nkind = "minilm"\nname = "{folder}"\n', encoding="utf-8")
     out = tmp_path / "m.safetensors"
-    request = TrainingRequest(card=str(card), out=str(out), data="demo", adaptation=method, flags={"epochs": 2})
+    request = TrainingRequest(card=str(card), output=OutputTarget(out=str(out)), memes=MemeSource(data="demo"),
+                              recipe=RecipeFlags(adaptation=method), flags={"epochs": 2})
     plan = plan_training(request)
     data = load_training(plan, request, say=lambda _: None)
     result = fit_head(plan, request, data)
     save_head(plan, request, data, result)
     val = [m.text for m in data.val.memes]
     ended = data.detector.head(np.zeros((len(val), 0), dtype=np.float32), data.detector.encode_texts(val))
-    assert result.encoders_in_loop and result.adaptation == method.split(":")[0]
+    assert result.cost.encoders_in_loop and result.recipe.adaptation == method.split(":")[0]
     reloaded = load_detector(find_card(str(out.with_suffix(".card.toml"))))
     again = reloaded.head(np.zeros((len(val), 0), dtype=np.float32), reloaded.encode_texts(val))
     assert np.array_equal(ended, again)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from pytest_memerobust.data.demo import demo_dataset
-from pytest_memerobust.detectors import ModelCard, load_detector
-from pytest_memerobust.engine import Engine
+from pytest_memerobust.detectors import ModelCard, Network, load_detector
+from pytest_memerobust.engine import AttackState, Engine
 from pytest_memerobust.perturb.attacks import AttackContext, find_trigger
 from tiny_backbones import KINDS
 
@@ -24,13 +24,13 @@ def detector():
     architecture, params, backbone = KINDS["hf-clip"]
     torch.manual_seed(0)
     return load_detector(ModelCard(name="tiny-hf-clip", architecture=architecture, classes=("non-hateful", "hateful"),
-                                   params=dict(params), backbone=dict(backbone)))
+                                   network=Network(params=dict(params), backbone=dict(backbone))))
 
 
 def _context(detector) -> AttackContext:
     memes, train = demo_dataset("test").head(4), demo_dataset("train").head(40)
     training = lambda: ([m.text for m in train.memes], train.labels("hate"), train.memes)  # noqa: E731
-    return Engine(detector, memes, labels=memes.labels("hate"), training=training).attack_context()
+    return Engine(detector, memes, attacks=AttackState(labels=memes.labels("hate"), training=training)).attack_context()
 
 
 def _search(detector, monkeypatch, one_by_one: bool) -> tuple[str, list[int], list[bytes]]:

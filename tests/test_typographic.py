@@ -16,7 +16,7 @@ from pytest_memerobust.perturb import get, names
 from pytest_memerobust.perturb import typographic
 from pytest_memerobust.report.tables import instruction_table
 from pytest_memerobust.perturb.typography import cover_boxes
-from pytest_memerobust.judge.results import ConditionResult
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes
 
 NAMES = ["typographic_instruction", "typographic_class_words"]
 SIZE = 320
@@ -55,7 +55,7 @@ def test_registered_with_their_tags():
     assert names(tag="class_words") == ["typographic_class_words"]
     for name in NAMES:
         p = get(name)
-        assert p.takes == "tensor" and p.reads_text_boxes and p.severities == (1, 2, 3, 4, 5)
+        assert p.code.takes == "tensor" and p.traits.reads_text_boxes and p.parameters.severities == (1, 2, 3, 4, 5)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -188,8 +188,8 @@ def test_the_result_carries_the_figure_and_the_report_shows_it():
     y = np.array([1, 1, 0, 1])
 
     def row(image, severity):
-        result = ConditionResult("demo", "demo", Condition(image=image, image_severity=severity), y,
-                                 np.array(CLEAN), np.array(WRITTEN))
+        result = ConditionResult("demo", "demo", Condition(image=image, image_severity=severity), Memes(y),
+                                 Answers(np.array(CLEAN), np.array(WRITTEN)))
         return result.as_dict()
 
     written = row("typographic_instruction", 5)

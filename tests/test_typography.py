@@ -7,7 +7,7 @@ import torch
 from pytest_memerobust.data.meme import Dataset, Meme
 from pytest_memerobust.data.render import draw_meme
 from pytest_memerobust.data.text_boxes import TEXT_BOXES, TextBox
-from pytest_memerobust.engine import Condition, Engine
+from pytest_memerobust.engine import Condition, Engine, Readers
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb.typography import COUNTER_PHRASES, _share_words, box_colours, erase_text
 
@@ -181,7 +181,7 @@ def _pictures_without_boxes(n=3):
 
 def test_the_engine_asks_its_text_reader_once_per_picture_and_notes_when_it_has_none():
     reader = BoxReader()
-    engine = Engine(CountingSplit(), _pictures_without_boxes(), text_reader=reader)
+    engine = Engine(CountingSplit(), _pictures_without_boxes(), readers=Readers(text_reader=reader))
     engine.plan([Condition(image="caption_cover", image_severity=1)])
     assert engine._plan == []  # the reader runs in the calling thread only
     engine.predict(Condition(image="caption_cover", image_severity=1))

@@ -6,7 +6,7 @@ from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb import uap as uap_module
-from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 from pytest_memerobust.perturb.uap import add_pattern, fit_uap, pattern_for
 
 
@@ -24,8 +24,8 @@ def _context(setup, cache_dir=None, detector=None):
     det, train, test, training, features = setup
     detector = detector or det
     split = detector is det
-    return AttackContext(detector, test.labels("hate"), features if split else None,
-                         [m.image for m in test.memes], training=training, cache_dir=cache_dir)
+    clean = CleanInputs(features if split else None, [m.image for m in test.memes])
+    return AttackContext(detector, test.labels("hate"), clean, training=training, cache_dir=cache_dir)
 
 
 def _training_loss(detector, train, pattern):

@@ -15,8 +15,9 @@ from pytest_memerobust.data.loaders import load_dataset
 from pytest_memerobust.data.meme import NO_LABEL
 from pytest_memerobust.judge.gate import PairedCell, judge_family
 from pytest_memerobust.judge.ledger import flip_ledger
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.judge.thresholds import NO_LABELS, Thresholds, assess, judged_count, not_judged, verdict
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
+from pytest_memerobust.judge.thresholds import (NO_LABELS, MetricThresholds, Thresholds, assess, judged_count,
+                                                not_judged, verdict)
 from pytest_memerobust.perturb.conditions import Condition
 
 N = 40
@@ -45,8 +46,8 @@ def _outputs(flip_share: float, seed: int = 0) -> dict:
 
 def test_a_result_of_unlabelled_memes_measures_flips_and_the_confidence_drop_and_no_accuracy():
     cell = _outputs(0.25)
-    result = ConditionResult("demo", "folder:memes", Condition.parse("text=typos@5"), cell["y"], cell["clean"],
-                             cell["perturbed"], StatsConfig(n_resamples=200))
+    result = ConditionResult("demo", "folder:memes", Condition.parse("text=typos@5"), Memes(cell["y"]),
+                             Answers(cell["clean"], cell["perturbed"]), StatsConfig(n_resamples=200))
     record = result.as_dict()
     assert record["labelled"] is False and record["n"] == N
     assert record["flip_rate"] == 0.25 and record["flip_rate_ci"][0] < 0.25 < record["flip_rate_ci"][1]
@@ -54,13 +55,14 @@ def test_a_result_of_unlabelled_memes_measures_flips_and_the_confidence_drop_and
     assert all(np.isnan(v) for v in record["metrics"].values())
     assert np.isnan(record["attack_success_rate"]) and np.isnan(record["mcnemar_p"])
 
-    floors = Thresholds(min_relative_robustness={"accuracy": 0.9}, max_flip_rate=0.1, max_confidence_drop=0.5)
+    floors = Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.9}), max_flip_rate=0.1,
+                        max_confidence_drop=0.5)
     assert [v.what for v in assess(result, floors)] == ["flip rate"]  # judged, and above its ceiling
     assert not_judged(result, floors) == [("relative robustness of accuracy", NO_LABELS)]
     assert judged_count(result, floors) == 2
-    lenient = Thresholds(min_relative_robustness={"accuracy": 0.9}, max_flip_rate=0.5)
+    lenient = Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.9}), max_flip_rate=0.5)
     assert verdict(assess(result, lenient), not_judged(result, lenient), judged_count(result, lenient)) == "pass"
-    only_accuracy = Thresholds(min_relative_robustness={"accuracy": 0.9})
+    only_accuracy = Thresholds(MetricThresholds(min_relative_robustness={"accuracy": 0.9}))
     assert verdict([], not_judged(result, only_accuracy), judged_count(result, only_accuracy)) == "not judged"
 
 
@@ -72,9 +74,9 @@ def test_the_gate_compares_flips_of_two_checkpoints_and_leaves_accuracy_unjudged
     for now, regressed in ((worse, True), (then, False)):
         comparisons = judge_family([PairedCell("demo", "folder:memes", "text=typos@5", "text", now, then)],
                                    n_resamples=2000)
-        by_rule = {c.rule: c for c in comparisons}
-        assert by_rule["flip"].regressed is regressed
-        assert {by_rule[r].state for r in ("acc", "auroc", "f1")} == {NO_LABELS}
+        by_rule = {c.subject.rule: c for c in comparisons}
+        assert by_rule["flip"].decision.regressed is regressed
+        assert {by_rule[r].decision.state for r in ("acc", "auroc", "f1")} == {NO_LABELS}
 
     ledger = flip_ledger([("demo", "folder:memes", "text=typos@5", then, worse, [str(i) for i in range(N)], None)])
     entry = ledger["conditions"][0]

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch  # noqa: F401  imported once here: pytester's in-process runs would otherwise re-import it
 
-from pytest_memerobust import Options, RobustnessSession
+from pytest_memerobust import DataOptions, JudgingOptions, Options, RobustnessSession
 from pytest_memerobust.engine import Condition
 from pytest_memerobust.judge.metrics import mcnemar_p_value
 from pytest_memerobust.report import render
 from pytest_memerobust.run.report import build_report
 from pytest_memerobust.report.html import to_html
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
 from pytest_memerobust.run.suite import builtin_suite_arg, builtin_suite_paths, load_suite
 from pytest_memerobust.judge.thresholds import Thresholds, Violation, assess, check, verdict
 from pytest_memerobust.judge.verdict import CaseOutcome, failure_lines, run_verdict
@@ -131,8 +131,9 @@ def _result(clean_correct, perturbed_correct):
     def proba(correct):
         pred = np.where(correct, y, 1 - y)
         return np.eye(2)[pred] * 0.8 + 0.1
-    return ConditionResult("m", "d", Condition(text="typos", text_severity=1), y, proba(clean_correct),
-                           proba(np.asarray(perturbed_correct)), StatsConfig(n_resamples=200))
+    return ConditionResult("m", "d", Condition(text="typos", text_severity=1), Memes(y),
+                           Answers(proba(clean_correct), proba(np.asarray(perturbed_correct))),
+                           StatsConfig(n_resamples=200))
 
 
 def test_confident_decisions_fail_only_for_sure_and_estimate_on_the_point():
@@ -212,7 +213,8 @@ def test_an_interrupted_run_has_no_verdict_and_says_how_far_it_got():
 @pytest.fixture(scope="module")
 def two_suite_session():
     """Two suites that share a condition, run the way the plugin runs them."""
-    session = RobustnessSession(Options(models=("demo",), limit=40, stats=StatsConfig(n_resamples=50)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=40),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=50))))
     suites = {"first": (["text=typos@2"], ["image=contrast@2"], ["clean", "text=typos@2", "image=contrast@2",
                                                                   "text=typos@2+image=contrast@2"]),
               "second": ((), (), ["clean", "image=contrast@2", "image=brightness@1"])}
@@ -242,7 +244,8 @@ def test_each_suite_has_its_own_tables_and_grid(two_suite_session):
 
 
 def test_a_grid_side_without_any_cell_is_left_out():
-    session = RobustnessSession(Options(models=("demo",), limit=40, stats=StatsConfig(n_resamples=50)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=40),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=50))))
     session.declare_grid("demo", None, ["text=typos@2", "text=back_translation"], ["image=contrast@2"],
                          suite="grid", conditions=["text=typos@2+image=contrast@2"])
     session.evaluate("demo", "text=typos@2+image=contrast@2")  # back_translation skipped: no cell of its own
@@ -310,8 +313,8 @@ def test_builtin_toml_suites_decide_with_intervals():
     for path in builtin_suite_paths():
         if path.suffix == ".toml":
             suite = load_suite(path)
-            assert suite.thresholds.decision == "confident", path.name
-            assert all(suite.thresholds_for(c).decision == "confident" for c in suite.conditions)
+            assert suite.checks.thresholds.decision == "confident", path.name
+            assert all(suite.checks.thresholds_for(c).decision == "confident" for c in suite.conditions)
 
 
 def test_report_json_names_each_groups_suite(pytester, tmp_path):

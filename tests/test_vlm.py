@@ -6,13 +6,14 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 import transformers
 
-from pytest_memerobust.detectors import ModelCard, load_card, load_detector
+from pytest_memerobust.detectors import ModelCard, Network, load_card, load_detector
 from pytest_memerobust.detectors.cards import WeightsNotHere
 from pytest_memerobust.detectors.vlm import Prompt, card_prompt, label_token_ids
 from pytest_memerobust.engine import Condition
@@ -25,8 +26,9 @@ CLASSES = ("non-hateful", "hateful")
 
 
 def vlm_card(folder, **params) -> ModelCard:
-    return ModelCard(name="tiny-vlm", architecture="vlm", classes=CLASSES, params={"abstain_below": 0.0, **params},
-                     backbone={"kind": "vlm", "name": str(folder)})
+    return ModelCard(name="tiny-vlm", architecture="vlm", classes=CLASSES,
+                     network=Network(params={"abstain_below": 0.0, **params},
+                                     backbone={"kind": "vlm", "name": str(folder)}))
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -77,7 +79,7 @@ def test_the_prompt_puts_the_caption_and_the_options_in_place():
 def test_a_hub_id_that_is_not_here_is_said_before_anything_loads(monkeypatch):
     monkeypatch.delenv("MEMEROBUST_DOWNLOAD", raising=False)
     card = vlm_card("")
-    card = ModelCard(**{**card.__dict__, "backbone": {"kind": "vlm", "name": "no-such-org/no-such-vlm"}})
+    card = replace(card, network=replace(card.network, backbone={"kind": "vlm", "name": "no-such-org/no-such-vlm"}))
     with pytest.raises(WeightsNotHere, match="no-such-org/no-such-vlm' is not on this machine"):
         load_detector(card)
 
@@ -88,7 +90,8 @@ def test_the_shipped_vlm_cards_load_and_name_their_models():
     for name in ("smolvlm-prompted", "qwen2-vl-7b-lmm-rgcl"):
         card = load_card(available_cards()[name])
         prompt, params = card_prompt(card)
-        assert card.architecture == "vlm" and card.backbone["kind"] == "vlm" and "/" in card.backbone["name"]
+        backbone = card.network.backbone
+        assert card.architecture == "vlm" and backbone["kind"] == "vlm" and "/" in backbone["name"]
         assert prompt.label_words == ("No", "Yes") and "{caption}" in prompt.instruction
 
 
@@ -168,10 +171,10 @@ def test_an_answer_whose_mass_is_elsewhere_is_an_abstention(tiny_vlm):
     """A random model puts almost no mass on two words of its vocabulary: with a bound above that, it declines
     every meme; the session counts the abstentions apart and reports their rate and change from clean."""
     from pytest_memerobust.data.demo import demo_dataset
-    from pytest_memerobust.engine import Engine
+    from pytest_memerobust.engine import EncodingSettings, Engine
 
     detector = load_detector(vlm_card(tiny_vlm[1], abstain_below=0.9))
-    engine = Engine(detector, demo_dataset("test").head(6), batch_size=4)
+    engine = Engine(detector, demo_dataset("test").head(6), asking=EncodingSettings(batch_size=4))
     engine.predict(Condition())
     engine.predict(Condition(text="typos", text_severity=3))
     assert engine.abstentions["clean"].all() and engine.abstentions["text=typos@3"].all()
@@ -364,11 +367,11 @@ def test_prompt_edits_are_conditions_alone_and_with_text_or_image_sides(pytester
     # the engine asks the reworded prompt: the same as the detector asked with it directly
     detector = load_detector(vlm_card(folder))
     from pytest_memerobust.data.demo import demo_dataset
-    from pytest_memerobust.engine import Engine
+    from pytest_memerobust.engine import EncodingSettings, Engine
     from pytest_memerobust.perturb.prompts import prompt_edit
 
     memes = demo_dataset("test").head(4)
-    engine = Engine(detector, memes, batch_size=4)
+    engine = Engine(detector, memes, asking=EncodingSettings(batch_size=4))
     view = detector.with_prompt(prompt_edit(detector.prompt, "paraphrase", 2))
     asked = view.predict_proba(engine.inputs("image", None, None), engine.inputs("text", None, None))
     np.testing.assert_allclose(engine.predict(Condition(prompt="paraphrase", prompt_severity=2)), asked, atol=1e-6)

@@ -11,7 +11,7 @@ import torch
 from pytest_memerobust.data import demo_dataset
 from pytest_memerobust.detectors import load_detector
 from pytest_memerobust.perturb import get
-from pytest_memerobust.perturb.attacks import AttackContext
+from pytest_memerobust.perturb.attacks import AttackContext, CleanInputs
 from pytest_memerobust.perturb.image_attacks import LINF_LEVELS, NoGradient
 
 from test_image_attacks import short_attacks  # noqa: F401 (autouse: APGD 20 steps, Square 60 queries)
@@ -34,8 +34,9 @@ def detectors(tmp_path_factory):
 
 
 def _context(detector, memes):
-    return AttackContext(detector, np.asarray([m.labels["hate"] for m in memes]), None, [m.picture() for m in memes],
-                         captions=[m.text for m in memes], ids=[m.id for m in memes], seed=0)
+    clean = CleanInputs(None, [m.picture() for m in memes], captions=[m.text for m in memes])
+    return AttackContext(detector, np.asarray([m.labels["hate"] for m in memes]), clean, ids=[m.id for m in memes],
+                         seed=0)
 
 
 def _levels(pixels, reference, std):

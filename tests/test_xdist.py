@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from pytest_memerobust.engine import Condition
-from pytest_memerobust.judge.results import ConditionResult, StatsConfig
-from pytest_memerobust.run.options import Options
+from pytest_memerobust.judge.results import Answers, ConditionResult, Memes, StatsConfig
+from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.workers import merge_wire, to_wire, worker_device
 
@@ -40,27 +40,29 @@ def test_the_merged_report_equals_a_single_process_run(pytester):
 def test_a_result_survives_the_trip_from_worker_to_controller_exactly():
     rng = np.random.default_rng(0)
     proba = rng.dirichlet([1, 1], size=30).astype(np.float32)
-    result = ConditionResult("demo", "demo:test", Condition(text="typos", text_severity=3), rng.integers(0, 2, 30),
-                             rng.dirichlet([1, 1], size=30), proba, StatsConfig(n_resamples=50),
-                             np.array(["a", "b", ""] * 10))
+    result = ConditionResult("demo", "demo:test", Condition(text="typos", text_severity=3),
+                             Memes(rng.integers(0, 2, 30), np.array(["a", "b", ""] * 10)),
+                             Answers(rng.dirichlet([1, 1], size=30), proba), StatsConfig(n_resamples=50))
     again = ConditionResult.from_wire(result.to_wire(), StatsConfig(n_resamples=50))
-    assert again.condition == result.condition and again.proba.dtype == np.float32
-    for name in ("y_true", "proba_clean", "proba", "groups"):
-        np.testing.assert_array_equal(getattr(again, name), getattr(result, name))
+    assert again.condition == result.condition and again.answers.proba.dtype == np.float32
+    for part, names in (("memes", ("y_true", "groups")), ("answers", ("proba_clean", "proba"))):
+        for name in names:
+            np.testing.assert_array_equal(getattr(getattr(again, part), name), getattr(getattr(result, part), name))
     assert again.as_dict() == result.as_dict()
 
 
 def test_merging_keeps_one_clean_result_and_the_collection_order():
-    session = RobustnessSession(Options(models=("demo",), limit=20))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=20)))
     worker_a, worker_b = RobustnessSession(session.options), RobustnessSession(session.options)
-    worker_a.position = 5
+    worker_a.ordering.position = 5
     worker_a.evaluate("demo", "image=contrast@2")
-    worker_b.position = 2
+    worker_b.ordering.position = 2
     worker_b.evaluate("demo", "text=typos@1")
     for worker in (worker_a, worker_b):
         merge_wire(session, to_wire(worker))
-    assert [key[2] for key in session.results] == ["clean", "text=typos@1", "image=contrast@2"]
-    assert session.results[("demo", "demo", "clean")].as_dict() == worker_a.results[("demo", "demo", "clean")].as_dict()
+    assert [key[2] for key in session.outcomes.results] == ["clean", "text=typos@1", "image=contrast@2"]
+    clean = ("demo", "demo", "clean")
+    assert session.outcomes.results[clean].as_dict() == worker_a.outcomes.results[clean].as_dict()
 
 
 @pytest.mark.parametrize("device, gpus, worker, want", [
@@ -80,8 +82,9 @@ def test_the_controller_reads_the_workers_attacks_instead_of_running_them_again(
 
     from pytest_memerobust.perturb import attacks, uap
 
-    options = Options(models=("memeblip2-tda",), limit=12, batch_size=8, feature_cache=False,
-                      stats=StatsConfig(n_resamples=20))
+    options = Options(models=("memeblip2-tda",), data=DataOptions(limit=12),
+                      compute=ComputeOptions(batch_size=8, cache=CacheOptions(features=False)),
+                      judging=JudgingOptions(stats=StatsConfig(n_resamples=20)))
     conditions = [Condition.parse(c) for c in ("text=hotflip@1", "text=universal_trigger@1", "image=uap@1")]
     worker = RobustnessSession(options)
     for condition in conditions:

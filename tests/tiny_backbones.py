@@ -66,13 +66,13 @@ def trained_detector(kind: str, epochs: int = 40, seed: int = 0, mode: str = "mu
     import torch
 
     from pytest_memerobust.data.demo import demo_dataset
-    from pytest_memerobust.detectors import ModelCard, load_detector
+    from pytest_memerobust.detectors import ModelCard, Network, load_detector
     from pytest_memerobust.run.training.loop import train_head
 
     architecture, params, backbone = KINDS[kind]
     torch.manual_seed(seed)
     card = ModelCard(name=f"tiny-{kind}", architecture=architecture, classes=("non-hateful", "hateful"),
-                     params=dict(params), backbone=dict(backbone))
+                     network=Network(params=dict(params), backbone=dict(backbone)))
     detector = load_detector(card)
     detector.head_module.mode = mode
     train_head(detector, demo_dataset("train"), demo_dataset("val"), epochs=epochs, lr=3e-3, seed=seed)

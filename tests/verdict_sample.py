@@ -14,11 +14,12 @@ def two_suite_report() -> dict:
     """A report as build_report writes it, read back from JSON, without verdict keys (as an older report): the demo
     detector under a mild suite (brightness, contrast) and a harsh one (typos, HotFlip, contrast and their grid
     cell), with one worst example whose caption holds look-alike letters (as the homoglyphs perturbation writes)."""
-    from pytest_memerobust import Options, RobustnessSession
+    from pytest_memerobust import DataOptions, JudgingOptions, Options, RobustnessSession
     from pytest_memerobust.run.report import build_report
     from pytest_memerobust.judge.results import StatsConfig
 
-    session = RobustnessSession(Options(models=("demo",), limit=48, stats=StatsConfig(n_resamples=100)))
+    session = RobustnessSession(Options(models=("demo",), data=DataOptions(limit=48),
+                                        judging=JudgingOptions(stats=StatsConfig(n_resamples=100))))
     suites = {"mild": ((), (), ["clean", "image=brightness@1", "image=contrast@1"]),
               "harsh": (["text=typos@4"], ["image=contrast@4"],
                         ["clean", "text=typos@4", "text=hotflip@3", "image=contrast@4",

@@ -37,7 +37,7 @@ def run(args) -> int:
     from ..detectors.cards import check_local_weights
 
     card = find_card(args.card)
-    if args.checkpoint is None and not card.demo_weights:
+    if args.checkpoint is None and not card.network.demo_weights:
         check_local_weights(card)  # before torch loads: weights missing here are said at once
     import json
 
@@ -46,7 +46,7 @@ def run(args) -> int:
     from ..run.analyses import evaluate_budgets
     from ..data.reading import read_memes
     from ..detectors import load_detector
-    from ..engine import Engine
+    from ..engine import EncodingSettings, Engine
     from ..report.tables import budget_table
 
     for name in args.family or ():
@@ -58,7 +58,7 @@ def run(args) -> int:
     data = read_memes(args.data, ocr=ocr, require_images=reads_pictures or ocr is not None,
                       allow_outside_paths=args.allow_outside_paths, ocr_option=OCR_OPTION,
                       limit=args.limit).labelled(task)
-    engine = Engine(detector, data, seed=args.seed, batch_size=args.batch_size)
+    engine = Engine(detector, data, seed=args.seed, asking=EncodingSettings(batch_size=args.batch_size))
     entries = evaluate_budgets(engine, data.labels(task), args.family, seed=args.seed, n_resamples=args.bootstrap)
     print(f"evasion budgets: {card.name} on {args.data} ({sum(data.labels(task) == 1)} harmful memes; the searched "
           f"ones are those it flags when clean)")

@@ -32,7 +32,7 @@ def run(args) -> int:
         for name in names(modality):
             p = get(name)
             if "textattack" not in p.tags:
-                print(f"  {name:22s} severities {list(p.severities) or '-'}  {p.doc}")
+                print(f"  {name:22s} severities {list(p.parameters.severities) or '-'}  {p.code.doc}")
     print(f"textattack recipes (text perturbations; severity s changes at most {list(WORD_BUDGET)}[s-1] words):")
     home = textattack_home(args.cache_dir)
     if not installed():
@@ -86,29 +86,30 @@ def model_lines(cards: dict) -> list[str]:
         except MemeRobustError as exc:
             lines.append(f"{name:22s} unreadable card: {exc}")
             continue
-        if card.demo_weights:
+        network = card.network
+        if network.demo_weights:
             weights, present = "demo weights (tiny random backbone, shipped)", True
         else:
-            weights, present = backbone_weights(card.backbone)
+            weights, present = backbone_weights(network.backbone)
         checkpoint = card.checkpoint_path()
         head = ("head: none shipped (train one; pass --memerobust-checkpoint)" if checkpoint is None
                 else f"head: {checkpoint.name}" + ("" if checkpoint.is_file() else " (missing)"))
         if card.architecture == "hosted":  # an endpoint: whether its key is set is what can be told here
             import os
 
-            env = str(card.params.get("api_key_env", "OPENAI_API_KEY"))
+            env = str(network.params.get("api_key_env", "OPENAI_API_KEY"))
             from ..detectors.hosted import redact
 
-            weights = f"endpoint {redact(str(card.params.get('base_url')))} model {card.params.get('model')}"
+            weights = f"endpoint {redact(str(network.params.get('base_url')))} model {network.params.get('model')}"
             present = f"key {'set' if os.environ.get(env) else 'not set'} in ${env}"
-            head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
-        elif card.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
-            weights = f"vision-language model {card.backbone.get('name')}"
-            head = f"prompted, label words {' / '.join(card.params.get('label_words', ['No', 'Yes']))}"
-        elif card.backbone.get("kind") == "shieldgemma2":  # no head: its policies' answers, combined
-            weights = f"safety classifier {card.backbone.get('name')}"
-            head = (f"policies {', '.join(card.params.get('policies', ['dangerous', 'sexual', 'violence']))} "
-                    f"({card.params.get('combine', 'max')})")
+            head = f"prompted, label words {' / '.join(network.params.get('label_words', ['No', 'Yes']))}"
+        elif network.backbone.get("kind") == "vlm":  # no head: asked, answered through its label words
+            weights = f"vision-language model {network.backbone.get('name')}"
+            head = f"prompted, label words {' / '.join(network.params.get('label_words', ['No', 'Yes']))}"
+        elif network.backbone.get("kind") == "shieldgemma2":  # no head: its policies' answers, combined
+            weights = f"safety classifier {network.backbone.get('name')}"
+            head = (f"policies {', '.join(network.params.get('policies', ['dangerous', 'sexual', 'violence']))} "
+                    f"({network.params.get('combine', 'max')})")
         status = present if isinstance(present, str) else here[present]
         lines.append(f"{name:22s} {card.architecture:17s} backbone: {weights}, {status}; {head}")
     return lines

@@ -55,7 +55,7 @@ def run(args) -> int:
     if boxes is None and args.ocr:
         boxes = ocr_reader(args).read_boxes(image)
     chosen = args.perturbations or [n for n in names("image")
-                                    if not get(n).needs_model and (caption or not get(n).caption_source)]
+                                    if not get(n).needs_model and (caption or not get(n).traits.caption_source)]
     for name in chosen:
         if get(name).modality != "image":
             raise MemeRobustError(f"{name!r} is not an image perturbation")

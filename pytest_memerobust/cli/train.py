@@ -75,17 +75,20 @@ def run(args) -> int:
 
 
 def _run_allowed(args) -> int:
-    from ..run.training import (TRAINING_DEFAULTS, TrainingRequest, describe_recipe, fit_head, load_training,
+    from ..run.training import (TRAINING_DEFAULTS, MemeSource, OutputTarget, RecipeFlags, StartingPoint,
+                                TrainingCompute, TrainingRequest, describe_recipe, fit_head, load_training,
                                 plan_training, resumable, save_head)
 
     request = TrainingRequest(
-        card=args.card, out=args.out, demo=args.demo, name=args.name, data=args.data, train=args.train,
-        val=args.val, init=args.init, resume=args.resume, task=args.task, seed=args.seed, device=args.device,
-        cache_dir=None if args.no_cache else Path(args.cache_dir), allow_outside_paths=args.allow_outside_paths,
-        flags={k: getattr(args, k) for k in TRAINING_DEFAULTS}, ocr_option=OCR_OPTION,
-        augment=tuple(args.augment) if args.augment else None, adversarial=args.adversarial,
-        adversarial_loss=args.adversarial_loss, adaptation=args.adaptation, workers=args.workers,
-        force=args.force)
+        card=args.card, demo=args.demo, output=OutputTarget(out=args.out, name=args.name, force=args.force),
+        memes=MemeSource(data=args.data, train=args.train, val=args.val, task=args.task,
+                         allow_outside_paths=args.allow_outside_paths, ocr_option=OCR_OPTION),
+        start=StartingPoint(init=args.init, resume=args.resume, seed=args.seed),
+        recipe=RecipeFlags(augment=tuple(args.augment) if args.augment else None, adversarial=args.adversarial,
+                           adversarial_loss=args.adversarial_loss, adaptation=args.adaptation),
+        compute=TrainingCompute(device=args.device, workers=args.workers,
+                               cache_dir=None if args.no_cache else Path(args.cache_dir)),
+        flags={k: getattr(args, k) for k in TRAINING_DEFAULTS})
     plan = plan_training(request)
     data = load_training(plan, request, ocr=lambda: ocr_reader(args))
     card, hyper = data.card, plan.hyper
@@ -106,20 +109,21 @@ def _run_allowed(args) -> int:
             result = fit_head(plan, request, data, encoding=encoding, progress=progress)
         finally:
             shown.close()
-    cached = result.feature_cache
-    if result.encoders_in_loop:
-        print(f"the encoders trained ({result.adaptation}), so they ran on every batch and nothing was cached")
+    cached, cost, trained = result.feature_cache, result.cost, result.recipe
+    if cost.encoders_in_loop:
+        print(f"the encoders trained ({trained.adaptation}), so they ran on every batch and nothing was cached")
     elif cached:
         read, encoded = sum(cached["disk_hits"].values()), sum(cached["encoded"].values())
-        where = f"the feature cache in {request.cache_dir}" if request.cache_dir else "no feature cache (--no-cache)"
-        on = (f" on {result.encoding_workers} worker processes in {result.encoding_seconds:.0f} s"
-              if result.encoding_workers > 1 else "")
+        cache_dir = request.compute.cache_dir
+        where = f"the feature cache in {cache_dir}" if cache_dir else "no feature cache (--no-cache)"
+        on = (f" on {cost.encoding_workers} worker processes in {cost.encoding_seconds:.0f} s"
+              if cost.encoding_workers > 1 else "")
         print(f"encoded {encoded} inputs{on} and read {read} from {where}: features are kept by backbone, so every "
               f"head on this backbone reuses them")
     with resumable(plan):
         written = save_head(plan, request, data, result)
-    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {result.adaptation}, "
-          f"{result.trainable_parameters:,} trainable parameters; wrote {', '.join(written)} in {plan.out.parent}")
+    print(f"best epoch {result.best_epoch} (val AUROC {result.best_val_auroc:.4f}); adaptation {trained.adaptation}, "
+          f"{trained.trainable_parameters:,} trainable parameters; wrote {', '.join(written)} in {plan.out.parent}")
     if result.diverged is not None:
         from ..run.training.loop import divergence_line
 

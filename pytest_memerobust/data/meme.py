@@ -117,4 +117,5 @@ def is_multilabel(detector) -> bool:
     """A detector of a multi-label task (its card says `multilabel = true`): one independent probability per label,
     as `Dataset.multilabel` names the dataset's. Here, below the detectors, so that the white-box attacks, which
     receive the detector they attack, can ask it without importing the detectors."""
-    return bool(getattr(getattr(detector, "card", None), "multilabel", False))
+    scoring = getattr(getattr(detector, "card", None), "scoring", None)
+    return bool(getattr(scoring, "multilabel", False))

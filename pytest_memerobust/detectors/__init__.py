@@ -5,10 +5,11 @@ from ..openmp import sleep_idle_threads
 sleep_idle_threads()
 
 from .base import Detector, SplitDetector, is_split
-from .cards import ModelCard, available_cards, find_card, load_card
+from .cards import ModelCard, Network, Scoring, available_cards, find_card, load_card
 from .registry import ENTRY_POINT_GROUP, architectures, load_detector, register_architecture
 
 __all__ = [
-    "Detector", "SplitDetector", "is_split", "ModelCard", "available_cards", "find_card", "load_card",
+    "Detector", "SplitDetector", "is_split", "ModelCard", "Network", "Scoring", "available_cards", "find_card",
+    "load_card",
     "ENTRY_POINT_GROUP", "architectures", "load_detector", "register_architecture",
 ]

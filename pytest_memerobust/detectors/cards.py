@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -18,13 +18,10 @@ CARD_ENTRY_POINT_GROUP = "pytest_memerobust.models"
 
 
 @dataclass(frozen=True)
-class ModelCard:
-    name: str
-    architecture: str
-    classes: tuple[str, ...]
-    task: str = "hate"
-    multilabel: bool = False  # the task is multi-label (FigMemes): `classes` are labels, each scored by a sigmoid
-    description: str = ""
+class Network:
+    """What the card's architecture builds and loads: the weights (a checkpoint), its keyword arguments and frozen
+    encoders, and the recipe that trains it. (In the order a card's JSON lists these keys.)"""
+
     checkpoint: str | None = None  # path relative to the card's folder, or absolute
     checkpoint_sha256: str | None = None
     demo_weights: bool = False  # weights are a toy trained on demo memes, not a real detector
@@ -33,53 +30,96 @@ class ModelCard:
     text_backbone: dict[str, Any] = field(default_factory=dict)  # optional separate encoder for the caption
     training: dict[str, Any] = field(default_factory=dict)  # default hyperparameters of `memerobust train`
     demo: dict[str, Any] = field(default_factory=dict)  # backbone/params/training used to build the demo weights
-    thresholds: dict[str, Any] = field(default_factory=dict)
-    # repeat sampling (detectors/sampling.py): each meme asked `samples` times at `temperature`; unset: once
-    samples: int | None = None
-    temperature: float | None = None
-    path: Path | None = None
 
-    def checkpoint_path(self) -> Path | None:
-        if self.checkpoint is None:
-            return None
-        p = Path(self.checkpoint)
-        return p if p.is_absolute() or self.path is None else self.path.parent / p
-
-    def with_demo(self) -> "ModelCard":
-        """This card with its `[demo]` section applied: the small configuration the shipped demo weights use."""
-        from dataclasses import replace
-
-        unknown = set(self.demo) - {"backbone", "text_backbone", "params", "training"}
-        if unknown:
-            raise ConfigError(f"model card {self.path}: [demo] unknown key(s) {sorted(unknown)}")
+    def with_demo(self) -> "Network":
+        """With the `[demo]` tables applied over their namesakes (checked by ModelCard.with_demo)."""
         return replace(self, params={**self.params, **self.demo.get("params", {})},
                        backbone=self.demo.get("backbone", self.backbone),
                        text_backbone=self.demo.get("text_backbone", self.text_backbone),
                        training={**self.training, **self.demo.get("training", {})})
 
+
+@dataclass(frozen=True)
+class Scoring:
+    """How the detector's answer is read from its scores: a sigmoid per label or one class, the thresholds, and how
+    often each meme is asked."""
+
+    multilabel: bool = False  # the task is multi-label (FigMemes): `classes` are labels, each scored by a sigmoid
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    # repeat sampling (detectors/sampling.py): each meme asked `samples` times at `temperature`; unset: once
+    samples: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """A model card: the detector's name, architecture and classes, the network it builds and how its answers are
+    read. The TOML card (and `as_dict`) keeps every key at its top level or in its own table."""
+
+    name: str
+    architecture: str
+    classes: tuple[str, ...]
+    task: str = "hate"
+    description: str = ""
+    network: Network = field(default_factory=Network)
+    scoring: Scoring = field(default_factory=Scoring)
+    path: Path | None = None
+
+    @classmethod
+    def from_keys(cls, keys: dict[str, Any], path: Path | None = None) -> "ModelCard":
+        """The card a TOML card's keys describe: the network's keys and the scoring's go to those parts."""
+        network = {k: v for k, v in keys.items() if k in _PART_KEYS[Network]}
+        scoring = {k: v for k, v in keys.items() if k in _PART_KEYS[Scoring]}
+        top = {k: v for k, v in keys.items() if k not in network and k not in scoring}
+        return cls(**top, network=Network(**network), scoring=Scoring(**scoring), path=path)
+
+    def checkpoint_path(self) -> Path | None:
+        if self.network.checkpoint is None:
+            return None
+        p = Path(self.network.checkpoint)
+        return p if p.is_absolute() or self.path is None else self.path.parent / p
+
+    def without_checkpoint(self) -> "ModelCard":
+        """This card naming no weights: the detector it builds starts untrained."""
+        return replace(self, network=replace(self.network, checkpoint=None, checkpoint_sha256=None))
+
+    def with_demo(self) -> "ModelCard":
+        """This card with its `[demo]` section applied: the small configuration the shipped demo weights use."""
+        unknown = set(self.network.demo) - {"backbone", "text_backbone", "params", "training"}
+        if unknown:
+            raise ConfigError(f"model card {self.path}: [demo] unknown key(s) {sorted(unknown)}")
+        return replace(self, network=self.network.with_demo())
+
     def as_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["path"] = str(self.path) if self.path else None
-        d["classes"] = list(self.classes)
+        """Every key flat, in the order the card had them before its parts: what reports and baselines record."""
+        d = {"name": self.name, "architecture": self.architecture, "classes": list(self.classes), "task": self.task,
+             "multilabel": self.scoring.multilabel, "description": self.description,
+             **{f.name: getattr(self.network, f.name) for f in fields(Network)},
+             "thresholds": self.scoring.thresholds}
         for key in ("samples", "temperature"):  # unset: the card reads as it did before these keys existed
-            if d[key] is None:
-                del d[key]
+            if getattr(self.scoring, key) is not None:
+                d[key] = getattr(self.scoring, key)
+        d["path"] = str(self.path) if self.path else None
         return d
+
+
+_PART_KEYS = {part: {f.name for f in fields(part)} for part in (Network, Scoring)}
+# the keys a TOML card may hold: the card's own besides its parts and its file, and each part's
+CARD_KEYS = ({f.name for f in fields(ModelCard)} - {"network", "scoring", "path"}).union(*_PART_KEYS.values())
 
 
 def load_card(path: Path) -> ModelCard:
     path = Path(path)
     data = read_toml(path, "model card", ConfigError)
-    known = {f.name for f in fields(ModelCard)} - {"path"}
-    unknown = set(data) - known
+    unknown = set(data) - CARD_KEYS
     if unknown:
-        raise ConfigError(f"model card {path}: unknown key(s) {sorted(unknown)}; valid: {sorted(known)}")
+        raise ConfigError(f"model card {path}: unknown key(s) {sorted(unknown)}; valid: {sorted(CARD_KEYS)}")
     missing = {"name", "architecture", "classes"} - set(data)
     if missing:
         raise ConfigError(f"model card {path}: missing key(s) {sorted(missing)}")
     _check_card_values(data, path)
     data["classes"] = tuple(data["classes"])
-    return ModelCard(**data, path=path)
+    return ModelCard.from_keys(data, path)
 
 
 _CARD_KINDS = {"name": str, "architecture": str, "task": str, "description": str, "checkpoint": str,
@@ -207,7 +247,7 @@ def hub_load_options(name: str, what: str, files: Sequence[str] = ("config.json"
 
 def check_local_weights(card: ModelCard) -> None:
     """Before building anything: every hub id the card's backbones and tokenizers name is here (or may download)."""
-    for role, spec in (("backbone", card.backbone), ("text backbone", card.text_backbone)):
+    for role, spec in (("backbone", card.network.backbone), ("text backbone", card.network.text_backbone)):
         if spec.get("kind") not in HF_KINDS:
             continue
         if "config" not in spec and spec.get("name"):

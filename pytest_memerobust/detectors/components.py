@@ -5,10 +5,11 @@ classifier.weight), so its Lightning checkpoints map onto these modules key for 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 import torch.nn.functional as F
 from torch import nn
-
 
 
 class Adapter(nn.Module):
@@ -82,6 +83,58 @@ class TextDenoisingAdapter(nn.Module):
         return x + self.dropout(update)
 
 
+@dataclass(frozen=True)
+class HeadDepth:
+    """How many Linear layers the projections (`mapping_layers`) and the pre-output block (`pre_output_layers`)
+    stack."""
+
+    mapping_layers: int = 1
+    pre_output_layers: int = 1
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    """The head's last layer: `kind` "cosine" (scaled cosine similarity to one weight per class, times `scale`) or
+    "linear"."""
+
+    kind: str = "cosine"
+    scale: float = 30.0
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """A MemeHead's options besides its input and output sizes, with MemeCLIP's defaults: the width features are
+    mapped to, the adapters' mix `ratio` and `reduction`, the dropout rates (projections, before and inside the
+    pre-output block), the depth, the classifier, and Rainbow Noise's TDA with its dropout. A card's [params]
+    names them flat (`from_params`, `params`)."""
+
+    map_dim: int = 1024
+    ratio: float = 0.2
+    reduction: int = 4
+    dropout: tuple[float, float, float] = (0.1, 0.4, 0.2)
+    depth: HeadDepth = field(default_factory=HeadDepth)
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+    tda: bool = False
+    tda_dropout: float = 0.1
+
+    @classmethod
+    def from_params(cls, params: dict) -> HeadConfig:
+        """The options a card's [params] (or a checkpoint's metadata) set, by their flat names; keys for other
+        parts of the detector are left out, missing ones keep their defaults."""
+        flat = cls().params()
+        flat.update({key: value for key, value in params.items() if key in flat})
+        return cls(flat["map_dim"], flat["ratio"], flat["reduction"], tuple(flat["dropout"]),
+                   HeadDepth(flat["num_mapping_layers"], flat["num_pre_output_layers"]),
+                   ClassifierConfig(flat["classifier"], flat["scale"]), flat["tda"], flat["tda_dropout"])
+
+    def params(self) -> dict:
+        """The options by the flat names a card's [params] gives them."""
+        return {"map_dim": self.map_dim, "ratio": self.ratio, "reduction": self.reduction, "dropout": self.dropout,
+                "num_mapping_layers": self.depth.mapping_layers,
+                "num_pre_output_layers": self.depth.pre_output_layers, "classifier": self.classifier.kind,
+                "scale": self.classifier.scale, "tda": self.tda, "tda_dropout": self.tda_dropout}
+
+
 class MemeHead(nn.Module):
     """Projections, (TDA), adapters mixed by `ratio`, L2 normalisation, product fusion, pre-output block, classifier.
 
@@ -89,29 +142,28 @@ class MemeHead(nn.Module):
     features alone, "image" the image features alone.
     """
 
-    def __init__(self, image_dim: int, text_dim: int, n_classes: int, map_dim: int = 1024, ratio: float = 0.2,
-                 reduction: int = 4, dropout: tuple[float, float, float] = (0.1, 0.4, 0.2),
-                 num_mapping_layers: int = 1, num_pre_output_layers: int = 1, classifier: str = "cosine",
-                 scale: float = 30.0, tda: bool = False, tda_dropout: float = 0.1):
+    def __init__(self, image_dim: int, text_dim: int, n_classes: int, config: HeadConfig = HeadConfig()):
         super().__init__()
-        self.ratio, self.mode = ratio, "multimodal"
+        map_dim, dropout = config.map_dim, config.dropout
+        self.ratio, self.mode = config.ratio, "multimodal"
         self.has_image = image_dim > 0
         if self.has_image:
-            self.image_map = LinearProjection(image_dim, map_dim, num_mapping_layers, dropout[0])
-            self.img_adapter = Adapter(map_dim, reduction)
-        self.text_map = LinearProjection(text_dim, map_dim, num_mapping_layers, dropout[0])
-        self.text_adapter = Adapter(map_dim, reduction)
-        self.tda = TextDenoisingAdapter(map_dim, dropout=tda_dropout) if tda else None
+            self.image_map = LinearProjection(image_dim, map_dim, config.depth.mapping_layers, dropout[0])
+            self.img_adapter = Adapter(map_dim, config.reduction)
+        self.text_map = LinearProjection(text_dim, map_dim, config.depth.mapping_layers, dropout[0])
+        self.text_adapter = Adapter(map_dim, config.reduction)
+        self.tda = TextDenoisingAdapter(map_dim, dropout=config.tda_dropout) if config.tda else None
         layers: list[nn.Module] = [nn.Dropout(p=dropout[1])]
-        for _ in range(num_pre_output_layers):
+        for _ in range(config.depth.pre_output_layers):
             layers += [nn.Linear(map_dim, map_dim), nn.ReLU(), nn.Dropout(p=dropout[2])]
         self.pre_output = nn.Sequential(*layers)
-        if classifier == "cosine":
-            self.classifier = CosineClassifier(map_dim, n_classes, scale)
-        elif classifier == "linear":
+        classifier = config.classifier
+        if classifier.kind == "cosine":
+            self.classifier = CosineClassifier(map_dim, n_classes, classifier.scale)
+        elif classifier.kind == "linear":
             self.classifier = LinearClassifier(map_dim, n_classes)
         else:
-            raise ValueError(f"classifier must be 'cosine' or 'linear', got {classifier!r}")
+            raise ValueError(f"classifier must be 'cosine' or 'linear', got {classifier.kind!r}")
 
     def _mix(self, projected, adapter):
         mixed = self.ratio * adapter(projected) + (1 - self.ratio) * projected

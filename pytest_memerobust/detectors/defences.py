@@ -481,7 +481,7 @@ def adaptive_perturb(perturbation_name: str, text: str, severity: int | None, ke
     from ..perturb import get as get_perturbation
 
     p = get_perturbation(perturbation_name)
-    if p.modality != "text" or p.needs_model or p.caption_source:
+    if p.modality != "text" or p.needs_model or p.traits.caption_source:
         raise ValueError(f"adaptive_perturb re-draws a caption edit: {perturbation_name!r} is not a caption "
                          f"perturbation that works without a detector")
     if not isinstance(tries, int) or tries < 0:

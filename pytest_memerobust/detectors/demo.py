@@ -146,7 +146,7 @@ class DemoDetector:
 def build_demo(card, checkpoint: Path | None, device: str) -> DemoDetector:
     from .checkpoints import load_state_dict
 
-    detector = DemoDetector(card.classes, device=device, **card.params)
+    detector = DemoDetector(card.classes, device=device, **card.network.params)
     if checkpoint is not None:
         state, _ = load_state_dict(checkpoint)
         detector.load_state(state, source=str(checkpoint))

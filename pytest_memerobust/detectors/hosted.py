@@ -129,13 +129,13 @@ class HostedDetector:
 
     def __init__(self, card: ModelCard, device: str = "cpu"):
         where = f"model card {card.path or card.name!r}: [params]"
-        endpoint = {k: v for k, v in card.params.items() if k in ENDPOINT_PARAMS}
-        prompt_params = {k: v for k, v in card.params.items() if k not in ENDPOINT_PARAMS}
+        endpoint = {k: v for k, v in card.network.params.items() if k in ENDPOINT_PARAMS}
+        prompt_params = {k: v for k, v in card.network.params.items() if k not in ENDPOINT_PARAMS}
         unknown = set(prompt_params) - set(PROMPT_PARAMS)
         if unknown:
             raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}{misplaced(unknown)}; a hosted card takes "
                               f"{', '.join(ENDPOINT_PARAMS + PROMPT_PARAMS)}")
-        self.prompt, params = card_prompt(replace(card, params=prompt_params))
+        self.prompt, params = card_prompt(replace(card, network=replace(card.network, params=prompt_params)))
         self.abstain_below = float(params["abstain_below"])
         for key in ("base_url", "model"):
             if not isinstance(endpoint.get(key), str) or not endpoint[key].strip():
@@ -438,7 +438,8 @@ class HostedDetector:
                 "usage": dict(self.usage), "unreadable_reason": self.unreadable_reason}
 
     def add_usage(self, usage: dict) -> None:
-        """Count what another process sent for this detector (a pool worker's shard: ShardResult.hosted_usage)."""
+        """Count what another process sent for this detector (a pool worker's shard:
+        ShardResult.accounting.hosted_usage)."""
         for key in USAGE_KEYS:
             self.usage[key] += int(usage.get(key, 0))
 

@@ -54,7 +54,7 @@ def attack_queries(name: str | None, severity: int | None, caption: str) -> int:
         return 0
     from ..perturb.image_attacks import AUTOATTACK_SQUARE_QUERIES, SQUARE_QUERIES
 
-    settings = dict(perturbation.settings)  # `square:queries=5000,restarts=2`: what its name sets
+    settings = dict(perturbation.parameters.settings)  # `square:queries=5000,restarts=2`: what its name sets
     if perturbation.family == "hotflip":
         return hotflip_queries(caption, severity)
     if perturbation.family == "square":
@@ -63,7 +63,7 @@ def attack_queries(name: str | None, severity: int | None, caption: str) -> int:
         return settings.get("queries", SQUARE_QUERIES) + 2
     if perturbation.family == "autoattack":  # on a black box, its Square alone
         return settings.get("queries", AUTOATTACK_SQUARE_QUERIES) + 2
-    if perturbation.rewrites_caption:  # the joint attacks
+    if perturbation.traits.rewrites_caption:  # the joint attacks
         from ..perturb.joint import ROUNDS
 
         return ROUNDS * (hotflip_queries(caption, severity) + SQUARE_QUERIES + MARGINS_PER_ROUND) + 1

@@ -19,14 +19,12 @@ from .backbones import Backbone, build_backbone
 from .checkpoints import check_weights, load_state_dict
 from ..data.meme import is_multilabel
 from .base import ModeView, classification_loss, probabilities
-from .components import MemeHead
+from .components import HeadConfig, MemeHead
 from .registry import register_architecture
 
 FORMAT = "pytest-memerobust/1"
 HEAD_KEYS = ("image_map.", "text_map.", "img_adapter.", "text_adapter.", "tda.", "pre_output.", "classifier.")
 MEMECLIP_FROZEN_PREFIXES = ("clip_model.", "text_encoder.", "acc.", "auroc.", "f1.")
-HEAD_PARAMS = ("map_dim", "ratio", "reduction", "dropout", "num_mapping_layers", "num_pre_output_layers",
-               "classifier", "scale", "tda", "tda_dropout")
 DEFAULTS = {
     # MemeCLIP (Shah et al. 2024; DESIGN.md 5): map_dim 1024, ratio 0.2, reduction 4, dropout [0.1, 0.4, 0.2],
     # cosine classifier (scale 30) initialised from "a photo of a {class}." prompts.
@@ -42,12 +40,9 @@ TRAINING_DEFAULTS = {"lr": 1e-4, "weight_decay": 1e-4, "epochs": 10, "batch_size
 
 
 def check_head_params(params: dict) -> None:
-    """A card's head parameters of the kind MemeHead's defaults have (`map_dim = "big"` was a raw torch TypeError
+    """A card's head parameters of the kind HeadConfig's defaults have (`map_dim = "big"` was a raw torch TypeError
     deep in the build): positive integers, numbers, flags, the classifier's name, dropout as three rates."""
-    import inspect
-
-    defaults = {k: p.default for k, p in inspect.signature(MemeHead).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    defaults = HeadConfig().params()
     number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     for key, value in params.items():
         if key not in defaults:
@@ -90,7 +85,7 @@ class MemeDetector:
         image_dim = backbone.image_dim if backbone is not None else 0
         check_head_params(params)
         self.head_module = MemeHead(image_dim, self.text_backbone.text_dim, len(self.classes),
-                                    **{k: v for k, v in params.items() if k in HEAD_PARAMS})
+                                    HeadConfig.from_params(params))
         for module in self._backbones():
             module.to(device)
         self.head_module.to(device).eval()
@@ -247,7 +242,7 @@ class MemeDetector:
 
             state = trained_state(self)
         for prefix, b in self._encoders_by_prefix().items():
-            if "config" in b.spec and (adaptation is None or adaptation.method != "full"):
+            if "config" in b.spec and (adaptation is None or not adaptation.spec.whole_encoders):
                 base = b.state_dict() if adaptation is None else adaptation.base_states[prefix]
                 state.update({f"{prefix}.{k}": v.half() if v.is_floating_point() else v for k, v in base.items()})
         return state
@@ -279,8 +274,12 @@ class MemeDetector:
         bad = sorted(k for k, v in state.items() if not isinstance(v, torch.Tensor))
         if bad:
             raise CheckpointError(f"{source}: entries that are not tensors: {bad[:5]}")
-        spec = _json_meta(metadata or {}, "adaptation")
-        method = spec.get("method")
+        from .training.adaptation_methods import parse_adaptation
+
+        recorded = _json_meta(metadata or {}, "adaptation")  # the spec's to_dict(), as adaptation_metadata wrote it
+        spec = parse_adaptation(recorded) if recorded else None
+        method = spec.name if spec is not None else None
+        whole = spec is not None and spec.whole_encoders  # the checkpoint carries the whole encoders
         groups = {"head": {}, "backbone": {}, "text_backbone": {}}
         added = {"backbone": {}, "text_backbone": {}}
         for key, value in state.items():
@@ -292,18 +291,18 @@ class MemeDetector:
             else:
                 groups[prefix][rest] = value
         for name, module in self._encoders_by_prefix().items():
-            if groups[name] and method != "full":
+            if groups[name] and not whole:
                 _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
             elif "config" in module.spec and not groups[name]:
                 raise CheckpointError(f"{source} has no {name}.* weights, but the {name} is built from an inline "
                                       "config (random weights): pair this checkpoint with the card it was trained with")
-        if spec:
+        if spec is not None:
             from .training.adaptation import adapt, check_base_digests
 
-            check_base_digests(self, _json_meta(metadata, "base_digest"), method, source)
+            check_base_digests(self, _json_meta(metadata, "base_digest"), spec, source)
             adapt(self, spec)
             for name, module in self._encoders_by_prefix().items():
-                if method == "full":
+                if whole:
                     _load_into(module, groups[name], f"{source} ({name})", dtype_cast=True)
                 expected = self.adaptation.added_state(name)
                 check_fit(added[name], expected, f"{source} ({name}.{method})")
@@ -355,9 +354,9 @@ def _json_meta(meta: dict, key: str) -> dict:
 def resolve_config(card, metadata: dict | None = None) -> tuple[dict, dict, dict]:
     """(params, backbone spec, text backbone spec): architecture defaults < card < checkpoint metadata."""
     defaults = DEFAULTS[card.architecture]
-    params = {**defaults["params"], **card.params}
-    backbone = dict(card.backbone or defaults["backbone"])
-    text_backbone = dict(card.text_backbone)
+    params = {**defaults["params"], **card.network.params}
+    backbone = dict(card.network.backbone or defaults["backbone"])
+    text_backbone = dict(card.network.text_backbone)
     if metadata:
         params.update(_json_meta(metadata, "params"))
         backbone = _json_meta(metadata, "backbone") or backbone
@@ -369,7 +368,7 @@ def card_encoders(card) -> dict:
     """A MemeCLIP or MemeBLIP2 card's encoders as `build` gives the detector them (its `_encoders_by_prefix`), read
     from the card without building them: checkpoint prefix -> (backbone spec, towers an adaptation reaches); empty
     for other architectures (hosted, prompted, the demo's), which are checked once built."""
-    from .training.adaptation import LAYOUTS
+    from .training.layouts import LAYOUTS
 
     if card.architecture not in DEFAULTS:
         return {}

@@ -70,13 +70,14 @@ def load_detector(model: str | ModelCard, checkpoint: str | Path | None = None, 
         raise UnknownNameError("architecture", card.architecture, factories)
     sampling = Sampling.from_card(card)  # a bad samples/temperature is said before any weights load
     ckpt = Path(checkpoint) if checkpoint else card.checkpoint_path()
-    if ckpt is not None and checkpoint is None and card.checkpoint_sha256:
+    expected = card.network.checkpoint_sha256
+    if ckpt is not None and checkpoint is None and expected:
         if not ckpt.is_file():
             raise CheckpointError(f"model card {card.name!r} names checkpoint {ckpt}, which does not exist")
         actual = file_sha256(ckpt)
-        if actual != card.checkpoint_sha256:
+        if actual != expected:
             raise CheckpointError(
-                f"checkpoint {ckpt} has sha256 {actual}, but card {card.name!r} expects {card.checkpoint_sha256}"
+                f"checkpoint {ckpt} has sha256 {actual}, but card {card.name!r} expects {expected}"
             )
     with fixed_threads():  # a head built from class prompts (MemeCLIP's init) encodes them (determinism.py)
         detector = factories[card.architecture](card, ckpt, resolve_device(device))

@@ -38,7 +38,7 @@ BUILT_IN_POLICIES = ("dangerous", "sexual", "violence")  # ShieldGemma 2's own (
 def card_policies(card: ModelCard) -> tuple[tuple[str, ...], dict[str, str], str]:
     """(policies asked, custom policy texts, how they combine), each checked: a wrong one names its key."""
     where = f"model card {card.path or card.name!r}: [params]"
-    params = dict(card.params)
+    params = dict(card.network.params)
     unknown = set(params) - set(PARAMS)
     if unknown:
         raise ConfigError(f"{where} unknown key(s) {sorted(unknown)}; a safety-classifier card takes "
@@ -102,7 +102,7 @@ def build_safety_classifier(card: ModelCard, checkpoint, device: str) -> SafetyC
     if checkpoint is not None:
         raise ConfigError(f"model card {card.name!r}: a safety classifier takes its weights from [backbone] name, "
                           f"not a checkpoint file ({checkpoint})")
-    if card.backbone.get("kind") != "shieldgemma2":
+    if card.network.backbone.get("kind") != "shieldgemma2":
         raise ConfigError(f"model card {card.name!r}: architecture 'safety-classifier' needs [backbone] kind = "
                           f"\"shieldgemma2\"")
     return SafetyClassifierDetector(card, device)

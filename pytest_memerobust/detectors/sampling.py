@@ -48,7 +48,7 @@ class Sampling:
     def from_card(cls, card) -> "Sampling | None":
         """The card's sampling, None where it asks each meme once (neither key set, or samples = 1 at temperature
         0 or unset): the deterministic path, unchanged. A bad value is one error naming the key."""
-        samples, temperature = getattr(card, "samples", None), getattr(card, "temperature", None)
+        samples, temperature = card.scoring.samples, card.scoring.temperature
         where = f"model card {getattr(card, 'path', None) or getattr(card, 'name', '?')!r}"
         if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
             raise ConfigError(f"{where}: samples must be a whole number >= 1 (how often each meme is asked), got "
@@ -64,7 +64,7 @@ class Sampling:
         if samples == 1:
             raise ConfigError(f"{where}: samples = 1 at temperature {temperature} asks each meme once, which cannot "
                               f"show the model's noise: set samples >= 2, or temperature = 0")
-        if getattr(card, "multilabel", False):
+        if card.scoring.multilabel:
             raise ConfigError(f"{where}: repeat sampling (samples, temperature) is for single-label tasks; this card "
                               f"is multi-label")
         return cls(DEFAULT_SAMPLES if samples is None else samples,

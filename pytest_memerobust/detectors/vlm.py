@@ -85,7 +85,7 @@ class Prompt:
 
 def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
     """The card's prompt and the rest of its `[params]`, each value checked: a wrong one names its key."""
-    params = dict(card.params)
+    params = dict(card.network.params)
     where = f"model card {card.path or card.name!r}: [params]"
     unknown = set(params) - set(PARAMS)
     if unknown:
@@ -123,7 +123,7 @@ def card_prompt(card: ModelCard) -> tuple[Prompt, dict]:
 def load_pretrained(card: ModelCard, model_class, what: str, device: str, adapt=None):
     """(processor, frozen model in eval mode on `device`) of the model `[backbone] name` names, a hub id or a folder;
     bf16 on a GPU. A model that is not here is said before torch and transformers load (seconds)."""
-    name = str(card.backbone.get("name", ""))
+    name = str(card.network.backbone.get("name", ""))
     if not name:
         raise ConfigError(f"model card {card.path or card.name!r}: [backbone] name must name the model (a hub id or "
                           f"a folder)")
@@ -225,7 +225,7 @@ class VlmDetector:
         return {f"head.{k}": v for k, v in self.head_module.state_dict().items()}
 
     def checkpoint_metadata(self) -> dict:
-        return {"format": PROBE_FORMAT, "backbone": str(self.card.backbone.get("name")),
+        return {"format": PROBE_FORMAT, "backbone": str(self.card.network.backbone.get("name")),
                 "prompt": self.prompt.instruction}
 
     def with_prompt(self, prompt: Prompt) -> "VlmDetector":
@@ -503,10 +503,10 @@ def _with_adapter(model, folder: str):
 
 @register_architecture("vlm")
 def build_vlm(card: ModelCard, checkpoint, device: str) -> VlmDetector:
-    if checkpoint is not None and card.params.get("readout") != "probe":
+    if checkpoint is not None and card.network.params.get("readout") != "probe":
         raise ConfigError(f"model card {card.name!r}: a vision-language model takes its weights from [backbone] "
                           f"name (and a LoRA from [params] adapter), not a checkpoint file ({checkpoint}); only a "
                           f"probe (readout = \"probe\") has one")
-    if card.backbone.get("kind") != "vlm":
+    if card.network.backbone.get("kind") != "vlm":
         raise ConfigError(f"model card {card.name!r}: architecture 'vlm' needs [backbone] kind = \"vlm\"")
     return VlmDetector(card, device, checkpoint)

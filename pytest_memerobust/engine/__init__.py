@@ -6,6 +6,8 @@ from ..openmp import sleep_idle_threads
 sleep_idle_threads()
 
 from ..perturb.conditions import Condition
-from .engine import Engine
+from .attack_state import AttackState
+from .encoding import EncodingSettings
+from .engine import Engine, Readers, RunPlace, engine_sides
 
-__all__ = ["Condition", "Engine"]
+__all__ = ["AttackState", "Condition", "Engine", "EncodingSettings", "Readers", "RunPlace", "engine_sides"]

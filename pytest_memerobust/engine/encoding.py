@@ -5,6 +5,7 @@ under autocast, and pictures and captions reach the detector through the engine'
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,16 +18,29 @@ from .sides import Sides
 PRECISIONS = ("fp32", "bf16")
 
 
+@dataclass(frozen=True)
+class EncodingSettings:
+    """How an engine asks its detector: `batch_size` inputs at a time, at `precision` ("bf16" runs the encoders
+    under bfloat16 autocast), through `defence` (defences.Defence: every caption and picture normalised on its way
+    to the detector; the caption edits are then chosen adaptively and the attacks query the defended detector)."""
+
+    batch_size: int = 64
+    precision: str = "fp32"
+    defence: object = None
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+
+
 class Encoding:
     """How one engine asks its detector: `batch_size` inputs at a time (halved for good after a GPU runs out of
     memory), at `precision`, through `defence`; what it encodes is counted in `sides.encoder_calls` and kept in
     `sides.features` (the store shared by the engines of these encoders)."""
 
-    def __init__(self, detector, sides: Sides, batch_size: int = 64, precision: str = "fp32", defence=None):
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
-        self.detector, self.sides, self.batch_size, self.precision = detector, sides, batch_size, precision
-        self.defence = defence
+    def __init__(self, detector, sides: Sides, settings: EncodingSettings = EncodingSettings()):
+        self.detector, self.sides = detector, sides
+        self.batch_size, self.precision, self.defence = settings.batch_size, settings.precision, settings.defence
 
     def defended(self, captions: list) -> list:
         """Captions as the detector reads them: through the defence, if there is one."""

@@ -10,8 +10,8 @@ leave (attack_state.py). It decides which side a condition asks for and how it i
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -22,10 +22,43 @@ from ..determinism import fixed_threads
 from ..perturb import get as get_perturbation
 from .attack_state import AttackState
 from ..perturb.conditions import Condition
-from .encoding import Encoding
+from .encoding import Encoding, EncodingSettings
 from .features import FeatureStore
 from .shards import Evaluated
 from .sides import PREFETCH_SIDES, Sides, side_stream
+
+
+@dataclass(frozen=True)
+class Readers:
+    """The OCR backends an engine reads pictures with (data/ocr.py): `ocr` reads every condition's captions off its
+    pictures, end to end; `text_reader` finds where a clean picture shows its text, for the typographic edits, when
+    the dataset does not say (meta[TEXT_BOXES])."""
+
+    ocr: object = None
+    text_reader: object = None
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where an engine sits in its run: `shards`, how the planned conditions are evaluated (shards.ShardRunner: the
+    memes a shard at a time, by an executor; None evaluates each condition over the whole dataset when asked,
+    case-major); `recipe`, a picklable callable that builds this engine again in another process (a local pool
+    worker or a Ray actor) from the run's options; `label`, what it evaluates (model, data, task, defence), the same
+    in every process of a run."""
+
+    shards: object = None
+    recipe: Callable | None = None
+    label: str = ""
+
+
+def engine_sides(detector, dataset_or_memes, features: FeatureStore | None = None,
+                 memory_limit: int | None = None) -> Sides:
+    """The sides of an engine of `detector` over a dataset (or its memes), on the detector's device: encoded inputs
+    kept in `features` (default: in memory, for this engine only), condition sides' features held up to
+    `memory_limit` bytes (None: no bound; a side dropped is found again in `features` by its inputs' digests)."""
+    memes = getattr(dataset_or_memes, "memes", dataset_or_memes)
+    return Sides(list(memes), str(getattr(detector, "device", "cpu")),
+                 features or FeatureStore(namespace=f"memory:{id(detector)}"), memory_limit)
 
 
 def channels_read(detector, by_ocr: bool) -> tuple[str, ...]:
@@ -40,41 +73,26 @@ def channels_read(detector, by_ocr: bool) -> tuple[str, ...]:
 class Engine:
     """Evaluates conditions for one detector on one dataset; `encoder_calls` counts inputs actually encoded."""
 
-    def __init__(self, detector, dataset: Dataset, seed: int = 0, batch_size: int = 64, shares: "Engine | None" = None,
-                 labels: np.ndarray | None = None, training=None, cache_dir=None, features: FeatureStore | None = None,
-                 precision: str = "fp32", ocr=None, text_reader=None, side_memory_limit: int | None = None,
-                 defence=None, shards=None, attack_memo: dict | None = None,
-                 recipe=None, label: str = "", attack_source=None):
-        """Each argument goes to the part it belongs to. The sides (`sides`): `shares`, an engine of the same
-        encoders, seed and data (e.g. the base of a channel-ablation view), whose perturbed inputs and features this
-        one reuses instead of computing them again; `features`, the store of encoded inputs, shared by every engine
-        of these encoders (default: in memory, for this engine only); `side_memory_limit`, bytes of condition sides'
-        features held at most (None: no bound; a side dropped is found again in `features` by its inputs' digests).
-        Asking the detector (`encoding`): `batch_size`; `precision` ("bf16" runs the encoders under bfloat16
-        autocast); `defence`, a text defence (defences.Defence) that normalises every caption on its way to the
-        detector (the caption edits are then chosen adaptively, `defences.adaptive_perturb`, and the attacks query
-        the defended detector, so what gets past is what an attacker who knows the defence gets). The attacks
-        (`attacks`): `labels`, `training` (a callable giving the training memes), `cache_dir`, `attack_memo` (what
-        attacks fitted, a UAP's pattern or a trigger, shared with the engine that fitted them) and `attack_source`
-        (another detector the attacks are crafted on: transfer between detectors). Readers: `ocr`, an OCR backend
-        (data/ocr.py) that reads every condition's captions off its pictures, end to end; `text_reader`, an OCR
-        backend that finds where a clean picture shows its text, for the typographic edits, when the dataset does
-        not say (meta[TEXT_BOXES]). The run: `seed`; `shards`, how the planned conditions are evaluated
-        (shards.ShardRunner: the memes a shard at a time, by an executor; None evaluates each condition over the
-        whole dataset when asked, case-major); `recipe`, a picklable callable that builds this engine again in
-        another process (a local pool worker or a Ray actor), from the run's options; `label`, what the engine
-        evaluates (model, data, task, defence), the same in every process of a run."""
+    def __init__(self, detector, dataset: Dataset, seed: int = 0, *, sides: Sides | None = None,
+                 asking: EncodingSettings = EncodingSettings(), attacks: AttackState | None = None,
+                 readers: Readers = Readers(), place: RunPlace = RunPlace()):
+        """An engine from its parts, each built by the caller or left to its default. `sides`: the condition sides'
+        inputs and held features (sides.py): another engine's (`other.sides`, e.g. the base of a channel-ablation
+        view, whose perturbed inputs and features this one reuses), or one over this dataset with a store shared by
+        every engine of these encoders (`engine_sides`); default: this engine's own, in memory. `asking`: how it asks
+        the detector (batch size, precision, defence; encoding.py). `attacks`: what its attacks need and leave
+        (labels, training memes, cache folder, fitted memo, the detector they are crafted on; attack_state.py).
+        `readers`: its OCR backends. `place`: where it sits in the run (shards, the recipe that builds it again in
+        another process, its label). `seed` keys every perturbation."""
         self.detector, self.dataset, self.seed = detector, dataset, seed
-        self.ocr, self.text_reader, self.defence = ocr, text_reader, defence
-        self.shards, self.recipe, self.label = shards, recipe, label
+        self.ocr, self.text_reader, self.defence = readers.ocr, readers.text_reader, asking.defence
+        self.shards, self.recipe, self.label = place.shards, place.recipe, place.label
         self.ids = [m.id for m in dataset.memes]
         # pictures live where the detector computes, from decode to encoder
         self.device = str(getattr(detector, "device", "cpu"))
-        self.sides = shares.sides if shares is not None else Sides(
-            dataset.memes, self.device, features or FeatureStore(namespace=f"memory:{id(detector)}"),
-            side_memory_limit)
-        self.encoding = Encoding(detector, self.sides, batch_size, precision, defence)
-        self.attacks = AttackState(labels, training, cache_dir, attack_memo, attack_source)
+        self.sides = sides if sides is not None else engine_sides(detector, dataset)
+        self.encoding = Encoding(detector, self.sides, asking)
+        self.attacks = attacks if attacks is not None else AttackState()
         self._sharded = Evaluated()  # what the shard-major passes gave, per condition id
         self._example_shards: dict[int, "Engine"] = {}  # meme -> its one-meme shard (reports' attacked examples)
         self._plan: list[tuple] = []  # the model-free sides planned, in order: what is perturbed ahead
@@ -124,7 +142,7 @@ class Engine:
         """The text side of a condition; with OCR, the captions are read off the condition's pictures, so the image
         side becomes part of it."""
         side = ("text", condition.text, condition.text_severity)
-        if condition.image and get_perturbation(condition.image).rewrites_caption:
+        if condition.image and get_perturbation(condition.image).traits.rewrites_caption:
             if condition.text or self.ocr is not None:
                 raise ValueError(f"{condition.image!r} is a joint attack: it chooses the caption itself, so the "
                                  f"condition can have no other caption side and no OCR reading")
@@ -145,7 +163,7 @@ class Engine:
         """The image side of a condition. A picture that shows the condition's caption also depends on the text
         side, which then becomes part of it."""
         side = ("image", condition.image, condition.image_severity)
-        if condition.image and get_perturbation(condition.image).caption_source == "condition":
+        if condition.image and get_perturbation(condition.image).traits.caption_source == "condition":
             side += (condition.text, condition.text_severity)
         return side
 
@@ -216,8 +234,8 @@ class Engine:
                 perturbation = get_perturbation(name)
                 key = self._key(modality, name, severity)
                 # (an OCR reader, finding text boxes, runs in this thread only)
-                reads = perturbation.reads_text_boxes and self.text_reader is not None
-                if not perturbation.needs_model and not perturbation.caption_source and not reads and key not in plan:
+                reads = perturbation.traits.reads_text_boxes and self.text_reader is not None
+                if not (perturbation.needs_model or perturbation.traits.caption_source or reads) and key not in plan:
                     plan.append(key)
         self._plan = plan
         self._conditions = list({c.id: c for c in [Condition(defence=self.defence_id)] + list(conditions)}.values())
@@ -241,11 +259,11 @@ class Engine:
     def _apply(self, perturbation, items: list, indices, severity: int | None, caption_side: tuple) -> list:
         context = self.attack_context() if perturbation.needs_model else None
         captions = None
-        if perturbation.caption_source:
-            side = caption_side if perturbation.caption_source == "condition" and caption_side else (None, None)
+        if perturbation.traits.caption_source:
+            side = caption_side if perturbation.traits.caption_source == "condition" and caption_side else (None, None)
             texts = self.inputs("text", *side)
             captions = [texts[i] for i in indices]
-        boxes = self.text_boxes(indices, perturbation.name) if perturbation.reads_text_boxes else None
+        boxes = self.text_boxes(indices, perturbation.name) if perturbation.traits.reads_text_boxes else None
         if self.defence is not None and perturbation.modality == "text" and context is None and captions is None:
             from ..detectors.defences import adaptive_perturb
 
@@ -280,7 +298,7 @@ class Engine:
     def caption(self, condition: Condition, i: int) -> str:
         """Meme `i`'s caption as the detector read it under `condition` (for reports and counterexamples): a joint
         attack's own, computed with its picture in a one-meme shard, else the condition's text side."""
-        if condition.image and get_perturbation(condition.image).rewrites_caption:
+        if condition.image and get_perturbation(condition.image).traits.rewrites_caption:
             return self._example_shard(i).inputs(*self.text_side(condition))[0]
         if condition.text or self.ocr is not None:
             return self.inputs(*self.text_side(condition))[i]
@@ -300,12 +318,14 @@ class Engine:
         of one shape, and a shard that starts at a multiple of the batch size batches its heads as the whole does."""
         memes = list(self.dataset.memes[rows.start : rows.stop])
         attacks = self.attacks
-        sub = Engine(self.detector, replace(self.dataset, memes=memes), seed=self.seed, batch_size=self.batch_size,
-                     labels=None if attacks.labels is None else np.asarray(attacks.labels)[rows.start : rows.stop],
-                     training=attacks.training, cache_dir=attacks.cache_dir, features=self.features,
-                     precision=self.encoding.precision, ocr=self.ocr, text_reader=self.text_reader,
-                     defence=self.defence, attack_memo=attacks.memo if attack_memo is None else attack_memo,
-                     attack_source=attacks.source)
+        sub = Engine(self.detector, replace(self.dataset, memes=memes), self.seed,
+                     sides=engine_sides(self.detector, memes, self.features),
+                     asking=EncodingSettings(self.batch_size, self.encoding.precision, self.defence),
+                     attacks=AttackState(
+                         None if attacks.labels is None else np.asarray(attacks.labels)[rows.start : rows.stop],
+                         attacks.training, attacks.cache_dir, attacks.memo if attack_memo is None else attack_memo,
+                         attacks.source),
+                     readers=Readers(self.ocr, self.text_reader))
         sub.sides.text_boxes = self.sides.text_boxes[rows.start : rows.stop]
         return sub
 
@@ -387,7 +407,7 @@ class Engine:
     def attack_context(self):
         """Detector, true labels (an unlabelled dataset's: the detector's clean predictions) and clean image features
         for the attacks that query the detector (built once)."""
-        from ..perturb.attacks import AttackContext
+        from ..perturb.attacks import AttackContext, CleanInputs
 
         attacks = self.attacks
         if attacks.context is None:
@@ -407,10 +427,10 @@ class Engine:
                 from ..detectors.defences import DefendedDetector
 
                 detector = DefendedDetector(self.detector, self.defence)
-            attacks.context = AttackContext(detector, self.held_against(attacks.labels), image_features, images,
+            clean = CleanInputs(image_features, images, captions=self.sides.clean("text"))
+            attacks.context = AttackContext(detector, self.held_against(attacks.labels), clean,
                                             training=attacks.training, cache_dir=attacks.cache_dir,
-                                            memo=attacks.memo, captions=self.sides.clean("text"),
-                                            ids=list(self.ids), seed=self.seed)
+                                            memo=attacks.memo, ids=list(self.ids), seed=self.seed)
         return attacks.context
 
     @fixed_threads()

@@ -21,7 +21,7 @@ from ..determinism import encode_batch
 from ..errors import ConfigError
 from . import pool_worker
 from .features import CacheStats
-from .shards import InProcess, ShardResult, ShardTask, evaluate_shard, fit_here, fit_side
+from .shards import DetectorAnswers, InProcess, ShardResult, ShardTask, evaluate_shard, fit_here, fit_side
 
 ACTOR_RESTARTS = 3  # a killed actor is started again this many times, and its shard re-run (Ray's own retries)
 HOLD_ENV = "MEMEROBUST_TEST_HOLD"  # tests only: a folder where actors note and hold shards (see hold_for_tests)
@@ -125,14 +125,15 @@ class LocalPool:
         shared = pickle.dumps((recipe, list(conditions), engine.attack_memo()), protocol=pickle.HIGHEST_PROTOCOL)
 
         def received(task: ShardTask, result: ShardResult) -> ShardResult:
-            self.worker_stats.add(result.store_stats)
+            self.worker_stats.add(result.accounting.store_stats)
             return result
 
         def lost(tasks: list[ShardTask], cause: BaseException) -> list[ShardResult]:
             error = RuntimeError(f"{_named(tasks)}: a worker process of the pool (--memerobust-workers) died while "
                                  f"evaluating {'them' if len(tasks) > 1 else 'it'}, and again on a new pool "
                                  f"({type(cause).__name__}: {cause})")
-            return [ShardResult(task.index, {}, {condition.id: error for condition in conditions}) for task in tasks]
+            errors = {condition.id: error for condition in conditions}
+            return [ShardResult(task.index, DetectorAnswers({}, errors)) for task in tasks]
 
         def ticked(memes: int) -> None:  # the bar moves with the workers too while this process evaluates a shard
             tick(memes)
@@ -681,7 +682,7 @@ class RayActors:
             result = ray.get(done[0])
             if tick is not None:
                 tick(len(conditions) * (tasks_by_index[result.index].stop - tasks_by_index[result.index].start))
-            self.worker_stats.add(result.store_stats)
+            self.worker_stats.add(result.accounting.store_stats)
             yield result
             if todo:
                 running[actor.evaluate.remote(shared, todo.pop(0))] = actor

@@ -114,9 +114,11 @@ def encoder_namespaces(detector, precision: str) -> tuple[dict[str, str], bool]:
         return {m: json.dumps({"encoder": fp, **run}, sort_keys=True) for m, fp in fingerprints().items()}, True
     checkpoint = str(getattr(detector, "fingerprint", "") or "")
     card = getattr(detector, "card", None)
+    network = getattr(card, "network", None)
     namespace = json.dumps({"fingerprint": checkpoint, "card": getattr(card, "name", type(detector).__name__),
-                            "backbone": getattr(card, "backbone", None),
-                            "text_backbone": getattr(card, "text_backbone", None), **run}, sort_keys=True, default=str)
+                            "backbone": getattr(network, "backbone", None),
+                            "text_backbone": getattr(network, "text_backbone", None), **run},
+                           sort_keys=True, default=str)
     return dict.fromkeys(MODALITIES, namespace), bool(checkpoint) and not checkpoint.startswith("untrained:")
 
 

@@ -45,23 +45,34 @@ class ShardTask:
     ids: tuple[str, ...] = ()
 
 
-@dataclass
-class ShardResult:
-    """What survives a shard: per condition id, (probabilities, abstained or None) of its memes."""
+@dataclass(frozen=True)
+class DetectorAnswers:
+    """What the detector answered on a shard's memes, per condition id."""
 
-    index: int
-    outputs: dict[str, tuple[np.ndarray, np.ndarray | None]]
-    errors: dict[str, Exception] = field(default_factory=dict)  # condition id -> why it could not be evaluated
+    outputs: dict[str, tuple[np.ndarray, np.ndarray | None]]  # (probabilities, abstained or None)
+    errors: dict[str, Exception] = field(default_factory=dict)  # why a condition could not be evaluated
+    # [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
+    samples: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SideRecords:
+    """What perturbing the condition sides recorded for a shard's memes."""
+
     words_changed: dict[tuple, np.ndarray] = field(default_factory=dict)  # (text edit, severity) -> per meme
     boxless: dict[str, list[int]] = field(default_factory=dict)  # typographic edit -> memes without text boxes
-    encoder_calls: dict[str, int] = field(default_factory=dict)
     # per-meme image attack: its side -> {meme row in the whole dataset: the attack's record} (image_attacks.py)
     attack_records: dict[tuple, dict[int, dict]] = field(default_factory=dict)
-    # condition id -> [memes, k] answers of a repeat-sampled detector (detectors/sampling.py)
-    samples: dict[str, np.ndarray] = field(default_factory=dict)
     # (caption attack, severity) -> its memes' attacked captions: the driver keeps them for counterexamples and
     # reports instead of running the attack again, alone, in its own process
     attacked_captions: dict[tuple, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ShardAccounting:
+    """What evaluating a shard cost, and where it ran: counts a worker process's run note needs from it."""
+
+    encoder_calls: dict[str, int] = field(default_factory=dict)
     # what the shard did to its process's feature store (inputs encoded, reused, read from disk): a worker process's
     # counts reach the run's note this way (executors.py); in the run's own process they are already in its store
     store_stats: CacheStats = field(default_factory=CacheStats)
@@ -71,6 +82,16 @@ class ShardResult:
     # the process that evaluated the shard (a Ray actor, an xdist worker, this one): for tests that check who did the
     # work; `assemble` ignores it, so the report is the same whoever did
     pid: int = field(default_factory=os.getpid)
+
+
+@dataclass
+class ShardResult:
+    """What survives a shard: the detector's answers, what its sides recorded and what it cost, for its memes."""
+
+    index: int
+    answers: DetectorAnswers
+    side_records: SideRecords = field(default_factory=SideRecords)
+    accounting: ShardAccounting = field(default_factory=ShardAccounting)
 
 
 @dataclass
@@ -165,8 +186,9 @@ class ShardRunner:
         try:
             for result in self.executor.run(engine, tasks, conditions, bar.update if bar else None):
                 results[result.index] = result
-                if result.hosted_usage and result.pid != os.getpid() and self.executor.name != "xdist":
-                    engine.detector.add_usage(result.hosted_usage)  # (an xdist worker's reach the controller)
+                usage, pid = result.accounting.hosted_usage, result.accounting.pid
+                if usage and pid != os.getpid() and self.executor.name != "xdist":
+                    engine.detector.add_usage(usage)  # (an xdist worker's reach the controller)
         finally:
             if bar is not None:
                 bar.close()
@@ -243,7 +265,8 @@ def fit_here(engine, sides: list[tuple]):
         yield side, fit_side(engine, side)[1]
 
 
-def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_memo: dict | None = None, tick=None) -> ShardResult:
+def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_memo: dict | None = None,
+                   tick=None) -> ShardResult:
     """Every condition on one shard of `engine`'s memes, in the plan's order (so the next sides are perturbed
     while the detector encodes one). `tick(memes)` is called after each condition (a progress bar's update)."""
     if task.ids and tuple(engine.ids[task.start : task.stop]) != tuple(task.ids):
@@ -269,11 +292,12 @@ def evaluate_shard(engine, task: ShardTask, conditions: list[Condition], attack_
             if changed is not None:
                 words[side] = changed
     boxless = {edit: sorted(task.start + i for i in rows) for edit, rows in sub.boxless.items()}
-    result = ShardResult(task.index, outputs, errors, words, boxless, dict(sub.encoder_calls),
-                         {side: {task.start + row: record for row, record in table.items()}
-                          for side, table in sub.attack_records().items()}, dict(sub.samples),
-                         sub.attacked_captions(), sub.features.stats.since(before),
-                         usage_delta(engine.detector, usage_before))
+    records = {side: {task.start + row: record for row, record in table.items()}
+               for side, table in sub.attack_records().items()}
+    result = ShardResult(task.index, DetectorAnswers(outputs, errors, dict(sub.samples)),
+                         SideRecords(words, boxless, records, sub.attacked_captions()),
+                         ShardAccounting(dict(sub.encoder_calls), sub.features.stats.since(before),
+                                         usage_delta(engine.detector, usage_before)))
     del sub
     release_freed_memory()
     return result
@@ -297,34 +321,37 @@ def release_freed_memory() -> None:
 
 def assemble(results: list[ShardResult], conditions: list[Condition]) -> Evaluated:
     """Shards' outputs, given in meme order, as one pass's."""
+    answered = [r.answers for r in results]
+    recorded = [r.side_records for r in results]
     outputs, errors = {}, {}
     for condition in conditions:
-        error = next((r.errors[condition.id] for r in results if condition.id in r.errors), None)
+        error = next((a.errors[condition.id] for a in answered if condition.id in a.errors), None)
         if error is not None:
             errors[condition.id] = error
             continue
-        parts = [r.outputs[condition.id] for r in results]
+        parts = [a.outputs[condition.id] for a in answered]
         abstained = [a for _, a in parts]
         outputs[condition.id] = (np.concatenate([p for p, _ in parts]),
                                  None if any(a is None for a in abstained) else np.concatenate(abstained))
-    words = {side: np.concatenate([r.words_changed[side] for r in results])
-             for side in (results[0].words_changed if results else {})
-             if all(side in r.words_changed for r in results)}
+    words = {side: np.concatenate([r.words_changed[side] for r in recorded])
+             for side in (recorded[0].words_changed if recorded else {})
+             if all(side in r.words_changed for r in recorded)}
     boxless: dict[str, set[int]] = {}
-    calls: dict[str, int] = {}
-    for r in results:
+    for r in recorded:
         for edit, rows in r.boxless.items():
             boxless.setdefault(edit, set()).update(rows)
-        for modality, count in r.encoder_calls.items():
+    calls: dict[str, int] = {}
+    for r in results:
+        for modality, count in r.accounting.encoder_calls.items():
             calls[modality] = calls.get(modality, 0) + count
     records: dict[tuple, dict[int, dict]] = {}
-    for r in results:
+    for r in recorded:
         for side, table in r.attack_records.items():
             records.setdefault(side, {}).update(table)
-    samples = {condition.id: np.concatenate([r.samples[condition.id] for r in results])
+    samples = {condition.id: np.concatenate([a.samples[condition.id] for a in answered])
                for condition in conditions if condition.id in outputs
-               and all(condition.id in r.samples for r in results)}
-    attacked = {side: [caption for r in results for caption in r.attacked_captions[side]]
-                for side in (results[0].attacked_captions if results else {})
-                if all(side in r.attacked_captions for r in results)}
+               and all(condition.id in a.samples for a in answered)}
+    attacked = {side: [caption for r in recorded for caption in r.attacked_captions[side]]
+                for side in (recorded[0].attacked_captions if recorded else {})
+                if all(side in r.attacked_captions for r in recorded)}
     return Evaluated(outputs, errors, words, boxless, calls, records, samples, attacked)

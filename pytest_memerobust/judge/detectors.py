@@ -82,7 +82,7 @@ def verdict(comparison) -> str:
     """`better`, `worse` or `none`: B against A on this rule (see VERDICTS); `not judged` where it is not."""
     if not comparison.judged:
         return "not judged"
-    return "worse" if comparison.regressed else "better" if comparison.improved else "none"
+    return "worse" if comparison.decision.regressed else "better" if comparison.improvement.improved else "none"
 
 
 def shown_score(rule: str, value: float) -> float:

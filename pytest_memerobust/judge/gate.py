@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -154,19 +154,9 @@ _Z_POWER = 0.8416212335729143  # the standard normal's 80% quantile: the minimum
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """One rule on one condition: the baseline's score and this run's, the paired difference (now - before), the
-    one-sided test in the worse direction (`p_raw` alone, `p_value` adjusted for the run's family under `control`),
-    the bound on the difference the decision used (`bound`: under `regressions` the side nearest to "no worse", under
-    `non-inferiority` the worst the data allow) and the decision. `regressed` is whether this rule fails the gate;
-    `state` says what was decided ("regressed", "no regression", "non-inferior", "not shown non-inferior" or "not
-    judged: why"). `low`..`high` is the per-rule percentile interval at the run's confidence, for reading only.
-    `method` names the resampling ("bootstrap", "permutation"), `resamples` their count; a family mean lists the
-    conditions it averages (`members`); against a recipe, `recipe` is its count of checkpoints and `inflation` the
-    factor on the variance that its spread adds. `improved` is the other direction's decision, in the improvement
-    family (the same rules one-sided toward better, its own error control at the same level): `improved_p_raw`,
-    `improved_p_value` and `improved_bound` (the side of the change nearest to "no better" that its decision used)
-    as above; an improvement beyond `improvement_margin`."""
+class Subject:
+    """What a comparison compares: one rule on one condition of one model on one dataset. A family mean's condition
+    is `typos (mean of 5)` and `members` lists the conditions it averages."""
 
     model: str
     dataset: str
@@ -174,35 +164,67 @@ class Comparison:
     rule: str  # the rule's spec, e.g. "acc", "flip", "rel_acc:1%"
     what: str  # e.g. "accuracy", "flip rate", "relative robustness of accuracy"
     higher_is_better: bool
-    before: float
-    now: float
-    low: float
-    high: float
-    p_value: float
-    test: str
-    min_effect: float
-    regressed: bool
-    p_raw: float = float("nan")
-    bound: float = float("nan")
-    state: str = ""
-    control: ErrorControl = DEFAULT_CONTROL
-    mode: str = "regressions"
-    memes: int = 0
-    memes_needed: int | None = None  # non-inferiority not shown: memes that show it with 80% power at this difference
-    detectable: float = float("nan")  # the worsening this test detects at 80% power under the run's control
-    method: str = "bootstrap"
-    resamples: int = 0
     members: tuple = ()
-    recipe: int = 0
-    inflation: float = 1.0
-    improved: bool = False
-    improved_p_raw: float = float("nan")
-    improved_p_value: float = float("nan")
-    improved_bound: float = float("nan")
 
     @property
-    def difference(self) -> float:
-        return self.now - self.before
+    def case(self) -> tuple[str, str, str]:
+        """(model, dataset, condition): the case a comparison belongs to, whichever its rule."""
+        return self.model, self.dataset, self.condition
+
+
+@dataclass(frozen=True)
+class Scores:
+    """The baseline's score (`before`) and this run's (`now`); `low`..`high` is the per-rule percentile interval of
+    their difference at the run's confidence, for reading only."""
+
+    before: float
+    now: float
+    low: float = float("nan")
+    high: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one-sided test in the worse direction (`p_raw` alone, `p_value` adjusted for the run's family under its
+    control), the bound on the difference the decision used (`bound`: under `regressions` the side nearest to "no
+    worse", under `non-inferiority` the worst the data allow) and the decision: `regressed` is whether the rule
+    fails the gate, `state` says what was decided ("regressed", "no regression", "non-inferior", "not shown
+    non-inferior" or "not judged: why")."""
+
+    state: str
+    regressed: bool = False
+    p_value: float = float("nan")
+    p_raw: float = float("nan")
+    bound: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """The other direction's decision, in the improvement family (the same rules one-sided toward better, its own
+    error control at the same level): whether the rule `improved`, its p-values as `Decision`'s, and `bound`, the
+    side of the change nearest to "no better" that its decision used."""
+
+    improved: bool = False
+    p_raw: float = float("nan")
+    p_value: float = float("nan")
+    bound: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """How a rule was tested: the test's name, the minimum effect it tests against (the margin, under
+    non-inferiority), the run's error control, the question (`mode`: "regressions" or "non-inferiority"), the
+    resampling (`method`: "bootstrap", "permutation", "recipes") and its count; against a recipe, `recipe` is its
+    count of checkpoints and `inflation` the factor on the variance that its spread adds."""
+
+    test: str
+    min_effect: float
+    control: ErrorControl = DEFAULT_CONTROL
+    mode: str = "regressions"
+    method: str = "bootstrap"
+    resamples: int = 0
+    recipe: int = 0
+    inflation: float = 1.0
 
     @property
     def improvement_margin(self) -> float:
@@ -210,9 +232,39 @@ class Comparison:
         regression test mirrored), 0 under non-inferiority (where the effect is a margin of tolerated worsening)."""
         return 0.0 if self.mode == "non-inferiority" else self.min_effect
 
+
+@dataclass(frozen=True)
+class Power:
+    """What the memes compared can show: how many there are, the worsening the test detects at 80% power under the
+    run's control (`detectable`), and, where non-inferiority is not shown, the memes that would show it with 80%
+    power at the observed difference (`memes_needed`)."""
+
+    memes: int = 0
+    detectable: float = float("nan")
+    memes_needed: int | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One rule on one condition (`subject`): the baseline's score and this run's (`scores`), the paired difference
+    (now - before), the decision in the worse direction (`decision`), how it was tested (`procedure`), what the
+    memes could show (`power`), and the other direction's decision (`improvement`: an improvement beyond
+    `procedure.improvement_margin`). `as_dict` is the one flat record JSON holds, and `from_dict` reads it back."""
+
+    subject: Subject
+    scores: Scores
+    decision: Decision
+    procedure: Procedure
+    power: Power = Power()
+    improvement: Improvement = Improvement()
+
+    @property
+    def difference(self) -> float:
+        return self.scores.now - self.scores.before
+
     @property
     def judged(self) -> bool:
-        return not self.state.startswith("not judged")
+        return not self.decision.state.startswith("not judged")
 
     @property
     def room(self) -> float:
@@ -220,37 +272,63 @@ class Comparison:
         judged."""
         if not self.judged:
             return float("inf")
-        return (self.p_value - self.control.alpha) * (-1 if self.mode == "non-inferiority" else 1)
+        inferiority = self.procedure.mode == "non-inferiority"
+        return (self.decision.p_value - self.procedure.control.alpha) * (-1 if inferiority else 1)
 
     def as_dict(self) -> dict:
-        """As JSON holds it: the error control as its spec (`fwer:0.05`), which `ErrorControl.parse` reads back."""
-        d = asdict(self)
-        d["difference"], d["ci"], d["members"] = self.difference, [self.low, self.high], list(self.members)
-        d["control"] = self.control.spec
-        del d["low"], d["high"]
-        return d
+        """As JSON holds it, flat, in the order reports have always held it: the error control as its spec
+        (`fwer:0.05`), which `ErrorControl.parse` reads back; the interval as `ci`."""
+        s, scores, d, p, power, better = (self.subject, self.scores, self.decision, self.procedure, self.power,
+                                          self.improvement)
+        return {"model": s.model, "dataset": s.dataset, "condition": s.condition, "rule": s.rule, "what": s.what,
+                "higher_is_better": s.higher_is_better, "before": scores.before, "now": scores.now,
+                "p_value": d.p_value, "test": p.test, "min_effect": p.min_effect, "regressed": d.regressed,
+                "p_raw": d.p_raw, "bound": d.bound, "state": d.state, "control": p.control.spec, "mode": p.mode,
+                "memes": power.memes, "memes_needed": power.memes_needed, "detectable": power.detectable,
+                "method": p.method, "resamples": p.resamples, "members": list(s.members), "recipe": p.recipe,
+                "inflation": p.inflation, "improved": better.improved, "improved_p_raw": better.p_raw,
+                "improved_p_value": better.p_value, "improved_bound": better.bound,
+                "difference": self.difference, "ci": [scores.low, scores.high]}
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "Comparison":
+        """`as_dict`'s record read back, also one written before a key existed (its default then)."""
+        nan = float("nan")
+        return cls(Subject(row["model"], row["dataset"], row["condition"], row["rule"], row["what"],
+                           row["higher_is_better"], tuple(row.get("members", ()))),
+                   Scores(row["before"], row["now"], *row["ci"]),
+                   Decision(row.get("state", ""), row["regressed"], row["p_value"], row.get("p_raw", nan),
+                            row.get("bound", nan)),
+                   Procedure(row["test"], row["min_effect"], ErrorControl.parse(row["control"]),
+                             row.get("mode", "regressions"), row.get("method", "bootstrap"),
+                             row.get("resamples", 0), row.get("recipe", 0), row.get("inflation", 1.0)),
+                   Power(row.get("memes", 0), row.get("detectable", nan), row.get("memes_needed")),
+                   Improvement(row.get("improved", False), row.get("improved_p_raw", nan),
+                               row.get("improved_p_value", nan), row.get("improved_bound", nan)))
 
     def __str__(self) -> str:
         """The decision in one line; a family mean names itself (it fails each of its members' cases)."""
-        what = f"{self.condition} {self.what}" if self.members else self.what
+        s, d, p = self.subject, self.decision, self.procedure
+        before, now = self.scores.before, self.scores.now
+        what = f"{s.condition} {s.what}" if s.members else s.what
         if not self.judged:
-            return f"{what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f}"
-        tests = f"one-sided p {self.p_raw:.3g}, adjusted p {self.p_value:.3g} under {self.control.short()}"
-        if self.mode == "non-inferiority":
-            worst = -self.bound if self.higher_is_better else self.bound
-            verb = "drop" if self.higher_is_better else "rise"
-            if self.regressed:
-                needed = (f"; about {self.memes_needed} memes would show it with 80% power at this difference"
-                          if self.memes_needed
+            return f"{what} {d.state}: baseline {before:.4f} -> now {now:.4f}"
+        tests = f"one-sided p {d.p_raw:.3g}, adjusted p {d.p_value:.3g} under {p.control.short()}"
+        if p.mode == "non-inferiority":
+            worst = -d.bound if s.higher_is_better else d.bound
+            verb = "drop" if s.higher_is_better else "rise"
+            if d.regressed:
+                needed = (f"; about {self.power.memes_needed} memes would show it with 80% power at this difference"
+                          if self.power.memes_needed
                           else "; no number of memes shows it: the observed change is past the margin")
-                return (f"{what} not shown non-inferior with {self.memes} memes: baseline {self.before:.4f} -> "
-                        f"now {self.now:.4f}, its {verb} may reach {worst:.4f} (the decision's bound) > margin "
-                        f"{self.min_effect:.4f} ({tests}){needed}")
-            return (f"{what} non-inferior: baseline {self.before:.4f} -> now {self.now:.4f}, its {verb} is at "
-                    f"most {worst:.4f} <= margin {self.min_effect:.4f} ({tests})")
-        allowed = f", allowed {self.min_effect:.4f}" if self.min_effect else ""
-        return (f"{what} {self.state}: baseline {self.before:.4f} -> now {self.now:.4f} "
-                f"(difference {self.difference:+.4f}, bound {self.bound:+.4f}{allowed}; {tests})")
+                return (f"{what} not shown non-inferior with {self.power.memes} memes: baseline {before:.4f} -> "
+                        f"now {now:.4f}, its {verb} may reach {worst:.4f} (the decision's bound) > margin "
+                        f"{p.min_effect:.4f} ({tests}){needed}")
+            return (f"{what} non-inferior: baseline {before:.4f} -> now {now:.4f}, its {verb} is at "
+                    f"most {worst:.4f} <= margin {p.min_effect:.4f} ({tests})")
+        allowed = f", allowed {p.min_effect:.4f}" if p.min_effect else ""
+        return (f"{what} {d.state}: baseline {before:.4f} -> now {now:.4f} "
+                f"(difference {self.difference:+.4f}, bound {d.bound:+.4f}{allowed}; {tests})")
 
 
 @dataclass(frozen=True)
@@ -493,39 +571,49 @@ def _family_of(condition: str) -> tuple[str, int] | None:
     return (family, int(severity)) if at and family and severity.isdigit() else None
 
 
-@dataclass(eq=False)  # compared by identity: it holds arrays
-class _Test:
-    """One rule on one condition (or family mean) as the family's decision sees it, filled in as it goes: the
-    scores and the change w = how much worse now is (`sign` makes worse positive), its resampled values, the
-    null it is tested against, and `_decide`'s statistics. `reason` says why it is not judged (None: judged);
-    `side` keys the draws it shares; `spread` is a recipe's (D_l^2, var) per left-out checkpoint."""
+@dataclass(frozen=True)
+class _Sample:
+    """What a test's draws are of: `n` memes, resampled by `method` on the draws keyed `side` (shared by every test
+    of the same memes), against a recipe of `recipe` checkpoints (0: one checkpoint); a family mean's draws average
+    those of the conditions it lists (`members`)."""
 
-    where: tuple[str, str, str]  # (model, dataset, condition)
-    check: RegressionCheck
-    sign: float
-    n: int  # memes
-    null: float = 0.0
-    reason: str | None = None
+    n: int
     side: tuple | None = None
     method: str = "bootstrap"
-    members: tuple = ()
     recipe: int = 0
+    members: tuple = ()
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays
+class _Change:
+    """A test's observed change: the scores, w = how much worse now is, its resampled values [B], and a recipe's
+    (D_l^2, var) per left-out checkpoint (`spread`). All NaN until measured, and for a test not judged."""
+
     before: float = float("nan")
     now: float = float("nan")
     w: float = float("nan")
     samples: np.ndarray | None = None
     spread: tuple = ()
-    se: float = float("nan")
-    p_raw: float = float("nan")
-    p: float = float("nan")
-    c: float = float("nan")
-    detectable: float = float("nan")
 
-    def subject(self) -> dict:
-        """The Comparison fields that name what was compared: where, and which rule."""
-        model, dataset, condition = self.where
-        return dict(model=model, dataset=dataset, condition=condition, rule=self.check.spec, what=self.check.label(),
-                    higher_is_better=self.check.higher_is_better)
+
+@dataclass(eq=False)  # compared by identity: it holds arrays
+class _Test:
+    """One rule on one condition (or family mean) as the family's decision sees it, filled in as it goes: the
+    change w = how much worse now is (`sign` makes worse positive) and its resampled values, the null it is tested
+    against, and what its draws are of. `reason` says why it is not judged (None: judged)."""
+
+    where: tuple[str, str, str]  # (model, dataset, condition)
+    check: RegressionCheck
+    sign: float
+    sample: _Sample
+    null: float = 0.0
+    reason: str | None = None
+    change: _Change = field(default_factory=_Change)
+
+    def subject(self) -> Subject:
+        """What was compared: where, which rule, and a family mean's members."""
+        check = self.check
+        return Subject(*self.where, check.spec, check.label(), check.higher_is_better, self.sample.members)
 
 
 def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAULT_CONTROL,
@@ -571,9 +659,9 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
                 continue
             sign = 1.0 if check.higher_is_better else -1.0
             margin = check.min_effect or (DEFAULT_MARGIN if inferiority else 0.0)
-            test = _Test((cell.model, cell.dataset, cell.condition), check, sign, len(y), null=margin,
-                         reason=reason or _no_labels(check, y) or _too_few_of_a_class(check, y), side=key,
-                         method=used, recipe=len(thens) if len(thens) > 1 else 0)
+            sample = _Sample(len(y), key, used, len(thens) if len(thens) > 1 else 0)
+            test = _Test((cell.model, cell.dataset, cell.condition), check, sign, sample, null=margin,
+                         reason=reason or _no_labels(check, y) or _too_few_of_a_class(check, y))
             tests.append(test)
             if test.reason is not None:
                 continue
@@ -583,11 +671,10 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
             pairs = [check._resampled(side, tuple(now_arrays), tuple(t), scale) for t in then_arrays]
             then_samples = np.stack([then_s for then_s, _ in pairs])  # [k, B]
             before = float(befores.mean())
-            test.before, test.now, test.w = before, now, sign * (before - now)
-            test.samples = sign * (then_samples.mean(axis=0) - pairs[0][1])
-            if len(thens) > 1:
-                test.spread = _leave_one_out(sign * befores, sign * then_samples)
-            if test.w != test.w:
+            spread = _leave_one_out(sign * befores, sign * then_samples) if len(thens) > 1 else ()
+            test.change = _Change(before, now, sign * (before - now),
+                                  sign * (then_samples.mean(axis=0) - pairs[0][1]), spread)
+            if test.change.w != test.change.w:
                 test.reason = _why_undefined(check, y)
     if family_means:
         tests += _family_means(tests)
@@ -595,8 +682,14 @@ def judge_family(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAUL
     mirrored = _mirrored(tests, inferiority)
     worse = _decide(tests, control, mode, n_resamples, confidence, inflation)
     better = _decide(mirrored, control, "regressions", n_resamples, confidence, inflation)
-    return [replace(w, improved=b.regressed, improved_p_raw=b.p_raw, improved_p_value=b.p_value,
-                    improved_bound=b.bound) for w, b in zip(worse, better)]
+    return _with_improvements(worse, better)
+
+
+def _with_improvements(worse: list[Comparison], better: list[Comparison]) -> list[Comparison]:
+    """Each comparison of the worse direction with the same test's decision in the better one (the mirrored family)
+    as its improvement."""
+    return [replace(w, improvement=Improvement(b.decision.regressed, b.decision.p_raw, b.decision.p_value,
+                                               b.decision.bound)) for w, b in zip(worse, better)]
 
 
 def _mirrored(tests: list[_Test], inferiority: bool) -> list[_Test]:
@@ -606,8 +699,8 @@ def _mirrored(tests: list[_Test], inferiority: bool) -> list[_Test]:
     non-inferiority: better at all). `_decide` then answers "better beyond noise?" exactly as it answers "worse?"."""
     out = []
     for t in tests:
-        negated = dict(w=-t.w, samples=-t.samples) if t.reason is None else {}
-        out.append(replace(t, sign=-t.sign, null=0.0 if inferiority else t.check.min_effect, **negated))
+        change = replace(t.change, w=-t.change.w, samples=-t.change.samples) if t.reason is None else t.change
+        out.append(replace(t, sign=-t.sign, null=0.0 if inferiority else t.check.min_effect, change=change))
     return out
 
 
@@ -648,7 +741,7 @@ def _recipe_inflation(tests: list[_Test]) -> float:
     checkpoints' mean then has variance (this factor) x its resampled variance: a new seed that differs from the
     others as much as they differ from each other is no regression. One factor for the family, pooled over its
     rules, so that four checkpoints estimate it on many comparisons, not on four numbers per rule."""
-    ratios = [d2 / var for t in tests if t.reason is None for d2, var in t.spread if var > 0]
+    ratios = [d2 / var for t in tests if t.reason is None for d2, var in t.change.spread if var > 0]
     return max(1.0, float(np.mean(ratios))) if ratios else 1.0
 
 
@@ -656,13 +749,13 @@ def _family_means(tests: list[_Test], average=None) -> list[_Test]:
     """Per (model, dataset, perturbation family, rule) with two or more severities judged on the same draws, the mean
     of their changes as one more test: its resampled values are the row means of the severities' (already drawn).
     A family any of whose severities cannot be judged has its mean not judged, naming it. `average(members)` gives
-    the judged mean's fields (default: the gate's before, now, w and samples; judge/recipes.py averages each
-    checkpoint's scores and draws)."""
+    the judged mean's fields (default: the gate's change, its scores, w and samples averaged; judge/recipes.py
+    averages each checkpoint's scores and draws)."""
     groups: dict[tuple, list[tuple[int, _Test]]] = {}
     for t in tests:
         family = _family_of(t.where[2])
         if family is not None:
-            groups.setdefault((*t.where[:2], family[0], t.check.spec, t.side), []).append((family[1], t))
+            groups.setdefault((*t.where[:2], family[0], t.check.spec, t.sample.side), []).append((family[1], t))
     means = []
     for (model, dataset, family, _, _), severities in groups.items():
         if len({severity for severity, _ in severities}) < 2:
@@ -671,19 +764,21 @@ def _family_means(tests: list[_Test], average=None) -> list[_Test]:
         unjudged = [t for t in members if t.reason is not None]
         if unjudged:
             why = unjudged[0].reason.removeprefix("not judged: ")
-            fields = dict(reason=f"not judged: {unjudged[0].where[2]} {why}", before=float("nan"), now=float("nan"),
-                          w=float("nan"), samples=None)
+            fields = dict(reason=f"not judged: {unjudged[0].where[2]} {why}", change=_Change())
         else:
-            fields = dict(reason=None, **(average or _mean_change)(members))
-        means.append(replace(members[0], where=(model, dataset, f"{family} (mean of {len(members)})"),
-                             members=tuple(t.where[2] for t in members), spread=(), **fields))
+            fields = {"reason": None, "change": _Change(), **(average or _mean_change)(members)}
+        sample = replace(members[0].sample, members=tuple(t.where[2] for t in members))
+        means.append(replace(members[0], where=(model, dataset, f"{family} (mean of {len(members)})"), sample=sample,
+                             **fields))
     return means
 
 
 def _mean_change(members: list[_Test]) -> dict:
     """A family mean's fields in the gate: the mean of its severities' scores, changes and resampled changes."""
-    return dict(before=float(np.mean([t.before for t in members])), now=float(np.mean([t.now for t in members])),
-                w=float(np.mean([t.w for t in members])), samples=np.mean([t.samples for t in members], axis=0))
+    changes = [t.change for t in members]
+    return dict(change=_Change(float(np.mean([c.before for c in changes])), float(np.mean([c.now for c in changes])),
+                               float(np.mean([c.w for c in changes])),
+                               np.mean([c.samples for c in changes], axis=0)))
 
 
 def _decide(tests: list[_Test], control: ErrorControl, mode: str, n_resamples: int, confidence: float,
@@ -692,39 +787,39 @@ def _decide(tests: list[_Test], control: ErrorControl, mode: str, n_resamples: i
     inferiority = mode == "non-inferiority"
     judged = [t for t in tests if t.reason is None]
     direction = -1.0 if inferiority else 1.0  # the statistic whose large values are the evidence sought
+    index = {id(t): i for i, t in enumerate(judged)}  # each judged test's place in the statistics' arrays
     if judged:
-        w = np.array([t.w for t in judged])
-        samples = np.stack([t.samples for t in judged])
+        w = np.array([t.change.w for t in judged])
+        samples = np.stack([t.change.samples for t in judged])
         nulls = np.array([t.null for t in judged])
-        centres = np.array([t.w if t.method == "bootstrap" else 0.0 for t in judged])
-        inflations = np.array([inflation if t.recipe else 1.0 for t in judged])
+        centres = np.array([t.change.w if t.sample.method == "bootstrap" else 0.0 for t in judged])
+        inflations = np.array([inflation if t.sample.recipe else 1.0 for t in judged])
         se, z, draws = studentized(direction * w, direction * samples, direction * nulls, direction * centres,
                                    inflations)
         raw = marginal_p(z, draws)
         adjusted = {"fwer": lambda: maxt_adjusted_p(z, draws), "holm": lambda: holm_adjusted_p(raw),
                     "fdr": lambda: bh_adjusted_p(raw), "none": lambda: raw}[control.method]()
-        c = decision_critical_values(control.method, z, draws, raw, adjusted, control.alpha)
+        critical = decision_critical_values(control.method, z, draws, raw, adjusted, control.alpha)
         with np.errstate(invalid="ignore"):
-            detectable = np.where(se > 0, (c + _Z_POWER) * se, np.nan) + nulls
+            detectable = np.where(se > 0, (critical + _Z_POWER) * se, np.nan) + nulls
         for i, t in enumerate(judged):
-            t.se, t.p_raw, t.p, t.c = se[i], float(raw[i]), float(adjusted[i]), float(c[i])
-            t.detectable = float(detectable[i])
             if np.isnan(z[i]):
                 t.reason = "not judged: undefined on the resamples"
     out = []
+    nan = float("nan")
     for t in tests:
-        nan = float("nan")
-        common = dict(**t.subject(), before=t.before, now=t.now, test=_test_name(control, t), min_effect=t.null,
-                      control=control, mode=mode, memes=t.n, method=t.method, resamples=n_resamples,
-                      members=t.members, recipe=t.recipe, inflation=inflation if t.recipe else 1.0)
+        procedure = Procedure(_test_name(control, t), t.null, control, mode, t.sample.method, n_resamples,
+                              t.sample.recipe, inflation if t.sample.recipe else 1.0)
         if t.reason is not None:
-            out.append(Comparison(low=nan, high=nan, p_value=nan, regressed=False, state=t.reason, **common))
+            out.append(Comparison(t.subject(), Scores(t.change.before, t.change.now), Decision(t.reason), procedure,
+                                  Power(t.sample.n)))
             continue
-        w, se, c = t.w, t.se, t.c
-        spread = c * se if se > 0 and c == c else 0.0  # no spread: every resample gives the estimate
+        i = index[id(t)]
+        w, t_se, c, p = t.change.w, se[i], float(critical[i]), float(adjusted[i])
+        spread = c * t_se if t_se > 0 and c == c else 0.0  # no spread: every resample gives the estimate
         bound_w = w + spread if inferiority else w - spread  # the worst / the least worsening the data allow
         low, high = metrics._percentile_interval(-t.sign * _interval_draws(t), confidence)
-        rejected = t.p <= control.alpha
+        rejected = p <= control.alpha
         if inferiority:
             state = "non-inferior" if rejected else "not shown non-inferior"
             failing = not rejected
@@ -732,24 +827,26 @@ def _decide(tests: list[_Test], control: ErrorControl, mode: str, n_resamples: i
             state = "regressed" if rejected else "no regression"
             failing = rejected
         needed = None
-        if inferiority and failing and w < t.null and se > 0 and c == c and c < np.inf:
-            needed = int(np.ceil(t.n * ((c + _Z_POWER) * se / (t.null - w)) ** 2))
-        out.append(Comparison(low=float(low), high=float(high), p_value=t.p, regressed=bool(failing), p_raw=t.p_raw,
-                              bound=float(-t.sign * bound_w) + 0.0, state=state, memes_needed=needed,
-                              detectable=t.detectable if not inferiority else nan, **common))
+        if inferiority and failing and w < t.null and t_se > 0 and c == c and c < np.inf:
+            needed = int(np.ceil(t.sample.n * ((c + _Z_POWER) * t_se / (t.null - w)) ** 2))
+        decision = Decision(state, bool(failing), p, float(raw[i]), float(-t.sign * bound_w) + 0.0)
+        power = Power(t.sample.n, nan if inferiority else float(detectable[i]), needed)
+        out.append(Comparison(t.subject(), Scores(t.change.before, t.change.now, float(low), float(high)), decision,
+                              procedure, power))
     return out
 
 
 def _interval_draws(test: _Test) -> np.ndarray:
     """The draws a per-rule percentile interval reads: the bootstrap's as they are; a permutation's (the null's law,
     centred at 0) moved to the estimate, the interval of a shift model."""
-    return test.samples if test.method == "bootstrap" else test.samples + test.w
+    change = test.change
+    return change.samples if test.sample.method == "bootstrap" else change.samples + change.w
 
 
 def _test_name(control: ErrorControl, test: _Test) -> str:
-    resampling = {"bootstrap": "paired bootstrap", "permutation": "paired permutation"}[test.method]
-    if test.recipe:
-        resampling += f" against a recipe of {test.recipe}"
+    resampling = {"bootstrap": "paired bootstrap", "permutation": "paired permutation"}[test.sample.method]
+    if test.sample.recipe:
+        resampling += f" against a recipe of {test.sample.recipe}"
     return resampling + {"fwer": ", max-T", "holm": ", Holm", "fdr": ", Benjamini-Hochberg", "none": ""}[control.method]
 
 
@@ -769,22 +866,24 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
     `improved_count_clause` puts after the summary where a verdict names the baseline in one line) and the improved
     comparisons (`improvements`, also in the table's rows). A condition several suites
     run (clean, in each) counts once."""
-    comparisons = list({(c.model, c.dataset, c.condition, c.rule): c for c in comparisons}.values())
-    conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if not c.members))
-    means = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.members))
-    failing = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.regressed))
-    better = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.improved))
+    comparisons = list({(*c.subject.case, c.subject.rule): c for c in comparisons}.values())
+    conditions = list(dict.fromkeys(c.subject.case for c in comparisons if not c.subject.members))
+    means = list(dict.fromkeys(c.subject.case for c in comparisons if c.subject.members))
+    failing = list(dict.fromkeys(c.subject.case for c in comparisons if c.decision.regressed))
+    better = list(dict.fromkeys(c.subject.case for c in comparisons if c.improvement.improved))
     clean = [key for key in failing if key[2] == "clean"]
-    mode = comparisons[0].mode if comparisons else "regressions"
+    mode = comparisons[0].procedure.mode if comparisons else "regressions"
     verb = "not shown non-inferior" if mode == "non-inferiority" else "regressed"
     line = _count_line(failing, conditions, means, verb)
     judged = [c for c in comparisons if c.judged]
+    control = judged[0].procedure.control if judged else None
     if judged:
-        line += f"; {judged[0].control.short()} over {len(judged)} rule{'s' * (len(judged) != 1)}"
+        line += f"; {control.short()} over {len(judged)} rule{'s' * (len(judged) != 1)}"
     unjudged = [c for c in comparisons if not c.judged]
     reasons: dict[str, int] = {}
     for c in unjudged:
-        reasons[c.state.removeprefix("not judged: ")] = reasons.get(c.state.removeprefix("not judged: "), 0) + 1
+        why = c.decision.state.removeprefix("not judged: ")
+        reasons[why] = reasons.get(why, 0) + 1
     if unjudged:
         line += f"; {len(unjudged)} not judged (" + ", ".join(f"{why}: {k}" for why, k in reasons.items()) + ")"
     if new:
@@ -793,37 +892,38 @@ def summarize(comparisons: list[Comparison], closest: int = CLOSEST, *, new: lis
         line += f"; {len(missing)} baseline condition{'s' * (len(missing) != 1)} not run"
     if not comparisons and not new and not missing:
         line = "nothing compared"
-    bad = sorted((c for c in comparisons if c.regressed), key=lambda c: (c.condition != "clean", c.room))
+    bad = sorted((c for c in comparisons if c.decision.regressed),
+                 key=lambda c: (c.subject.condition != "clean", c.room))
     failing_keys = set(failing)
     nearest: dict[tuple, Comparison] = {}  # per condition that did not fail, its rule nearest to failing
     for c in judged:
-        key = (c.model, c.dataset, c.condition)
+        key = c.subject.case
         if key not in failing_keys and (key not in nearest or c.room < nearest[key].room):
             nearest[key] = c
     near = sorted(nearest.values(), key=lambda c: c.room)[:closest]
-    improved = sorted((c for c in comparisons if c.improved), key=lambda c: (c.condition != "clean",
-                                                                            c.improved_p_value, c.condition))
-    shown = list({(c.model, c.dataset, c.condition, c.rule): c for c in bad + improved + near}.values())
+    improved = sorted((c for c in comparisons if c.improvement.improved),
+                      key=lambda c: (c.subject.condition != "clean", c.improvement.p_value, c.subject.condition))
+    shown = list({(*c.subject.case, c.subject.rule): c for c in bad + improved + near}.values())
     improved_line = improved_count = None
     if judged:
         improved_count = _count_line(better, conditions, means, "improved")
         improved_line = (improved_count
-                         + f"; {judged[0].control.short()} over the same {len(judged)} "
+                         + f"; {control.short()} over the same {len(judged)} "
                          + "rules one-sided toward better" + (" (beyond 0, not the margin)" if mode ==
                                                               "non-inferiority" else "")
                          + ", a family of its own")
-    methods = list(dict.fromkeys(c.method for c in judged))
-    recipes = [c for c in judged if c.recipe]
+    methods = list(dict.fromkeys(c.procedure.method for c in judged))
+    recipes = [c.procedure for c in judged if c.procedure.recipe]
     return {"conditions": len(conditions), "family_means": len(means), "regressed": len(failing),
             "clean_regressed": bool(clean), "summary": line,
             "improved": len(better), "improved_summary": improved_line,
             "improved_count": improved_count,
             "improvements": [c.as_dict() for c in improved],
-            "mode": mode, "control": judged[0].control.spec if judged else None,
+            "mode": mode, "control": control.spec if judged else None,
             "method": " and ".join(methods) if methods else None,
-            "resamples": judged[0].resamples if judged else None,
+            "resamples": judged[0].procedure.resamples if judged else None,
             "recipe": {"checkpoints": recipes[0].recipe, "inflation": recipes[0].inflation} if recipes else None,
-            "control_text": judged[0].control.describe() if judged else None,
+            "control_text": control.describe() if judged else None,
             "rules": len(judged), "not_judged": reasons, "new": list(new), "missing": list(missing),
             "power": _power(judged) if mode == "regressions" else {},
             "memes_needed": _memes_needed(comparisons) if mode == "non-inferiority" else None,
@@ -857,8 +957,8 @@ def _power(judged: list[Comparison]) -> dict:
     approximation: (critical value + z_0.8) x standard error): what the run can and cannot see."""
     by_rule: dict[str, list[float]] = {}
     for c in judged:
-        if c.detectable == c.detectable:
-            by_rule.setdefault(c.what, []).append(c.detectable)
+        if c.power.detectable == c.power.detectable:
+            by_rule.setdefault(c.subject.what, []).append(c.power.detectable)
     return {what: float(np.median(values)) for what, values in by_rule.items()}
 
 
@@ -866,11 +966,11 @@ def _memes_needed(comparisons: list[Comparison]) -> dict:
     """Over the rules not shown non-inferior: the memes that would show them with 80% power at their observed change
     (median and most; the power line's formula), and how many no number of memes would (their change is already past
     the margin)."""
-    failing = [c for c in comparisons if c.regressed and c.judged]
-    needed = sorted(c.memes_needed for c in failing if c.memes_needed)
+    failing = [c for c in comparisons if c.decision.regressed and c.judged]
+    needed = sorted(c.power.memes_needed for c in failing if c.power.memes_needed)
     return {"rules": len(failing), "median": int(np.median(needed)) if needed else None,
             "most": needed[-1] if needed else None, "never": len(failing) - len(needed),
-            "memes": max((c.memes for c in comparisons), default=0)}
+            "memes": max((c.power.memes for c in comparisons), default=0)}
 
 
 def compare_baselines(pairs, checks=DEFAULT_CHECKS, *, names=("baseline A", "baseline B"),

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, Comparison, ErrorControl, _family_means, _Resampler, _Test,
-                   _too_few_of_a_class, _why_undefined)
+from .gate import (DEFAULT_CHECKS, DEFAULT_CONTROL, Comparison, Decision, ErrorControl, Power, Procedure, Scores,
+                   _Change, _family_means, _Resampler, _Sample, _Test, _too_few_of_a_class, _why_undefined,
+                   _with_improvements)
 from .metrics import _percentile_interval
 from .multiplicity import bh_adjusted_p, decision_critical_values, holm_adjusted_p, marginal_p, maxt_adjusted_p
 
@@ -56,16 +57,28 @@ class RecipeCell:
     b: tuple
 
 
-@dataclass(eq=False)
-class _SeedTest(_Test):
-    """A gate test (gate._Test) whose unit is the seed: per arm its checkpoints' scores [k] and draws [k, B], the
-    two variance parts (`_statistics`) and the studentized draws under the null its decision reads."""
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays
+class _Seeds:
+    """A seed-level test's per-arm checkpoints' scores [k] and draws [k, B], the two variance parts (`_statistics`)
+    and the studentized draws under the null its decision reads."""
 
     scores: list[np.ndarray] = field(default_factory=list)
     draws: list[np.ndarray] = field(default_factory=list)
     seed_var: float = float("nan")
     meme_var: float = float("nan")
     null_draws: np.ndarray | None = None
+
+    @property
+    def se(self) -> float:
+        """The difference's standard error: the seeds' and the memes' variance parts added."""
+        return float(np.sqrt(self.seed_var + self.meme_var))
+
+
+@dataclass(eq=False)
+class _SeedTest(_Test):
+    """A gate test (gate._Test) whose unit is the seed (`seeds`)."""
+
+    seeds: _Seeds = field(default_factory=_Seeds)
 
 
 def seed_warnings(k_a: int, k_b: int, names=("A", "B")) -> list[str]:
@@ -110,7 +123,8 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
             if not check.applies_to(cell.kind):
                 continue
             test = _SeedTest((cell.model, cell.dataset, cell.condition), check,
-                             1.0 if check.higher_is_better else -1.0, len(y), reason=_too_few_of_a_class(check, y))
+                             1.0 if check.higher_is_better else -1.0, _Sample(len(y)),
+                             reason=_too_few_of_a_class(check, y))
             tests.append(test)
             if test.reason is not None:
                 continue
@@ -118,7 +132,7 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
             for arm in arrays:
                 scores.append(np.array([float(check._score(y, *cp, scale)) for cp in arm]))
                 draws.append(np.stack([check._resampled(side, tuple(cp), tuple(cp), scale)[0] for cp in arm]))
-            test.scores, test.draws = scores, draws
+            test.seeds = _Seeds(scores, draws)
             if any(np.isnan(s).any() for s in scores):
                 test.reason = _why_undefined(check, y)
     if family_means:
@@ -133,8 +147,7 @@ def judge_recipes(cells, checks=DEFAULT_CHECKS, *, control: ErrorControl = DEFAU
         control = replace(control, alpha=control.alpha / 2)
     worse = _decide(tests, control, confidence, k_a, k_b, n_resamples, mirrored=False)
     better = _decide(tests, control, confidence, k_a, k_b, n_resamples, mirrored=True)
-    return [replace(w, improved=b.regressed, improved_p_raw=b.p_raw, improved_p_value=b.p_value,
-                    improved_bound=b.bound) for w, b in zip(worse, better)]
+    return _with_improvements(worse, better)
 
 
 def _seed_rng(seed: int, cells) -> np.random.Generator:
@@ -147,31 +160,32 @@ def _seed_rng(seed: int, cells) -> np.random.Generator:
 
 def _mean_scores(members: list[_SeedTest]) -> dict:
     """A family mean's fields here: each checkpoint's mean score over the severities, and its draws' row means."""
-    return dict(scores=[np.mean([t.scores[arm] for t in members], axis=0) for arm in (0, 1)],
-                draws=[np.mean([t.draws[arm] for t in members], axis=0) for arm in (0, 1)])
+    return dict(seeds=_Seeds([np.mean([t.seeds.scores[arm] for t in members], axis=0) for arm in (0, 1)],
+                             [np.mean([t.seeds.draws[arm] for t in members], axis=0) for arm in (0, 1)]))
 
 
 def _statistics(t: _SeedTest, shuffled: np.ndarray, chi2: np.ndarray, k_a: int, k_b: int) -> None:
     """w, the two variance parts, se, and the test's centred, studentized draws under the null (see the module)."""
     sign = t.sign
-    (a, b), (draws_a, draws_b) = t.scores, t.draws
-    t.before, t.now = float(a.mean()), float(b.mean())
-    t.w = sign * (t.before - t.now)
+    (a, b), (draws_a, draws_b) = t.seeds.scores, t.seeds.draws
+    before, now = float(a.mean()), float(b.mean())
+    w = sign * (before - now)
+    t.change = _Change(before, now, w)
     df = k_a + k_b - 2
     residuals = sign * np.concatenate([a - a.mean(), b - b.mean()])
     seed_var = float(residuals @ residuals) / df * (1 / k_a + 1 / k_b)
     meme_draws = sign * (draws_a.mean(axis=0) - draws_b.mean(axis=0))
     defined = ~np.isnan(meme_draws)
     meme_var = float(np.var(meme_draws[defined], ddof=1)) if defined.sum() >= 2 else 0.0
-    t.seed_var, t.meme_var, t.se = seed_var, meme_var, float(np.sqrt(seed_var + meme_var))
     with np.errstate(invalid="ignore"):  # the seed draw: the memes' draws standardized, from other resamples
         standard = (meme_draws - np.nanmean(meme_draws)) / np.sqrt(meme_var) if meme_var > 0 else \
             np.zeros_like(meme_draws)
     seed_draws = np.nan_to_num(standard[shuffled]) * np.sqrt(seed_var)
     with np.errstate(invalid="ignore", divide="ignore"):
         denominator = np.sqrt(meme_var + seed_var * chi2)
-        t.null_draws = np.where(denominator > 0, (meme_draws - t.w + seed_draws) / denominator, -np.inf)
-    t.null_draws[~defined] = np.nan
+        null_draws = np.where(denominator > 0, (meme_draws - w + seed_draws) / denominator, -np.inf)
+    null_draws[~defined] = np.nan
+    t.seeds = replace(t.seeds, seed_var=seed_var, meme_var=meme_var, null_draws=null_draws)
 
 
 def _decide(tests: list[_SeedTest], control: ErrorControl, confidence: float, k_a: int, k_b: int, n_resamples: int,
@@ -183,9 +197,9 @@ def _decide(tests: list[_SeedTest], control: ErrorControl, confidence: float, k_
     decided: dict[int, dict] = {}
     if judged:
         nulls = np.array([t.check.min_effect for t in judged])
-        w = direction * np.array([t.w for t in judged])
-        se = np.array([t.se for t in judged])
-        draws = direction * np.stack([t.null_draws for t in judged])
+        w = direction * np.array([t.change.w for t in judged])
+        se = np.array([t.seeds.se for t in judged])
+        draws = direction * np.stack([t.seeds.null_draws for t in judged])
         with np.errstate(invalid="ignore", divide="ignore"):
             z = np.where(se > 0, (w - nulls) / se, np.where(w > nulls, np.inf, -np.inf))
         raw = marginal_p(z, draws)
@@ -195,26 +209,25 @@ def _decide(tests: list[_SeedTest], control: ErrorControl, confidence: float, k_
         for i, t in enumerate(judged):
             power = float(np.nanquantile(draws[i], POWER_QUANTILE)) if np.isfinite(draws[i]).any() else float("nan")
             spread = c[i] * se[i] if se[i] > 0 and np.isfinite(c[i]) else 0.0
-            low, high = _percentile_interval(t.w - se[i] * t.null_draws, confidence)
+            low, high = _percentile_interval(t.change.w - se[i] * t.seeds.null_draws, confidence)
             decided[id(t)] = dict(p=float(adjusted[i]), p_raw=float(raw[i]), bound=float(w[i] - spread),
                                   detectable=float((c[i] + power) * se[i] + nulls[i]), low=low, high=high)
     out = []
-    nan = float("nan")
     test_name = (f"seed-level means ({k_a} + {k_b} seeds) and paired bootstrap of the memes"
                  + {"fwer": ", max-T", "holm": ", Holm", "fdr": ", Benjamini-Hochberg", "none": ""}[control.method])
     for t in tests:
-        common = dict(**t.subject(), before=t.before, now=t.now, test=test_name, min_effect=t.check.min_effect,
-                      control=control, mode="regressions", memes=t.n, method="recipes", resamples=n_resamples,
-                      members=t.members, recipe=k_a)
+        subject, before, now = t.subject(), t.change.before, t.change.now
+        procedure = Procedure(test_name, t.check.min_effect, control, "regressions", "recipes", n_resamples, k_a)
         if id(t) not in decided:
-            out.append(Comparison(low=nan, high=nan, p_value=nan, regressed=False, state=t.reason, **common))
+            out.append(Comparison(subject, Scores(before, now), Decision(t.reason), procedure, Power(t.sample.n)))
             continue
         d = decided[id(t)]
         rejected = d["p"] <= control.alpha
         # bounds and intervals as now - before on the rule's own scale (the gate's convention)
         sign = t.sign * direction
         low, high = sorted((-t.sign * d["low"], -t.sign * d["high"]))
-        out.append(Comparison(low=low, high=high, p_value=d["p"], regressed=bool(rejected), p_raw=d["p_raw"],
-                              bound=float(-sign * d["bound"]) + 0.0, state="regressed" if rejected else "no regression",
-                              detectable=d["detectable"], **common))
+        decision = Decision("regressed" if rejected else "no regression", bool(rejected), d["p"], d["p_raw"],
+                            float(-sign * d["bound"]) + 0.0)
+        out.append(Comparison(subject, Scores(before, now, low, high), decision, procedure,
+                              Power(t.sample.n, d["detectable"])))
     return out

@@ -40,38 +40,64 @@ def predicted_labels(y_true: np.ndarray, proba: np.ndarray) -> np.ndarray:
     return np.asarray(proba).argmax(axis=1)
 
 
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays
+class Memes:
+    """The memes a result scores, as the dataset gives them: each one's label of the task scored (`y_true`) and, for
+    per-group robustness, its group (e.g. PrideMM's target; "" = none); groups of fewer than `min_group_size` memes
+    are left out of the gap, their metrics too noisy. The clean result's and every condition's are the same."""
+
+    y_true: np.ndarray
+    groups: np.ndarray | None = None
+    min_group_size: int = 10
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays
+class Answers:
+    """What the detector answered on the memes, clean and under the condition: per-meme probabilities; the memes a
+    detector that can decline (a prompted vision-language model) declined to classify (None for one that always
+    answers); a repeat-sampled detector's answers [memes, k] (class index; detectors.sampling.DECLINED where
+    declined), whose vote shares the probabilities then are (detectors/sampling.py; None for one asked once)."""
+
+    proba_clean: np.ndarray
+    proba: np.ndarray
+    abstained_clean: np.ndarray | None = None
+    abstained: np.ndarray | None = None
+    sampled_clean: np.ndarray | None = None
+    sampled: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class AttackMeasures:
+    """The condition's edits measured on themselves, reported beside the detector's numbers: `caption_edit`, the
+    caption edit's size ("words_changed": mean share of words changed) with a text attack's own measures
+    ("textattack": TextAttack's success rate, queries and words changed); `picture_attack`, a per-meme image
+    attack's (image_attacks.summary: success, queries, sanity flags). None where there is no such edit."""
+
+    caption_edit: dict | None = None
+    picture_attack: dict | None = None
+
+
 @dataclass(eq=False)
 class ConditionResult:
+    """One condition's outcome for one model on one dataset: the memes (`memes`), the detector's answers on them
+    clean and under the condition (`answers`), the label task scored (a suite's may differ from the model card's)
+    and the attack's own measures; every number derived from them, with its interval under `stats`."""
+
     model: str
     dataset: str
     condition: Condition
-    y_true: np.ndarray
-    proba_clean: np.ndarray
-    proba: np.ndarray
+    memes: Memes
+    answers: Answers
     stats: StatsConfig = field(default_factory=StatsConfig)
-    groups: np.ndarray | None = None  # per-meme group name (e.g. PrideMM's target; "" = none) for per-group robustness
-    min_group_size: int = 10  # smaller groups are left out of the gap: their metrics are too noisy
-    task: str | None = None  # the label task scored (a suite's may differ from the model card's)
-    # the caption edit's size ("words_changed": mean share of words changed) and an attack's own measures
-    # ("textattack": TextAttack's success rate, queries and words changed); None without a caption edit
-    caption_edit: dict | None = None
-    # a per-meme image attack's own measures (image_attacks.summary: success, queries, sanity flags); None otherwise
-    picture_attack: dict | None = None
-    # the memes a detector that can decline (a prompted vision-language model) declined to classify, clean and under
-    # this condition; None for detectors that always answer
-    abstained_clean: np.ndarray | None = None
-    abstained: np.ndarray | None = None
-    # a repeat-sampled detector's answers [memes, k] (class index; detectors.sampling.DECLINED where declined), clean
-    # and under this condition; `proba` is then their vote shares (detectors/sampling.py). None for a detector asked
-    # once
-    sampled_clean: np.ndarray | None = None
-    sampled: np.ndarray | None = None
+    task: str | None = None
+    measures: AttackMeasures = AttackMeasures()
 
     @cached_property
     def answered(self) -> np.ndarray | None:
         """The memes answered both clean and under this condition: the only ones scored, since a meme the detector
         declined is neither class (None: every meme is scored)."""
-        declined = [np.asarray(a, bool) for a in (self.abstained_clean, self.abstained) if a is not None]
+        answers = self.answers
+        declined = [np.asarray(a, bool) for a in (answers.abstained_clean, answers.abstained) if a is not None]
         if not declined or not np.logical_or.reduce(declined).any():
             return None
         answered = ~np.logical_or.reduce(declined)
@@ -84,7 +110,7 @@ class ConditionResult:
     def _scored(self) -> tuple:
         """(truth, clean probabilities, probabilities, groups) of the memes scored."""
         rows = self.answered
-        arrays = (self.y_true, self.proba_clean, self.proba, self.groups)
+        arrays = (self.memes.y_true, self.answers.proba_clean, self.answers.proba, self.memes.groups)
         return arrays if rows is None else tuple(None if a is None else np.asarray(a)[rows] for a in arrays)
 
     @cached_property
@@ -92,15 +118,15 @@ class ConditionResult:
         """Whether the memes have labels: an unlabelled dataset's (meme.Dataset.unlabelled) are measured by the
         label-free measures only (flips, the confidence drop, abstentions), every label-bound one NaN, "not judged: no
         labels" (thresholds.why_undefined)."""
-        return not unlabelled(self.y_true)
+        return not unlabelled(self.memes.y_true)
 
     @cached_property
     def reference(self) -> np.ndarray:
         """What a meme's outputs are held against: its label, or, for unlabelled memes, the detector's clean
         prediction (what a flip, a worst example and a counterexample are then measured from)."""
         if self.labelled:
-            return np.asarray(self.y_true)
-        return predicted_labels(self.y_true, self.proba_clean)
+            return np.asarray(self.memes.y_true)
+        return predicted_labels(self.memes.y_true, self.answers.proba_clean)
 
     @property
     def scored_truth(self) -> np.ndarray:
@@ -112,14 +138,15 @@ class ConditionResult:
         def array(a):
             return None if a is None else {"dtype": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
 
-        groups = None if self.groups is None else [str(g) for g in self.groups.tolist()]
+        memes, answers = self.memes, self.answers
+        groups = None if memes.groups is None else [str(g) for g in memes.groups.tolist()]
         return {"model": self.model, "dataset": self.dataset, "condition": self.condition.id,
-                "y_true": array(np.asarray(self.y_true)), "proba_clean": array(np.asarray(self.proba_clean)),
-                "proba": array(np.asarray(self.proba)), "groups": groups, "task": self.task,
-                "caption_edit": self.caption_edit, "picture_attack": self.picture_attack,
-                "abstained_clean": array(self.abstained_clean),
-                "abstained": array(self.abstained),
-                "sampled_clean": array(self.sampled_clean), "sampled": array(self.sampled)}
+                "y_true": array(np.asarray(memes.y_true)), "proba_clean": array(np.asarray(answers.proba_clean)),
+                "proba": array(np.asarray(answers.proba)), "groups": groups, "task": self.task,
+                "caption_edit": self.measures.caption_edit, "picture_attack": self.measures.picture_attack,
+                "abstained_clean": array(answers.abstained_clean),
+                "abstained": array(answers.abstained),
+                "sampled_clean": array(answers.sampled_clean), "sampled": array(answers.sampled)}
 
     @classmethod
     def from_wire(cls, wire: dict, stats: StatsConfig) -> "ConditionResult":
@@ -129,12 +156,11 @@ class ConditionResult:
             return np.frombuffer(a["data"], dtype=np.dtype(a["dtype"])).reshape(a["shape"]).copy()
 
         groups = None if wire["groups"] is None else np.array(wire["groups"])
-        return cls(wire["model"], wire["dataset"], Condition.parse(wire["condition"]), array(wire["y_true"]),
-                   array(wire["proba_clean"]), array(wire["proba"]), stats, groups, task=wire.get("task"),
-                   caption_edit=wire.get("caption_edit"), picture_attack=wire.get("picture_attack"),
-                   abstained_clean=array(wire.get("abstained_clean")),
-                   abstained=array(wire.get("abstained")),
-                   sampled_clean=array(wire.get("sampled_clean")), sampled=array(wire.get("sampled")))
+        answers = Answers(array(wire["proba_clean"]), array(wire["proba"]), array(wire.get("abstained_clean")),
+                          array(wire.get("abstained")), array(wire.get("sampled_clean")), array(wire.get("sampled")))
+        return cls(wire["model"], wire["dataset"], Condition.parse(wire["condition"]),
+                   Memes(array(wire["y_true"]), groups), answers, stats, wire.get("task"),
+                   AttackMeasures(wire.get("caption_edit"), wire.get("picture_attack")))
 
     def group_scores(self, metric: str) -> dict[str, dict]:
         """Per group with at least `min_group_size` memes: its size, clean and perturbed metric, relative robustness."""
@@ -144,7 +170,7 @@ class ConditionResult:
         out = {}
         for group in sorted(set(groups.tolist()) - {""}):  # "": memes without a group
             rows = np.flatnonzero(groups == group)
-            if len(rows) < self.min_group_size:
+            if len(rows) < self.memes.min_group_size:
                 continue
             clean = metrics.METRICS[metric](y[rows], proba_clean[rows])
             now = metrics.METRICS[metric](y[rows], proba[rows])
@@ -183,7 +209,7 @@ class ConditionResult:
 
     @property
     def predictions(self) -> np.ndarray:
-        return predicted_labels(self.y_true, self.proba)
+        return predicted_labels(self.memes.y_true, self.answers.proba)
 
     @cached_property
     def _scored_labels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -241,7 +267,7 @@ class ConditionResult:
         the memes scored, not called benign clean, that it turns benign, with its interval (judge/instructions.py);
         None for any other condition."""
         _, proba_clean, proba, _ = self._scored
-        return followed_entry(self.condition.image, proba_clean, proba, np.ndim(self.y_true) == 2,
+        return followed_entry(self.condition.image, proba_clean, proba, np.ndim(self.memes.y_true) == 2,
                               self.stats.confidence)
 
     @cached_property
@@ -256,14 +282,14 @@ class ConditionResult:
     @property
     def abstention_rate(self) -> float | None:
         """The share of memes the detector declined to classify under this condition (None: it always answers)."""
-        return None if self.abstained is None else float(np.mean(self.abstained))
+        return None if self.answers.abstained is None else float(np.mean(self.answers.abstained))
 
     @property
     def abstention_increase(self) -> float | None:
         """How much more often it declines than on the clean memes (negative: less often)."""
-        if self.abstained is None or self.abstained_clean is None:
+        if self.answers.abstained is None or self.answers.abstained_clean is None:
             return None
-        return float(np.mean(self.abstained) - np.mean(self.abstained_clean))
+        return float(np.mean(self.answers.abstained) - np.mean(self.answers.abstained_clean))
 
     def ci(self, name: str, kind: str = "relative") -> tuple[float, float]:
         """Paired bootstrap interval of `metric` (kind="metric"), or of its relative/absolute robustness: the
@@ -284,13 +310,13 @@ class ConditionResult:
             # the abstentions' intervals are over every meme: they exist when too few answers are left to score
             if kind == "abstention_rate":
                 cache[key] = metrics.paired_bootstrap_samples(lambda now: float(np.mean(now)),
-                                                              self.abstained.astype(float), **resampling)
+                                                              self.answers.abstained.astype(float), **resampling)
             elif kind == "inconsistency":  # over every meme: a declined sample is left out, not its meme
-                cache[key] = sampling.inconsistency_samples(self.sampled, self._truth, **resampling)
+                cache[key] = sampling.inconsistency_samples(self.answers.sampled, self._truth, **resampling)
             elif kind == "abstention_increase":
                 cache[key] = metrics.paired_bootstrap_samples(
-                    lambda clean, now: float(np.mean(now) - np.mean(clean)), self.abstained_clean.astype(float),
-                    self.abstained.astype(float), **resampling)
+                    lambda clean, now: float(np.mean(now) - np.mean(clean)), self.answers.abstained_clean.astype(float),
+                    self.answers.abstained.astype(float), **resampling)
             else:
                 cache[key] = self._scored_samples(name, kind, resampling)
         return cache[key]
@@ -309,8 +335,9 @@ class ConditionResult:
             return metrics.flip_rate_samples(*self._scored_labels[1:], **resampling)
         if kind == "group_gap":
             def gap(y, clean, perturbed, groups):
-                view = ConditionResult(self.model, self.dataset, self.condition, y, clean, perturbed, self.stats,
-                                       groups, self.min_group_size)
+                view = ConditionResult(self.model, self.dataset, self.condition,
+                                       Memes(y, groups, self.memes.min_group_size), Answers(clean, perturbed),
+                                       self.stats)
                 return view.group_gap(name)
 
             return metrics.paired_bootstrap_samples(gap, y, proba_clean, proba, groups, **resampling)
@@ -321,20 +348,20 @@ class ConditionResult:
     def _truth(self) -> np.ndarray:
         """The labels the sampled answers are scored against; for unlabelled memes each meme's most frequent answer
         under this condition (sampling.majority_answers)."""
-        if self.labelled or self.sampled is None:
-            return np.asarray(self.y_true)
-        return sampling.majority_answers(self.sampled, self.proba.shape[1])
+        if self.labelled or self.answers.sampled is None:
+            return np.asarray(self.memes.y_true)
+        return sampling.majority_answers(self.answers.sampled, self.answers.proba.shape[1])
 
     @cached_property
     def sampling(self) -> dict | None:
         """A repeat-sampled detector's figures over every meme (judge/sampling.py): expected and consensus accuracy,
         internal variance, consistency, the declined share, the clean memes' self flip rate and, under a
         perturbation, the sampled and excess flip rates, each with its interval over memes; None when asked once."""
-        if self.sampled is None:
+        if self.answers.sampled is None:
             return None
         stats = self.stats
-        clean = None if self.condition.kind == "clean" or self.sampled_clean is None else self.sampled_clean
-        out = sampling.summary(self.sampled, self._truth, self.proba.shape[1], clean, stats.n_resamples,
+        clean = None if self.condition.kind == "clean" else self.answers.sampled_clean
+        out = sampling.summary(self.answers.sampled, self._truth, self.answers.proba.shape[1], clean, stats.n_resamples,
                                stats.confidence, stats.seed)
         if not self.labelled:  # scored against the answers' own mode: no accuracy
             for name in ("expected_accuracy", "consensus_accuracy"):
@@ -350,7 +377,8 @@ class ConditionResult:
     @cached_property
     def predictions_digest(self) -> str:
         """sha256 of the per-item probabilities (float32, rounded to 1e-6): two runs agree iff this agrees."""
-        return hashlib.sha256(np.round(self.proba.astype(np.float64), 6).astype(np.float32).tobytes()).hexdigest()
+        rounded = np.round(self.answers.proba.astype(np.float64), 6).astype(np.float32)
+        return hashlib.sha256(rounded.tobytes()).hexdigest()
 
     def as_dict(self) -> dict:
         try:
@@ -365,7 +393,7 @@ class ConditionResult:
                "text": c.text, "text_severity": c.text_severity, "image": c.image, "image_severity": c.image_severity,
                "n": 0, "metrics": dict.fromkeys(METRIC_NAMES, nan), "clean_metrics": dict.fromkeys(METRIC_NAMES, nan),
                "metrics_ci": {m: [nan, nan] for m in METRIC_NAMES}, "predictions_sha256": self.predictions_digest,
-               "abstention_rate": self.abstention_rate, "n_declined": int(len(self.y_true))}
+               "abstention_rate": self.abstention_rate, "n_declined": int(len(self.memes.y_true))}
         if self.sampling is not None:
             out["sampling"] = self.sampling
         if c.kind != "clean":
@@ -404,23 +432,24 @@ class ConditionResult:
             out["attack_success_rate"] = self.attack_success_rate
             if self.instruction_followed is not None:
                 out["instruction_followed"] = self.instruction_followed
-        if self.caption_edit is not None:
-            out["caption_edit"] = self.caption_edit
-        if self.picture_attack is not None and not self.labelled:
-            out["picture_attack"] = dict(self.picture_attack)
-        elif self.picture_attack is not None:  # with what it fooled of the memes right clean, on this detector
+        if self.measures.caption_edit is not None:
+            out["caption_edit"] = self.measures.caption_edit
+        if self.measures.picture_attack is not None and not self.labelled:
+            out["picture_attack"] = dict(self.measures.picture_attack)
+        elif self.measures.picture_attack is not None:  # with what it fooled of the memes right clean, on this detector
             fooled = self.fooled
-            out["picture_attack"] = {**self.picture_attack, "fooled_of_right_clean": fooled["fooled"],
+            out["picture_attack"] = {**self.measures.picture_attack, "fooled_of_right_clean": fooled["fooled"],
                                      "right_clean": fooled["right_clean"]}
-        if self.abstained is not None:
+        if self.answers.abstained is not None:
             out["abstention_rate"] = self.abstention_rate
-            out["n_declined"] = int(len(self.y_true) - len(self._scored[0]))  # clean or here: left out of the metrics
-            if c.kind != "clean" and self.abstained_clean is not None:
+            # clean or here: left out of the metrics
+            out["n_declined"] = int(len(self.memes.y_true) - len(self._scored[0]))
+            if c.kind != "clean" and self.answers.abstained_clean is not None:
                 out["abstention_increase"] = self.abstention_increase
                 out["abstention_increase_ci"] = list(self.ci("abstention", "abstention_increase"))
         out["metrics_ci"] = {m: list(self.ci(m, "metric")) for m in METRIC_NAMES}
         if self.sampling is not None:
             out["sampling"] = self.sampling
-        if self.groups is not None and c.kind != "clean":
+        if self.memes.groups is not None and c.kind != "clean":
             out["groups"] = {m: self.group_scores(m) for m in METRIC_NAMES}
         return out

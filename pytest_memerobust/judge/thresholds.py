@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -19,18 +19,34 @@ def _is_finite_number(value) -> bool:
 
 
 @dataclass(frozen=True)
-class Thresholds:
-    """`decision="estimate"` fails when the point estimate crosses a threshold; `"confident"` only when the whole
-    confidence interval does (use it on small datasets, where one unlucky draw should not fail CI)."""
+class MetricThresholds:
+    """The thresholds set per metric (accuracy, auroc, macro_f1), each a table of metric = limit: floors on relative
+    and absolute robustness and on the clean score, and a ceiling on the gap between groups. An override replaces
+    them metric by metric (`Thresholds.merged`)."""
 
     min_relative_robustness: dict[str, float] = field(default_factory=dict)
     min_absolute_robustness: dict[str, float] = field(default_factory=dict)
+    min_clean: dict[str, float] = field(default_factory=dict)
+    max_group_gap: dict[str, float] = field(default_factory=dict)  # best minus worst group's relative robustness
+
+
+PER_METRIC = tuple(f.name for f in fields(MetricThresholds))
+# every key of a suite's [thresholds] table, in the order a case's record holds them
+KEYS = ("min_relative_robustness", "min_absolute_robustness", "max_flip_rate", "max_confidence_drop", "min_clean",
+        "max_group_gap", "max_abstention_rate", "max_abstention_increase", "max_inconsistency", "decision")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """`decision="estimate"` fails when the point estimate crosses a threshold; `"confident"` only when the whole
+    confidence interval does (use it on small datasets, where one unlucky draw should not fail CI). A suite's table
+    sets them as flat keys (`KEYS`), which `from_mapping` reads and `mapping` gives back."""
+
+    per_metric: MetricThresholds = field(default_factory=MetricThresholds)
     max_flip_rate: float | None = None
     # the mean drop in the probability of each meme's clean prediction (ConditionResult.confidence_drop): label-free,
     # as the flip rate, and it moves before predictions flip
     max_confidence_drop: float | None = None
-    min_clean: dict[str, float] = field(default_factory=dict)
-    max_group_gap: dict[str, float] = field(default_factory=dict)  # best minus worst group's relative robustness
     # for detectors that can decline (prompted vision-language models): the share of memes declined, and its rise
     # from clean; ignored for detectors that always answer
     max_abstention_rate: float | None = None
@@ -42,12 +58,11 @@ class Thresholds:
 
     @classmethod
     def from_mapping(cls, data: dict, where: str) -> "Thresholds":
-        """Validated construction; `where` names the file and table for the error message."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        """Validated construction from a suite's flat keys; `where` names the file and table for the error message."""
+        unknown = set(data) - set(KEYS)
         if unknown:
-            raise ValueError(f"{where}: unknown threshold key(s) {sorted(unknown)}; valid: {sorted(known)}")
-        for key in ("min_relative_robustness", "min_absolute_robustness", "min_clean", "max_group_gap"):
+            raise ValueError(f"{where}: unknown threshold key(s) {sorted(unknown)}; valid: {sorted(KEYS)}")
+        for key in PER_METRIC:
             floors = data.get(key, {})
             if not isinstance(floors, dict):
                 raise ValueError(f"{where}.{key}: expected a table of metric = number, got {floors!r}")
@@ -63,12 +78,22 @@ class Thresholds:
                 raise ValueError(f"{where}.{key}: expected a number in [{low}, 1], got {data[key]!r}")
         if data.get("decision", "estimate") not in DECISIONS:
             raise ValueError(f"{where}.decision: expected one of {DECISIONS}, got {data['decision']!r}")
-        return cls(**data)
+        return cls._of(data)
+
+    @classmethod
+    def _of(cls, data: dict) -> "Thresholds":
+        """Built from flat keys (`KEYS`), unchecked: the per-metric tables into their part."""
+        per_metric = MetricThresholds(**{key: value for key, value in data.items() if key in PER_METRIC})
+        return cls(per_metric, **{key: value for key, value in data.items() if key not in PER_METRIC})
+
+    def mapping(self) -> dict:
+        """Every key as a suite's table sets it (flat), in the order of a case's record."""
+        return {key: getattr(self.per_metric if key in PER_METRIC else self, key) for key in KEYS}
 
     def as_dict(self) -> dict:
         """Every key and value, for a case's record; `max_inconsistency` and `max_confidence_drop` only where set (a
         run without them keeps the record it had before the keys existed)."""
-        d = asdict(self)
+        d = {key: dict(value) if isinstance(value, dict) else value for key, value in self.mapping().items()}
         for key in ("max_inconsistency", "max_confidence_drop"):
             if d[key] is None:
                 del d[key]
@@ -76,14 +101,12 @@ class Thresholds:
 
     def merged(self, override: "Thresholds | dict") -> "Thresholds":
         """These thresholds with an override's keys replacing (per metric) the ones it sets."""
-        o = override if isinstance(override, dict) else {f.name: getattr(override, f.name) for f in fields(override)}
-        changes = {}
-        for f in fields(self):
-            if f.name not in o:
-                continue
-            value = o[f.name]
-            changes[f.name] = {**getattr(self, f.name), **value} if isinstance(value, dict) else value
-        return replace(self, **changes)
+        o = override if isinstance(override, dict) else override.mapping()
+        mine = self.mapping()
+        for key in KEYS:
+            if key in o:
+                mine[key] = {**mine[key], **o[key]} if isinstance(o[key], dict) else o[key]
+        return self._of(mine)
 
 
 @dataclass(frozen=True)
@@ -182,25 +205,26 @@ def _checks(result: ConditionResult, thresholds: Thresholds) -> list[tuple]:
     """Every threshold `result` is judged on, as (what, value, limit, required comparison, (name, kind) of its
     bootstrap in ConditionResult.ci/samples): what `assess` and `case_p_value` both read."""
     out = []
-    if result.abstained is not None and thresholds.max_abstention_rate is not None:
+    if result.answers.abstained is not None and thresholds.max_abstention_rate is not None:
         out.append(("abstention rate", result.abstention_rate, thresholds.max_abstention_rate, "<=",
                     ("abstention", "abstention_rate")))
-    if result.sampled is not None and thresholds.max_inconsistency is not None:
-        out.append((f"inconsistency (memes whose {result.sampled.shape[1]} answers disagree)", result.inconsistency,
+    sampled = result.answers.sampled
+    if sampled is not None and thresholds.max_inconsistency is not None:
+        out.append((f"inconsistency (memes whose {sampled.shape[1]} answers disagree)", result.inconsistency,
                     thresholds.max_inconsistency, "<=", ("sampling", "inconsistency")))
     if result.condition.kind == "clean":
         return out + [(f"clean {metric}", result.metric(metric), limit, ">=", (metric, "metric"))
-                      for metric, limit in thresholds.min_clean.items()]
+                      for metric, limit in thresholds.per_metric.min_clean.items()]
     if result.abstention_increase is not None and thresholds.max_abstention_increase is not None:
         out.append(("abstention increase", result.abstention_increase, thresholds.max_abstention_increase, "<=",
                     ("abstention", "abstention_increase")))
     out += [(f"relative robustness of {metric}", result.relative_robustness(metric), limit, ">=", (metric, "relative"))
-            for metric, limit in thresholds.min_relative_robustness.items()]
+            for metric, limit in thresholds.per_metric.min_relative_robustness.items()]
     out += [(f"absolute robustness of {metric}", result.absolute_robustness(metric), limit, ">=", (metric, "absolute"))
-            for metric, limit in thresholds.min_absolute_robustness.items()]
-    if result.groups is not None:
+            for metric, limit in thresholds.per_metric.min_absolute_robustness.items()]
+    if result.memes.groups is not None:
         out += [(f"group gap in relative robustness of {metric}", result.group_gap(metric), limit, "<=",
-                 (metric, "group_gap")) for metric, limit in thresholds.max_group_gap.items()]
+                 (metric, "group_gap")) for metric, limit in thresholds.per_metric.max_group_gap.items()]
     if thresholds.max_flip_rate is not None:
         out.append(("flip rate", result.flip_rate, thresholds.max_flip_rate, "<=", ("flip_rate", "flip_rate")))
     if thresholds.max_confidence_drop is not None:

@@ -75,6 +75,8 @@ def transfer_from_results(results) -> list[dict]:
                 r = (by_key.get((target, dataset, plain_id)) if source == target
                      else next((x for x in crafted if x.model == target and x.condition.source == source), None))
                 if r is not None:
-                    cells.append(transfer_cell(source, target, plain_id, r.y_true, r.proba_clean, r.proba))
+                    answers = r.answers
+                    cells.append(transfer_cell(source, target, plain_id, r.memes.y_true, answers.proba_clean,
+                                               answers.proba))
         out.append({"dataset": dataset, **transfer_matrix(cells)})
     return out

@@ -96,7 +96,7 @@ def case_record(*, nodeid: str, model: str, dataset: str, suite: str, condition,
     from .thresholds import failing, verdict
 
     failing_now = failing(violations, decision)
-    regressed = any(c.regressed for c in comparisons)
+    regressed = any(c.decision.regressed for c in comparisons)
     return {
         "nodeid": nodeid, "model": model, "dataset": dataset, "suite": suite, "condition": condition.id,
         "family": condition_family(condition), "outcome": None, "verdict": verdict(violations, unjudged, judged),
@@ -135,7 +135,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     `collected`: how many robustness tests it collected, said beside how many ran."""
     import numpy as np
 
-    from .gate import Comparison, ErrorControl, summarize
+    from .gate import Comparison, summarize
     from .multiplicity import benjamini_hochberg
 
     confident = [r for r in records if r.get("decision") == "confident" and r.get("p_value") is not None
@@ -162,9 +162,7 @@ def run_verdict(records: list[dict], *, gate: str, baseline: str | None, q: floa
     comparisons = [c for r in records for c in r["regressions"]]
     summary_of_gate = None
     if baseline is not None:  # `baseline_conditions`: every `model on spec: condition` the baseline holds
-        rows = [Comparison(**{k: v for k, v in c.items() if k not in ("difference", "ci", "control")},
-                           low=c["ci"][0], high=c["ci"][1], control=ErrorControl.parse(c["control"]))
-                for c in comparisons]
+        rows = [Comparison.from_dict(c) for c in comparisons]
         # a case not judged on its thresholds was measured, and compared with the baseline
         measured = [r for r in records if r["outcome"] != "skipped" or r["verdict"] == NOT_JUDGED]
         ran = {r["baseline_key"] for r in measured if r.get("baseline_key")}

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -32,23 +32,33 @@ QUERY_BATCH = {"cpu": 8, "cuda": 256}
 SET_QUERY_BATCH = {"cpu": 32, "cuda": 256}
 
 
+@dataclass(frozen=True)
+class CleanInputs:
+    """The memes' clean inputs (row i: the i-th meme): the side an attack holds fixed, paired with the side it
+    perturbs whenever it asks the detector."""
+
+    image_features: np.ndarray | None = None  # clean image features (split detectors)
+    images: Sequence | None = None  # clean pictures (black-box detectors)
+    captions: Sequence[str] | None = None  # the clean captions (what an image attack holds fixed)
+
+
 @dataclass
 class AttackContext:
     """What a model-aware perturbation may use, for the memes being perturbed (index i = the i-th meme)."""
 
     detector: object
     labels: np.ndarray
-    image_features: np.ndarray | None = None  # clean image features (split detectors)
-    images: Sequence | None = None  # clean pictures (black-box detectors)
+    clean: CleanInputs = field(default_factory=CleanInputs)
     training: Callable[[], tuple[list[str], np.ndarray, Sequence]] | None = None  # (captions, labels, memes)
-    trigger_target: int = 0  # the class a universal trigger pushes towards (0: make hateful memes pass as benign)
     cache_dir: Path | None = None
     memo: dict = field(default_factory=dict)
-    outcomes: dict = field(default_factory=dict)  # (perturbation, severity) -> an attack's own measures (textattack)
-    captions: Sequence[str] | None = None  # the clean captions (what an image attack holds fixed)
     ids: Sequence[str] | None = None  # the memes' ids (what a per-meme attack's memo is keyed by)
     seed: int = 0  # the run's seed: an attack made of other registered attacks draws each one's own generator
-    searches: dict = field(default_factory=dict)  # HotFlip's searches per meme, shared by its severities
+    # state the context accumulates as attacks run, never passed in:
+    outcomes: dict = field(init=False, default_factory=dict)  # (perturbation, severity) -> an attack's own measures
+    searches: dict = field(init=False, default_factory=dict)  # HotFlip's searches per meme, shared by its severities
+    # the class a universal trigger pushes towards (0: make hateful memes pass as benign); part of a trigger's cache key
+    trigger_target: ClassVar[int] = 0
 
     def probabilities(self, captions: Sequence[str], rows: Sequence[int], batch_size: int | None = None,
                       per_query: bool = True) -> np.ndarray:
@@ -66,12 +76,13 @@ class AttackContext:
         if batch_size is None:
             sizes = QUERY_BATCH if per_query else SET_QUERY_BATCH
             batch_size = sizes["cuda" if device_type(det) == "cuda" else "cpu"]
-        split = hasattr(det, "head") and self.image_features is not None
+        clean = self.clean
+        split = hasattr(det, "head") and clean.image_features is not None
 
         def ask(part_rows: list[int], part: list[str]) -> np.ndarray:
             if split:
-                return det.head(self.image_features[part_rows], det.encode_texts(part))
-            pictures = [self.images[r] for r in part_rows] if self.images is not None else [None] * len(part)
+                return det.head(clean.image_features[part_rows], det.encode_texts(part))
+            pictures = [clean.images[r] for r in part_rows] if clean.images is not None else [None] * len(part)
             return det.predict_proba(pictures, part)
 
         buckets = caption_buckets(det)
@@ -94,7 +105,7 @@ class AttackContext:
 
     @property
     def white_box(self) -> bool:
-        return callable(getattr(self.detector, "text_saliency", None)) and self.image_features is not None
+        return callable(getattr(self.detector, "text_saliency", None)) and self.clean.image_features is not None
 
     @property
     def fingerprint(self) -> str:
@@ -156,13 +167,13 @@ def _saliencies(texts: list[str], rows: list[int], labels: list[int], context: A
     if buckets is None:
         return [tokens for k in range(0, len(texts), 64)
                 for tokens in detector.text_saliency(texts[k : k + 64], labels[k : k + 64],
-                                                     context.image_features[rows[k : k + 64]])]
+                                                     context.clean.image_features[rows[k : k + 64]])]
     out: list = [None] * len(texts)
     for length, members in shaped_batches(len(texts), SALIENCY_BATCH, buckets(texts)):
         batch = filled(members, SALIENCY_BATCH)
         with fixed_shapes(length):
             found = detector.text_saliency([texts[i] for i in batch], [labels[i] for i in batch],
-                                           context.image_features[[rows[i] for i in batch]])
+                                           context.clean.image_features[[rows[i] for i in batch]])
         for i, tokens in zip(members, found):
             out[i] = tokens
     return out
@@ -312,7 +323,7 @@ def find_trigger(context: AttackContext, length: int, seed: int, candidates: int
     if hasattr(detector, "head"):
         image_features = (detector.encode_images(pictures) if reads_images
                           else np.zeros((len(rows), 0), dtype=np.float32))
-    train = AttackContext(detector, np.asarray(all_labels)[rows], image_features, pictures)
+    train = AttackContext(detector, np.asarray(all_labels)[rows], CleanInputs(image_features, pictures))
     rows = np.arange(len(rows))
     target = [context.trigger_target] * len(rows)
     backbone = getattr(context.detector, "text_backbone", None)

@@ -116,9 +116,9 @@ def targets(context, rows: Sequence[int], captions: Sequence[str] | None = None)
     if is_multilabel(context.detector):
         raise ConfigError("the per-meme image attacks attack one true class per meme; this detector's task is "
                           "multi-label")
-    if context.captions is None:
+    if context.clean.captions is None:
         raise ValueError("an image attack holds the caption fixed: this attack context has no captions")
-    captions = [context.captions[r] for r in rows] if captions is None else list(captions)
+    captions = [context.clean.captions[r] for r in rows] if captions is None else list(captions)
     detector = context.detector
     split = callable(getattr(detector, "head", None)) and callable(getattr(detector, "encode_texts", None))
     reads_text = "text" in getattr(detector, "modalities", ("image", "text"))

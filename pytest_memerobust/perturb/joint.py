@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attacks import HOTFLIP_STEPS, AttackContext, hotflip_batch
+from .attacks import HOTFLIP_STEPS, AttackContext, CleanInputs, hotflip_batch
 from .distance import words_changed
 from .human_edits import human_candidates
 from .image_attacks import (LINF_LEVELS, PGD_STEPS, _gradient, _project, _random_start, keep_records, margin, pgd,
@@ -44,7 +44,7 @@ def _caption_round(context, caption: str, row: int, picture, steps: int, rng, ed
     features = None
     if split:
         features = detector.encode_images([picture]) if reads_image else np.zeros((1, 0), dtype=np.float32)
-    one = AttackContext(detector, np.asarray([context.labels[row]]), features, [picture])
+    one = AttackContext(detector, np.asarray([context.labels[row]]), CleanInputs(features, [picture]))
     counted = _Counting(one)
     return hotflip_batch([caption], [0], 1, [rng], counted, steps=steps, edits=edits)[0], counted.queries
 
@@ -53,7 +53,7 @@ class _Counting(AttackContext):
     """An attack context that counts the captions it asks the detector about (the black-box fallback's queries)."""
 
     def __init__(self, base: AttackContext):
-        super().__init__(base.detector, base.labels, base.image_features, base.images)
+        super().__init__(base.detector, base.labels, base.clean)
         self.queries = 0
 
     def probabilities(self, captions, rows, batch_size: int | None = None, per_query: bool = True):
@@ -100,7 +100,7 @@ def co_attack_one(context, row: int, picture, severity: int, rng, edits=None,
     margin, and moves the picture on against it. Each round stops the meme once it is fooled."""
     from .image_attacks import member_generator
 
-    clean_caption = context.captions[row]
+    clean_caption = context.clean.captions[row]
     eps = float(LINF_LEVELS[severity - 1])
     budget = HOTFLIP_STEPS[severity - 1]
     x0 = picture.float()[None]

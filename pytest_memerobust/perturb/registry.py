@@ -26,14 +26,24 @@ MODALITIES = ("text", "image")
 
 
 @dataclass(frozen=True)
-class Perturbation:
-    name: str
-    modality: str
-    family: str
+class PerturbationCode:
+    """The functions that compute a perturbation, and what they take."""
+
     fn: Callable = field(repr=False)
-    severities: tuple[int, ...] = (1, 2, 3, 4, 5)
+    # many items at once: fn(items, severity, rngs), or for attacks fn(items, indices, severity, rngs, context);
+    # for pictures it takes tensors or arrays and returns the kind it was given
+    batch: Callable | None = field(default=None, repr=False)
+    # what `fn` takes for a picture: "tensor" (3 x H x W uint8 on its device) or "array" (H x W x 3 uint8)
+    takes: str = "array"
+    doc: str = ""  # the first line of fn's docstring (what `memerobust list` prints)
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What a perturbation does to a meme besides its own side: whether the label still holds, and how an image
+    edit uses the caption (draws it, acts on where it sits, or chooses it)."""
+
     label_preserving: bool = True
-    needs_model: bool = False
     # An image edit that draws a caption, fn(x, severity, rng, caption): "condition" draws the caption the
     # condition gives the text channel (pixels and text agree), "clean" the clean one (they disagree under a
     # caption attack).
@@ -41,30 +51,48 @@ class Perturbation:
     # An image edit that acts on the text the picture shows: fn(x, severity, rng, ..., text_boxes=boxes or None)
     # (data/text_boxes.py: where the caption sits, from an OCR reading or the renderer).
     reads_text_boxes: bool = False
-    tags: frozenset[str] = frozenset()
-    doc: str = ""
-    # many items at once: fn(items, severity, rngs), or for attacks fn(items, indices, severity, rngs, context);
-    # for pictures it takes tensors or arrays and returns the kind it was given
-    batch: Callable | None = field(default=None, repr=False)
-    # what `fn` takes for a picture: "tensor" (3 x H x W uint8 on its device) or "array" (H x W x 3 uint8)
-    takes: str = "array"
     # a joint attack: an image attack that also chooses the caption the detector reads with its picture (the
     # engine reads that caption as the condition's text side; joint.py)
     rewrites_caption: bool = False
-    # the integer parameters an attack takes, with their defaults (`apgd_ce:restarts=5`, `square:queries=5000`):
-    # `batch` takes them, and the name to record its outcomes under, as keywords
-    parameters: tuple[tuple[str, int], ...] = ()
-    settings: tuple[tuple[str, int], ...] = ()  # the parameters this name sets (the others keep their defaults)
-    # the name its generators are keyed by: an attack with parameters draws what its plain attack draws
-    key: str = ""
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """How strong a perturbation is asked to be: its severities and, for an attack, its integer parameters; and
+    what its random generators are keyed by."""
+
+    severities: tuple[int, ...] = (1, 2, 3, 4, 5)
     # False: one generator per (seed, meme) for every severity: an attack whose severities are points on one search
     # (HotFlip: severity k is the search after k's number of edits), so the severities share it
     keyed_by_severity: bool = True
+    # the integer parameters an attack takes, with their defaults (`apgd_ce:restarts=5`, `square:queries=5000`):
+    # `batch` takes them, and the name to record its outcomes under, as keywords
+    defaults: tuple[tuple[str, int], ...] = ()
+    settings: tuple[tuple[str, int], ...] = ()  # the parameters this name sets (the others keep their defaults)
+    # the name its generators are keyed by: an attack with parameters draws what its plain attack draws
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A registered perturbation: its name, side and family, its code, whether it attacks the detector, its tags,
+    what it does besides its side, and how strong it is asked to be."""
+
+    name: str
+    modality: str
+    family: str
+    code: PerturbationCode
+    needs_model: bool = False  # an attack: crafted against the detector (AttackContext)
+    tags: frozenset[str] = frozenset()
+    traits: Traits = Traits()
+    parameters: Parameters = Parameters()
 
     def rng(self, seed: int, meme_id: str, severity: int | None) -> np.random.Generator:
         """The generator for one (seed, meme, perturbation, severity; not the severity for an attack not
         `keyed_by_severity`): independent of order and batch."""
-        key = f"{seed}\0{meme_id}\0{self.key or self.name}\0{severity if self.keyed_by_severity else '*'}".encode()
+        parameters = self.parameters
+        key = (f"{seed}\0{meme_id}\0{parameters.key or self.name}\0"
+               f"{severity if parameters.keyed_by_severity else '*'}").encode()
         digest = hashlib.blake2b(key, digest_size=16).digest()
         return np.random.default_rng(np.frombuffer(digest, dtype=np.uint32))
 
@@ -76,10 +104,9 @@ class Perturbation:
         return self.needs_model and "universal" in self.tags
 
     def check_severity(self, severity: int | None) -> None:
-        if self.severities and severity not in self.severities:
-            raise ValueError(
-                f"perturbation {self.name!r} has no severity {severity!r}; valid: {list(self.severities)}"
-            )
+        severities = self.parameters.severities
+        if severities and severity not in severities:
+            raise ValueError(f"perturbation {self.name!r} has no severity {severity!r}; valid: {list(severities)}")
 
     def __call__(self, x, severity: int | None, rng: np.random.Generator, *extra):
         """One item; `extra` is what the kind needs besides (the caption, for a caption-drawing edit)."""
@@ -88,17 +115,18 @@ class Perturbation:
 
     def _one(self, x, severity, rng, *extra, **keywords):
         """`fn` on one item, converting a picture to the kind `fn` takes and the result back to the kind given."""
+        fn = self.code.fn
         if self.modality != "image":
-            return self.fn(x, severity, rng, *extra, **keywords)
+            return fn(x, severity, rng, *extra, **keywords)
         from ..data.pictures import as_picture, to_array
 
         given_tensor = not isinstance(x, np.ndarray)
-        if self.takes == "tensor":
-            out = self.fn(as_picture(x), severity, rng, *extra, **keywords)
+        if self.code.takes == "tensor":
+            out = fn(as_picture(x), severity, rng, *extra, **keywords)
             return out if given_tensor else to_array(out)
         if given_tensor:  # a numpy step: the picture leaves its device for this step only
-            return as_picture(self.fn(to_array(x), severity, rng, *extra, **keywords), x.device)
-        return self.fn(x, severity, rng, *extra, **keywords)
+            return as_picture(fn(to_array(x), severity, rng, *extra, **keywords), x.device)
+        return fn(x, severity, rng, *extra, **keywords)
 
     def apply(self, items: Sequence, meme_ids: Sequence[str], severity: int | None, seed: int,
               context=None, captions: Sequence[str] | None = None, text_boxes: Sequence | None = None,
@@ -114,11 +142,12 @@ class Perturbation:
             raise ValueError(f"perturbation {self.name!r}: {len(text_boxes)} sets of text boxes for {len(items)} "
                              f"pictures")
         boxes = list(text_boxes) if text_boxes is not None else [None] * len(items)
+        batch = self.code.batch
 
         def keywords(k: int) -> dict:
-            return {"text_boxes": boxes[k]} if self.reads_text_boxes else {}
+            return {"text_boxes": boxes[k]} if self.traits.reads_text_boxes else {}
 
-        if self.caption_source:
+        if self.traits.caption_source:
             if captions is None or len(captions) != len(items):
                 raise ValueError(f"perturbation {self.name!r} draws the caption onto the picture: it needs one "
                                  f"caption per picture")
@@ -126,8 +155,8 @@ class Perturbation:
                     for k, (x, mid, caption) in enumerate(zip(items, meme_ids, captions))]
         if not self.needs_model:
             rngs = [self.rng(seed, mid, severity) for mid in meme_ids]
-            if self.batch is not None:  # batched on the pictures' device; same result per item
-                return self.batch(list(items), severity, rngs)
+            if batch is not None:  # batched on the pictures' device; same result per item
+                return batch(list(items), severity, rngs)
             return [self._one(x, severity, rng, **keywords(k)) for k, (x, rng) in enumerate(zip(items, rngs))]
         if context is None:
             raise ValueError(f"perturbation {self.name!r} attacks a detector: it needs an AttackContext")
@@ -137,13 +166,13 @@ class Perturbation:
         # which index the detector's labels.
         kept = [i for i, x in enumerate(items) if self.modality != "text" or str(x).strip()]
         out = list(items)
-        if self.batch is not None:  # same result per item, computed a whole batch (or block) at once
+        if batch is not None:  # same result per item, computed a whole batch (or block) at once
             step = block or max(1, len(items))
             for start in range(0, len(items), step):
                 rows = [i for i in kept if start <= i < start + step]
                 if rows:
-                    for i, value in zip(rows, self.batch([items[i] for i in rows], rows, severity,
-                                                         [rngs[i] for i in rows], context)):
+                    for i, value in zip(rows, batch([items[i] for i in rows], rows, severity,
+                                                    [rngs[i] for i in rows], context)):
                         out[i] = value
             return out
         for i in kept:
@@ -175,7 +204,7 @@ def register(
     """Decorator that records `fn(x, severity, rng)` under `name`; `takes` says whether an image perturbation's
     `fn` takes a picture tensor or an array (see the module's docstring); `parameters`, an attack's integer
     parameters with their defaults (its `batch` takes them as keywords); `keyed_by_severity=False`, an attack whose
-    severities share one generator per meme (Perturbation.keyed_by_severity)."""
+    severities share one generator per meme (Parameters.keyed_by_severity)."""
     if rewrites_caption and (modality != "image" or not needs_model):
         raise ValueError(f"perturbation {name!r}: only an image attack (needs_model) may rewrite the caption")
     if takes not in ("tensor", "array"):
@@ -188,25 +217,21 @@ def register(
     def decorator(fn):
         old = _REGISTRY.get(name)
         # The same function imported again (a reloaded module) replaces its entry; another function may not.
-        if old is not None and (old.fn.__module__, old.fn.__qualname__) != (fn.__module__, fn.__qualname__):
-            raise ValueError(f"perturbation {name!r} is already registered by {old.fn.__module__}")
+        old_fn = old.code.fn if old is not None else None
+        if old_fn is not None and (old_fn.__module__, old_fn.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise ValueError(f"perturbation {name!r} is already registered by {old_fn.__module__}")
         _REGISTRY[name] = Perturbation(
             name=name,
             modality=modality,
             family=family or name,
-            fn=fn,
-            severities=tuple(severities or ()),
-            label_preserving=label_preserving,
+            code=PerturbationCode(fn, batch, takes,
+                                  doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""),
             needs_model=needs_model,
-            caption_source=caption_source,
-            reads_text_boxes=reads_text_boxes,
             tags=frozenset(tags) | {modality},
-            doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
-            batch=batch,
-            takes=takes,
-            rewrites_caption=rewrites_caption,
-            parameters=tuple(sorted((parameters or {}).items())),
-            keyed_by_severity=keyed_by_severity,
+            traits=Traits(label_preserving=label_preserving, caption_source=caption_source,
+                          reads_text_boxes=reads_text_boxes, rewrites_caption=rewrites_caption),
+            parameters=Parameters(severities=tuple(severities or ()), keyed_by_severity=keyed_by_severity,
+                                  defaults=tuple(sorted((parameters or {}).items()))),
         )
         return fn
 
@@ -256,7 +281,7 @@ def _with_parameters(base: Perturbation, given: dict[str, str]) -> Perturbation:
     from dataclasses import replace
     from functools import partial
 
-    defaults = dict(base.parameters)
+    defaults = dict(base.parameters.defaults)
     values = {}
     for key, text in given.items():
         if key not in defaults:
@@ -272,13 +297,14 @@ def _with_parameters(base: Perturbation, given: dict[str, str]) -> Perturbation:
         return base
     name = base.name + ":" + ",".join(f"{k}={v}" for k, v in chosen.items())
     if name not in _PARAMETERISED:
-        batch = partial(base.batch, name=name, **chosen)
+        batch = partial(base.code.batch, name=name, **chosen)
 
         def fn(x, severity, rng, context, index):
             return batch([x], [index], severity, [rng], context)[0]
 
-        _PARAMETERISED[name] = replace(base, name=name, fn=fn, batch=batch, key=base.name,
-                                          settings=tuple(chosen.items()))
+        _PARAMETERISED[name] = replace(base, name=name, code=replace(base.code, fn=fn, batch=batch),
+                                       parameters=replace(base.parameters, key=base.name,
+                                                          settings=tuple(chosen.items())))
     return _PARAMETERISED[name]
 
 

@@ -16,33 +16,34 @@ def _number(value: float) -> str:
 
 
 def _interval(c) -> str:
-    return f"[{_signed(c.low)}, {_signed(c.high)}]"
+    return f"[{_signed(c.scores.low)}, {_signed(c.scores.high)}]"
 
 
 def _recipe_state(c) -> str:
     if not c.judged:
         return "not judged"
-    return "B WORSE" if c.regressed else "B BETTER" if c.improved else "no difference"
+    return "B WORSE" if c.decision.regressed else "B BETTER" if c.improvement.improved else "no difference"
 
 
 def recipe_rows(comparisons) -> list[list[str]]:
     """Every family mean, clean and every condition with a decision, one row per rule; the others are in the JSON."""
-    shown = [c for c in comparisons if c.members or c.condition == "clean" or c.regressed or c.improved
-             or not c.judged]
-    return [[_recipe_state(c), short_condition(c.condition), c.rule, f"{_number(c.before)} → {_number(c.now)}",
-             _signed(c.difference), _interval(c), _p(toward_p(c.as_dict())), _number(c.detectable)] for c in shown]
+    shown = [c for c in comparisons if c.subject.members or c.subject.condition == "clean" or c.decision.regressed
+             or c.improvement.improved or not c.judged]
+    return [[_recipe_state(c), short_condition(c.subject.condition), c.subject.rule,
+             f"{_number(c.scores.before)} → {_number(c.scores.now)}", _signed(c.difference), _interval(c),
+             _p(toward_p(c.as_dict())), _number(c.power.detectable)] for c in shown]
 
 
 def count_lines(comparisons, worse: str, better: str) -> list[str]:
     """`0 of 7 conditions and 0 of 2 family means B worse ... (clean did not)`, then the same for better."""
     from ..judge.gate import _count_line
 
-    conditions = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if not c.members))
-    means = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if c.members))
+    conditions = list(dict.fromkeys(c.subject.case for c in comparisons if not c.subject.members))
+    means = list(dict.fromkeys(c.subject.case for c in comparisons if c.subject.members))
     lines = []
-    for verb, flag in ((worse, "regressed"), (better, "improved")):
-        found = list(dict.fromkeys((c.model, c.dataset, c.condition) for c in comparisons if getattr(c, flag)))
-        lines.append(_count_line(found, conditions, means, verb))
+    for verb, found in ((worse, [c.subject.case for c in comparisons if c.decision.regressed]),
+                        (better, [c.subject.case for c in comparisons if c.improvement.improved])):
+        lines.append(_count_line(list(dict.fromkeys(found)), conditions, means, verb))
     return lines
 
 
@@ -54,7 +55,7 @@ def power_clause(summary: dict) -> str:
 def recipe_lines(paths, seeds, comparisons, summary: dict, control, warnings) -> list[str]:
     """What `memerobust compare --recipe` prints: the arms, the method, the warnings, the table, both counts and the
     power."""
-    memes = max((c.memes for c in comparisons), default=0)
+    memes = max((c.power.memes for c in comparisons), default=0)
     judged = [c for c in comparisons if c.judged]
     lines = [f"recipe A: {seeds[0]} checkpoints ({_files(paths[0])}); recipe B: {seeds[1]} checkpoints "
              f"({_files(paths[1])}); the same {memes} memes",

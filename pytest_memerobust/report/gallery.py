@@ -26,12 +26,12 @@ def gallery(image: np.ndarray, meme_id: str, names: list[str], seed: int = 0, ti
     for name in names:
         p = get(name)
         cells = [("clean", image)]
-        for severity in p.severities or (None,):
+        for severity in p.parameters.severities or (None,):
             try:
                 cells.append((f"{name}@{severity}" if severity else name,
                               p.apply([image], [meme_id], severity, seed,
-                                      captions=[caption] if p.caption_source else None,
-                                      text_boxes=[text_boxes] if p.reads_text_boxes else None)[0]))
+                                      captions=[caption] if p.traits.caption_source else None,
+                                      text_boxes=[text_boxes] if p.traits.reads_text_boxes else None)[0]))
             except BackendMissing:
                 break
         rows.append(cells)

@@ -358,7 +358,8 @@ def failure_table(model: str, condition: str, violations, result, regressions=()
     if not result.labelled:  # no labels: nothing is right or wrong, the flips and the confidence are what moved
         context, mcnemar = f"{NO_LABELS} (accuracy, AUROC, F1 not judged)", (
             "" if result.condition.kind == "clean" else f"; confidence drop {_fmt(result.confidence_drop)}")
-    parts.append(f"clean -> perturbed: {context}; flip rate {_fmt(result.flip_rate)} (n={len(result.y_true)}){mcnemar}")
+    parts.append(f"clean -> perturbed: {context}; flip rate {_fmt(result.flip_rate)} "
+                 f"(n={len(result.memes.y_true)}){mcnemar}")
     return "\n".join(parts)
 
 

@@ -1,11 +1,11 @@
-"""The analyses that run a detector and hand the judge plain records: modality reliance, prompt invariance, evasion
-budgets (registered analyses, analysis_registry.py), the OCR view, transfer cells, and the fuzzers of the shipped
-Python suites.
+"""The analyses that predate the registry (analysis_registry.py), registered with the report keys and renderers
+their readers know: modality reliance, prompt invariance and evasion budgets (asked by the shipped suites), the
+transfer matrices and the OCR view (made when the report is built); and the fuzzers of the shipped Python suites.
 
-Each asks a detector (through an engine where it can) and passes what came back (predictions, verdicts, budgets,
-readings) to the statistics of judge/ (reliance.py, prompt_invariance.py, budgets.py, ocr_view.py, transfer.py),
-which never see a detector. The functions of a session (`reliance`, `prompt_invariance`, `budgets`, `ocr_view`)
-compute once per run and keep what they found on the session, for the report.
+Each asks a detector (through an engine where it can), or reads the run's results, and passes what came back
+(predictions, verdicts, budgets, readings) to the statistics of judge/ (reliance.py, prompt_invariance.py,
+budgets.py, ocr_view.py, transfer.py), which never see a detector. The functions of a session (`reliance`,
+`prompt_invariance`, `budgets`) compute once per run and keep what they found on the session, for the report.
 """
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from ..judge.budgets import budget_summary, worst
 from ..judge.ocr_view import ocr_view_rows
 from ..judge.prompt_invariance import confident_memes, prompt_invariance_figures
 from ..judge.reliance import confounder_pairs, confounder_scores, swap_partners, swap_reliance
-from ..judge.transfer import TransferCell, transfer_cell
+from ..judge.transfer import TransferCell, transfer_cell, transfer_from_results
 from ..perturb.budget_edits import FAMILIES, get_family, minimal_budgets
 from ..perturb.conditions import Condition
 from ..perturb.prompts import prompt_variants, supports_prompts
-from .analysis_registry import Analysis, analysed, register
+from .analysis_registry import OF_THE_RUN, PER_GROUP, Analysis, analysed, register
 
 if TYPE_CHECKING:
     from ..judge.caption_fuzz import FlipCheck
@@ -127,9 +127,9 @@ def prompt_invariance(session, model: str, data: str | None = None) -> dict | No
 
 def _run_prompt_invariance(session, model: str, spec: str, task: str) -> dict:
     detector, engine, labels = _prompted_inputs(session, model, spec)
-    stats = session.options.stats
+    stats = session.options.judging.stats
     return evaluate_prompt_invariance(detector, engine.inputs("image", None, None), engine.inputs("text", None, None),
-                                      labels, engine.ids, session.options.batch_size, stats.n_resamples,
+                                      labels, engine.ids, session.options.compute.batch_size, stats.n_resamples,
                                       stats.confidence, stats.seed)
 
 
@@ -161,7 +161,7 @@ def prompt_fuzzer(session, model: str, data: str | None = None) -> PromptFuzzer 
     detector, engine, labels = prompted
     options = session.options
     return PromptFuzzer(detector, engine.inputs("image", None, None), engine.inputs("text", None, None), labels,
-                        engine.ids, options.fuzz_confidence, options.batch_size)
+                        engine.ids, options.probes.fuzz_confidence, options.compute.batch_size)
 
 
 # --- evasion budgets --------------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def budgets(session, model: str, families, data: str | None = None, task: str | 
 
 def _run_budgets(session, model: str, spec: str, task: str, families: Sequence[str] = ()) -> dict:
     """The budgets' record: family -> entry (evaluate_budgets), for `families` (default: every one it reads)."""
-    stats, labels = session.options.stats, session.scored_dataset(model, spec, task).labels(task)
+    stats, labels = session.options.judging.stats, session.scored_dataset(model, spec, task).labels(task)
     entries = evaluate_budgets(session.engine(model, spec, task), labels, families, seed=session.options.seed,
                                n_resamples=stats.n_resamples, confidence=stats.confidence)
     return {entry["family"]: entry for entry in entries}
@@ -227,54 +227,74 @@ def _run_budgets(session, model: str, spec: str, task: str, families: Sequence[s
 
 
 def ocr_view(session, model: str, spec: str) -> list[dict]:
-    """The OCR-robustness view of one (model, dataset) group (judge/ocr_view.py): its image conditions' pictures read
-    by the OCR backend on the first `options.ocr_view` memes that have a picture; [] when off. Readings are kept on
-    the session (`ocr_readings`), by picture condition."""
+    """The OCR-robustness view of one model on one dataset (judge/ocr_view.py): its image conditions' pictures read
+    by the OCR backend on the first `options.probes.ocr_view` memes that have a picture; [] when off. Readings are
+    kept on the session (`ocr_readings`), by picture condition."""
     from ..data.reading import CAPTIONS_BY_OCR
     from ..perturb import get as get_perturbation
 
-    if not session.options.ocr_view:
+    if not session.options.probes.ocr_view:
         return []
     engine = session.engine(model, spec)
     memes = engine.dataset.memes
     indices = [i for i, m in enumerate(memes) if m.has_picture]
-    indices = indices[: session.options.ocr_view]
-    results = [r for (m, s, _), r in session.results.items() if m == model and s == spec
+    indices = indices[: session.options.probes.ocr_view]
+    results = [r for (m, s, _), r in session.outcomes.results.items() if m == model and s == spec
                and r.condition.kind == "image"]
     if not indices or not results:
         return []
     reader = session.ocr(required=True)
 
     def read(condition: Condition) -> list[str]:
+        """The pictures of `condition` read once: an attack's are those crafted on the detector it attacked (this
+        model, or the source of a transferred attack), so they are kept apart by both."""
         attack = condition.image is not None and get_perturbation(condition.image).needs_model
+        source = condition.source if attack and condition.source != model else None
         key = ("ocr-view", spec.removesuffix(CAPTIONS_BY_OCR), condition.image, condition.image_severity,
-               model if attack else None)
+               model if attack else None, source)
         if key not in session.analyses.ocr_readings:
-            session.analyses.ocr_readings[key] = read_texts(reader, [engine.picture(condition, i) for i in indices])
+            crafted = engine if source is None else session.engine(model, spec, source=source)
+            session.analyses.ocr_readings[key] = read_texts(reader, [crafted.picture(condition, i) for i in indices])
         return session.analyses.ocr_readings[key]
 
     readings = {r.condition.id: read(r.condition) for r in results}
-    stats = session.options.stats
+    stats = session.options.judging.stats
     return ocr_view_rows(readings, read(Condition()), [r.as_dict() for r in results],
                          stats.n_resamples, stats.confidence, stats.seed)
 
 
+def ocr_view_of_group(session, group: dict) -> dict | None:
+    """A report group's part of the OCR view: the rows of its own conditions (of its model and dataset's view, read
+    in the order the run's results are), the backend that read them and on how many memes; None without a row."""
+    conditions = {r["condition"] for r in group["results"]}
+    rows = [row for row in ocr_view(session, group["model"], group["dataset"]) if row["condition"] in conditions]
+    if not rows:
+        return None
+    return {"backend": session.ocr(required=True).name, "memes": session.options.probes.ocr_view, "rows": rows}
+
+
 # --- transfer ---------------------------------------------------------------------------------------------------
+
+
+def transfer_of_the_run(session) -> list[dict]:
+    """The run's transfer matrices (judge/transfer.py): one per dataset and attack that some model faced crafted on
+    another."""
+    return transfer_from_results(session.outcomes.results.values())
 
 
 def transfer_cells(detectors: Mapping[str, object], dataset, labels, condition, training=None,
                    seed: int = 0) -> list[TransferCell]:
     """Every (source, target) cell of `condition`'s attack: crafted on the source (its gradients or queries, its
     fitted patterns), evaluated by the target on the same memes (the engine runs both)."""
-    from ..engine import Engine
+    from ..engine import AttackState, Engine
 
-    clean = {name: Engine(det, dataset, seed=seed, labels=labels).predict(Condition()) for name, det in
+    clean = {name: Engine(det, dataset, seed, attacks=AttackState(labels)).predict(Condition()) for name, det in
              detectors.items()}
     cells = []
     for source, crafted_on in detectors.items():
         for target, detector in detectors.items():
-            engine = Engine(detector, dataset, seed=seed, labels=labels, training=training,
-                            attack_source=None if source == target else crafted_on)
+            engine = Engine(detector, dataset, seed, attacks=AttackState(
+                labels, training, source=None if source == target else crafted_on))
             cells.append(transfer_cell(source, target, condition.id, labels, clean[target],
                                        engine.predict(condition)))
     return cells
@@ -321,6 +341,7 @@ class CaptionFuzzer:
 
 
 # --- the registered built-ins (report keys and renderers of their own, from before the registry) ----------------
+# (the report document's keys follow the order they are registered in)
 
 
 register(Analysis("reliance", _run_reliance, report_key="reliance",
@@ -330,3 +351,5 @@ register(Analysis("prompt_invariance", _run_prompt_invariance, report_key="promp
 register(Analysis("budgets", _run_budgets, merge=lambda kept, new: {**kept, **new}, report_key="budgets",
                   entry=lambda model, label, spec, record: {"model": model, "label": label, "dataset": spec,
                                                             "entries": list(record.values())}))
+register(Analysis("transfer", transfer_of_the_run, report_key="transfer", scope=OF_THE_RUN))
+register(Analysis("ocr_view", ocr_view_of_group, report_key="ocr_view", scope=PER_GROUP))

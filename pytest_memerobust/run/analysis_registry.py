@@ -2,15 +2,24 @@
 theirs through the `pytest_memerobust.analyses` entry-point group, and the run treats them all alike.
 
 An analysis is
-- a runner, `run(session, model, spec, task, **params) -> record`: it asks the detector through the session's
-  engine and hands what came back to its judgement, a pure function in judge/; the record is plain JSON;
+- a runner: it asks the detector through the session's engine, or reads the run's results, and hands what it found
+  to its judgement, a pure function in judge/; the record is plain JSON;
 - a table, `table(record) -> AnalysisTable`: a title, headers, rows of text and notes, which the terminal, Markdown
   and HTML renderers show alike (report/analysis_tables.py), so a new analysis needs no renderer of its own.
 
-Its records are kept per (analysis, model, data spec), once per run (`analysed`), travel from pytest-xdist workers
-to the controller (`AnalysisRecords.to_wire`), and enter the report document under `analyses`
-(`report_entries`). The analyses that predate the registry (modality reliance, prompt invariance, evasion budgets)
-keep the report keys and renderers their readers know (`report_key`).
+When its record is made is its `scope`:
+- ASKED (the default): when a test asks for it, `run(session, model, spec, task, **params) -> record`, once per run
+  (`analysed`); the records are kept per (analysis, model, data spec) in the session's AnalysisRecords and travel
+  from pytest-xdist workers to the controller (`AnalysisRecords.to_wire`);
+- OF_THE_RUN: when the report is built, `run(session) -> part`, from every result the run holds;
+- PER_GROUP: when the report is built, `run(session, group) -> part or None` for each (model, data, suite) group
+  of the report document.
+A pytest-xdist worker holds only its share of the results, so those two are made on the controller, from every
+worker's, and kept nowhere: views of the results, made again with each report the session builds.
+
+Records enter the report document (`place_analyses`) under `analyses`, each with its table. The analyses that
+predate the registry keep the report keys and renderers their readers know (`report_key`): modality reliance,
+prompt invariance and evasion budgets (asked), transfer between detectors (of the run), the OCR view (per group).
 """
 from __future__ import annotations
 
@@ -19,6 +28,8 @@ from importlib.metadata import entry_points
 from typing import Callable
 
 ENTRY_POINT_GROUP = "pytest_memerobust.analyses"
+
+ASKED, OF_THE_RUN, PER_GROUP = "asked", "of the run", "per group"  # when a record is made (the module's doc)
 
 
 @dataclass(frozen=True)
@@ -43,9 +54,9 @@ def keep_first(kept: dict, new: dict) -> dict:
 @dataclass(frozen=True)
 class Analysis:
     """A registered analysis (see the module's doc). `merge(kept, new)` joins a worker's record with the one the
-    controller holds (default: they are equal, the first is kept); `report_key` and `entry(model, label, spec,
-    record)` place a record in the report where an older report key holds it (None: under `analyses`, with its
-    table)."""
+    controller holds (default: they are equal, the first is kept); `report_key` names where an older report key
+    holds its records (None: under `analyses`, with its table): an asked analysis' list of `entry(model, label,
+    spec, record)`, or the part its report-time runner made (`scope`)."""
 
     name: str
     run: Callable
@@ -53,6 +64,7 @@ class Analysis:
     merge: Callable = keep_first
     report_key: str | None = None
     entry: Callable | None = None
+    scope: str = ASKED
 
 
 _REGISTRY: dict[str, Analysis] = {}
@@ -65,6 +77,11 @@ def register(analysis: Analysis) -> Analysis:
     old = _REGISTRY.get(analysis.name)
     if old is not None and _origin(old) != _origin(analysis):
         raise ValueError(f"analysis {analysis.name!r} is already registered by {_origin(old)[0]}")
+    if analysis.scope not in (ASKED, OF_THE_RUN, PER_GROUP):
+        raise ValueError(f"analysis {analysis.name!r}: scope {analysis.scope!r} is none of {ASKED!r}, "
+                         f"{OF_THE_RUN!r}, {PER_GROUP!r}")
+    if analysis.report_key is None and analysis.scope != ASKED:
+        raise ValueError(f"analysis {analysis.name!r} is made when the report is built: its report_key says where")
     if analysis.report_key is None and analysis.table is None:
         raise ValueError(f"analysis {analysis.name!r}: a table(record) is what the reports show of it")
     _REGISTRY[analysis.name] = analysis
@@ -138,30 +155,45 @@ class AnalysisRecords:
 def analysed(session, name: str, model: str, data: str | None = None, task: str | None = None, **params) -> dict:
     """The record of analysis `name` on `model` and `data` (default: the run's), run once per run and kept on the
     session for the report."""
+    analysis = get(name)
+    if analysis.scope != ASKED:
+        raise ValueError(f"analysis {name!r} is made when the report is built ({analysis.scope}), not by a test")
     spec = session.data_spec(data)
     key = (name, model, spec)
     if key not in session.analyses.records:
-        session.analyses.records[key] = get(name).run(session, model, spec, session.task(model, task), **params)
+        session.analyses.records[key] = analysis.run(session, model, spec, session.task(model, task), **params)
     return session.analyses.records[key]
 
 
-def report_entries(session) -> tuple[dict, list[dict]]:
-    """The report document's analysis parts: each older key (`report_key`) with its entries, in the registry's
-    order; and every other record with its table, for the document's `analyses`."""
-    keyed, others = {}, []
+def place_analyses(session, document: dict) -> dict:
+    """`document` (the report's header, models, datasets and groups) with the analyses' parts placed, in the
+    registry's order: each group's part of every per-group analysis at the end of that group; each report key, an
+    asked analysis' entries or the part made of the run; then every other record with its table, under
+    `analyses`."""
+    others = []
     for name in names():
         analysis = get(name)
-        records = session.analyses.of(name)
-        if analysis.report_key is not None:
-            keyed[analysis.report_key] = [analysis.entry(model, session.model_label(model), spec, record)
-                                          for (model, spec), record in records.items()]
-            continue
-        others += [{"analysis": name, "model": model, "label": session.model_label(model), "dataset": spec,
-                    "record": record, "table": analysis.table(record).as_dict()}
-                   for (model, spec), record in records.items()]
-    return keyed, others
+        if analysis.scope == PER_GROUP:
+            for group in document["groups"]:
+                part = analysis.run(session, group)
+                if part is not None:
+                    group[analysis.report_key] = part
+        elif analysis.scope == OF_THE_RUN:
+            document[analysis.report_key] = analysis.run(session)
+        elif analysis.report_key is not None:
+            document[analysis.report_key] = [analysis.entry(model, session.model_label(model), spec, record)
+                                             for (model, spec), record in session.analyses.of(name).items()]
+        else:
+            others += [{"analysis": name, "model": model, "label": session.model_label(model), "dataset": spec,
+                        "record": record, "table": analysis.table(record).as_dict()}
+                       for (model, spec), record in session.analyses.of(name).items()]
+    if others:
+        document["analyses"] = others
+    return document
 
 
 def empty_report_entries() -> dict:
-    """The analysis parts of a report without numbers (an interrupted run's)."""
-    return {analysis.report_key: [] for analysis in map(get, names()) if analysis.report_key is not None}
+    """The analysis parts of a report without numbers (an interrupted run's): each asked analysis' report key,
+    empty; the parts made of the results are left out with them."""
+    return {analysis.report_key: [] for analysis in map(get, names())
+            if analysis.report_key is not None and analysis.scope == ASKED}

@@ -12,8 +12,8 @@ def detectors_verdict(session) -> dict | None:
     from .options import split_model
 
     by_model: dict[tuple, dict] = {}
-    for (model, spec, condition), result in session.results.items():
-        if result.y_true is None or getattr(result, "multilabel", False):
+    for (model, spec, condition), result in session.outcomes.results.items():
+        if result.memes.y_true is None or getattr(result, "multilabel", False):
             continue
         if split_model(model)[1] is None:  # a detector's channel (`:text`, the ablation) is not another detector
             by_model.setdefault((session.model_label(model), spec), {})[condition] = baseline_cell(result)
@@ -30,13 +30,14 @@ def detectors_verdict(session) -> dict | None:
     from ..perturb.conditions import attack_conditions
     from ..judge.gate import DEFAULT_CONTROL
 
-    stats = session.options.stats
+    stats = session.options.judging.stats
     try:
         comparisons = compare_detectors(outputs, attacks=attack_conditions(set().union(*shared.values())),
-                                        control=session.options.gate_error or DEFAULT_CONTROL,
+                                        control=session.options.judging.gate_error or DEFAULT_CONTROL,
                                         n_resamples=stats.n_resamples, seed=stats.seed, confidence=stats.confidence)
     except ValueError:  # no two detectors share a dataset
         return None
-    return {"detectors": [o.name for o in outputs], "control": (session.options.gate_error or DEFAULT_CONTROL).spec,
+    control = session.options.judging.gate_error or DEFAULT_CONTROL
+    return {"detectors": [o.name for o in outputs], "control": control.spec,
             "resamples": stats.n_resamples,
             "comparisons": [{**c.as_dict(), "verdict": verdict(c)} for c in comparisons]}

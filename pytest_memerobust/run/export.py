@@ -22,7 +22,7 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
     the run's). `cache_dir`: a run's cache (encoded features, fitted attacks, a hosted model's answers, all keyed by
     what they depend on), else everything is computed again and held in memory."""
     from ..judge.results import StatsConfig
-    from .options import Options, split_model
+    from .options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options, split_model
     from .session import RobustnessSession
 
     from ..errors import UnknownNameError
@@ -48,12 +48,17 @@ def session_for(report: dict, parts: list[Part], *, device: str | None = None, c
             wanted[name] = str(path)
     stats = StatsConfig(n_resamples=options.get("n_resamples", 1000), confidence=options.get("confidence", 0.95),
                         seed=report.get("seed", 0), scale=options.get("robustness_scale", "percent"))
-    return RobustnessSession(Options(
-        models=models, data=options.get("data"), checkpoints=wanted, device=device or options.get("device", "auto"),
-        batch_size=options.get("batch_size", 64), seed=report.get("seed", 0), limit=options.get("limit"),
-        sample=options.get("sample"), task=options.get("task"), stats=stats,
-        captions=options.get("captions", "dataset"), ocr=options.get("ocr"),
-        cache_dir=cache_dir, feature_cache=cache_dir is not None, allow_outside_paths=allow_outside_paths))
+    return RobustnessSession(Options(models=models,
+                                     data=DataOptions(spec=options.get("data"), limit=options.get("limit"),
+                                                      sample=options.get("sample"), task=options.get("task"),
+                                                      captions=options.get("captions", "dataset"),
+                                                      ocr=options.get("ocr"), allow_outside_paths=allow_outside_paths),
+                                     checkpoints=wanted,
+                                     compute=ComputeOptions(device=device or options.get("device", "auto"),
+                                                            batch_size=options.get("batch_size", 64),
+                                                            cache=CacheOptions(folder=cache_dir,
+                                                                               features=cache_dir is not None)),
+                                     seed=report.get("seed", 0), judging=JudgingOptions(stats=stats)))
 
 
 def check_recipe(session, report: dict, parts: list[Part], layout: str, path="the report") -> tuple[list, bool]:
@@ -100,13 +105,13 @@ def evaluate(session, parts: list[Part], path="the report") -> list:
 
     for p in parts:
         spec, captions = p.data
-        if (p.model, p.dataset, p.condition) not in session.results:  # (a run exporting its own: already there)
+        if (p.model, p.dataset, p.condition) not in session.outcomes.results:  # (a run exporting its own: there)
             session.plan(p.model, spec, Condition.parse(p.condition), captions)
     out = []
     for p in parts:
         spec, captions = p.data
         result = session.evaluate(p.model, p.condition, data=spec, task=p.task, captions=captions)
-        clean = session.results[(p.model, p.dataset, Condition().id)]
+        clean = session.outcomes.results[(p.model, p.dataset, Condition().id)]
         for what, recorded, now in (("clean", p.clean_digest, clean.predictions_digest),
                                     (p.condition, p.digest, result.predictions_digest)):
             if now != recorded:
@@ -126,10 +131,10 @@ def outcomes(result) -> dict[str, np.ndarray]:
 
     y = result.reference  # the true labels (unlabelled memes: the clean predictions, so "correct" is "kept")
     truth = truth_codes(y)
-    right_clean = predicted_labels(y, result.proba_clean) == truth
-    right = predicted_labels(y, result.proba) == truth
+    right_clean = predicted_labels(y, result.answers.proba_clean) == truth
+    right = predicted_labels(y, result.answers.proba) == truth
     declined = np.zeros(len(y), bool)
-    for abstained in (result.abstained_clean, result.abstained):
+    for abstained in (result.answers.abstained_clean, result.answers.abstained):
         if abstained is not None:
             declined |= np.asarray(abstained, bool)
     return {"correct_clean": right_clean, "correct": right, "declined": declined,
@@ -144,7 +149,7 @@ def rows(session, part: Part, result, counterexamples: bool = False):
 
     condition = Condition.parse(part.condition)
     engine = session.engine(part.model, part.dataset, part.task, condition.defence, condition.source)
-    y = np.asarray(result.y_true)
+    y = np.asarray(result.memes.y_true)
     told = outcomes(result)
     words = engine.words_changed(condition)
     chosen = np.flatnonzero(told["flipped"]) if counterexamples else range(len(y))
@@ -166,11 +171,11 @@ def rows(session, part: Part, result, counterexamples: bool = False):
             "text_severity": condition.text_severity, "image_perturbation": condition.image,
             "image_severity": condition.image_severity, "seed": int(engine.seed), "meme_id": meme.id,
             "model": part.label, "dataset": part.dataset, "task": part.task,
-            "proba_clean": np.asarray(result.proba_clean[i], dtype=np.float64).tolist(),
-            "proba": np.asarray(result.proba[i], dtype=np.float64).tolist(),
+            "proba_clean": np.asarray(result.answers.proba_clean[i], dtype=np.float64).tolist(),
+            "proba": np.asarray(result.answers.proba[i], dtype=np.float64).tolist(),
             "correct_clean": bool(told["correct_clean"][i]), "correct": bool(told["correct"][i]),
-            "flipped": bool(told["flipped"][i]), "abstained_clean": flag(result.abstained_clean, i),
-            "abstained": flag(result.abstained, i),
+            "flipped": bool(told["flipped"][i]), "abstained_clean": flag(result.answers.abstained_clean, i),
+            "abstained": flag(result.answers.abstained, i),
             "words_changed": None if words is None else float(words[i]),
             "picture_digest": None if picture is None else picture_digest(picture)}
         yield row, picture
@@ -199,7 +204,7 @@ def export(session, report: dict, out: Path, *, conditions=None, models=None, co
                     writer.add(row, picture)
                     n += 1
                 counts.append({"model": part.label, "dataset": part.dataset, "condition": part.condition,
-                               "memes": int(len(result.y_true)), "rows": n,
+                               "memes": int(len(result.memes.y_true)), "rows": n,
                                "flipped": int(outcomes(result)["flipped"].sum())})
         files = writer.files
         if not any(c["rows"] for c in counts):

@@ -30,7 +30,7 @@ def baseline_data(session) -> dict:
     results: dict = {}
     memes: dict = {}
     tasks: dict = {}
-    for (model, spec, condition), result in session.results.items():
+    for (model, spec, condition), result in session.outcomes.results.items():
         label = session.model_label(model)
         entry = results.setdefault(label, {}).setdefault(spec, {})
         entry[condition] = baseline_cell(result)
@@ -57,7 +57,7 @@ def scored_memes(session, spec: str, result) -> dict | None:
     if getattr(session, "dataset", None) is None or result.task is None:
         return None
     scored = session.dataset(spec).labelled(result.task).memes
-    if len(scored) != len(result.y_true):
+    if len(scored) != len(result.memes.y_true):
         return None
     return {"ids": [m.id for m in scored], "captions": [m.text for m in scored]}
 
@@ -69,7 +69,7 @@ def save_baseline(session, path: Path, write: Callable[[str], object] | None = N
     compared against the wrong file later. Returns what was saved (track/baseline.baseline_contents, and its path)."""
     from ..report.gate_tables import baseline_saved_line
 
-    path, add = Path(path), session.options.baseline_add
+    path, add = Path(path), session.options.judging.baseline.add
     data = baseline_data(session)
     with folder_locked(path.parent):
         if add:
@@ -93,7 +93,7 @@ def write_run_ledger(session, directory: Path) -> str:
     recipe's several checkpoints has no one checkpoint to pair this run with)."""
     from ..report.ledger import write_ledger
 
-    names = (str(session.options.baseline), "this run")
+    names = (str(session.options.judging.baseline.path), "this run")
     held = len(baseline_checkpoints(session.baseline))
     if held > 1:
         return (f"memerobust: no flip ledger: {names[0]} holds {held} checkpoints of a recipe and a ledger pairs two "
@@ -148,14 +148,16 @@ def gate_options(session) -> dict:
     """The options of `judge_family` the session's run asked for: rules, error control, mode and the decision's
     resampling (`--memerobust-gate-method`, `--memerobust-gate-resamples`; the intervals' confidence and scale are
     the run's)."""
-    o, stats = session.options, session.options.stats
-    return {"checks": o.regression_checks or DEFAULT_CHECKS, "control": o.gate_error or DEFAULT_CONTROL,
-            "mode": comparison_mode(session.gate), "confidence": stats.confidence, "n_resamples": o.gate_resamples,
-            "method": o.gate_method, "seed": stats.seed, "scale": stats.scale}
+    judging = session.options.judging
+    stats = judging.stats
+    return {"checks": judging.regression_checks or DEFAULT_CHECKS, "control": judging.gate_error or DEFAULT_CONTROL,
+            "mode": comparison_mode(session.gate), "confidence": stats.confidence,
+            "n_resamples": judging.gate_resamples, "method": judging.gate_method, "seed": stats.seed,
+            "scale": stats.scale}
 
 
 def _check_same_memes(key: tuple, then, result) -> None:
-    if checkpoint_cells(then)[0]["y"] != result.y_true.tolist():
+    if checkpoint_cells(then)[0]["y"] != result.memes.y_true.tolist():
         model, spec, condition = key
         raise ConfigError(f"baseline for {model} on {spec!r} holds other memes or labels ({condition}): the "
                           "comparison is refused")
@@ -163,20 +165,21 @@ def _check_same_memes(key: tuple, then, result) -> None:
 
 def gate_family(session) -> dict[tuple, list]:
     """Every planned case the baseline holds, evaluated and compared as one family: {(model label, spec,
-    condition id): comparisons}, computed once per session (`session.gate_comparisons`). A family mean's
+    condition id): comparisons}, computed once per session (`session.outcomes.gate_comparisons`). A family mean's
     comparisons (`typos (mean of 5)`) go with each of its member conditions, so a regression spread over a family
     fails its cases. A case that cannot be evaluated (it raises, or its model does not read the channel) is left
     out here and reports its own error when it runs."""
-    if session.gate_comparisons is None:
+    if session.outcomes.gate_comparisons is None:
         from ..errors import MemeRobustError
 
-        cells, here = {}, session.position
-        for nodeid, model, data, task, group, captions, condition in session.cases:
+        cells, here = {}, session.ordering.position
+        for nodeid, model, data, task, group, captions, condition in session.planned.cases:
             key = (session.model_label(model), session.data_spec(data, captions), condition.id)
             then = baseline_entry(session.baseline, *key)
             if then is None or key in cells:
                 continue
-            session.position = session.positions.get(nodeid, here)  # the report orders results by their case
+            # the report orders results by their case
+            session.ordering.position = session.ordering.positions.get(nodeid, here)
             try:
                 if session.skip_reason(model, condition, data, task, captions):
                     continue
@@ -184,16 +187,16 @@ def gate_family(session) -> dict[tuple, list]:
             except (MemeRobustError, RuntimeError, ValueError, OSError):
                 continue
             finally:
-                session.position = here
+                session.ordering.position = here
             _check_same_memes(key, then, result)
             cells[key] = PairedCell(*key, condition.kind, baseline_cell(result), then)
         options = gate_options(session)
         family: dict[tuple, list] = {key: [] for key in cells}
         for c in judge_family(list(cells.values()), options.pop("checks"), **options):
-            for condition in c.members or (c.condition,):
-                family[(c.model, c.dataset, condition)].append(c)
-        session.gate_comparisons = family
-    return session.gate_comparisons
+            for condition in c.subject.members or (c.subject.condition,):
+                family[(c.subject.model, c.subject.dataset, condition)].append(c)
+        session.outcomes.gate_comparisons = family
+    return session.outcomes.gate_comparisons
 
 
 def check_baseline(session, cases) -> None:
@@ -201,16 +204,16 @@ def check_baseline(session, cases) -> None:
     the run's cases, given as (model, data, task, captions) tuples, and so does the baseline this run adds its
     checkpoint to (`--memerobust-baseline-add`), which must also hold the run's conditions and no others; a
     ConfigError naming the field otherwise."""
-    add = session.options.baseline_add
+    add = session.options.judging.baseline.add
     if session.baseline is None and not add:
         return
     facts, labels = _run_facts(session, cases)
     # (nodeid, model, data, task, group, captions, condition) of the run's cases that evaluate something: a case that
     # skips (a channel its model does not read) is in no baseline, and no baseline misses it
     planned = [(nodeid, model, data, task, group, captions, c) for nodeid, model, data, task, group, captions, c
-               in session.cases if not session.skip_reason(model, c, data, task, captions)]
+               in session.planned.cases if not session.skip_reason(model, c, data, task, captions)]
     if session.baseline is not None:
-        _refuse_unlike(session, session.baseline, facts, labels, f"baseline {session.options.baseline}")
+        _refuse_unlike(session, session.baseline, facts, labels, f"baseline {session.options.judging.baseline.path}")
         _note_held_candidate(session)
         held = [c for _, model, data, _, _, captions, c in planned
                 if baseline_key(session, model, c, data, captions)]
@@ -218,12 +221,13 @@ def check_baseline(session, cases) -> None:
             ours = sorted({c.id for *_, c in planned})
             theirs = sorted({c for by_spec in session.baseline["results"].values() for by_c in by_spec.values()
                              for c in by_c})
-            raise ConfigError(f"baseline {session.options.baseline} holds none of this run's {len(ours)} conditions "
+            raise ConfigError(f"baseline {session.options.judging.baseline.path} holds none of this run's {len(ours)} "
+                              f"conditions "
                               f"({', '.join(ours[:5])}{', ...' if len(ours) > 5 else ''}); it holds "
                               f"{', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}: nothing would be gated "
                               "(another suite or -k selection than the baseline's?)")
     if add:
-        path = session.options.save_baseline
+        path = session.options.judging.baseline.save
         target = _add_target(session, path)
         where = f"baseline {path} (--memerobust-baseline-add)"
         _refuse_unlike(session, target, facts, labels, where)
@@ -253,9 +257,9 @@ def _note_held_candidate(session) -> None:
     digests = {session.model_label(m): session.detector(m).fingerprint for m in session.options.models}
     index = held_checkpoint_index(session.baseline, digests)
     if index is not None:
-        session.notes.append(f"this run's checkpoint is checkpoint {index + 1} of the {len(held)} in the recipe "
-                             f"baseline {session.options.baseline} (the same weights): it is compared with a recipe "
-                             "that holds it")
+        session.notes.add(f"this run's checkpoint is checkpoint {index + 1} of the {len(held)} in the recipe "
+                          f"baseline {session.options.judging.baseline.path} (the same weights): it is compared with "
+                          "a recipe that holds it")
 
 
 def _run_facts(session, cases) -> tuple[list[tuple], dict]:
@@ -287,5 +291,5 @@ def _refuse_unlike(session, baseline: dict, facts: list[tuple], labels: dict, wh
     from .report import versions
 
     scored = {key: read() for key, read in labels.items() if key[1] in baseline["results"].get(key[0], {})}
-    refuse_mismatch(baseline, seed=session.options.seed, limit=session.options.limit, cases=facts,
+    refuse_mismatch(baseline, seed=session.options.seed, limit=session.options.data.limit, cases=facts,
                     versions=versions(), labels=scored, names=(where, "this run"))

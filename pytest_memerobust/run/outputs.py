@@ -22,8 +22,8 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
     lines: list[str] = []
     report = _built_once(rs, lines, amend_report)
     history, entry = _history_before_reports(rs, report, root, lines)
-    lines += _write_reports(rs.options.reports, report)
-    if rs.options.reports:  # and where reviewers look: the CI job summary, when CI names its file (track/github.py)
+    lines += _write_reports(rs.options.outputs.reports, report)
+    if rs.options.outputs.reports:  # and where reviewers look: the CI job summary, when CI names one (track/github.py)
         from ..track.github import job_summary_lines
 
         lines += job_summary_lines(report)
@@ -34,28 +34,28 @@ def write_outputs(rs, *, interrupted: bool, root: Path | None = None, counterexa
 
     if counterexample_cases is not None:  # the failing cases' counterexamples, gathered from their reports
         lines += write_manifest(manifest_path(rs.options), counterexample_cases,
-                                explicit=rs.options.counterexamples is not None)
+                                explicit=rs.options.outputs.counterexamples is not None)
     lines += _trackers(rs, report, entry, root)
     return lines + _exports(rs, report)
 
 
 def interrupted_outputs(rs) -> list[str]:
-    """An interrupted run: each report path holds the verdict alone (`rs.verdict`); no baseline, history, tracker
-    run or export. Also what the first signal writes at once (signals.py), before the run's end writes it again."""
+    """An interrupted run: each report path holds the verdict alone (`rs.outcomes.verdict`); no baseline, history,
+    tracker run or export. Also what the first signal writes at once (signals.py), before the run's end writes it again."""
     from ..judge.verdict import cases_ran_text
     from .report import verdict_report
 
-    v = rs.verdict or {}
+    v = rs.outcomes.verdict or {}
     ran = cases_ran_text(v.get("cases_run", 0), v.get("cases_collected"))
-    lines = _write_reports(rs.options.reports, lambda: verdict_report(rs, "the run was interrupted"),
+    lines = _write_reports(rs.options.outputs.reports, lambda: verdict_report(rs, "the run was interrupted"),
                            lambda path: f"memerobust: interrupted: {path} holds only the verdict INTERRUPTED "
                                         f"({ran}), no results")
     o = rs.options
-    if o.save_baseline is not None:
-        lines.append(f"memerobust: interrupted: baseline {o.save_baseline} not saved ({ran})")
-    if o.export is not None:
-        lines.append(f"memerobust: interrupted: nothing exported to {o.export} ({ran})")
-    if o.mlflow is not None or o.wandb is not None:
+    if o.judging.baseline.save is not None:
+        lines.append(f"memerobust: interrupted: baseline {o.judging.baseline.save} not saved ({ran})")
+    if o.outputs.export is not None:
+        lines.append(f"memerobust: interrupted: nothing exported to {o.outputs.export} ({ran})")
+    if o.outputs.mlflow is not None or o.outputs.wandb is not None:
         lines.append(f"memerobust: interrupted: nothing logged to MLflow or W&B ({ran})")
     return lines
 
@@ -67,14 +67,15 @@ def refused_outputs(options, why: str) -> list[str]:
     from types import SimpleNamespace
 
     from .report import verdict_report
+    from .session_parts import Outcomes
 
     why = " ".join(why.split())
     verdict = {"passed": False, "gate": None, "summary": f"the run was refused before any case: {why}", "models": [],
                "failing": [], "fdr": None, "baseline": None, "interrupted": False, "refused": why,
                "no_verdict": f"the run was refused before any case: {why}", "skipped": None, "cases_run": 0,
                "cases_collected": None, "errors": []}
-    refused = SimpleNamespace(options=options, verdict=verdict, case_records=[])
-    return _write_reports(options.reports, lambda: verdict_report(refused, f"the run was refused: {why}"),
+    refused = SimpleNamespace(options=options, outcomes=Outcomes(verdict=verdict))
+    return _write_reports(options.outputs.reports, lambda: verdict_report(refused, f"the run was refused: {why}"),
                           lambda path: f"memerobust: refused: {path} holds only the reason, no results")
 
 
@@ -106,11 +107,11 @@ def _built_once(rs, lines: list[str], amend=None):
 
 def _history_before_reports(rs, report, root, lines: list[str]) -> tuple[Path | None, dict | None]:
     """(the history file, this run's line) with the trend put into the report, so its files draw it."""
-    if rs.options.history is None or not rs.results:
+    if rs.options.outputs.history is None or not rs.outcomes.results:
         return None, None
     from ..report.history import history_path, trend_block
 
-    history = history_path(rs.options.history, rs.options.cache_dir)
+    history = history_path(rs.options.outputs.history, rs.options.compute.cache.folder)
     try:
         return history, trend_block(report(), history, root=root)
     except Exception as exc:
@@ -133,18 +134,20 @@ def _baseline_and_ledger(rs, write) -> list[str]:
     from .gate import save_baseline, write_run_ledger
 
     lines, o = [], rs.options
-    if o.save_baseline is not None and not rs.results:
-        lines.append(f"memerobust: baseline {o.save_baseline} not saved: no case was measured"
-                     + (" (its cases raised errors)" if rs.verdict and rs.verdict.get("errors") else ""))
-    elif o.save_baseline is not None:
+    if o.judging.baseline.save is not None and not rs.outcomes.results:
+        verdict = rs.outcomes.verdict
+        lines.append(f"memerobust: baseline {o.judging.baseline.save} not saved: no case was measured"
+                     + (" (its cases raised errors)" if verdict and verdict.get("errors") else ""))
+    elif o.judging.baseline.save is not None:
         try:
-            save_baseline(rs, o.save_baseline, write=write)
+            save_baseline(rs, o.judging.baseline.save, write=write)
         except Exception as exc:
-            lines.append(f"memerobust: could not save the baseline {o.save_baseline} ({type(exc).__name__}: {exc})")
-    if rs.baseline is not None and rs.results:  # which memes flipped, next to the gate's verdict
+            lines.append(f"memerobust: could not save the baseline {o.judging.baseline.save} "
+                         f"({type(exc).__name__}: {exc})")
+    if rs.baseline is not None and rs.outcomes.results:  # which memes flipped, next to the gate's verdict
         from ..report.ledger import ledger_folder
 
-        folder = ledger_folder(o.reports, o.cache_dir)
+        folder = ledger_folder(o.outputs.reports, o.compute.cache.folder)
         try:
             lines.append(write_run_ledger(rs, folder) if folder is not None else
                          "memerobust: no flip ledger written: --memerobust-report or a cache dir says where")
@@ -157,18 +160,18 @@ def _trackers(rs, report, entry: dict | None, root) -> list[str]:
     """One MLflow and/or W&B run, after every file they carry is written; its history line goes with it, so a
     history can be read back from the tracker."""
     o = rs.options
-    if o.mlflow is None and o.wandb is None:
+    if o.outputs.mlflow is None and o.outputs.wandb is None:
         return []
     from .replay import manifest_path, picture_store
     from ..track.trackers import log_run
 
-    if entry is None and rs.results:
+    if entry is None and rs.outcomes.results:
         from ..report.history import history_entry, run_commit
 
         entry = history_entry(report(), commit=run_commit(root))
     manifest = manifest_path(o)
-    return log_run(report(), mlflow=o.mlflow, wandb=o.wandb, cache_dir=o.cache_dir, history_entry=entry,
-                   artifacts=[*o.reports, *((manifest, picture_store(manifest)) if manifest else ())])
+    return log_run(report(), mlflow=o.outputs.mlflow, wandb=o.outputs.wandb, cache_dir=o.compute.cache.folder,
+                   history_entry=entry, artifacts=[*o.outputs.reports, *((manifest, picture_store(manifest)) if manifest else ())])
 
 
 def _exports(rs, report) -> list[str]:
@@ -176,12 +179,13 @@ def _exports(rs, report) -> list[str]:
     from .export import export_after_run, export_suite_after_run
 
     lines = []
-    if rs.options.export is not None:
+    outputs = rs.options.outputs
+    if outputs.export is not None:
         try:
-            lines.append(export_after_run(rs, report(), rs.options.export, rs.options.export_counterexamples))
+            lines.append(export_after_run(rs, report(), outputs.export, outputs.export_counterexamples))
         except Exception as exc:
-            lines.append(f"memerobust: could not export to {rs.options.export} ({type(exc).__name__}: {exc})")
-    for suite, spec in rs.exports.items():
+            lines.append(f"memerobust: could not export to {rs.options.outputs.export} ({type(exc).__name__}: {exc})")
+    for suite, spec in rs.planned.exports.items():
         try:
             lines.append(export_suite_after_run(rs, report(), suite, spec))
         except Exception as exc:

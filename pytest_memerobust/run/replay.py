@@ -71,12 +71,13 @@ def worst_flips(result, limit: int = MANIFEST_MEMES) -> list[int]:
 
     reference = result.reference  # the true labels (unlabelled memes: the clean predictions)
     truth = truth_codes(reference)
-    flipped = ((predicted_labels(reference, result.proba_clean) == truth)
-               & (predicted_labels(reference, result.proba) != truth))
+    answers = result.answers
+    flipped = ((predicted_labels(reference, answers.proba_clean) == truth)
+               & (predicted_labels(reference, answers.proba) != truth))
     if result.answered is not None:
         flipped &= result.answered
     rows = np.flatnonzero(flipped)
-    fall = (truth_probability(reference, result.proba_clean) - truth_probability(reference, result.proba))[rows]
+    fall = (truth_probability(reference, answers.proba_clean) - truth_probability(reference, answers.proba))[rows]
     return [int(i) for i in rows[np.argsort(-fall, kind="stable")][:limit]]
 
 
@@ -92,7 +93,7 @@ def needs_batch(condition) -> bool:
     if condition.image is None:
         return False
     image = get_perturbation(condition.image)
-    draws = image.caption_source == "condition" and condition.text is not None
+    draws = image.traits.caption_source == "condition" and condition.text is not None
     return image.needs_model or (draws and get_perturbation(condition.text).needs_model)
 
 
@@ -171,16 +172,17 @@ def counterexamples(result, engine, *, model_label: str | None = None, case: str
         if meme.has_picture:
             recipe = {"image_side": image_side, "seed": engine.seed, "meme": meme.id, "memes": len(engine.ids),
                       "draws_caption": Condition(text=draws[0], text_severity=draws[1]).id if draws else None}
-        y, reference = np.asarray(result.y_true)[i], result.reference
+        y, reference = np.asarray(result.memes.y_true)[i], result.reference
         entry = {
             "case": case, "model": result.model, "model_label": model_label or result.model,
             "dataset": result.dataset, "task": result.task, "condition": condition.id, "seed": engine.seed,
             "meme": meme.id, "row": i, "label": y.tolist(), "caption": None,
             "picture_digest": None, "picture_recipe": recipe, "recipe_needs_batch": batch,
-            "proba_clean": np.asarray(result.proba_clean[i], dtype=np.float64).tolist(),
-            "proba": np.asarray(result.proba[i], dtype=np.float64).tolist(),
-            "truth_probability_fall": float(truth_probability(reference[i][None], result.proba_clean[i][None])[0]
-                                            - truth_probability(reference[i][None], result.proba[i][None])[0]),
+            "proba_clean": np.asarray(result.answers.proba_clean[i], dtype=np.float64).tolist(),
+            "proba": np.asarray(result.answers.proba[i], dtype=np.float64).tolist(),
+            "truth_probability_fall": float(
+                truth_probability(reference[i][None], result.answers.proba_clean[i][None])[0]
+                - truth_probability(reference[i][None], result.answers.proba[i][None])[0]),
             "version": __version__}
         if reads_pictures and recipe:
             picture = engine.picture(condition, i)  # before the caption: a joint attack computes both at once
@@ -241,9 +243,9 @@ class CounterexampleLog:
 
 def manifest_path(options) -> Path | None:
     """Where the run writes its manifest: --memerobust-counterexamples, else counterexamples.json in its cache dir."""
-    if options.counterexamples is not None:
-        return Path(options.counterexamples)
-    return None if options.cache_dir is None else Path(options.cache_dir) / DEFAULT_NAME
+    if options.outputs.counterexamples is not None:
+        return Path(options.outputs.counterexamples)
+    return None if options.compute.cache.folder is None else Path(options.compute.cache.folder) / DEFAULT_NAME
 
 
 def manifest(cases: list[dict], kept: list[dict] = ()) -> dict:
@@ -406,7 +408,7 @@ def _meme(session, entry: dict, spec: str):
     for meme in dataset.memes:
         if meme.id == entry["meme"]:
             return dataset, meme
-    limit = f" (--memerobust-limit={session.options.limit} leaves it out?)" if session.options.limit else ""
+    limit = f" (--memerobust-limit={session.options.data.limit} leaves it out?)" if session.options.data.limit else ""
     raise ReplayError(f"meme {entry['meme']!r} is not in {spec!r} with a label for task {entry['task']!r}{limit}")
 
 
@@ -493,7 +495,7 @@ def regenerate_picture(session, entry: dict, spec: str, detector, stored: Path |
     """The entry's perturbed picture (a uint8 tensor on `detector`'s device): the stored one when `stored` is there
     (checked against its digest; an attack is not fitted again), else regenerated from its recipe and checked
     against its digest, a difference saying what changed; None for a meme without a picture."""
-    from ..engine import Engine
+    from ..engine import Engine, Readers
     from ..perturb.conditions import Condition
     from ..data.pictures import as_picture
 
@@ -508,8 +510,8 @@ def regenerate_picture(session, entry: dict, spec: str, detector, stored: Path |
         engine = session.engine(entry["model"], spec, entry["task"], condition.defence, condition.source)
         row, seed = engine.ids.index(meme.id), engine.seed
     else:  # keyed by (seed, perturbation, severity, meme id): the meme alone gives the same picture
-        engine = Engine(detector, dataclasses.replace(dataset, memes=[meme]),
-                        seed=entry["seed"], text_reader=session.ocr())
+        engine = Engine(detector, dataclasses.replace(dataset, memes=[meme]), seed=entry["seed"],
+                        readers=Readers(text_reader=session.ocr()))
         row, seed = 0, entry["seed"]
     picture = engine.picture(condition, row)
     recorded = entry["picture_digest"]

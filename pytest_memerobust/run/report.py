@@ -1,6 +1,7 @@
 """The report document of a run: every number, the verdict and the cases' records, the worst examples with their
 pictures, read from the session once the run has judged it. report/ renders this document; this module gathers it
-(it asks the session for detectors, engines and OCR readings, which report/ never does)."""
+(it asks the session for detectors and engines, and the analysis registry for the analyses' parts, which report/
+never does)."""
 from __future__ import annotations
 
 import platform
@@ -11,10 +12,8 @@ import numpy as np
 from ..data.ocr import SCENE_TEXT
 from ..judge.metrics import true_probability
 from ..judge.summaries import defence_summary, grid_summary
-from ..judge.transfer import transfer_from_results
 from ..report import REPORT_FORMAT
-from .analyses import ocr_view
-from .analysis_registry import empty_report_entries, report_entries
+from .analysis_registry import empty_report_entries, place_analyses
 
 _VERSIONED = ("pytest-memerobust", "numpy", "torch", "pillow", "pytest", "tabulate", "hypothesis",
               "imagecorruptions", "open_clip_torch", "transformers", "textattack")
@@ -54,13 +53,14 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
     from ..perturb.conditions import Condition
 
     candidates = []
-    for (m, s, cid), result in session.results.items():
+    for (m, s, cid), result in session.outcomes.results.items():
         if m != model or s != spec or result.condition.kind == "clean" or (conditions is not None
                                                                           and cid not in conditions):
             continue
         reference = result.reference  # the true labels (unlabelled memes: the clean predictions)
-        drop = true_probability(result.proba_clean, reference) - true_probability(result.proba, reference)
-        declined = [a for a in (result.abstained_clean, result.abstained) if a is not None]
+        answers = result.answers
+        drop = true_probability(answers.proba_clean, reference) - true_probability(answers.proba, reference)
+        declined = [a for a in (answers.abstained_clean, answers.abstained) if a is not None]
         if declined:  # a meme the detector declined is scored nowhere: its label words' share says nothing
             drop = np.where(np.logical_or.reduce(declined), -np.inf, drop)
         candidates += [(float(drop[i]), int(i), result) for i in np.argsort(-drop)[:n] if drop[i] > 0]
@@ -87,7 +87,7 @@ def worst_examples(session, model: str, spec: str, n: int = 6, conditions=None) 
         label = (classes[int(truth)] if truth.ndim == 0
                  else ", ".join(name for name, on in zip(classes, truth) if on) or "none")
         p_clean, p_perturbed = (float(true_probability(p[i : i + 1], result.reference[i : i + 1])[0])
-                                for p in (result.proba_clean, result.proba))
+                                for p in (result.answers.proba_clean, result.answers.proba))
         out.append({"id": meme.id, "condition": c.id,
                     "caption": engine.caption(Condition(), i) if reader else meme.text, "perturbed_caption": caption,
                     "caption_source": source, **({"perturbed_caption_source": reader} if reader else {}),
@@ -103,7 +103,7 @@ def suite_groups(session, model: str, spec: str, rows: list[dict]) -> list[tuple
     a condition two suites share is in both. A suite that ran only its clean case has its group too, without rows
     (the group's clean row is that case's), so the reports give that case its suite's verdict. Results no suite
     declared (a hand-written test's) form one more group."""
-    suites = [(suite, conditions) for (m, s, suite), (_, _, conditions) in session.grids.items()
+    suites = [(suite, conditions) for (m, s, suite), (_, _, conditions) in session.planned.grids.items()
               if m == model and s == spec and suite is not None]
     out, claimed = [], set()
     for suite, conditions in suites:
@@ -123,17 +123,16 @@ def suite_groups(session, model: str, spec: str, rows: list[dict]) -> list[tuple
 def build_report(session) -> dict:
     """Everything needed to trust and reproduce the numbers: results, seed, versions, cards, data fingerprints.
     One group per (model, dataset, suite): each suite has its own tables, grid and heat map."""
-    results = [r.as_dict() for r in session.results.values()]
+    results = [r.as_dict() for r in session.outcomes.results.values()]
     groups = []  # a run with only reliance tests has no condition results
     for model, spec in dict.fromkeys((r["model"], r["dataset"]) for r in results):
         rows = [r for r in results if r["model"] == model and r["dataset"] == spec]
         defended = [r for r in rows if r.get("defence")]  # the defence table reads them, beside the undefended
         rows = [r for r in rows if not r.get("defence")]
         clean = next(r for r in rows if r["kind"] == "clean")
-        view = ocr_view(session, model, spec)
         for suite, mine in suite_groups(session, model, spec, [r for r in rows if r["kind"] != "clean"]):
             combined = [r for r in mine if r["kind"] == "combined"]
-            declared_text, declared_image, _ = session.grids.get((model, spec, suite), ((), (), ()))
+            declared_text, declared_image, _ = session.planned.grids.get((model, spec, suite), ((), (), ()))
             cells = {r["condition"] for r in combined}
             grid_text = [t for t in dict.fromkeys([*declared_text, *(c.split("+")[0] for c in cells)])
                          if any(c.startswith(t + "+") for c in cells)]
@@ -144,17 +143,13 @@ def build_report(session) -> dict:
                      "grid_text": grid_text, "grid_image": grid_image}
             if combined:
                 group["grid_summary"] = grid_summary(clean["metrics"], combined)
-            declared = session.grids.get((model, spec, suite), ((), (), None))[2]
+            declared = session.planned.grids.get((model, spec, suite), ((), (), None))[2]
             defences = defence_summary(clean, mine, [r for r in defended if declared is None
                                                      or r["condition"] in declared])
             if defences:
                 group["defences"] = defences
             ids = {r["condition"] for r in mine}
             group["worst_examples"] = worst_examples(session, model, spec, conditions=ids)
-            rows_of_view = [row for row in view if row["condition"] in ids]
-            if rows_of_view:
-                group["ocr_view"] = {"backend": session.ocr(required=True).name, "memes": session.options.ocr_view,
-                                     "rows": rows_of_view}
             groups.append(group)
     models = {}
     for model in dict.fromkeys(r["model"] for r in results):
@@ -173,22 +168,22 @@ def build_report(session) -> dict:
         fits = session.fit_memes_of(spec)
         if fits:  # what the universal attacks on these memes were fitted on: never one of them
             datasets[spec]["fit_memes"] = fits
-    keyed, analyses = report_entries(session)
-    return {**_run_header(session), "models": models, "datasets": datasets, "groups": groups, **keyed,
-            "transfer": transfer_from_results(session.results.values()), **({"analyses": analyses} if analyses else {})}
+    return place_analyses(session, {**_run_header(session), "models": models, "datasets": datasets,
+                                    "groups": groups})
 
 
 def _run_header(session) -> dict:
     """What every report starts with: the tool, format and seed, the run's verdict and every case's record
     (judge.verdict: what the renderers show first), the options and the versions."""
     o = session.options
+    stats = o.judging.stats
     return {
         "tool": "pytest-memerobust", "format": REPORT_FORMAT, "seed": o.seed,
-        "verdict": getattr(session, "verdict", None), "cases": list(getattr(session, "case_records", [])),
-        "options": {"data": o.data, "device": o.device, "batch_size": o.batch_size, "limit": o.limit,
-                    "sample": o.sample, "task": o.task, "n_resamples": o.stats.n_resamples, "confidence": o.stats.confidence,
-                    "robustness_scale": o.stats.scale, "captions": o.captions, "ocr": o.ocr,
-                    "ocr_view": o.ocr_view},
+        "verdict": session.outcomes.verdict, "cases": list(session.outcomes.case_records),
+        "options": {"data": o.data.spec, "device": o.compute.device, "batch_size": o.compute.batch_size,
+                    "limit": o.data.limit, "sample": o.data.sample, "task": o.data.task,
+                    "n_resamples": stats.n_resamples, "confidence": stats.confidence, "robustness_scale": stats.scale,
+                    "captions": o.data.captions, "ocr": o.data.ocr, "ocr_view": o.probes.ocr_view},
         "versions": versions(),
     }
 

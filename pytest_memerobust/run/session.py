@@ -16,7 +16,7 @@ from ..data import Dataset
 from ..detectors import find_card, load_detector
 from ..detectors.registry import check_device, resolve_device
 from ..data.meme import is_multilabel
-from ..engine import Engine
+from ..engine import AttackState, EncodingSettings, Engine, Readers, RunPlace, engine_sides
 from ..perturb.conditions import Condition
 from ..engine.engine import channels_read
 from ..perturb import get as get_perturbation
@@ -24,13 +24,14 @@ from ..errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
 from ..engine.features import CacheStats, FeatureStore, detector_feature_store
 from ..engine.executors import make_executor
 from ..engine.shards import ShardRunner
-from ..judge.results import ConditionResult
+from ..judge.results import Answers, AttackMeasures, ConditionResult, Memes
 from ..data.fit_memes import FitMemes
 from ..data.loaders import check_task
 from ..data.ocr import SCENE_TEXT
 from ..data.reading import CAPTIONS_BY_OCR, load_memes, read_missing_captions
 from .analysis_registry import AnalysisRecords
-from .options import DEFAULT_DATA, Options, split_model, training_spec
+from .options import DEFAULT_DATA, BaselineOptions, Options, RunFolders, split_model, training_spec
+from .session_parts import Execution, Loaded, Outcomes, ResultOrder, RunNotes, RunPlan
 from .workers import WorkerReturns
 
 # bf16 encoders must give the fp32 predictions within this, on the run's first memes, to be used (see `precision`)
@@ -41,8 +42,8 @@ BF16_CHECK_MEMES = 64
 def bf16_check(detector, dataset: Dataset) -> dict:
     """Clean class probabilities of `dataset` with the encoders in bf16 and in fp32, and whether they agree within
     BF16_TOLERANCE (mean absolute difference of probabilities, share of equal predicted classes)."""
-    fp32 = Engine(detector, dataset, precision="fp32").predict(Condition())
-    bf16 = Engine(detector, dataset, precision="bf16").predict(Condition())
+    fp32 = Engine(detector, dataset, asking=EncodingSettings(precision="fp32")).predict(Condition())
+    bf16 = Engine(detector, dataset, asking=EncodingSettings(precision="bf16")).predict(Condition())
     mean_abs_diff = float(np.abs(fp32 - bf16).mean())
     agreement = float((fp32.argmax(1) == bf16.argmax(1)).mean())
     return {"n": len(dataset), "mean_abs_diff": mean_abs_diff, "agreement": agreement,
@@ -66,57 +67,64 @@ def engine_in_worker(options: Options, model: str, spec: str, task: str | None, 
 
 
 class RobustnessSession:
+    """One run: its options and model cards, and the parts it is assembled from (session_parts.py). Constructing it
+    reads the cards and checks the options (an unknown model, device or checkpoint fails here); `start` reaches
+    outside the process (loads the baseline, reaches a Ray cluster), so that what fails there fails before any case.
+    The plugin starts its session at once; for a library user who does not, the baseline is loaded and the executor
+    made when first asked for."""
+
     def __init__(self, options: Options):
         self.options = options
-        self._detectors: dict[str, object] = {}
-        self._datasets: dict[str, Dataset] = {}
-        self.engines: dict[tuple, Engine] = {}  # (model, spec, task[, defence id])
-        self._feature_stores: dict[str, FeatureStore] = {}
-        self._precisions: dict[str, str] = {}
-        self._ocr = None  # the OCR backend, loaded on first use (see `ocr`)
-        self.notes: list[str] = []  # what the run decided on the user's behalf, printed with the tables
-        self.warnings: list[str] = []  # what may mislead the run's numbers, warned of once (collect.modify_items)
-        self.analyses = AnalysisRecords()  # what the analyses that run a detector found (run/analyses.py)
-        self.from_workers = WorkerReturns()  # what pytest-xdist workers handed the controller (run/workers.py)
-        self._run_folder: Path | None = None  # see `run_folder`
-        self._owned_run_folder: Path | None = None  # ... the temporary one this session made, which `close` removes
-        # Where each result was first asked for, as a position in the collected tests, so a report merged from
-        # pytest-xdist workers lists results in the same order as a single-process run.
-        self.position: float = float("inf")
-        self.positions: dict[str, int] = {}
-        self.order: dict[tuple[str, str, str], float] = {}
-        self._planned: dict[tuple[str, str], list[Condition]] = {}  # (model, data spec) -> conditions, in run order
-        self.cases: list[tuple] = []  # (nodeid, model, data, task, group, captions, condition) of the run's cases
-        self.gate_comparisons: dict[tuple, list] | None = None  # per (model label, spec, condition): run/gate.py
-        self.results: dict[tuple[str, str, str], ConditionResult] = {}
-        self._fingerprints: dict[str, str] = {}
-        # (model, data spec, suite name or None) -> (text sides, image sides, condition ids) of the suite's grid and
-        # cases: each suite gets its own tables and heat map; results no suite declared are grouped under None
-        self.grids: dict[tuple[str, str, str | None], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
-        self.exports: dict[str, dict] = {}  # suite name -> its [export] (out, counterexamples, format), once it ran
         self.cards = {m: find_card(split_model(m)[0]) for m in options.models}  # fails early on an unknown name
         if options.models:
-            check_device(options.device)
+            check_device(options.compute.device)
         self._check_checkpoints()
-        self.baseline = None
-        if options.baseline is not None:
+        self.loaded = Loaded()
+        self.notes = RunNotes()
+        self.analyses = AnalysisRecords()  # what the analyses that run a detector found (run/analysis_registry.py)
+        self.from_workers = WorkerReturns()  # what pytest-xdist workers handed the controller (run/workers.py)
+        self.planned = RunPlan()
+        self.ordering = ResultOrder()
+        self.outcomes = Outcomes()
+        self.execution = Execution(self._make_executor)
+        from ..judge.gate import gate_mode
+
+        self.gate = gate_mode(options.judging.gate, options.judging.baseline.path is not None)  # what fails the run
+
+    def start(self) -> "RobustnessSession":
+        """Load the baseline (an unreadable one fails here), refuse a gate that could never fail, and make the
+        executor (a cluster is reached now, so a bad one is one usage error before any case)."""
+        options = self.options
+        from ..judge.gate import DEFAULT_CONTROL, check_resamples, gates_regressions
+
+        if self.baseline is not None and gates_regressions(self.gate):  # the baseline is loaded now
+            check_resamples(options.judging.gate_error or DEFAULT_CONTROL, options.judging.gate_resamples,
+                            "--memerobust-gate-resamples")
+        self.execution.executor  # noqa: B018  made now
+        return self
+
+    def _make_executor(self):
+        """Who evaluates the shards (None: this process): a Ray cluster, a local pool or this process."""
+        options = self.options
+        return make_executor(options.compute.ray if options.models else None, options.compute.folders.shards,
+                             gpus=bool(options.models) and resolve_device(options.compute.device).startswith("cuda"),
+                             workers=options.compute.workers if options.models else 1)
+
+    @property
+    def baseline(self) -> dict | None:
+        """The saved baseline this run is compared with (None without one), loaded when first asked for: an
+        unreadable one fails then (`start` asks for it before any case)."""
+        path = self.options.judging.baseline.path
+        if path is not None and self.loaded.baseline is None:
             from ..track.baseline import load_baseline, rekeyed
 
-            self.baseline = rekeyed(load_baseline(options.baseline),  # fails early on an unreadable baseline
-                                    {m: self.model_label(m) for m in options.models})
-        from ..judge.gate import DEFAULT_CONTROL, check_resamples, gate_mode, gates_regressions
+            self.loaded.baseline = rekeyed(load_baseline(path), {m: self.model_label(m) for m in self.options.models})
+        return self.loaded.baseline
 
-        self.gate = gate_mode(options.gate, self.baseline is not None)  # what fails the run
-        if self.baseline is not None and gates_regressions(self.gate):  # a gate that could never fail is refused
-            check_resamples(options.gate_error or DEFAULT_CONTROL, options.gate_resamples,
-                            "--memerobust-gate-resamples")
-        # who evaluates the shards (None: this process); a cluster is reached now, so a bad one is one usage error
-        # before any case
-        self.executor = make_executor(options.ray if options.models else None, options.shard_folder,
-                                      gpus=bool(options.models) and resolve_device(options.device).startswith("cuda"),
-                                      workers=options.workers if options.models else 1)
-        self.case_records: list[dict] = []  # every robustness case's verdict record, in the order they ran
-        self.verdict: dict | None = None  # the run's verdict (judge.verdict.run_verdict), once every case ran
+    @property
+    def executor(self):
+        """The executor that evaluates shards (None: this process), made when first asked for."""
+        return self.execution.executor
 
     def _check_checkpoints(self) -> None:
         """At the start, not in every case: a `MODEL=PATH` checkpoint names a model of this run (a typo would
@@ -131,22 +139,24 @@ class RobustnessSession:
 
     def detector(self, model: str):
         """The loaded detector for a model spec `NAME[:MODE]`; modes (text, image) share the base's weights."""
-        if model not in self._detectors:
+        if model not in self.loaded.detectors:
             name, mode = split_model(model)
             if mode:
                 base = self.detector(name)
                 if not hasattr(base, "with_mode"):  # the channel ablation skips its cases with this message
                     raise ModeNotRead(f"model {name!r} has no channel-ablation modes (asked for {model!r}): it has no "
                                       f"head that fuses the two channels")
-                self._detectors[model] = base.with_mode(mode)
+                self.loaded.detectors[model] = base.with_mode(mode)
             else:
                 checkpoint = self.options.checkpoints.get(name) or self.options.checkpoints.get("")
-                self._detectors[model] = self._load_seeded(self.cards.get(name) or find_card(name), checkpoint)
-                if callable(getattr(self._detectors[model], "use_cache", None)):  # a hosted model's answers
-                    self._detectors[model].use_cache(self.options.cache_dir if self.options.feature_cache else None)
-                if callable(getattr(self._detectors[model], "use_run_folder", None)):  # its pace and breaker
-                    self._detectors[model].use_run_folder(self.run_folder())
-        return self._detectors[model]
+                detector = self._load_seeded(self.cards.get(name) or find_card(name), checkpoint)
+                if callable(getattr(detector, "use_cache", None)):  # a hosted model's answers
+                    cache = self.options.compute.cache
+                    detector.use_cache(cache.folder if cache.features else None)
+                if callable(getattr(detector, "use_run_folder", None)):  # its pace and breaker
+                    detector.use_run_folder(self.run_folder())
+                self.loaded.detectors[model] = detector
+        return self.loaded.detectors[model]
 
     def _load_seeded(self, card, checkpoint):
         """The detector loaded with torch's CPU generator at the run's seed (and given back as it was after): the
@@ -156,70 +166,70 @@ class RobustnessSession:
 
         with torch.random.fork_rng(devices=[]):
             torch.default_generator.manual_seed(self.options.seed)
-            return load_detector(card, checkpoint, self.options.device)
+            return load_detector(card, checkpoint, self.options.compute.device)
 
     def plan(self, model: str, data: str | None, condition: Condition, captions: str | None = None, *,
              task: str | None = None, group: str | None = None, nodeid: str | None = None) -> None:
         """Announce a condition the run will evaluate (in order), so its perturbations can be computed ahead; with
         its case's `nodeid`, the case is one of the gate's family (every case a baseline can judge)."""
-        self._planned.setdefault((model, self.data_spec(data, captions)), []).append(condition)
+        self.planned.conditions.setdefault((model, self.data_spec(data, captions)), []).append(condition)
         if nodeid is not None:
-            self.cases.append((nodeid, model, data, task, group, captions, condition))
+            self.planned.cases.append((nodeid, model, data, task, group, captions, condition))
 
     def precision(self, model: str) -> str:
         """fp32 or bf16 for a model's encoders. `auto` means bf16 on a GPU (about twice as fast) once it passes
         `bf16_check` on the run's first memes, else fp32. An explicit bf16 that fails the check is kept, with a note."""
         name = split_model(model)[0]
-        if name not in self._precisions:
-            wanted = self.options.precision
+        if name not in self.loaded.precisions:
+            wanted = self.options.compute.precision
             on_gpu = str(getattr(self.detector(name), "device", "cpu")).startswith("cuda")
             if wanted == "fp32" or (wanted == "auto" and not on_gpu):
-                self._precisions[name] = "fp32"
+                self.loaded.precisions[name] = "fp32"
             else:
                 check = bf16_check(self.detector(name), self.dataset(self.data_spec()).head(BF16_CHECK_MEMES))
-                self._precisions[name] = "bf16" if check["passed"] or wanted == "bf16" else "fp32"
+                self.loaded.precisions[name] = "bf16" if check["passed"] or wanted == "bf16" else "fp32"
                 if not check["passed"]:
-                    self.notes.append(
+                    self.notes.add(
                         f"{name}: bf16 predictions differ from fp32 on the first {check['n']} memes (mean |dp| "
                         f"{check['mean_abs_diff']:.4f}, agreement {check['agreement']:.3f}; tolerance "
-                        f"{BF16_TOLERANCE}); running {self._precisions[name]}")
-        return self._precisions[name]
+                        f"{BF16_TOLERANCE}); running {self.loaded.precisions[name]}")
+        return self.loaded.precisions[name]
 
     def feature_store(self, model: str) -> FeatureStore:
         """One store of encoded inputs per model, shared by its engines on every dataset and by its ablation views,
         and on disk with every model and `memerobust train` run on the same frozen backbone (see
         `features.encoder_namespaces`)."""
-        if model not in self._feature_stores:
-            directory = self.options.cache_dir if self.options.feature_cache else None
-            self._feature_stores[model] = detector_feature_store(self.detector(model), self.precision(model), directory,
-                                                                 self.held_features_limit())
-        return self._feature_stores[model]
+        if model not in self.loaded.feature_stores:
+            directory = self.options.compute.cache.folder if self.options.compute.cache.features else None
+            self.loaded.feature_stores[model] = detector_feature_store(
+                self.detector(model), self.precision(model), directory, self.held_features_limit())
+        return self.loaded.feature_stores[model]
 
     def held_features_limit(self) -> int:
         """Bytes of features held in memory by each of a model's two holders (its store of inputs, its engine's
         condition sides): half of --memerobust-feature-memory each."""
-        return self.options.feature_memory_mib * 2**20 // 2
+        return self.options.compute.cache.memory_mib * 2**20 // 2
 
     def run_notes(self, hosted: bool = True) -> list[str]:
         """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
         used the band at the bottom of the picture, where captions usually sit); with `hosted`, one per hosted
         model, its requests summed over every process of the run."""
-        lines = list(self.notes)
+        lines = list(self.notes.lines)
         if callable(getattr(self.executor, "note", None)) and self.executor.note():
             lines.append(self.executor.note())
         if hosted:
             lines += self.hosted_notes()
-        for spec in dict.fromkeys(r.dataset for r in self.results.values()):  # worked out here: any executor fits
+        for spec in dict.fromkeys(r.dataset for r in self.outcomes.results.values()):  # here: any executor fits
             for fit in self._fits_of(spec):
                 note = fit.note(spec.removesuffix(CAPTIONS_BY_OCR))
                 if note not in lines:
                     lines.append(note)
-        if any(r.condition.image and get_perturbation(r.condition.image).caption_source
-               for r in self.results.values()):  # their pixels depend on the fonts this machine has
+        if any(r.condition.image and get_perturbation(r.condition.image).traits.caption_source
+               for r in self.outcomes.results.values()):  # their pixels depend on the fonts this machine has
             from ..perturb.typography import caption_font_name
 
             lines.append(f"re-rendered captions: {caption_font_name()}")
-        for (model, spec, task, *_defence), engine in self.engines.items():
+        for (model, spec, task, *_defence), engine in self.loaded.engines.items():
             unread = engine.unread() if engine.abstentions else ()  # memes it predicted on only
             if any(unread):
                 ids = [i for i, blank in zip(engine.ids, unread) if blank]
@@ -239,7 +249,7 @@ class RobustnessSession:
 
     def hosted_usage(self) -> list[dict]:
         """What this process's hosted models sent (their shards on pool workers included), one record each."""
-        return [d.usage_record() for d in self._detectors.values() if callable(getattr(d, "usage_record", None))]
+        return [d.usage_record() for d in self.loaded.detectors.values() if callable(getattr(d, "usage_record", None))]
 
     def hosted_notes(self) -> list[str]:
         """One note per hosted model: requests, cached answers, tokens and cost, over this process and, on a
@@ -256,7 +266,7 @@ class RobustnessSession:
 
         by_model: dict[str, list] = {}
         texts: dict[tuple[str, str], list[str]] = {}  # (spec, task) -> the captions of its scored memes
-        for nodeid, model, data, task, _group, captions, condition in self.cases:
+        for nodeid, model, data, task, _group, captions, condition in self.planned.cases:
             try:
                 detector = self.detector(model)
             except ModeNotRead:
@@ -288,69 +298,69 @@ class RobustnessSession:
         """A folder every process of this run sees (its pool workers, its pytest-xdist workers): where a hosted
         model's rate limit and breaker live. The options' own (a pool worker gets its driver's), else one in the
         pytest-xdist run's shard folder, else a new temporary one that `close` removes."""
-        if self._run_folder is None:
-            if self.options.run_folder is not None:
-                self._run_folder = Path(self.options.run_folder)
-            elif self.options.shard_folder is not None:
-                self._run_folder = Path(self.options.shard_folder) / "run"
+        execution = self.execution
+        if execution.run_folder is None:
+            if self.options.compute.folders.run is not None:
+                execution.run_folder = Path(self.options.compute.folders.run)
+            elif self.options.compute.folders.shards is not None:
+                execution.run_folder = Path(self.options.compute.folders.shards) / "run"
             else:
                 import tempfile
 
-                self._run_folder = Path(tempfile.mkdtemp(prefix="memerobust-run-"))
-                self._owned_run_folder = self._run_folder
-            self._run_folder.mkdir(parents=True, exist_ok=True)
-        return self._run_folder
+                execution.run_folder = execution.owned_run_folder = Path(tempfile.mkdtemp(prefix="memerobust-run-"))
+            execution.run_folder.mkdir(parents=True, exist_ok=True)
+        return execution.run_folder
 
     def cache_stats(self) -> dict:
         """Inputs encoded, served from memory and read from disk, per modality, over every model's store, the stores
         of the worker processes that evaluated shards (--memerobust-workers, Ray actors) and, on a pytest-xdist
         controller, every worker's."""
         total = CacheStats()
-        for counts in [store.stats for store in self._feature_stores.values()] + self.from_workers.cache_stats + [
+        for counts in [store.stats for store in self.loaded.feature_stores.values()] + self.from_workers.cache_stats + [
                 getattr(self.executor, "worker_stats", CacheStats())]:
             total.add(counts)
         return dataclasses.asdict(total)
 
     def cache_summary(self) -> str:
         t = self.cache_stats()
-        where = (f"{Path(self.options.cache_dir) / 'features'}" if self.options.feature_cache and self.options.cache_dir
-                 else "memory only")
+        cache = self.options.compute.cache
+        where = f"{Path(cache.folder) / 'features'}" if cache.features and cache.folder else "memory only"
         line = (f"encoded {t['encoded']['image']} pictures and {t['encoded']['text']} captions; reused "
                 f"{sum(t['memory_hits'].values())} from this run and read {sum(t['disk_hits'].values())} from the "
                 f"feature cache ({where})")
         if t["dropped"]:
             line += (f"; {t['dropped']} inputs' features left memory to stay within --memerobust-feature-memory="
-                     f"{self.options.feature_memory_mib}")
+                     f"{self.options.compute.cache.memory_mib}")
         return line + (f"; {t['rejected_files']} damaged cache files recomputed" if t["rejected_files"] else "")
 
     def data_spec(self, suite_default: str | None = None, captions: str | None = None) -> str:
         """The dataset a run or suite evaluates; with captions read by OCR (the option, or a suite's `captions =
         "ocr"`) the spec carries CAPTIONS_BY_OCR, which keeps those results apart from the dataset's own captions."""
-        spec = self.options.data or suite_default or DEFAULT_DATA
-        return spec + CAPTIONS_BY_OCR if "ocr" in (captions, self.options.captions) else spec
+        spec = self.options.data.spec or suite_default or DEFAULT_DATA
+        return spec + CAPTIONS_BY_OCR if "ocr" in (captions, self.options.data.captions) else spec
 
     def dataset(self, spec: str) -> Dataset:
         """The evaluated memes of `spec` (`_chosen`), their missing captions read by OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
-        if spec not in self._datasets:
-            self._datasets[spec] = read_missing_captions(self._evaluated_as_stored(spec), spec, self.ocr())
-            scene = [m for m in self._datasets[spec].memes if m.meta.get(SCENE_TEXT)]
+        if spec not in self.loaded.datasets:
+            self.loaded.datasets[spec] = read_missing_captions(self._evaluated_as_stored(spec), spec, self.ocr())
+            scene = [m for m in self.loaded.datasets[spec].memes if m.meta.get(SCENE_TEXT)]
             if scene:  # what OCR read that is not the caption: said once, kept on each meme
-                self.notes.append(f"{spec}: OCR kept text of the scene (a sign's, a T-shirt's, a watermark's) out of "
+                self.notes.add(f"{spec}: OCR kept text of the scene (a sign's, a T-shirt's, a watermark's) out of "
                                   f"{len(scene)} of the captions it read, e.g. {scene[0].id}: "
                                   f"{scene[0].meta[SCENE_TEXT]!r} (each meme's meta['{SCENE_TEXT}'])")
-        return self._datasets[spec]
+        return self.loaded.datasets[spec]
 
     def _evaluated_as_stored(self, spec: str) -> Dataset:
         """The evaluated memes of `spec` as its files hold them, missing captions not yet read: what the checks
         that need no picture (task, classes) look at, before any OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)
         key = ("as stored", spec)
-        if spec in self._datasets:  # read already (the task and classes are the same)
-            return self._datasets[spec]
-        if key not in self._datasets:
-            self._datasets[key] = self._read(spec, chosen=True, ocr=False)
-        return self._datasets[key]
+        if spec in self.loaded.datasets:  # read already (the task and classes are the same)
+            return self.loaded.datasets[spec]
+        if key not in self.loaded.datasets:
+            self.loaded.datasets[key] = self._read(spec, chosen=True, ocr=False)
+        return self.loaded.datasets[key]
 
     def _read(self, spec: str, chosen: bool = False, evaluated: Dataset | None = None,
               ocr: bool = True) -> Dataset:
@@ -358,7 +368,7 @@ class RobustnessSession:
         (`chosen`), or those outside `evaluated`, the captions a meme lacks read off its picture when the run has
         an OCR backend (and `ocr`)."""
         dataset = load_memes(spec, require_captions=self.ocr() is None, require_images=self.reads_pictures(),
-                             allow_outside_paths=self.options.allow_outside_paths,
+                             allow_outside_paths=self.options.data.allow_outside_paths,
                              outside=[m.id for m in evaluated.memes] if evaluated is not None else ())
         if chosen:
             dataset = self._chosen(dataset, spec)
@@ -367,8 +377,8 @@ class RobustnessSession:
         without = sum(not m.has_picture for m in dataset.memes)
         note = (f"{spec}: {without} of {len(dataset)} memes have no picture; the models of this run read only "
                 f"captions, so none is needed")
-        if without and note not in self.notes:
-            self.notes.append(note)
+        if without:
+            self.notes.add(note)
         return dataset
 
     def _chosen(self, dataset: Dataset, spec: str) -> Dataset:
@@ -378,34 +388,35 @@ class RobustnessSession:
         from ..data.selection import one_class_head, stratified_sample
 
         o = self.options
-        tasks = [o.task] if o.task else [card.task for card in self.cards.values()]
-        if o.sample is not None:
-            return stratified_sample(dataset, o.sample, o.seed, tasks, spec)
-        warning = one_class_head(dataset, o.limit, tasks, spec)
-        if warning is not None and warning not in self.warnings:
-            self.warnings.append(warning)
-        return dataset.head(o.limit)
+        tasks = [o.data.task] if o.data.task else [card.task for card in self.cards.values()]
+        if o.data.sample is not None:
+            return stratified_sample(dataset, o.data.sample, o.seed, tasks, spec)
+        warning = one_class_head(dataset, o.data.limit, tasks, spec)
+        if warning is not None:
+            self.notes.warn(warning)
+        return dataset.head(o.data.limit)
 
     def reads_pictures(self) -> bool:
         """Whether any model of this run reads pictures (itself, or through OCR with --memerobust-captions=ocr): only
         then must a dataset have one for every meme."""
-        return self.options.captions == "ocr" or any(
+        return self.options.data.captions == "ocr" or any(
             "image" in getattr(self.detector(model), "modalities", ("image", "text")) for model in self.options.models)
 
     def ocr(self, required: bool = False):
         """The OCR backend, loaded once; None unless --memerobust-ocr, --memerobust-captions=ocr or (`required`) a
         suite reading its captions off the pictures asks for one."""
-        name = self.options.ocr or ("rapidocr" if required or self.options.captions == "ocr" else None)
+        name = self.options.data.ocr or ("rapidocr" if required or self.options.data.captions == "ocr" else None)
         if name is None:
             return None
-        if self._ocr is None:
+        if self.loaded.ocr is None:
             from ..data.ocr import ocr_backend
 
-            self._ocr = ocr_backend(name, self.options.cache_dir, resolve_device(self.options.device))
+            compute = self.options.compute
+            self.loaded.ocr = ocr_backend(name, compute.cache.folder, resolve_device(compute.device))
             readings = getattr(self.executor, "ocr_readings", None)  # the local worker pool reads pictures too
-            if readings is not None and not getattr(self._ocr, "use_cuda", False):
-                self._ocr.read_elsewhere = readings(functools.partial(ocr_backend, name))
-        return self._ocr
+            if readings is not None and not getattr(self.loaded.ocr, "use_cuda", False):
+                self.loaded.ocr.read_elsewhere = readings(functools.partial(ocr_backend, name))
+        return self.loaded.ocr
 
     def engine(self, model: str, spec: str, task: str | None = None, defence: str | None = None,
                source: str | None = None) -> Engine:
@@ -415,46 +426,43 @@ class RobustnessSession:
         task = self.task(model, task)
         source = None if source == model else source
         key = (model, spec, task) + ((defence,) if defence else ()) + ((("from", source),) if source else ())
-        if key not in self.engines:
+        if key not in self.loaded.engines:
             name, mode = split_model(model)
-            self.engines[key] = Engine(
-                self.detector(model), self.dataset(spec).labelled(task), seed=self.options.seed,
-                batch_size=self.options.batch_size,
-                shares=self.engine(name, spec, task, defence, source) if mode else None,
-                labels=self.dataset(spec).labelled(task).labels(task),
-                training=lambda: self.training_memes(spec, task), cache_dir=self.options.cache_dir,
-                features=None if mode else self.feature_store(name), precision=self.precision(name),
-                ocr=self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, text_reader=self.ocr(),
-                side_memory_limit=self.held_features_limit(), defence=_defence(defence),
-                shards=ShardRunner(self.executor, self.options.shard_size),
-                recipe=functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence, source),
-                label=f"{model} on {spec}, task {task}" + (f", defence {defence}" if defence else "")
-                + (f", attacks crafted on {source}" if source else ""),
-                attack_source=self.detector(source) if source else None)
+            detector, dataset = self.detector(model), self.dataset(spec).labelled(task)
+            compute = self.options.compute
+            self.loaded.engines[key] = Engine(
+                detector, dataset, self.options.seed,
+                sides=(self.engine(name, spec, task, defence, source).sides if mode else
+                       engine_sides(detector, dataset, self.feature_store(name), self.held_features_limit())),
+                asking=EncodingSettings(compute.batch_size, self.precision(name), _defence(defence)),
+                attacks=AttackState(dataset.labels(task), lambda: self.training_memes(spec, task),
+                                    compute.cache.folder, source=self.detector(source) if source else None),
+                readers=Readers(self.ocr(required=True) if spec.endswith(CAPTIONS_BY_OCR) else None, self.ocr()),
+                place=RunPlace(ShardRunner(self.executor, compute.shard_size),
+                               functools.partial(engine_in_worker, self.worker_options(), model, spec, task, defence,
+                                                 source),
+                               f"{model} on {spec}, task {task}" + (f", defence {defence}" if defence else "")
+                               + (f", attacks crafted on {source}" if source else "")))
             if (defence or source) and not mode:  # the pictures are the plain engine's: decoded once
-                self.engines[key].share_pictures(self.engine(model, spec, task))
-            self.engines[key].plan([c for c in self._planned.get((model, spec), [])
+                self.loaded.engines[key].share_pictures(self.engine(model, spec, task))
+            self.loaded.engines[key].plan([c for c in self.planned.conditions.get((model, spec), [])
                                      if c.defence == defence and (None if c.source == model else c.source) == source])
             if key in self.from_workers.attacks:  # a pytest-xdist controller: what the workers' attacks chose
-                self.engines[key].adopt_attacks(*self.from_workers.attacks[key])
-        return self.engines[key]
+                self.loaded.engines[key].adopt_attacks(*self.from_workers.attacks[key])
+        return self.loaded.engines[key]
 
     def worker_options(self) -> Options:
         """These options as a worker that evaluates shards builds its engines from: no cluster of its own, and
         nothing of the run's end (baselines, reports, counterexamples)."""
-        return replace(self.options, ray=None, shard_folder=None, workers=1, baseline=None, save_baseline=None,
-                       reports=(), counterexamples=None, replay=None, run_folder=self._run_folder)
+        o = self.options
+        compute = replace(o.compute, ray=None, workers=1, folders=RunFolders(run=self.execution.run_folder))
+        return replace(o, compute=compute, judging=replace(o.judging, baseline=BaselineOptions()),
+                       outputs=replace(o.outputs, reports=(), counterexamples=None),
+                       probes=replace(o.probes, replay=None))
 
     def close(self) -> None:
-        """Let go of what the run started (a Ray pool, and the local cluster it started)."""
-        if self.executor is not None:
-            self.executor.close()
-            self.executor = None
-        if self._owned_run_folder is not None:
-            import shutil
-
-            shutil.rmtree(self._owned_run_folder, ignore_errors=True)
-            self._owned_run_folder = None
+        """Let go of what the run started (a Ray pool, and the local cluster it started; its own run folder)."""
+        self.execution.close()
 
     def training_memes(self, spec: str, task: str) -> FitMemes:
         """The memes attacks fitted once per detector (universal triggers, patterns) fit on, read as the run reads
@@ -462,7 +470,7 @@ class RobustnessSession:
         ones. Never an evaluated meme: with neither, a DataError that names the fixes."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the fit memes keep their own captions (OCR reads missing ones)
         key = ("fit", spec, task)
-        if key not in self._datasets:
+        if key not in self.loaded.datasets:
             evaluated = self.dataset(spec)
             if evaluated.unlabelled:
                 raise NothingToFitOn(f"{spec}: no labels, and universal attacks (triggers, patterns) fit to the memes' "
@@ -483,11 +491,11 @@ class RobustnessSession:
                                 f"evaluated ones (a trigger fitted on the memes it is judged on overstates its "
                                 f"effect): give the data a train split, or evaluate fewer memes "
                                 f"(--memerobust-limit) to hold the rest out for fitting")
-            self._datasets[key] = fit
-        return self._datasets[key]
+            self.loaded.datasets[key] = fit
+        return self.loaded.datasets[key]
 
     def task(self, model: str, suite_task: str | None = None) -> str:
-        return self.options.task or suite_task or self.detector(model).card.task
+        return self.options.data.task or suite_task or self.detector(model).card.task
 
     def groups(self, spec: str, field: str | None, task: str | None = None) -> np.ndarray | None:
         """Each meme's group under meta field `field` (as text; "" where the meme has none), over the memes that
@@ -507,35 +515,34 @@ class RobustnessSession:
         condition = Condition.parse(condition) if isinstance(condition, str) else condition
         spec = self.data_spec(data, captions)
         key = (model, spec, condition.id)
-        if key in self.results:
-            return self.results[key]
+        if key in self.outcomes.results:
+            return self.outcomes.results[key]
         task = self.task(model, task)
         dataset = self.scored_dataset(model, spec, task)
         engine = self.engine(model, spec, task, condition.defence, condition.source)
-        groups = self.groups(spec, self.options.group or group, task)
+        groups = self.groups(spec, self.options.data.group or group, task)
         reference = Condition(defence=condition.defence)  # clean, behind the same defence
         clean_key = (model, spec, reference.id)
-        self.order.setdefault(clean_key, self.position)
-        self.order.setdefault(key, self.position)
-        if clean_key not in self.results:
+        first_asked, position = self.ordering.first_asked, self.ordering.position
+        first_asked.setdefault(clean_key, position)
+        first_asked.setdefault(key, position)
+        if clean_key not in self.outcomes.results:
             proba = engine.predict(reference)
             abstained = engine.abstentions.get(reference.id)
             samples = engine.samples.get(reference.id)  # a repeat-sampled detector's answers (else None)
-            self.results[clean_key] = ConditionResult(model, spec, reference, dataset.labels(task), proba, proba,
-                                                      self.options.stats, groups, task=task,
-                                                      abstained_clean=abstained, abstained=abstained,
-                                                      sampled_clean=samples, sampled=samples)
-        clean = self.results[clean_key]
+            self.outcomes.results[clean_key] = ConditionResult(
+                model, spec, reference, Memes(dataset.labels(task), groups),
+                Answers(proba, proba, abstained, abstained, samples, samples), self.options.judging.stats, task)
+        clean = self.outcomes.results[clean_key]
         if condition.kind != "clean":
             proba = engine.predict(condition)
-            self.results[key] = ConditionResult(model, spec, condition, clean.y_true, clean.proba, proba,
-                                                self.options.stats, groups, task=task,
-                                                caption_edit=engine.caption_edit(condition),
-                                                picture_attack=engine.picture_attack(condition),
-                                                abstained_clean=clean.abstained,
-                                                abstained=engine.abstentions.get(condition.id),
-                                                sampled_clean=clean.sampled, sampled=engine.samples.get(condition.id))
-        return self.results[key]
+            self.outcomes.results[key] = ConditionResult(
+                model, spec, condition, clean.memes,
+                Answers(clean.answers.proba, proba, clean.answers.abstained, engine.abstentions.get(condition.id),
+                        clean.answers.sampled, engine.samples.get(condition.id)),
+                self.options.judging.stats, task,
+                AttackMeasures(engine.caption_edit(condition), engine.picture_attack(condition)))
+        return self.outcomes.results[key]
 
     def check_case(self, model: str, data: str | None = None, task: str | None = None,
                    captions: str | None = None, group: str | None = None) -> None:
@@ -551,7 +558,7 @@ class RobustnessSession:
             return
         task = self.task(model, task)
         self.scored_dataset(model, spec, task)
-        self.groups(spec, self.options.group or group, task)
+        self.groups(spec, self.options.data.group or group, task)
 
     def scored_dataset(self, model: str, spec: str, task: str) -> Dataset:
         """The memes of `spec` labelled for `task`, after checking that `model` can be scored on them: on the memes
@@ -584,16 +591,17 @@ class RobustnessSession:
         and the terminal summary all read the same one)."""
         from .report import build_report
 
-        state = (len(self.results), sum(map(len, self.analyses.records.values())), len(self.analyses.records),
-                 len(self.case_records), id(getattr(self, "verdict", None)))
-        if getattr(self, "_report_for", None) != state:
-            self._report, self._report_for = build_report(self), state
-        return self._report
+        outcomes = self.outcomes
+        state = (len(outcomes.results), sum(map(len, self.analyses.records.values())), len(self.analyses.records),
+                 len(outcomes.case_records), id(outcomes.verdict))
+        if outcomes.report_for != state:
+            outcomes.report, outcomes.report_for = build_report(self), state
+        return outcomes.report
 
     def fingerprint(self, spec: str) -> str:
-        if spec not in self._fingerprints:
-            self._fingerprints[spec] = self.dataset(spec).fingerprint()
-        return self._fingerprints[spec]
+        if spec not in self.loaded.fingerprints:
+            self.loaded.fingerprints[spec] = self.dataset(spec).fingerprint()
+        return self.loaded.fingerprints[spec]
 
     def unread_modalities(self, model: str, condition: Condition, captions: str | None = None) -> list[str]:
         """The modalities `condition` perturbs that the model ignores (e.g. the image for `memeclip:text`). With
@@ -602,15 +610,15 @@ class RobustnessSession:
         from ..perturb.prompts import supports_prompts
 
         detector = self.detector(model)
-        by_ocr = "ocr" in (captions, self.options.captions)
+        by_ocr = "ocr" in (captions, self.options.data.captions)
         reads, own = channels_read(detector, by_ocr), channels_read(detector, False)
         unread = [m for m, name in (("image", condition.image), ("text", condition.text)) if name and m not in reads]
         if condition.image and "image" not in own and "image" in reads:  # a caption classifier behind OCR
             attack = get_perturbation(condition.image)
-            if attack.needs_model and not attack.rewrites_caption:
+            if attack.needs_model and not attack.traits.rewrites_caption:
                 unread.append(f"image itself (it reads the picture's text through OCR, and {condition.image!r} "
                               f"attacks the detector's view of the picture)")
-        if condition.image and by_ocr and get_perturbation(condition.image).rewrites_caption:
+        if condition.image and by_ocr and get_perturbation(condition.image).traits.rewrites_caption:
             unread.append(f"caption {condition.image!r} chooses (the caption is read off the picture by OCR)")
         if condition.prompt and not supports_prompts(detector):
             unread.append("prompt (it is not prompted)")
@@ -638,8 +646,9 @@ class RobustnessSession:
 
     def _fits_of(self, spec: str) -> list[FitMemes]:
         """The fit memes of the universal attacks among the results on `spec`, one per task scored."""
-        tasks = dict.fromkeys(r.task or self.task(r.model) for r in self.results.values() if r.dataset == spec and any(
-            name and get_perturbation(name).universal for name in (r.condition.text, r.condition.image)))
+        tasks = dict.fromkeys(r.task or self.task(r.model) for r in self.outcomes.results.values()
+                              if r.dataset == spec and any(name and get_perturbation(name).universal
+                                                           for name in (r.condition.text, r.condition.image)))
         return [self.training_memes(spec, task) for task in tasks]
 
     def unfittable(self, model: str, condition: Condition, data: str | None = None, task: str | None = None,
@@ -662,8 +671,8 @@ class RobustnessSession:
 
     def declare(self, model: str, spec: str, suite: str | None, text_sides, image_sides, conditions) -> None:
         key = (model, spec, suite)
-        old_text, old_image, old_conditions = self.grids.get(key, ((), (), ()))
-        self.grids[key] = (tuple(dict.fromkeys(old_text + tuple(text_sides))),
+        old_text, old_image, old_conditions = self.planned.grids.get(key, ((), (), ()))
+        self.planned.grids[key] = (tuple(dict.fromkeys(old_text + tuple(text_sides))),
                            tuple(dict.fromkeys(old_image + tuple(image_sides))),
                            tuple(dict.fromkeys(old_conditions + tuple(conditions))))
 

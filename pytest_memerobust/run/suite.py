@@ -60,34 +60,26 @@ class BudgetCheck:
 
 
 @dataclass(frozen=True)
-class Suite:
-    name: str
-    path: Path
-    conditions: tuple[Condition, ...]
-    thresholds: Thresholds
-    overrides: tuple[tuple[str, dict], ...] = ()
-    grid_text: tuple[str, ...] = ()
-    grid_image: tuple[str, ...] = ()
+class SuiteSettings:
+    """The [suite] table besides the name: what the suite's cases run on and how its models run."""
+
     description: str = ""
     task: str | None = None
     dataset: str | None = None
     modes: tuple[str, ...] = ()  # fusion modes each model runs in (channel ablation); () = as given
     group: str | None = None  # meta field for per-group robustness (e.g. "target")
     captions: str = "dataset"  # "ocr": captions read off each condition's (perturbed) pictures, end to end
-    defence: str | None = None  # a text defence's id (defences.Defence), whose cases run besides the undefended
-    budgets: "BudgetCheck | None" = None  # the evasion-budget case ([budgets]), if the suite has one
     transfer_from: tuple[str, ...] = ()  # models every attack is also crafted on, for the run's models to face
-    export: dict | None = None  # [export]: out (a folder), counterexamples, format; the run exports its memes there
 
-    def model_specs(self, models) -> list[str]:
-        """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
-        out = []
-        for model in models:
-            if not self.modes or (":" in model and not model.endswith(".toml")):
-                out.append(model)
-            else:
-                out += [model if mode == "multimodal" else f"{model}:{mode}" for mode in self.modes]
-        return list(dict.fromkeys(out))
+
+@dataclass(frozen=True)
+class SuiteChecks:
+    """What the suite's cases are held to: [thresholds] for every condition, each [[override]] where its glob
+    matches the condition's id, and the evasion-budget case's floors ([budgets], if the suite has one)."""
+
+    thresholds: Thresholds
+    overrides: tuple[tuple[str, dict], ...] = ()
+    budgets: "BudgetCheck | None" = None
 
     def thresholds_for(self, condition: Condition) -> Thresholds:
         result = self.thresholds
@@ -95,6 +87,38 @@ class Suite:
             if fnmatch.fnmatchcase(condition.id, pattern):
                 result = result.merged(override)
         return result
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The [grid]'s sides as condition ids, in the order given: the rows and columns of its text x image table."""
+
+    text: tuple[str, ...] = ()
+    image: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A suite file: its conditions (one case each per model), what they are held to, and how they run."""
+
+    name: str
+    path: Path
+    conditions: tuple[Condition, ...]
+    checks: SuiteChecks
+    settings: SuiteSettings = SuiteSettings()
+    grid: Grid = Grid()
+    defence: str | None = None  # a text defence's id (defences.Defence), whose cases run besides the undefended
+    export: dict | None = None  # [export]: out (a folder), counterexamples, format; the run exports its memes there
+
+    def model_specs(self, models) -> list[str]:
+        """`memeclip` x modes ("text", "image") -> memeclip:text, memeclip:image; a spec with a mode stays as is."""
+        out = []
+        for model in models:
+            if not self.settings.modes or (":" in model and not model.endswith(".toml")):
+                out.append(model)
+            else:
+                out += [model if mode == "multimodal" else f"{model}:{mode}" for mode in self.settings.modes]
+        return list(dict.fromkeys(out))
 
 
 def _side(modality: str, spec: str, where: str) -> tuple[str, int | None]:
@@ -143,18 +167,18 @@ def _known(modality: str, name: str, severities, where: str) -> list[tuple[str, 
     if p.modality != modality:
         raise SuiteError(f"{where}: {name!r} is a {p.modality} perturbation, listed under [{modality}]")
     if severities == "all":
-        severities = list(p.severities) or True
+        severities = list(p.parameters.severities) or True
     if severities is True:
-        if p.severities:
-            raise SuiteError(f"{where}: {name!r} needs severities; valid: {list(p.severities)}")
+        if p.parameters.severities:
+            raise SuiteError(f"{where}: {name!r} needs severities; valid: {list(p.parameters.severities)}")
         return [(name, None)]
     if not isinstance(severities, list) or not severities or not all(
         isinstance(s, int) and not isinstance(s, bool) for s in severities
     ):
         raise SuiteError(f"{where}: {name!r}: expected a non-empty list of severities, \"all\" or true")
-    bad = [s for s in severities if s not in p.severities]
+    bad = [s for s in severities if s not in p.parameters.severities]
     if bad:
-        raise SuiteError(f"{where}: {name!r} has no severity {bad}; valid: {list(p.severities)}")
+        raise SuiteError(f"{where}: {name!r} has no severity {bad}; valid: {list(p.parameters.severities)}")
     return [(name, s) for s in severities]
 
 
@@ -244,13 +268,14 @@ def parse_suite(data: dict, path: Path, root: Path | None = None) -> Suite:
     conditions += [replace(c, source=model) for model in transfer_from for c in conditions if _attacks(c)]
     unique = list({c.id: c for c in reversed(conditions)}.values())[::-1]  # first occurrence wins
     return Suite(
-        name=meta.get("name", path.stem), path=path, conditions=tuple(unique), thresholds=thresholds,
-        overrides=tuple(overrides),
-        grid_text=tuple(Condition(text=t, text_severity=s).id for t, s in grid_text),
-        grid_image=tuple(Condition(image=i, image_severity=s).id for i, s in grid_image),
-        description=meta.get("description", ""), task=meta.get("task"), dataset=meta.get("dataset"),
-        modes=tuple(modes), group=meta.get("group"), captions=captions, defence=defence,
-        budgets=_budgets(data, where), transfer_from=transfer_from, export=_export(data, path, root),
+        name=meta.get("name", path.stem), path=path, conditions=tuple(unique),
+        checks=SuiteChecks(thresholds, tuple(overrides), _budgets(data, where)),
+        settings=SuiteSettings(description=meta.get("description", ""), task=meta.get("task"),
+                               dataset=meta.get("dataset"), modes=tuple(modes), group=meta.get("group"),
+                               captions=captions, transfer_from=transfer_from),
+        grid=Grid(tuple(Condition(text=t, text_severity=s).id for t, s in grid_text),
+                  tuple(Condition(image=i, image_severity=s).id for i, s in grid_image)),
+        defence=defence, export=_export(data, path, root),
     )
 
 

@@ -55,19 +55,20 @@ def share_cpu_threads(worker_count: int) -> None:
 def to_wire(session) -> dict:
     """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts,
     and the tests' positions (the controller collects none; its report lists cases in that order)."""
-    return {"results": [r.to_wire() for r in session.results.values()], "positions": session.positions,
-            "order": [session.order.get(key, float("inf")) for key in session.results],
-            "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in session.grids.items()],
+    return {"results": [r.to_wire() for r in session.outcomes.results.values()],
+            "positions": session.ordering.positions,
+            "order": [session.ordering.first_asked.get(key, float("inf")) for key in session.outcomes.results],
+            "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in session.planned.grids.items()],
             "notes": session.run_notes(hosted=False), "cache": session.cache_stats(), "hosted": session.hosted_usage(),
             "analyses": session.analyses.to_wire(),
-            "exports": session.exports, "attacks": _attacks_to_wire(session)}
+            "exports": session.planned.exports, "attacks": _attacks_to_wire(session)}
 
 def _attacks_to_wire(session) -> list[list]:
     """Per engine, what its attacks fitted and the captions its model-aware caption attacks chose, so the
     controller's report reads them instead of running the attacks again, alone, on one thread. The memo holds
     arrays (a UAP's pattern): it travels pickled, between processes of one run."""
     out = []
-    for key, engine in session.engines.items():
+    for key, engine in session.loaded.engines.items():
         memo, captions = engine.attack_memo(), engine.attacked_captions()
         if memo or captions:
             out.append([_engine_key_to_wire(key), pickle.dumps(memo, protocol=pickle.HIGHEST_PROTOCOL),
@@ -78,20 +79,22 @@ def merge_wire(session, wire: dict) -> None:
     """Add a worker's `to_wire` to `session`: the controller's report then covers the whole grid. A result
     another worker already sent (each computes the clean condition) is kept once: they are identical."""
     for nodeid, position in wire.get("positions", {}).items():  # every worker collected every test
-        session.positions.setdefault(nodeid, position)
+        session.ordering.positions.setdefault(nodeid, position)
     for item, position in zip(wire["results"], wire["order"]):
-        result = ConditionResult.from_wire(item, session.options.stats)
+        result = ConditionResult.from_wire(item, session.options.judging.stats)
         key = (result.model, result.dataset, result.condition.id)
-        session.results.setdefault(key, result)
-        session.order[key] = min(session.order.get(key, position), position)
-    keys = sorted(session.results, key=lambda k: session.order.get(k, float("inf")))  # stable: ties keep their order
-    session.results = {k: session.results[k] for k in keys}
+        session.outcomes.results.setdefault(key, result)
+        session.ordering.first_asked[key] = min(session.ordering.first_asked.get(key, position), position)
+    first_asked = session.ordering.first_asked  # sorted stably: ties keep their order
+    keys = sorted(session.outcomes.results, key=lambda k: first_asked.get(k, float("inf")))
+    session.outcomes.results = {k: session.outcomes.results[k] for k in keys}
     for (model, spec, suite), (text_sides, image_sides, conditions) in wire["grids"]:
         session.declare(model, spec, suite, text_sides, image_sides, conditions)
-    session.notes.extend(n for n in wire["notes"] if n not in session.notes)
+    for note in wire["notes"]:
+        session.notes.add(note)
     session.analyses.merge_wire(wire.get("analyses", []))
     for suite, spec in wire.get("exports", {}).items():
-        session.exports.setdefault(suite, spec)
+        session.planned.exports.setdefault(suite, spec)
     for key, memo, captions in wire.get("attacks", []):
         key = _engine_key_from_wire(key)
         kept = session.from_workers.attacks.setdefault(key, ({}, {}))
@@ -99,7 +102,7 @@ def merge_wire(session, wire: dict) -> None:
             kept[0].setdefault(entry, fitted)
         for name, severity, texts in captions:
             kept[1].setdefault((name, severity), texts)
-        if key in session.engines:
-            session.engines[key].adopt_attacks(*kept)
+        if key in session.loaded.engines:
+            session.loaded.engines[key].adopt_attacks(*kept)
     session.from_workers.cache_stats.append(wire["cache"])
     session.from_workers.hosted.extend(wire.get("hosted", []))

@@ -18,7 +18,7 @@ def perturbation_code(name: str) -> str:
 
     p = get_perturbation(name)
     parts = set()
-    for fn in (p.fn, p.batch):
+    for fn in (p.code.fn, p.code.batch):
         if fn is None:
             continue
         try:

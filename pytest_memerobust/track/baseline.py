@@ -39,10 +39,10 @@ BASELINE_DECIMALS = 6  # probabilities are saved, and compared, at this precisio
 def baseline_cell(result) -> dict:
     """A condition's entry in a baseline (and the current run's side of a comparison, rounded alike, so an
     unchanged checkpoint compares equal to its own baseline to the last digit)."""
-    cell = {"y": result.y_true.tolist(), "clean": np.round(result.proba_clean, BASELINE_DECIMALS).tolist(),
-            "perturbed": np.round(result.proba, BASELINE_DECIMALS).tolist()}
-    sides = (getattr(result, "abstained_clean", None), getattr(result, "abstained", None))
-    declined = [np.asarray(a, bool) for a in sides if a is not None]
+    answers = result.answers
+    cell = {"y": result.memes.y_true.tolist(), "clean": np.round(answers.proba_clean, BASELINE_DECIMALS).tolist(),
+            "perturbed": np.round(answers.proba, BASELINE_DECIMALS).tolist()}
+    declined = [np.asarray(a, bool) for a in (answers.abstained_clean, answers.abstained) if a is not None]
     if declined:  # a detector that can decline: the memes it declined clean or under the condition
         cell["declined"] = np.logical_or.reduce(declined).tolist()
     return cell

@@ -346,9 +346,10 @@ def perturbation_info(name: str) -> dict:
     from .artifacts import perturbation_code
 
     p = get(name)
-    return {"modality": p.modality, "family": p.family, "description": p.doc, "severities": list(p.severities),
-            "label_preserving": p.label_preserving, "attacks_the_detector": p.needs_model,
-            "draws_caption": p.caption_source, "tags": sorted(p.tags), "code_sha": perturbation_code(name)}
+    return {"modality": p.modality, "family": p.family, "description": p.code.doc,
+            "severities": list(p.parameters.severities), "label_preserving": p.traits.label_preserving,
+            "attacks_the_detector": p.needs_model, "draws_caption": p.traits.caption_source, "tags": sorted(p.tags),
+            "code_sha": perturbation_code(name)}
 
 
 def provenance(report: dict, parts: list[Part], counts: list[dict], layout: str, counterexamples: bool,

@@ -16,7 +16,7 @@ if not installed():  # found, not imported: the adapter imports it, offline
 
 from pytest_memerobust.data import demo_dataset  # noqa: E402
 from pytest_memerobust.detectors import load_detector  # noqa: E402
-from pytest_memerobust.engine import Engine  # noqa: E402
+from pytest_memerobust.engine import AttackState, Engine  # noqa: E402
 from pytest_memerobust.judge.metrics import attack_success_rate  # noqa: E402
 from pytest_memerobust.perturb import get  # noqa: E402
 from pytest_memerobust.perturb.textattack_recipes import (  # noqa: E402
@@ -44,7 +44,8 @@ def attacked(tmp_path_factory):
     try:
         detector, memes = load_detector("demo"), demo_dataset("test").head(12)
         cache = tmp_path_factory.mktemp("cache")
-        context = Engine(detector, memes, labels=memes.labels("hate"), cache_dir=cache).attack_context()
+        context = Engine(detector, memes,
+                         attacks=AttackState(labels=memes.labels("hate"), cache_dir=cache)).attack_context()
         texts, ids = [m.text for m in memes.memes], [m.id for m in memes.memes]
         out = {(name, s): get(PREFIX + name).apply(texts, ids, s, 0, context) for name in OFFLINE for s in (1, 3)}
     finally:

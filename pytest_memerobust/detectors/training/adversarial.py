@@ -77,9 +77,9 @@ def parse_adversarial(text: str, loss: str | None = None) -> Adversarial:
         raise ConfigError(f"--adversarial {text!r}: {name} fits one {perturbation.family} over many memes; refitting "
                           f"it at every batch is not supported (train against a per-meme attack: hotflip, pgd_linf, "
                           f"co_attack)")
-    if severity not in perturbation.severities:
+    if severity not in perturbation.parameters.severities:
         raise ConfigError(f"--adversarial {text!r}: {name}'s severities are "
-                          f"{', '.join(map(str, perturbation.severities))}")
+                          f"{', '.join(map(str, perturbation.parameters.severities))}")
     try:
         keep = 0.0 if match["keep"] is None else float(match["keep"])
     except ValueError:
@@ -101,7 +101,7 @@ def parse_adversarial(text: str, loss: str | None = None) -> Adversarial:
             if not beta > 0:
                 raise ConfigError(f"--adversarial-loss {loss!r}: beta must be a positive number")
     return Adversarial(perturbation.name, perturbation.modality, severity, keep, kind, beta,
-                       perturbation.rewrites_caption)
+                       perturbation.traits.rewrites_caption)
 
 
 def check_gradient_path(adversarial: Adversarial, detector) -> None:
@@ -135,7 +135,7 @@ def attack_batch(adversarial: Adversarial, detector, memes: Sequence, captions: 
     """The batch's memes drawn for attack, attacked against the detector's current weights (its head in eval mode:
     no dropout in the attack). Returns (the rows attacked, every meme's caption, every meme's picture or None),
     clean where not attacked."""
-    from ...perturb.attacks import AttackContext
+    from ...perturb.attacks import AttackContext, CleanInputs
     from ...perturb.registry import get
 
     rows = [i for i, m in enumerate(memes) if adversarial.attacked(seed, epoch, m.id)]
@@ -143,10 +143,10 @@ def attack_batch(adversarial: Adversarial, detector, memes: Sequence, captions: 
         return rows, captions, pictures
     perturbation = get(adversarial.name)
     keys = [f"{memes[i].id}#e{epoch}" for i in rows]
-    context = AttackContext(detector=detector, labels=np.asarray(labels)[rows],
-                            image_features=np.asarray(image_features)[rows],
-                            images=[pictures[i] for i in rows] if pictures is not None else None,
-                            captions=[captions[i] for i in rows], ids=keys, seed=seed)
+    clean = CleanInputs(image_features=np.asarray(image_features)[rows],
+                        images=[pictures[i] for i in rows] if pictures is not None else None,
+                        captions=[captions[i] for i in rows])
+    context = AttackContext(detector=detector, labels=np.asarray(labels)[rows], clean=clean, ids=keys, seed=seed)
     captions, pictures = list(captions), (list(pictures) if pictures is not None else None)
     if adversarial.modality == "text":
         out = perturbation.apply([captions[i] for i in rows], keys, adversarial.severity, seed, context=context)

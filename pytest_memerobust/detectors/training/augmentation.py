@@ -69,7 +69,7 @@ def parse_augmentation(text: str, where: str = "--augment") -> Augmentation:
     if perturbation.needs_model:
         raise ConfigError(f"{where} {text!r}: {name} attacks the detector being trained (a model-aware attack); "
                           f"train against it with --adversarial {name}@SEVERITY instead")
-    valid = perturbation.severities
+    valid = perturbation.parameters.severities
     if match["low"] is None:
         severities = valid
     elif not valid:
@@ -107,7 +107,7 @@ def check_backends(augmentations: Sequence[Augmentation], caption: str, picture)
     for aug in augmentations:
         perturbation = get(aug.name)
         item = caption if aug.modality == "text" else picture
-        extra = {"captions": [caption]} if perturbation.caption_source else {}
+        extra = {"captions": [caption]} if perturbation.traits.caption_source else {}
         try:
             perturbation.apply([item], ["probe"], aug.severities[0] if aug.severities else None, seed=0, **extra)
         except BackendMissing as exc:
@@ -144,7 +144,7 @@ def augment_memes(memes: Sequence, augmentations: Sequence[Augmentation], seed: 
                 for i, value in zip(rows, out):
                     captions[i] = value
             else:
-                extra = {"captions": [captions[i] for i in rows]} if perturbation.caption_source else {}
+                extra = {"captions": [captions[i] for i in rows]} if perturbation.traits.caption_source else {}
                 out = perturbation.apply([shown[i] for i in rows], keys, severity, seed=seed, **extra)
                 for i, value in zip(rows, out):
                     shown[i] = value

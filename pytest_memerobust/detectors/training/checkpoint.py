@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ...atomic import atomic_write_all
@@ -20,9 +20,10 @@ def save_trained(detector, path: Path, card, result, hyperparameters: dict,
                "hyperparameters": hyperparameters}
     checkpoint = state_dict_bytes(detector.shipped_state(), {**detector.checkpoint_metadata(), **summary})
     texts = {path.with_suffix(".metrics.json"):
-             json.dumps({**asdict(result), "hyperparameters": hyperparameters}, indent=2) + "\n"}
+             json.dumps({**result.to_dict(), "hyperparameters": hyperparameters}, indent=2) + "\n"}
     if write_card:
-        trained = replace(card, name=name or card.name, training={**card.training, **hyperparameters})
+        recipe = {**card.network.training, **hyperparameters}
+        trained = replace(card, name=name or card.name, network=replace(card.network, training=recipe))
         texts[path.with_suffix(".card.toml")] = card_toml(trained, checkpoint=path.name)
     atomic_write_all({path: lambda tmp: tmp.write_bytes(checkpoint),
                       **{file: lambda tmp, text=text: tmp.write_text(text, encoding="utf-8")
@@ -41,10 +42,10 @@ def card_toml(card, checkpoint: str) -> str:
     """A card that points at `checkpoint` (in the same folder), so the pair can be copied anywhere and used."""
     lines = [f"name = {json.dumps(card.name)}", f"architecture = {json.dumps(card.architecture)}",
              f"task = {json.dumps(card.task)}", f"classes = {_toml_value(list(card.classes))}",
-             *(["multilabel = true"] if card.multilabel else []),
+             *(["multilabel = true"] if card.scoring.multilabel else []),
              f"description = {json.dumps(card.description)}", f"checkpoint = {json.dumps(checkpoint)}"]
     for table in ("params", "backbone", "text_backbone", "training"):
-        values = {k: v for k, v in getattr(card, table).items() if v is not None}
+        values = {k: v for k, v in getattr(card.network, table).items() if v is not None}
         if values:
             lines.append(f"\n[{table}]")
             lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in values.items()]

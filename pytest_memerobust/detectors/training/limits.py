@@ -77,34 +77,46 @@ def tower_limits(spec: dict, towers, prefix: str) -> list[TowerLimits]:
                                                   *READERS[kind](config, tower)) for tower in towers]
 
 
-def check_sizes(spec: dict, limits: list[TowerLimits], where: str) -> None:
-    """`spec`'s sizes (parse_adaptation's) within every tower's `limits`, else one ConfigError naming `where` the
-    spec came from, the key, its value and the valid range."""
-    method = spec["method"]
-    if not limits:
-        return
-    if method in ("lora", "adapter", "compacter"):
-        key = "rank" if method == "lora" else "reduction"
-        narrowest = min(limits, key=lambda t: t.width)
-        if spec[key] > narrowest.width:
-            why = "" if key == "rank" else " (its bottleneck, width // reduction, would be empty)"
-            raise ConfigError(f"{where}: {key} = {spec[key]} is more than the layer width of {narrowest.name}"
-                              f"{why}: valid 1..{narrowest.width}")
-    if method == "compacter":
-        phm, reduction = spec["phm"], spec["reduction"]
-        splits = [(t, t.width, t.width // reduction) for t in limits]
-        bad = next(((t, w, b) for t, w, b in splits if w % phm or b % phm), None)
-        if bad is not None:
-            valid = [n for n in range(1, min(b for _, _, b in splits) + 1) if all(w % n == b % n == 0
-                                                                                   for _, w, b in splits)]
-            tower, width, bottleneck = bad
-            raise ConfigError(f"{where}: phm = {phm} Kronecker factors must divide both the layer width {width} and "
-                              f"its bottleneck {bottleneck} (width // reduction {reduction}) of {tower.name}: valid "
-                              f"phm {', '.join(map(str, valid))}")
+def check_rank(rank: int, limits: list[TowerLimits], where: str) -> None:
+    """A LoRA rank at most the narrowest tower's layer width, else one ConfigError naming `where` the spec came
+    from, the value and the valid range."""
+    _within_width("rank", rank, "", limits, where)
+
+
+def check_reduction(reduction: int, limits: list[TowerLimits], where: str) -> None:
+    """An adapter's reduction at most the narrowest layer width: its bottleneck, width // reduction, holds a unit."""
+    _within_width("reduction", reduction, " (its bottleneck, width // reduction, would be empty)", limits, where)
+
+
+def _within_width(key: str, value: int, why: str, limits: list[TowerLimits], where: str) -> None:
+    narrowest = min(limits, key=lambda t: t.width)
+    if value > narrowest.width:
+        raise ConfigError(f"{where}: {key} = {value} is more than the layer width of {narrowest.name}{why}: valid "
+                          f"1..{narrowest.width}")
+
+
+def check_kronecker(phm: int, reduction: int, limits: list[TowerLimits], where: str) -> None:
+    """Compacter's `phm` Kronecker factors dividing every tower's layer width and its bottleneck (width //
+    `reduction`), else one ConfigError naming the tower and the valid counts."""
+    splits = [(t, t.width, t.width // reduction) for t in limits]
+    bad = next(((t, w, b) for t, w, b in splits if w % phm or b % phm), None)
+    if bad is not None:
+        valid = [n for n in range(1, min(b for _, _, b in splits) + 1) if all(w % n == b % n == 0
+                                                                               for _, w, b in splits)]
+        tower, width, bottleneck = bad
+        raise ConfigError(f"{where}: phm = {phm} Kronecker factors must divide both the layer width {width} and "
+                          f"its bottleneck {bottleneck} (width // reduction {reduction}) of {tower.name}: valid "
+                          f"phm {', '.join(map(str, valid))}")
+
+
+def check_prompt_tokens(tokens: int, limits: list[TowerLimits], where: str) -> None:
+    """As many prompt tokens as the tightest tower that places them takes, else one ConfigError saying how many
+    it takes and why."""
     placed = [t for t in limits if t.prompt is not None]
-    if method == "prompt" and placed:
-        tightest = min(placed, key=lambda t: t.prompt)
-        if spec["tokens"] > tightest.prompt:
-            valid = f"1..{tightest.prompt}" if tightest.prompt >= 1 else "none"
-            raise ConfigError(f"{where}: tokens = {spec['tokens']} is more prompt tokens than {tightest.name} "
-                              f"takes: valid {valid} ({tightest.prompt_why})")
+    if not placed:
+        return
+    tightest = min(placed, key=lambda t: t.prompt)
+    if tokens > tightest.prompt:
+        valid = f"1..{tightest.prompt}" if tightest.prompt >= 1 else "none"
+        raise ConfigError(f"{where}: tokens = {tokens} is more prompt tokens than {tightest.name} takes: valid "
+                          f"{valid} ({tightest.prompt_why})")

@@ -41,7 +41,7 @@ def run_evasion_at_k(session, model: str, spec: str, task: str, perturbation: st
             evaded[:, draw] = engine.probabilities(pictures, list(edited))[:, 1] < 0.5
     return {"perturbation": perturbation, "severity": severity, "seed": seed,
             "evaded_memes": [ids[i] for i in np.flatnonzero(evaded.any(axis=1))],
-            **evasion_at_k(evaded, session.options.stats.confidence)}
+            **evasion_at_k(evaded, session.options.judging.stats.confidence)}
 
 
 def evasion_table(record: dict) -> AnalysisTable:

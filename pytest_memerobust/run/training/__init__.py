@@ -23,11 +23,11 @@ def hyperparameters(card, flags: dict | None = None) -> dict:
     """The hyperparameters a training run uses for `card` (already `with_demo()` for --demo): the defaults, the
     card's [training], then the `flags` given (None: not given). For a card with shipped demo weights this is the
     recipe they were trained with, so `train CARD --demo` reproduces them."""
-    hyper = {**TRAINING_DEFAULTS, **{k: v for k, v in card.training.items() if k not in RECIPE_KEYS}}
+    hyper = {**TRAINING_DEFAULTS, **{k: v for k, v in card.network.training.items() if k not in RECIPE_KEYS}}
     given = {k: flags[k] for k in hyper if flags is not None and flags.get(k) is not None}
     for key in TRAINING_DEFAULTS:
         where = (f"--{key.replace('_', '-')} {given[key]!r}" if key in given else
-                 f"card {card.name} [training] {key} = {hyper[key]!r}" if key in card.training else None)
+                 f"card {card.name} [training] {key} = {hyper[key]!r}" if key in card.network.training else None)
         if where is not None:
             check_hyperparameter(key, given.get(key, hyper[key]), where)
     hyper.update(given)
@@ -135,53 +135,86 @@ def _trained_with(out: Path) -> str:
 
 
 @dataclass(frozen=True)
-class TrainingRequest:
-    """What a training run is asked: the card (name or .toml path), the checkpoint `out` (None: the card's own, with
-    `demo`), the data (`data`'s train and val splits, or `train` and `val`), where to start (`init`, `resume`), the
-    hyperparameter `flags` given (epochs, lr, weight_decay, batch_size), and how the memes are read."""
+class OutputTarget:
+    """Where the checkpoint goes: `out` as given (--out; None: the card's own, with `demo`), the `name` of the card
+    written beside it (--name), and whether a finished checkpoint there is replaced (--force)."""
 
-    card: str
-    out: str | None = None  # as given (--out)
-    demo: bool = False
+    out: str | None = None
     name: str | None = None
-    data: str | None = None
-    train: str | None = None
-    val: str | None = None
-    init: str | None = None
-    resume: bool = False
-    task: str | None = None
-    seed: int = 0
-    device: str = "cpu"
-    cache_dir: Path | None = None  # where encoded features are kept (None: in memory only)
-    allow_outside_paths: bool = False
-    flags: dict = field(default_factory=dict)
-    ocr_option: str = OCR_OPTION  # how the caller asks for captions read off the pictures (named when missing)
-    augment: tuple[str, ...] | None = None  # --augment specs (None: the card's [training] augment)
-    adversarial: str | None = None  # --adversarial spec (None: the card's)
-    adversarial_loss: str | None = None
-    adaptation: str | None = None  # --adaptation (None: the card's, else head)
-    workers: int | None = None  # processes the one-off encoding runs on, on a CPU (None: the usable cores)
-    force: bool = False  # replace a finished checkpoint at `out` (--force)
+    force: bool = False
 
 
 @dataclass(frozen=True)
-class TrainingPlan:
-    """A request checked: the card (its demo configuration with `demo`), the checkpoint path and the name of the
-    card written beside it, the splits, the hyperparameters and the recipe (augmentations, the attack trained
-    against, the adaptation), parsed."""
+class MemeSource:
+    """The memes trained and validated on: `data`'s train and val splits, or `train` and `val` (dataset specs); the
+    label `task` (None: the card's); whether the data's image paths may lead outside its folder; and how the caller
+    asks for captions read off the pictures (`ocr_option`, named when captions are missing)."""
 
-    card: object
-    out: Path
-    name: str
-    train_spec: str
-    val_spec: str
-    hyper: dict
+    data: str | None = None
+    train: str | None = None
+    val: str | None = None
+    task: str | None = None
+    allow_outside_paths: bool = False
+    ocr_option: str = OCR_OPTION
+
+
+@dataclass(frozen=True)
+class StartingPoint:
+    """Where the weights start: a checkpoint's (`init`), the state an interrupted run left (`resume`), and the
+    `seed` of every draw."""
+
+    init: str | None = None
+    resume: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RecipeFlags:
+    """What is trained and on what, as the flags give it (each None: the card's [training]): the --augment specs,
+    --adversarial and --adversarial-loss, --adaptation (else head)."""
+
+    augment: tuple[str, ...] | None = None
+    adversarial: str | None = None
+    adversarial_loss: str | None = None
+    adaptation: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainingCompute:
+    """Where the work runs: the `device`, the processes the one-off encoding runs on, on a CPU (`workers`; None: the
+    usable cores), and where encoded features are kept (`cache_dir`; None: in memory only)."""
+
+    device: str = "cpu"
+    workers: int | None = None
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class TrainingRequest:
+    """What a training run is asked: the card (name or .toml path), with `demo` its demo configuration and recipe;
+    where the checkpoint goes, the memes, where to start, the recipe and hyperparameter `flags` given (epochs, lr,
+    weight_decay, batch_size), and where it runs."""
+
+    card: str
+    demo: bool = False
+    output: OutputTarget = field(default_factory=OutputTarget)
+    memes: MemeSource = field(default_factory=MemeSource)
+    start: StartingPoint = field(default_factory=StartingPoint)
+    recipe: RecipeFlags = field(default_factory=RecipeFlags)
+    compute: TrainingCompute = field(default_factory=TrainingCompute)
+    flags: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """What is trained and on what, parsed: the augmentations, the attack trained against (an Adversarial) and the
+    adaptation (an AdaptationSpec; None: the head on frozen encoders)."""
+
     augment: tuple = ()
     adversarial: object = None
-    adaptation: dict | None = None
+    adaptation: object = None
 
-    @property
-    def recipe(self) -> dict:
+    def card_entries(self) -> dict:
         """The recipe as the card written beside the checkpoint records it ([training] augment, adversarial,
         adversarial_loss, adaptation): what a retrain of that card runs again."""
         out = {}
@@ -191,41 +224,56 @@ class TrainingPlan:
             out["adversarial"] = self.adversarial.spec
             out["adversarial_loss"] = self.adversarial.loss_spec
         if self.adaptation is not None:
-            out["adaptation"] = self.adaptation
+            out["adaptation"] = self.adaptation.to_dict()
         return out
 
 
-def training_recipe(card, request: "TrainingRequest") -> tuple[tuple, object, dict | None]:
-    """(augmentations, adversarial, adaptation spec) from the flags, else the card's [training]: each parsed and
-    checked against the registries before torch loads (an unknown perturbation, a severity out of range, a
-    probability outside 0..1, an attack given as an augmentation: one error now, not after the encoding)."""
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A request checked: the card (its demo configuration with `demo`), the checkpoint path and the name of the
+    card written beside it, the splits, the hyperparameters and the recipe, parsed."""
+
+    card: object
+    out: Path
+    name: str
+    train_spec: str
+    val_spec: str
+    hyper: dict
+    recipe: TrainingRecipe = field(default_factory=TrainingRecipe)
+
+
+def training_recipe(card, flags: RecipeFlags) -> TrainingRecipe:
+    """The recipe from the `flags`, else the card's [training]: each part parsed and checked against the registries
+    before torch loads (an unknown perturbation, a severity out of range, a probability outside 0..1, an attack
+    given as an augmentation, an adaptation beyond the card's encoders: one error now, not after the encoding)."""
     from ...detectors.training.adversarial import parse_adversarial
     from ...detectors.training.augmentation import parse_augmentations
 
-    training = dict(card.training)
-    augment_specs = request.augment if request.augment is not None else training.get("augment", [])
+    training = dict(card.network.training)
+    augment_specs = flags.augment if flags.augment is not None else training.get("augment", [])
     if isinstance(augment_specs, str):
         augment_specs = [augment_specs]
-    where = "--augment" if request.augment is not None else f"card {card.name} [training] augment"
+    where = "--augment" if flags.augment is not None else f"card {card.name} [training] augment"
     augment = parse_augmentations(list(augment_specs), where)
-    spec = request.adversarial if request.adversarial is not None else training.get("adversarial")
-    loss = request.adversarial_loss if request.adversarial_loss is not None else training.get("adversarial_loss")
+    spec = flags.adversarial if flags.adversarial is not None else training.get("adversarial")
+    loss = flags.adversarial_loss if flags.adversarial_loss is not None else training.get("adversarial_loss")
     if loss is not None and spec is None:
         raise MemeRobustError(f"--adversarial-loss {loss}: name the attack to train against with --adversarial")
     adversarial = parse_adversarial(spec, loss) if spec else None
-    adaptation_value = request.adaptation if request.adaptation is not None else training.get("adaptation")
+    adaptation_value = flags.adaptation if flags.adaptation is not None else training.get("adaptation")
     adaptation = None
     if adaptation_value is not None:
         from ...detectors.meme_models import card_encoders
-        from ...detectors.training.adaptation import check_encoders, parse_adaptation
+        from ...detectors.training.adaptation import check_encoders
+        from ...detectors.training.adaptation_methods import HeadSpec, parse_adaptation
 
         adaptation = parse_adaptation(adaptation_value)
-        where = (f"--adaptation {adaptation_value}" if request.adaptation is not None
+        where = (f"--adaptation {adaptation_value}" if flags.adaptation is not None
                  else f"card {card.name} [training] adaptation")
         check_encoders(adaptation, card_encoders(card), where)  # its sizes within the backbone's, before it loads
-        if adaptation.get("method") == "head":
+        if isinstance(adaptation, HeadSpec):
             adaptation = None
-    return augment, adversarial, adaptation
+    return TrainingRecipe(augment, adversarial, adaptation)
 
 
 @dataclass
@@ -251,8 +299,9 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
     if request.demo:
         card = card.with_demo()
     hyper = hyperparameters(card, request.flags)  # each number in its range, said first
-    augment, adversarial, adaptation = training_recipe(card, request)  # then the recipe's (adaptation sizes too)
-    out = Path(request.out) if request.out else (card.checkpoint_path() if request.demo else None)
+    recipe = training_recipe(card, request.recipe)  # then the recipe's (adaptation sizes too)
+    target = request.output
+    out = Path(target.out) if target.out else (card.checkpoint_path() if request.demo else None)
     if out is None:
         raise MemeRobustError("pass --out PATH for the checkpoint, or --demo to rebuild the card's demo weights with "
                               "its [demo] configuration and recipe (on the demo memes unless --data says otherwise; "
@@ -264,25 +313,27 @@ def plan_training(request: TrainingRequest) -> TrainingPlan:
     if out.suffix != ".safetensors":  # said before the encoding and training, not after
         raise MemeRobustError(f"--out {out}: checkpoints are written as safetensors; name it "
                               f"{out.with_suffix('.safetensors').name}")
-    refuse_shipped(out, given=request.out is not None)
-    check_out(out, force=request.force)
-    name = trained_card_name(out, card.name, request.name) if request.out is not None else card.name
-    train_spec, val_spec = request.train, request.val
-    data = (request.data if request.data is not None or train_spec or val_spec or not request.demo else "demo")
+    refuse_shipped(out, given=target.out is not None)
+    check_out(out, force=target.force)
+    name = trained_card_name(out, card.name, target.name) if target.out is not None else card.name
+    memes = request.memes
+    train_spec, val_spec = memes.train, memes.val
+    data = (memes.data if memes.data is not None or train_spec or val_spec or not request.demo else "demo")
     if data is not None:  # --demo rebuilds the shipped weights, which are trained on the demo memes
         train_spec, val_spec = f"{data}:train", f"{data}:val"
     if not (train_spec and val_spec):
         raise MemeRobustError("name the data: --data demo|NAME:PATH (its train/val splits), or --train and --val")
-    if request.init is not None:
-        check_init(card, Path(request.init))
-    if request.init is None:  # before torch loads: weights missing here are said at once, nothing waits on the hub
+    init = request.start.init
+    if init is not None:
+        check_init(card, Path(init))
+    if init is None:  # before torch loads: weights missing here are said at once, nothing waits on the hub
         try:
             check_local_weights(card)
         except WeightsNotHere as exc:
-            demo = "; or --demo to train on the card's small demo backbone" if card.demo and not request.demo else ""
+            demo = ("; or --demo to train on the card's small demo backbone"
+                    if card.network.demo and not request.demo else "")
             raise ConfigError(f"{exc} (memerobust train --download){demo}") from None
-    return TrainingPlan(card, out, name, train_spec, val_spec, hyper, augment,
-                        adversarial, adaptation)
+    return TrainingPlan(card, out, name, train_spec, val_spec, hyper, recipe)
 
 
 def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[], object] = lambda: None,
@@ -296,16 +347,16 @@ def load_training(plan: TrainingPlan, request: TrainingRequest, ocr: Callable[[]
     from ...detectors import load_detector
     from ...detectors.training import check_training_data, training_task
 
-    card = plan.card
-    torch.manual_seed(request.seed)  # initial head (and demo backbone) weights: a retrain reproduces the checkpoint
-    fresh = replace(card, checkpoint=None, checkpoint_sha256=None)
-    detector = load_detector(fresh, checkpoint=request.init, device=request.device)
+    card, memes = plan.card, request.memes
+    torch.manual_seed(request.start.seed)  # initial head (and demo backbone) weights: a retrain reproduces it
+    fresh = card.without_checkpoint()
+    detector = load_detector(fresh, checkpoint=request.start.init, device=request.compute.device)
     reads_pictures = "image" in getattr(detector, "modalities", ("image", "text"))
     reader = ocr()
     train, val = (read_memes(spec, ocr=reader, require_images=reads_pictures or reader is not None,
-                             allow_outside_paths=request.allow_outside_paths, ocr_option=request.ocr_option)
+                             allow_outside_paths=memes.allow_outside_paths, ocr_option=memes.ocr_option)
                   for spec in (plan.train_spec, plan.val_spec))
-    task = training_task(request.task or card.task, train, val, explicit=request.task is not None)
+    task = training_task(memes.task or card.task, train, val, explicit=memes.task is not None)
     if task != card.task:
         say(f"training task {task!r} (the card's is {card.task!r}); the card written says {task!r}")
     check_training_data(train, val, task, card.classes)
@@ -320,19 +371,20 @@ def _recipe_checked(plan: TrainingPlan, detector, train, request: TrainingReques
     from ...detectors.training.adversarial import check_gradient_path
     from ...detectors.training.augmentation import check_backends, reads_pictures
 
-    if plan.augment:
-        _pictures_checked(plan.augment, detector, train)
+    recipe = plan.recipe
+    if recipe.augment:
+        _pictures_checked(recipe.augment, detector, train)
         first = train.memes[0]
-        check_backends(plan.augment, first.text, first.picture(request.device) if reads_pictures(plan.augment)
-                       else None)
-    if plan.adversarial is not None:
-        check_gradient_path(plan.adversarial, detector)
-    if plan.adaptation is None:
+        check_backends(recipe.augment, first.text, first.picture(request.compute.device)
+                       if reads_pictures(recipe.augment) else None)
+    if recipe.adversarial is not None:
+        check_gradient_path(recipe.adversarial, detector)
+    if recipe.adaptation is None:
         return None
     from ...detectors.training.adaptation import adapt, check_adaptation
 
-    check_adaptation(plan.adaptation, detector)
-    return adapt(detector, plan.adaptation, request.seed)
+    check_adaptation(recipe.adaptation, detector)
+    return adapt(detector, recipe.adaptation, request.start.seed)
 
 
 def _pictures_checked(augment, detector, train) -> None:
@@ -353,37 +405,40 @@ def _pictures_checked(augment, detector, train) -> None:
 
 def fit_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, encoding=None, progress=None):
     """The head fitted (loop.run_training: each input encoded once, then the epochs), resuming from the
-    state an interrupted run of the same request left when `request.resume`, else from scratch. The one-off
+    state an interrupted run of the same request left when `request.start.resume`, else from scratch. The one-off
     encoding runs on the worker pool the evaluation uses (`encoding_pool`), the epochs here. `encoding(what, n,
     total)` and `progress(row)` follow it (row: an epoch's loss and validation figures)."""
     from .loop import Hyperparameters, TrainingCallbacks, TrainingConfig, run_training
 
     state_path = plan.out.with_suffix(".train-state.pt")
     command = resume_command(plan, request, data)
-    if not request.resume:
+    if not request.start.resume:
         state_path.unlink(missing_ok=True)
     elif state_path.exists():
         check_resume_state(state_path, command)
     pool, recipe = encoding_pool(plan, request, data)
     try:
-        config = TrainingConfig(data.task, Hyperparameters(**plan.hyper, seed=request.seed), tuple(plan.augment),
-                                plan.adversarial, data.adaptation, state_path, request.cache_dir, command)
+        config = TrainingConfig(data.task, Hyperparameters(**plan.hyper, seed=request.start.seed),
+                                tuple(plan.recipe.augment), plan.recipe.adversarial, data.adaptation, state_path,
+                                request.compute.cache_dir, command)
         callbacks = TrainingCallbacks(progress=progress, encoding=encoding,
                                       run_batches=None if pool is None else pool.encode_batches(recipe))
         result = run_training(data.detector, data.train, data.val, config, callbacks)
     finally:
         if pool is not None:
             pool.close()
-    result.encoding_workers = pool.size if pool is not None and pool.batches else 1
+    result.cost = replace(result.cost, encoding_workers=pool.size if pool is not None and pool.batches else 1)
     return result
 
 
 def resume_command(plan: TrainingPlan, request: TrainingRequest, data: TrainingData) -> dict:
     """What decides a run's weights, as its resume state records it: a resume of any other command is refused
     (`check_resume_state`), since its epochs would continue another recipe's and its card record only the second."""
+    start = request.start
     return {"card": plan.card.name, "train": plan.train_spec, "val": plan.val_spec, "task": data.task,
-            "init": str(Path(request.init).resolve()) if request.init else None, "seed": request.seed,
-            **{k: plan.hyper[k] for k in TRAINING_DEFAULTS}, **{k: None for k in RECIPE_KEYS}, **plan.recipe}
+            "init": str(Path(start.init).resolve()) if start.init else None, "seed": start.seed,
+            **{k: plan.hyper[k] for k in TRAINING_DEFAULTS}, **{k: None for k in RECIPE_KEYS},
+            **plan.recipe.card_entries()}
 
 
 def check_init(card, init: Path) -> None:
@@ -404,11 +459,11 @@ def check_init(card, init: Path) -> None:
     source = metadata.get("card", "another card")
     differs = []
     for key in ("backbone", "text_backbone"):
-        if key in metadata and json.loads(metadata[key]) != (getattr(card, key, None) or {}):
+        if key in metadata and json.loads(metadata[key]) != (getattr(card.network, key, None) or {}):
             differs.append(f"its {key.replace('_', ' ')} is {_encoder(json.loads(metadata[key]))}, the card's "
-                           f"{_encoder(getattr(card, key, None) or {})}")
+                           f"{_encoder(getattr(card.network, key, None) or {})}")
     params = json.loads(metadata.get("params", "{}"))
-    differs += [f"its {key} is {params[key]}, the card's {value}" for key, value in sorted(card.params.items())
+    differs += [f"its {key} is {params[key]}, the card's {value}" for key, value in sorted(card.network.params.items())
                 if key in params and params[key] != value]
     if differs:
         raise MemeRobustError(f"--init {init} is a checkpoint of another detector (trained from card {source!r}; "
@@ -465,12 +520,14 @@ def encoding_pool(plan: TrainingPlan, request: TrainingRequest, data: TrainingDa
     adaptation = data.adaptation
     if device_type(data.detector) != "cpu" or (adaptation is not None and adaptation.encoders_trainable):
         return None, None
-    pool = make_executor(workers=request.workers)
+    pool = make_executor(workers=request.compute.workers)
     if pool is None:
         return None, None
-    fresh = replace(plan.card, checkpoint=None, checkpoint_sha256=None)
+    fresh = plan.card.without_checkpoint()
     namespaces = encoder_namespaces(data.detector, "fp32")[0]
-    return pool, functools.partial(training_encoders, fresh, request.init, request.device, request.seed, namespaces)
+    start = request.start
+    return pool, functools.partial(training_encoders, fresh, start.init, request.compute.device, start.seed,
+                                   namespaces)
 
 
 def training_encoders(card, init: str | None, device: str, seed: int, namespaces: dict):
@@ -510,11 +567,12 @@ def save_head(plan: TrainingPlan, request: TrainingRequest, data: TrainingData, 
     from ...detectors.training import save_trained
 
     out = plan.out
-    save_trained(data.detector, out, data.card, result, {**plan.hyper, **plan.recipe},
-                 write_card=request.out is not None, name=plan.name)
+    given = request.output.out
+    save_trained(data.detector, out, data.card, result, {**plan.hyper, **plan.recipe.card_entries()},
+                 write_card=given is not None, name=plan.name)
     out.with_suffix(".train-state.pt").unlink(missing_ok=True)
     return [out.name, out.with_suffix(".metrics.json").name] + (
-        [f"{out.with_suffix('.card.toml').name} (card {plan.name!r})"] if request.out else [])
+        [f"{out.with_suffix('.card.toml').name} (card {plan.name!r})"] if given else [])
 
 
 def describe_recipe(plan: TrainingPlan, data: TrainingData) -> str:
@@ -530,10 +588,11 @@ def describe_recipe(plan: TrainingPlan, data: TrainingData) -> str:
         method = adaptation.method if adaptation is not None else "head"
         parts = [f"encoding {len(data.train)} + {len(data.val)} memes once (the backbone is frozen), then {epochs} "
                  f"epoch{'s' * (epochs != 1)} ({method})"]
-    if plan.augment:
-        parts.append(f"augmented with {', '.join(a.spec for a in plan.augment)}, drawn per meme and epoch (augmented "
+    recipe = plan.recipe
+    if recipe.augment:
+        parts.append(f"augmented with {', '.join(a.spec for a in recipe.augment)}, drawn per meme and epoch (augmented "
                      f"inputs are cached like clean ones: a rerun encodes none)")
-    if plan.adversarial is not None:
-        parts.append(f"each batch attacked with {plan.adversarial.spec} against the current weights, loss "
-                     f"{plan.adversarial.loss_spec} (what the attack makes is encoded as it comes, never cached)")
+    if recipe.adversarial is not None:
+        parts.append(f"each batch attacked with {recipe.adversarial.spec} against the current weights, loss "
+                     f"{recipe.adversarial.loss_spec} (what the attack makes is encoded as it comes, never cached)")
     return "; ".join(parts)

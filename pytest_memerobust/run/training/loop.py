@@ -15,7 +15,7 @@ stopped and ends with the same weights.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,23 +30,52 @@ from ...detectors.training.adversarial import attack_batch
 from ...judge.metrics import METRICS, auroc
 
 
-@dataclass
-class TrainingResult:
-    best_epoch: int
-    best_val_auroc: float
-    history: list[dict] = field(default_factory=list)
-    resumed_from_epoch: int = 0
-    feature_cache: dict = field(default_factory=dict)  # the one-off encoding: inputs encoded, from memory, from disk
+@dataclass(frozen=True)
+class TrainedRecipe:
+    """What trained, as the metrics record it: the adaptation's method and its count of trainable parameters, the
+    augmentations' specs, the attack trained against and its loss."""
+
     adaptation: str = "head"
     trainable_parameters: int = 0
     augment: list[str] = field(default_factory=list)
     adversarial: str | None = None
     adversarial_loss: str | None = None
-    encoders_in_loop: bool = False  # the encoders ran on every batch: nothing of the training split was cached
-    encoding_seconds: float = 0.0  # wall time of the one-off encoding (0 when the encoders train)
-    training_seconds: float = 0.0  # wall time of the epochs (augmentation, attacks and validation included)
-    encoding_workers: int = 1  # processes the one-off encoding ran on (run/training.py encoding_pool)
-    diverged: dict | None = None  # where a non-finite loss stopped the epochs: {"epoch", "batch", "loss"}
+
+
+@dataclass(frozen=True)
+class TrainingCost:
+    """Where a run's time went: whether the encoders ran on every batch (nothing of the training split was
+    cached), the wall time of the one-off encoding (0 when the encoders train) and of the epochs (augmentation,
+    attacks and validation included), and the processes the encoding ran on (run/training encoding_pool)."""
+
+    encoders_in_loop: bool = False
+    encoding_seconds: float = 0.0
+    training_seconds: float = 0.0
+    encoding_workers: int = 1
+
+
+@dataclass
+class TrainingResult:
+    """A training run's outcome: the best epoch and its validation AUROC, each epoch's row, the epoch resumed from,
+    the one-off encoding's cache figures (inputs encoded, from memory, from disk), what trained and what it cost,
+    and where a non-finite loss stopped the epochs ({"epoch", "batch", "loss"}; None: it did not)."""
+
+    best_epoch: int
+    best_val_auroc: float
+    history: list[dict] = field(default_factory=list)
+    resumed_from_epoch: int = 0
+    feature_cache: dict = field(default_factory=dict)
+    recipe: TrainedRecipe = field(default_factory=TrainedRecipe)
+    cost: TrainingCost = field(default_factory=TrainingCost)
+    diverged: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The metrics file's fields: flat, each part's fields in its place, as the metrics have always held them."""
+        flat = {}
+        for part in fields(self):
+            value = getattr(self, part.name)
+            flat.update(asdict(value) if is_dataclass(value) else {part.name: value})
+        return flat
 
 
 class TrainingDiverged(MemeRobustError):
@@ -420,12 +449,8 @@ def _train(detector, train: Dataset, val: Dataset, config: TrainingConfig,
     if adaptation is not None:
         adaptation.freeze()  # tested next, as a loaded checkpoint is: no gradient piles up in it, fingerprinted once
     result.feature_cache = asdict(store.stats)
-    result.adaptation = adaptation.method if adaptation is not None else "head"
-    result.trainable_parameters = sum(p.numel() for p in params)
-    result.augment = [a.spec for a in augment]
-    if adversarial is not None:
-        result.adversarial, result.adversarial_loss = adversarial.spec, adversarial.loss_spec
-    result.encoders_in_loop = in_loop
-    result.encoding_seconds = encoded_at - started
-    result.training_seconds = time.perf_counter() - encoded_at
+    attack = (adversarial.spec, adversarial.loss_spec) if adversarial is not None else (None, None)
+    result.recipe = TrainedRecipe(adaptation.method if adaptation is not None else "head",
+                                  sum(p.numel() for p in params), [a.spec for a in augment], *attack)
+    result.cost = TrainingCost(in_loop, encoded_at - started, time.perf_counter() - encoded_at)
     return result
