@@ -67,6 +67,31 @@ def test_analyses_made_when_the_report_is_built_are_placed_by_their_scope(monkey
         register(Analysis("sometimes", lambda session: [], report_key="sometimes", scope="sometimes"))
 
 
+def test_an_analysis_asked_again_with_other_parameters_is_refused_not_answered_with_the_first(monkeypatch):
+    """A run keeps one record per (analysis, model, data): the same question again gets the record made once; the
+    same analysis with another k (or task) would have been given the first one's numbers."""
+    from types import SimpleNamespace
+
+    from pytest_memerobust.errors import ConfigError
+    from pytest_memerobust.run.analysis_registry import analysed
+
+    monkeypatch.setattr(analysis_registry, "_REGISTRY", {})
+    monkeypatch.setattr(analysis_registry, "_ensure_loaded", lambda: None)
+    runs = []
+    analysis_registry.register(Analysis("draws", lambda session, model, spec, task, k=1: runs.append(k) or {"k": k},
+                                        table=lambda record: AnalysisTable("t", ("k",), ((str(record["k"]),),))))
+    session = SimpleNamespace(analyses=AnalysisRecords(), data_spec=lambda data: data or "demo",
+                              task=lambda model, task: task or "hate")
+    assert analysed(session, "draws", "m", k=10) == {"k": 10}
+    assert analysed(session, "draws", "m", k=10) == {"k": 10} and runs == [10]  # made once
+    with pytest.raises(ConfigError, match=r"'draws' of m on demo was asked for with task hate, k=10 and again with "
+                                          r"task hate, k=5"):
+        analysed(session, "draws", "m", k=5)
+    with pytest.raises(ConfigError, match="task misogyny, k=10"):
+        analysed(session, "draws", "m", task="misogyny", k=10)
+    assert analysed(session, "draws", "m", data="other", k=5) == {"k": 5}  # other data: a record of its own
+
+
 THIRD_PARTY = '''
 from pytest_memerobust.run.analysis_registry import Analysis, AnalysisTable
 

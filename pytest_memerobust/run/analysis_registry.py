@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import entry_points
 from typing import Callable
 
+from ..errors import ConfigError
+
 ENTRY_POINT_GROUP = "pytest_memerobust.analyses"
 
 ASKED, OF_THE_RUN, PER_GROUP = "asked", "of the run", "per group"  # when a record is made (the module's doc)
@@ -134,6 +136,7 @@ class AnalysisRecords:
 
     records: dict[tuple[str, str, str], dict] = field(default_factory=dict)
     ocr_readings: dict[tuple, list[str]] = field(default_factory=dict)
+    asked: dict[tuple[str, str, str], tuple] = field(default_factory=dict)  # each record's (task, parameters)
 
     def of(self, name: str) -> dict[tuple[str, str], dict]:
         """Analysis `name`'s records by (model, data spec), in the order they were made."""
@@ -154,15 +157,27 @@ class AnalysisRecords:
 
 def analysed(session, name: str, model: str, data: str | None = None, task: str | None = None, **params) -> dict:
     """The record of analysis `name` on `model` and `data` (default: the run's), run once per run and kept on the
-    session for the report."""
+    session for the report. A run keeps one record per (analysis, model, data): asked again with another task or
+    other parameters, it is a ConfigError naming both, not the first record given back as if it were the second."""
     analysis = get(name)
     if analysis.scope != ASKED:
         raise ValueError(f"analysis {name!r} is made when the report is built ({analysis.scope}), not by a test")
-    spec = session.data_spec(data)
-    key = (name, model, spec)
-    if key not in session.analyses.records:
-        session.analyses.records[key] = analysis.run(session, model, spec, session.task(model, task), **params)
-    return session.analyses.records[key]
+    spec, task = session.data_spec(data), session.task(model, task)
+    key, asked = (name, model, spec), (task, tuple(sorted(params.items())))
+    records = session.analyses
+    if key not in records.records:
+        records.records[key] = analysis.run(session, model, spec, task, **params)
+        records.asked[key] = asked
+    elif records.asked.get(key, asked) != asked:
+        raise ConfigError(f"analysis {name!r} of {model} on {spec} was asked for with {_said(records.asked[key])} "
+                          f"and again with {_said(asked)}; a run keeps one record of it per model and data: ask "
+                          f"with the same task and parameters")
+    return records.records[key]
+
+
+def _said(asked: tuple) -> str:
+    task, params = asked
+    return ", ".join([f"task {task}", *(f"{k}={v!r}" for k, v in params)])
 
 
 def place_analyses(session, document: dict) -> dict:
