@@ -165,8 +165,10 @@ def modify_items(config, items) -> None:
         check_baseline(rs, [(model, data, task, captions) for model, data, task, captions, _ in cases])
     except MemeRobustError as exc:
         raise pytest.UsageError(f"memerobust: {exc}") from None
+    from .run.accounting import hosted_requests
+
     try:  # a hosted model's requests, said before the first is sent, and refused beyond its card's max_requests
-        estimates = rs.hosted_requests()
+        estimates = hosted_requests(rs)
     except MemeRobustError as exc:
         raise pytest.UsageError(f"memerobust: {exc}") from None
     reporter = config.pluginmanager.get_plugin("terminalreporter")

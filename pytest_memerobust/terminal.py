@@ -213,13 +213,14 @@ def summary(terminalreporter, config) -> None:
     from .report.gate_tables import change_list_lines
     from .report.outline import baseline_notes
     from .report.tables import family_rollup, gate_table, verdict_lines
+    from .run.accounting import cache_summary, run_notes
 
     tr = terminalreporter
     if session.outcomes.results or session.analyses:
         _write_tables(tr, session, family_rollup)
-        for note in session.run_notes():
+        for note in run_notes(session):
             _say(tr, f"memerobust: {note}")
-        _say(tr, f"memerobust: {session.cache_summary()}")
+        _say(tr, f"memerobust: {cache_summary(session)}")
     for line in config.stash.get(REPORT_LINES_KEY, []):  # what was written (an interrupted run: what was not)
         _say(tr, line)
     outcomes = config.stash.get(OUTCOMES_KEY, [])

@@ -16,6 +16,7 @@ from pytest_memerobust.detectors.checkpoints import save_state_dict
 from pytest_memerobust.detectors.demo import DemoDetector
 from pytest_memerobust.detectors.meme_models import MemeDetector
 from pytest_memerobust.engine.features import encoder_namespaces
+from pytest_memerobust.run.accounting import cache_stats, cache_summary
 from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.detectors.training import save_trained
@@ -65,13 +66,13 @@ def _run(model, checkpoint, cache_dir, limit=12):
 def test_a_second_checkpoint_on_the_same_backbone_reads_every_feature_from_the_cache(tmp_path, kind):
     model, a, b = _two_checkpoints_on_one_backbone(kind, tmp_path)
     first, clean_a = _run(model, a, tmp_path / "cache")
-    encoded = first.cache_stats()["encoded"]
-    assert encoded["image"] > 0 and encoded["text"] > 0 and first.cache_stats()["disk_hits"] == NOTHING
+    encoded = cache_stats(first)["encoded"]
+    assert encoded["image"] > 0 and encoded["text"] > 0 and cache_stats(first)["disk_hits"] == NOTHING
 
     second, clean_b = _run(model, b, tmp_path / "cache")
-    stats = second.cache_stats()
+    stats = cache_stats(second)
     assert stats["encoded"] == NOTHING and stats["disk_hits"] == encoded
-    assert "encoded 0 pictures and 0 captions" in second.cache_summary()
+    assert "encoded 0 pictures and 0 captions" in cache_summary(second)
     assert not np.allclose(clean_a.answers.proba, clean_b.answers.proba)  # another head indeed, on the same features
 
     # what the cache gave equals what the backbone computes now
@@ -107,7 +108,7 @@ def test_a_second_head_trained_on_the_same_minilm_encodes_nothing_and_a_test_run
                                         compute=ComputeOptions(device="cpu",
                                                                cache=CacheOptions(folder=tmp_path / "cache"))))
     session.evaluate(session.options.models[0], "clean")  # the same 32 captions training encoded
-    stats = session.cache_stats()
+    stats = cache_stats(session)
     assert stats["encoded"] == NOTHING and stats["disk_hits"]["text"] == len({m.text for m in train.memes})
 
 

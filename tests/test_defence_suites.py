@@ -11,6 +11,7 @@ from pytest_memerobust.detectors.defences import DefendedDetector, Defence, undo
 from pytest_memerobust.engine import Condition, EncodingSettings, Engine
 from pytest_memerobust.errors import SuiteError
 from pytest_memerobust.judge.summaries import defence_summary, defence_verdict
+from pytest_memerobust.run.accounting import run_notes
 from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 from pytest_memerobust.run.suite import parse_suite
@@ -138,7 +139,7 @@ def test_a_session_scores_defended_cases_against_the_defended_clean_memes():
     # the defended engine reads the undefended one's encoded features where the captions are the same
     engine = session.engine("demo", "demo", None, defence)
     assert engine.features is session.engine("demo", "demo").features
-    assert isinstance(session.run_notes(), list)  # the notes read every engine, defended ones too
+    assert isinstance(run_notes(session), list)  # the notes read every engine, defended ones too
 
 
 def test_defence_verdicts():

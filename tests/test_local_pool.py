@@ -18,6 +18,7 @@ from pytest_memerobust.engine import Condition
 from pytest_memerobust.engine import executors, pool_worker
 from pytest_memerobust.engine.executors import LocalPool, make_executor, usable_cores
 from pytest_memerobust.judge.results import StatsConfig
+from pytest_memerobust.run.accounting import cache_stats, cache_summary
 from pytest_memerobust.run.options import CacheOptions, ComputeOptions, DataOptions, JudgingOptions, Options
 from pytest_memerobust.run.session import RobustnessSession
 
@@ -52,7 +53,7 @@ def one_process(tmp_path_factory):
         patch_small_pool_fits(patch, FIT_MEMES, UAP_STEPS)
         out, session = _evaluate(tmp_path_factory.mktemp("one"), workers=1)
     assert session.executor is None
-    return out, session.cache_stats()
+    return out, cache_stats(session)
 
 
 def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process_gives(one_process, tmp_path,
@@ -77,11 +78,11 @@ def test_two_worker_processes_give_every_kind_of_condition_the_bytes_one_process
         # the run's note counts what the workers encoded, though this process encoded nothing: about what one
         # process encodes (each worker's store is its own, so an input met in two workers' shards counts twice)
         assert [store.stats.encoded for store in session.loaded.feature_stores.values()] == [{"image": 0, "text": 0}]
-        stats, one_process_stats = session.cache_stats(), one_process[1]
+        stats, one_process_stats = cache_stats(session), one_process[1]
         for modality, n in one_process_stats["encoded"].items():
             assert n > 0 and 0.8 * n <= stats["encoded"][modality] <= 1.25 * n, (modality, stats, one_process_stats)
         assert f"encoded {stats['encoded']['image']} pictures and {stats['encoded']['text']} captions" in (
-            session.cache_summary())
+            cache_summary(session))
     finally:
         session.close()
     assert len(who) == 3 and os.getpid() not in who and set(who) <= set(workers)

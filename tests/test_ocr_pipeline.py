@@ -14,6 +14,7 @@ from pytest_memerobust.data.fit_memes import FitMemes
 from pytest_memerobust.data.meme import Meme
 from pytest_memerobust.engine import Condition, Engine, Readers
 from pytest_memerobust.errors import DataError
+from pytest_memerobust.run.accounting import run_notes
 from pytest_memerobust.run.options import ComputeOptions, DataOptions, Options, training_spec
 from pytest_memerobust.run.session import RobustnessSession
 
@@ -232,8 +233,8 @@ def test_a_universal_case_with_nothing_to_fit_on_skips_naming_the_fixes(tmp_path
 def test_a_run_that_re_rendered_captions_names_the_fonts_it_drew_them_in():
     session = RobustnessSession(_options(limit=4))
     session.evaluate("demo", "image=rendered_clean_caption")
-    assert any(n.startswith("re-rendered captions: bold captions in ") for n in session.run_notes())
-    assert not any("re-rendered" in n for n in RobustnessSession(_options()).run_notes())
+    assert any(n.startswith("re-rendered captions: bold captions in ") for n in run_notes(session))
+    assert not any("re-rendered" in n for n in run_notes(RobustnessSession(_options())))
 
 
 def test_a_caption_ocr_read_as_nothing_stays_empty_under_a_caption_attack():
@@ -259,7 +260,7 @@ def test_the_report_names_the_memes_a_universal_attack_was_fitted_on(monkeypatch
     session = RobustnessSession(_options(limit=8))
     session.evaluate("demo", "text=universal_trigger@1")
     assert any(n.startswith("demo: universal attacks (triggers, patterns) fitted on the train split demo:train: 480 "
-                            "memes") for n in session.run_notes())
+                            "memes") for n in run_notes(session))
     fits = build_report(session)["datasets"]["demo"]["fit_memes"]
     assert [(f["task"], f["source"], f["n"]) for f in fits] == [("hate", "the train split demo:train", 480)]
     assert not set(fits[0]["ids"]) & {m.id for m in session.dataset("demo").memes}

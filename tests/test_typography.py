@@ -10,6 +10,7 @@ from pytest_memerobust.data.text_boxes import TEXT_BOXES, TextBox
 from pytest_memerobust.engine import Condition, Engine, Readers
 from pytest_memerobust.perturb import get
 from pytest_memerobust.perturb.typography import COUNTER_PHRASES, _share_words, box_colours, erase_text
+from pytest_memerobust.run.accounting import run_notes
 
 from test_engine import CountingSplit
 
@@ -201,7 +202,7 @@ def test_a_run_notes_the_edits_that_had_no_text_boxes(monkeypatch):
     session = RobustnessSession(Options(models=("demo",)))
     session.evaluate("demo", "image=caption_cover@2", data="plain-spec")
     assert any("plain-spec: caption_cover met 3 of 3 pictures whose text boxes are unknown (--memerobust-ocr"
-               in note for note in session.run_notes())
+               in note for note in run_notes(session))
 
 
 rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="the OCR backend is in the dev and ocr extras")

@@ -5,7 +5,6 @@ It is plain Python, so the same evaluation runs without pytest.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from ..perturb.conditions import Condition
 from ..engine.engine import channels_read
 from ..perturb import get as get_perturbation
 from ..errors import ConfigError, DataError, ModeNotRead, NothingToFitOn
-from ..engine.features import CacheStats, FeatureStore, detector_feature_store
+from ..engine.features import FeatureStore, detector_feature_store
 from ..engine.executors import make_executor
 from ..engine.shards import ShardRunner
 from ..judge.results import Answers, AttackMeasures, ConditionResult, Memes
@@ -210,90 +209,6 @@ class RobustnessSession:
         condition sides): half of --memerobust-feature-memory each."""
         return self.options.compute.cache.memory_mib * 2**20 // 2
 
-    def run_notes(self, hosted: bool = True) -> list[str]:
-        """The notes, and one line per typographic edit that met pictures whose text boxes are unknown (it then
-        used the band at the bottom of the picture, where captions usually sit); with `hosted`, one per hosted
-        model, its requests summed over every process of the run."""
-        lines = list(self.notes.lines)
-        if callable(getattr(self.executor, "note", None)) and self.executor.note():
-            lines.append(self.executor.note())
-        if hosted:
-            lines += self.hosted_notes()
-        for spec in dict.fromkeys(r.dataset for r in self.outcomes.results.values()):  # here: any executor fits
-            for fit in self._fits_of(spec):
-                note = fit.note(spec.removesuffix(CAPTIONS_BY_OCR))
-                if note not in lines:
-                    lines.append(note)
-        if any(r.condition.image and get_perturbation(r.condition.image).traits.caption_source
-               for r in self.outcomes.results.values()):  # their pixels depend on the fonts this machine has
-            from ..perturb.typography import caption_font_name
-
-            lines.append(f"re-rendered captions: {caption_font_name()}")
-        for (model, spec, task, *_defence), engine in self.loaded.engines.items():
-            unread = engine.unread() if engine.abstentions else ()  # memes it predicted on only
-            if any(unread):
-                ids = [i for i, blank in zip(engine.ids, unread) if blank]
-                line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: OCR read nothing off the pictures of {len(ids)} of "
-                        f"{len(engine.ids)} memes ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}): with no "
-                        f"caption to judge, each is an abstention under every condition of a detector that reads "
-                        f"captions, left out of its metrics (its abstention rate)")
-                if line not in lines:
-                    lines.append(line)
-            for edit, pictures in sorted(engine.boxless.items()):
-                hint = "" if self.ocr() else " (--memerobust-ocr=rapidocr finds them)"
-                line = (f"{spec.removesuffix(CAPTIONS_BY_OCR)}: {edit} met {len(pictures)} of {len(engine.ids)} "
-                        f"pictures whose text boxes are unknown{hint}, and used the band at the bottom instead")
-                if line not in lines:
-                    lines.append(line)
-        return lines
-
-    def hosted_usage(self) -> list[dict]:
-        """What this process's hosted models sent (their shards on pool workers included), one record each."""
-        return [d.usage_record() for d in self.loaded.detectors.values() if callable(getattr(d, "usage_record", None))]
-
-    def hosted_notes(self) -> list[str]:
-        """One note per hosted model: requests, cached answers, tokens and cost, over this process and, on a
-        pytest-xdist controller, every worker."""
-        from ..detectors.hosted import sum_usage, usage_note
-
-        return [usage_note(record) for record in sum_usage(self.hosted_usage() + self.from_workers.hosted)]
-
-    def hosted_requests(self) -> list[str]:
-        """Before the first request: per hosted model of the run, a note of the requests its planned cases will
-        send at most (detectors/hosted_cost.py: attacks' queries, samples, fits); a ConfigError naming the largest
-        cases where that is more than its card's `max_requests`."""
-        from ..detectors.hosted_cost import estimate
-
-        by_model: dict[str, list] = {}
-        texts: dict[tuple[str, str], list[str]] = {}  # (spec, task) -> the captions of its scored memes
-        for nodeid, model, data, task, _group, captions, condition in self.planned.cases:
-            try:
-                detector = self.detector(model)
-            except ModeNotRead:
-                continue
-            if not callable(getattr(detector, "usage_record", None)):
-                continue
-            spec, task = self.data_spec(data, captions), self.task(model, task)
-            if (spec, task) not in texts:
-                texts[spec, task] = [m.text or "" for m in self._evaluated_as_stored(spec).labelled(task).memes]
-            sampling = getattr(detector, "sampling", None)
-            by_model.setdefault(model, []).append((nodeid, model, spec, condition, texts[spec, task],
-                                                   sampling.k if sampling is not None else 1))
-        lines = []
-        for model, cases in by_model.items():
-            rows, total = estimate(cases)
-            detector, largest = self.detector(model), sorted(rows, key=lambda row: -row[1])[:3]
-            named = ", ".join(f"{nodeid} ({n:,})" for nodeid, n in largest)
-            if detector.max_requests is not None and total > detector.max_requests:
-                raise ConfigError(f"model card {detector.card.name!r}: the {len(rows)} selected cases would send up to "
-                                  f"{total:,} requests to {detector.usage_record()['endpoint']}, more than its "
-                                  f"max_requests = {int(detector.max_requests):,}; the largest: {named}. Select "
-                                  f"fewer cases (-k) or memes (--memerobust-limit), or raise max_requests")
-            lines.append(f"{detector.card.name}: its {len(rows)} cases send at most {total:,} requests to "
-                         f"{detector.usage_record()['endpoint']} (fewer where the response cache has answers); the "
-                         f"largest: {named}")
-        return lines
-
     def run_folder(self) -> Path:
         """A folder every process of this run sees (its pool workers, its pytest-xdist workers): where a hosted
         model's rate limit and breaker live. The options' own (a pool worker gets its driver's), else one in the
@@ -311,28 +226,6 @@ class RobustnessSession:
             execution.run_folder.mkdir(parents=True, exist_ok=True)
         return execution.run_folder
 
-    def cache_stats(self) -> dict:
-        """Inputs encoded, served from memory and read from disk, per modality, over every model's store, the stores
-        of the worker processes that evaluated shards (--memerobust-workers, Ray actors) and, on a pytest-xdist
-        controller, every worker's."""
-        total = CacheStats()
-        for counts in [store.stats for store in self.loaded.feature_stores.values()] + self.from_workers.cache_stats + [
-                getattr(self.executor, "worker_stats", CacheStats())]:
-            total.add(counts)
-        return dataclasses.asdict(total)
-
-    def cache_summary(self) -> str:
-        t = self.cache_stats()
-        cache = self.options.compute.cache
-        where = f"{Path(cache.folder) / 'features'}" if cache.features and cache.folder else "memory only"
-        line = (f"encoded {t['encoded']['image']} pictures and {t['encoded']['text']} captions; reused "
-                f"{sum(t['memory_hits'].values())} from this run and read {sum(t['disk_hits'].values())} from the "
-                f"feature cache ({where})")
-        if t["dropped"]:
-            line += (f"; {t['dropped']} inputs' features left memory to stay within --memerobust-feature-memory="
-                     f"{self.options.compute.cache.memory_mib}")
-        return line + (f"; {t['rejected_files']} damaged cache files recomputed" if t["rejected_files"] else "")
-
     def data_spec(self, suite_default: str | None = None, captions: str | None = None) -> str:
         """The dataset a run or suite evaluates; with captions read by OCR (the option, or a suite's `captions =
         "ocr"`) the spec carries CAPTIONS_BY_OCR, which keeps those results apart from the dataset's own captions."""
@@ -343,7 +236,7 @@ class RobustnessSession:
         """The evaluated memes of `spec` (`_chosen`), their missing captions read by OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)  # the same memes; only where the captions come from differs
         if spec not in self.loaded.datasets:
-            self.loaded.datasets[spec] = read_missing_captions(self._evaluated_as_stored(spec), spec, self.ocr())
+            self.loaded.datasets[spec] = read_missing_captions(self.evaluated_as_stored(spec), spec, self.ocr())
             scene = [m for m in self.loaded.datasets[spec].memes if m.meta.get(SCENE_TEXT)]
             if scene:  # what OCR read that is not the caption: said once, kept on each meme
                 self.notes.add(f"{spec}: OCR kept text of the scene (a sign's, a T-shirt's, a watermark's) out of "
@@ -351,7 +244,7 @@ class RobustnessSession:
                                   f"{scene[0].meta[SCENE_TEXT]!r} (each meme's meta['{SCENE_TEXT}'])")
         return self.loaded.datasets[spec]
 
-    def _evaluated_as_stored(self, spec: str) -> Dataset:
+    def evaluated_as_stored(self, spec: str) -> Dataset:
         """The evaluated memes of `spec` as its files hold them, missing captions not yet read: what the checks
         that need no picture (task, classes) look at, before any OCR."""
         spec = spec.removesuffix(CAPTIONS_BY_OCR)
@@ -565,7 +458,7 @@ class RobustnessSession:
         as stored, before OCR reads a picture, each refusal naming its fix."""
         explicit = task != self.detector(model).card.task  # asked for (option, suite), not the card's own
         check_task(task, spec.removesuffix(CAPTIONS_BY_OCR), explicit=explicit)  # a generic file: from its spec
-        dataset = self._evaluated_as_stored(spec)
+        dataset = self.evaluated_as_stored(spec)
         if dataset.unlabelled:  # any task: measured by the label-free measures, on the detector's own classes
             if is_multilabel(self.detector(model)):
                 raise ConfigError(f"{spec!r} has no labels, and model {model!r} is multi-label: an unlabelled run "
@@ -642,9 +535,9 @@ class RobustnessSession:
         source, number, ids and digest); empty when no result of `spec` ran a universal attack. Worked out from the
         results, so a pytest-xdist controller, which fitted nothing, reports the same."""
         return [{"task": fit.task, "source": fit.source, "n": len(fit), "digest": fit.digest,
-                 "ids": [m.id for m in fit.memes]} for fit in self._fits_of(spec)]
+                 "ids": [m.id for m in fit.memes]} for fit in self.fits_of(spec)]
 
-    def _fits_of(self, spec: str) -> list[FitMemes]:
+    def fits_of(self, spec: str) -> list[FitMemes]:
         """The fit memes of the universal attacks among the results on `spec`, one per task scored."""
         tasks = dict.fromkeys(r.task or self.task(r.model) for r in self.outcomes.results.values()
                               if r.dataset == spec and any(name and get_perturbation(name).universal

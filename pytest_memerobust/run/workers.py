@@ -55,11 +55,13 @@ def share_cpu_threads(worker_count: int) -> None:
 def to_wire(session) -> dict:
     """What a pytest-xdist worker hands the controller: its results, grid orderings, notes and cache counts,
     and the tests' positions (the controller collects none; its report lists cases in that order)."""
+    from .accounting import cache_stats, hosted_usage, run_notes
+
     return {"results": [r.to_wire() for r in session.outcomes.results.values()],
             "positions": session.ordering.positions,
             "order": [session.ordering.first_asked.get(key, float("inf")) for key in session.outcomes.results],
             "grids": [[list(key), [list(t), list(i), list(c)]] for key, (t, i, c) in session.planned.grids.items()],
-            "notes": session.run_notes(hosted=False), "cache": session.cache_stats(), "hosted": session.hosted_usage(),
+            "notes": run_notes(session, hosted=False), "cache": cache_stats(session), "hosted": hosted_usage(session),
             "analyses": session.analyses.to_wire(),
             "exports": session.planned.exports, "attacks": _attacks_to_wire(session)}
 
