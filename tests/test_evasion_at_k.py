@@ -42,7 +42,8 @@ def test_evasion_at_1_is_the_runs_own_condition_on_the_flagged_harmful_memes():
     assert record["curve"][0]["evaded"] == int(evaded.sum())
     shares = [row["share"] for row in record["curve"]]
     assert shares == sorted(shares) and record["seed"] == 3
-    assert analysed(session, "evasion_at_k", "demo") is record  # once per run: kept on the session
+    again = analysed(session, "evasion_at_k", "demo", perturbation="typos", severity=3, k=4)
+    assert again is record  # once per run: kept on the session
     table = analysis_registry.get("evasion_at_k").table(record)
     assert table.headers[0] == "tries k" and [row[0] for row in table.rows] == ["1", "2", "3", "4"]
 
