@@ -80,7 +80,7 @@ def test_constructing_a_session_loads_no_baseline_and_makes_no_executor(tmp_path
     missing = tmp_path / "no-such-baseline.json"
     session = RobustnessSession(Options(models=("demo",),
                                         judging=JudgingOptions(baseline=BaselineOptions(path=missing))))
-    assert session.loaded.baseline is None and not session.execution._made  # nothing reached while assembling
+    assert session.loaded.baseline is None and not session.execution.made  # nothing reached while assembling
     with pytest.raises(MemeRobustError, match="no-such-baseline"):
         session.start()  # what the plugin calls at once: the unreadable baseline fails before any case
 

@@ -96,13 +96,14 @@ class Execution:
             self._executor, self._made = self._make(), True
         return self._executor
 
-    @executor.setter
-    def executor(self, executor) -> None:
-        self._executor, self._made = executor, True
+    @property
+    def made(self) -> bool:
+        """Whether the executor was made (a cluster reached, a pool set up)."""
+        return self._made
 
     def close(self) -> None:
         """Let go of what the run started (a Ray pool, and the local cluster it started; its own run folder)."""
-        if self._made and self._executor is not None:
+        if self._executor is not None:
             self._executor.close()
             self._executor = None
         if self.owned_run_folder is not None:
